@@ -1,0 +1,41 @@
+-- The context gauge as Claude Code reads it: input + cache read + cache
+-- creation recorded on the last assistant turn of the active chain (newer
+-- builds read the same three fields from usage.iterations[], when present).
+CREATE VIEW context_gauge AS
+WITH last_turn AS (
+    SELECT c.file_id, max(c.pos) AS pos
+    FROM chain c
+    JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+    WHERE r.type = 'assistant' AND r.model IS NOT '<synthetic>'
+    GROUP BY c.file_id
+)
+SELECT
+    lt.file_id,
+    r.session_id,
+    lt.pos,
+    r.timestamp,
+    r.message_id,
+    r.model,
+    u.input_tokens,
+    u.cache_read_input_tokens,
+    u.cache_creation_input_tokens,
+    u.output_tokens,
+    coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+        + coalesce(u.cache_creation_input_tokens, 0) AS recorded_context,
+    CASE WHEN u.iterations IS NOT NULL AND json_array_length(u.iterations) > 0 THEN
+        coalesce(json_extract(u.iterations, '$[#-1].input_tokens'), 0)
+        + coalesce(json_extract(u.iterations, '$[#-1].cache_read_input_tokens'), 0)
+        + coalesce(json_extract(u.iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    END AS iterations_context,
+    CASE WHEN u.iterations IS NOT NULL AND json_array_length(u.iterations) > 0 THEN
+        coalesce(json_extract(u.iterations, '$[#-1].input_tokens'), 0)
+        + coalesce(json_extract(u.iterations, '$[#-1].cache_read_input_tokens'), 0)
+        + coalesce(json_extract(u.iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    ELSE
+        coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+        + coalesce(u.cache_creation_input_tokens, 0)
+    END AS gauge_tokens
+FROM last_turn lt
+JOIN chain c ON c.file_id = lt.file_id AND c.pos = lt.pos
+JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+LEFT JOIN usage u ON u.file_id = r.file_id AND u.message_id = r.message_id;

@@ -1,0 +1,17 @@
+-- API usage per session file, one count per API message (lines that repeat
+-- a message.id count once).
+CREATE VIEW session_usage AS
+SELECT u.file_id, s.session_id, s.project,
+       count(*) AS api_messages,
+       sum(coalesce(u.input_tokens, 0)) AS input_tokens,
+       sum(coalesce(u.output_tokens, 0)) AS output_tokens,
+       sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
+       sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
+       sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
+           + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+       min(u.timestamp) AS first_timestamp,
+       max(u.timestamp) AS last_timestamp,
+       group_concat(DISTINCT u.model) AS models
+FROM usage u
+JOIN sessions s ON s.file_id = u.file_id
+GROUP BY u.file_id;

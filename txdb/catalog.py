@@ -1,0 +1,176 @@
+"""Read the catalog: find a session, list sessions, the analyze report."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config
+from .errors import AmbiguousSession, SessionNotFound
+from .ingest.store import refresh_path
+
+
+@dataclass
+class SessionRef:
+    file_id: int
+    path: str
+    session_id: str | None
+    kind: str
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _looks_like_path(ref: str) -> bool:
+    return os.sep in ref or "/" in ref or ref.endswith(".jsonl") or ref.startswith("~")
+
+
+def _ref(conn, path: str) -> SessionRef:
+    row = conn.execute(
+        "SELECT id, path, session_id, kind FROM files WHERE path = ?", (path,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(f"{path} is not in the catalog")
+    return SessionRef(*row)
+
+
+def _stale(conn, path: str) -> bool:
+    row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # gone: the catalog keeps its rows
+    return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
+
+
+def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None) -> SessionRef:
+    """A session given by path or id; a file the catalog lacks, or that
+    changed since it was indexed, is refreshed first."""
+    if _looks_like_path(ref):
+        p = Path(ref).expanduser()
+        if p.name.endswith(".jsonl.pending"):
+            p = p.with_name(p.name[: -len(".pending")])
+        if not p.is_file():
+            raise SessionNotFound(f"no session file at {ref}")
+        p = p.resolve()
+        if _stale(conn, str(p)):
+            refresh_path(conn, p)
+        return _ref(conn, str(p))
+
+    rows = conn.execute(
+        "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
+        "WHERE f.session_id = ? OR f.path LIKE ? ORDER BY f.kind = 'session' DESC, f.gone",
+        (ref, f"%{os.sep}{ref}.jsonl"),
+    ).fetchall()
+    if not rows and len(ref) >= 4:
+        rows = conn.execute(
+            "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
+            "WHERE f.session_id LIKE ? ORDER BY f.kind = 'session' DESC, f.gone",
+            (ref.replace("%", "").replace("_", "\\_") + "%",),
+        ).fetchall()
+        rows = [r for r in rows if r[2] and r[2].startswith(ref)]
+    if not rows:
+        for root in roots or config.projects_roots():
+            if root.is_dir():
+                for p in root.glob(f"*/{ref}.jsonl"):
+                    refresh_path(conn, p, str(root))
+                    return _ref(conn, str(p.resolve()))
+        raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
+    live = [r for r in rows if r[3] == "session" and not r[4]] or rows
+    paths = {r[1] for r in live}
+    if len(paths) > 1:
+        listing = ", ".join(sorted(paths)[:5])
+        raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
+    path = live[0][1]
+    if _stale(conn, path):
+        refresh_path(conn, path)
+    return _ref(conn, path)
+
+
+def list_sessions(conn, project: str | None = None, limit: int | None = None,
+                  include_subagents: bool = False, order: str = "last_timestamp") -> list[dict]:
+    where = ["1 = 1"]
+    params: list = []
+    if project:
+        where.append("project LIKE ?")
+        params.append(f"%{project}%")
+    if not include_subagents:
+        where.append("parent_session_id IS NULL")
+    orders = {
+        "last_timestamp": "last_timestamp DESC",
+        "tokens": "est_context_tokens DESC",
+        "size": "file_bytes DESC",
+    }
+    sql = (
+        "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
+        "est_context_tokens, gauge_tokens, file_bytes, path FROM session_costs WHERE "
+        + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
+    )
+    if limit:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _rows(conn, sql, params)
+
+
+def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
+    """The seed's analyze report, from the catalog."""
+    session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
+    by_type = _rows(
+        conn,
+        "SELECT category, items, chars, signature_chars, tokens FROM analyze_by_type "
+        "WHERE file_id = ? ORDER BY tokens DESC",
+        (file_id,),
+    )
+    by_tool = _rows(
+        conn,
+        "SELECT tool_name, calls, errors, input_tokens, result_tokens, tokens FROM analyze_by_tool "
+        "WHERE file_id = ? ORDER BY tokens DESC",
+        (file_id,),
+    )
+    attachments = _rows(
+        conn,
+        "SELECT type, policy, count, tokens, kept, dropped, dropped_tokens, free "
+        "FROM attachments_by_type WHERE file_id = ? ORDER BY tokens DESC",
+        (file_id,),
+    )
+    health = _rows(
+        conn,
+        "SELECT problem, severity, count(*) AS count, min(line) AS first_line FROM chain_health "
+        "WHERE file_id = ? GROUP BY problem, severity ORDER BY severity",
+        (file_id,),
+    )
+    # Cut points: human prompts along the chain, with the tokens before each.
+    cut_points = _rows(
+        conn,
+        "SELECT pos, line, timestamp, before_tokens FROM ("
+        "  SELECT c.pos, r.line, r.timestamp, r.type, r.is_meta, "
+        "         sum(r.tokens) OVER (ORDER BY c.pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        "           AS before_tokens, "
+        "         (SELECT b.kind FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset "
+        "          ORDER BY b.idx LIMIT 1) AS first_kind "
+        "  FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset "
+        "  WHERE c.file_id = ?) "
+        "WHERE type = 'user' AND first_kind = 'text' AND coalesce(is_meta, 0) = 0 ORDER BY pos",
+        (file_id,),
+    )
+    on_disk = _rows(
+        conn,
+        "SELECT CASE WHEN type IN ('api-request','api-request-blob','api-request-shape') THEN 'journal' "
+        "            WHEN on_chain = 1 THEN 'active chain' ELSE 'off chain' END AS part, "
+        "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
+        (file_id,),
+    )
+    return {
+        "session": session[0] if session else None,
+        "by_type": by_type,
+        "by_tool": by_tool,
+        "attachments": attachments,
+        "on_disk": on_disk,
+        "cut_points": cut_points,
+        "health": health,
+    }

@@ -1,0 +1,331 @@
+"""The txdb command line: thin commands over the library; the only place
+that prints or exits."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sqlite3
+import sys
+import traceback
+
+import click
+import orjson
+from tabulate import tabulate
+
+from . import catalog, config, db
+from .errors import TxdbError
+from .ingest.store import refresh as refresh_catalog
+from .verify import verify_file
+
+
+class TxdbGroup(click.Group):
+    """Turns library errors into one ``Error: ...`` line and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except TxdbError as e:
+            raise click.ClickException(str(e)) from None
+        except sqlite3.Error as e:
+            raise click.ClickException(f"SQLite: {e}") from None
+        except OSError as e:
+            raise click.ClickException(f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")) from None
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(130) from None
+        except Exception as e:  # never a traceback for a user
+            if os.environ.get("TXDB_DEBUG"):
+                traceback.print_exc()
+            raise click.ClickException(f"unexpected {type(e).__name__}: {e}") from None
+
+
+def db_option(f):
+    return click.option(
+        "--db",
+        "db_path",
+        type=click.Path(dir_okay=False),
+        envvar="TXDB_DB",
+        help="Catalog database (default: $TXDB_DB, else a per-user data folder; see `txdb path`).",
+    )(f)
+
+
+def root_option(f):
+    return click.option(
+        "--root",
+        "roots",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        help="Projects folder to read (repeatable; default: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).",
+    )(f)
+
+
+def _open(db_path):
+    path = db_path or config.default_db_path()
+    return db.connect(path), path
+
+
+def _json(value) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None) -> None:
+    if fmt is None:
+        fmt = "table" if sys.stdout.isatty() else "json"
+    if columns is None:
+        columns = list(rows[0].keys()) if rows else []
+    if fmt == "json":
+        click.echo(_json(rows))
+    elif fmt == "nl":
+        for r in rows:
+            click.echo(orjson.dumps(r, option=orjson.OPT_NON_STR_KEYS).decode())
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([r.get(c) for c in columns])
+        click.echo(buf.getvalue(), nl=False)
+    else:
+        click.echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
+
+
+def _cell(v):
+    if isinstance(v, str) and len(v) > 80:
+        return v[:77] + "..."
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    return v
+
+
+def format_options(f):
+    for opt in reversed([
+        click.option("--table", "fmt", flag_value="table", help="Aligned table (default on a terminal)."),
+        click.option("--json", "fmt", flag_value="json", help="JSON array (default when piped)."),
+        click.option("--nl", "fmt", flag_value="nl", help="Newline-delimited JSON."),
+        click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row."),
+    ]):
+        f = opt(f)
+    return f
+
+
+@click.group(cls=TxdbGroup)
+@click.version_option(package_name="txdb")
+def cli():
+    """txdb: every Claude Code session in SQLite, and safe surgery on them.
+
+    Example:
+
+        txdb refresh && txdb sessions
+    """
+
+
+@cli.command()
+@db_option
+def path(db_path):
+    """Print the path of the catalog database.
+
+    Example:
+
+        sqlite3 "$(txdb path)" ".tables"
+    """
+    click.echo(str(db_path or config.default_db_path()))
+
+
+@cli.command()
+@db_option
+@root_option
+@click.option("--prune", is_flag=True, help="Delete the rows of files that vanished from disk.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def refresh(db_path, roots, prune, as_json):
+    """Index every session file, reading only what changed.
+
+    Example:
+
+        txdb refresh
+        txdb refresh --root ../shared/corpus/generated --db /tmp/demo.db
+    """
+    conn, _ = _open(db_path)
+    root_paths = config.projects_roots(roots)
+    bar = None
+    progress = None
+    if sys.stderr.isatty() and not as_json:
+        bar = click.progressbar(length=1, label="Refreshing", file=sys.stderr, show_pos=False)
+        bar.__enter__()
+
+        def progress(done, total):
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+    try:
+        stats = refresh_catalog(conn, root_paths, prune=prune, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if as_json:
+        d = dict(stats.__dict__)
+        d["mb_per_s"] = stats.mb_per_s
+        click.echo(_json(d))
+        return
+    for r in stats.roots_missing:
+        click.echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
+    click.echo(stats.summary())
+
+
+@cli.command()
+@db_option
+@click.argument("sql")
+@click.option("-p", "--param", "params", multiple=True, type=(str, str), help="Named parameter: -p name value.")
+@format_options
+def query(db_path, sql, params, fmt):
+    """Run a read-only SQL query against the catalog.
+
+    Example:
+
+        txdb query "select type, count(*) as n from records group by type order by n desc"
+    """
+    conn, path = _open(db_path)
+    conn.close()
+    ro = db.connect_readonly(path)
+    try:
+        cur = ro.execute(sql, dict(params))
+    except sqlite3.Error as e:
+        raise click.ClickException(f"query failed: {e}") from None
+    columns = [d[0] for d in cur.description] if cur.description else []
+    rows = [dict(zip(columns, r)) for r in cur.fetchall()]
+    emit_rows(rows, fmt, columns)
+
+
+@cli.command()
+@db_option
+@click.option("--project", help="Only projects whose folder name contains this.")
+@click.option("--limit", type=int, default=None, help="At most this many rows.")
+@click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
+@click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
+@format_options
+def sessions(db_path, project, limit, subagents, sort, fmt):
+    """One row per session: id, project, title, dates, lines, est. context tokens.
+
+    Example:
+
+        txdb sessions --sort tokens --limit 10
+    """
+    conn, _ = _open(db_path)
+    rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
+    if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
+        emit_rows(rows, "table", cols)
+    else:
+        emit_rows(rows, fmt)
+
+
+@cli.command()
+@db_option
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def analyze(db_path, session, as_json):
+    """Token breakdown of a session's active chain, by type, tool and attachment.
+
+    SESSION is a session id or the path of its .jsonl file.
+
+    Example:
+
+        txdb analyze 3f2a9c1e-...
+    """
+    conn, _ = _open(db_path)
+    ref = catalog.resolve_session(conn, session)
+    report = catalog.analyze(conn, ref.file_id)
+    if as_json:
+        click.echo(_json(report))
+        return
+    s = report["session"] or {}
+    click.echo(f"Session {s.get('session_id')}  ({ref.path})")
+    if s.get("title"):
+        click.echo(f"Title: {s['title']}")
+    click.echo(
+        f"Lines: {s.get('lines')}  chain: {s.get('chain_length')}  file: {s.get('file_bytes', 0):,} bytes"
+    )
+    click.echo(
+        f"Estimated context: {s.get('est_context_tokens', 0):,} tokens "
+        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
+    )
+    for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
+                       ("On disk", "on_disk"), ("Chain health", "health")):
+        rows = report[key]
+        if rows:
+            click.echo(f"\n{title}:")
+            click.echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+    cuts = report["cut_points"]
+    if cuts:
+        click.echo("\nCut points (user prompts: pos, line, tokens before):")
+        shown = cuts if len(cuts) <= 12 else cuts[:6] + cuts[-6:]
+        click.echo(tabulate([[c["pos"], c["line"], c["before_tokens"] or 0] for c in shown],
+                            headers=["pos", "line", "tokens before"]))
+
+
+@cli.command()
+@db_option
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def verify(db_path, session, as_json):
+    """Check a session's chain; exit 1 when Claude Code would not resume it whole.
+
+    SESSION is a session id, a .jsonl path, or a .jsonl.pending copy.
+
+    Example:
+
+        txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
+    """
+    target = session
+    if not (session.endswith(".pending") and os.path.isfile(session)):
+        conn, _ = _open(db_path)
+        target = catalog.resolve_session(conn, session).path
+    report = verify_file(target)
+    if as_json:
+        click.echo(_json(report.as_dict()))
+    else:
+        c = report.counts()
+        for f in report.findings:
+            where = f" line {f.line}:" if f.line else ""
+            click.echo(f"{f.severity}:{where} {f.message}")
+        status = "OK" if report.ok else "BROKEN"
+        click.echo(
+            f"{status}: {report.path}: {report.lines} lines, chain of {report.chain_length}; "
+            f"{c['error']} errors, {c['warning']} warnings, {c['note']} notes"
+        )
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@db_option
+@click.option("--quiet", is_flag=True, help="Print only the path.")
+def current(db_path, quiet):
+    """The .jsonl of the session this shell runs in ($CLAUDE_CODE_SESSION_ID).
+
+    Example:
+
+        SESS=$(txdb current --quiet) && txdb analyze "$SESS"
+    """
+    sid = os.environ.get("CLAUDE_CODE_SESSION_ID")
+    if not sid:
+        raise click.ClickException(
+            "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
+        )
+    conn, _ = _open(db_path)
+    ref = catalog.resolve_session(conn, sid)
+    if quiet:
+        click.echo(ref.path)
+    else:
+        click.echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+
+
+def main():
+    cli(prog_name="txdb")
+
+
+if __name__ == "__main__":
+    main()

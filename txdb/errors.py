@@ -1,0 +1,21 @@
+"""Typed errors the library raises; the CLI turns each into one line."""
+
+
+class TxdbError(Exception):
+    """Base class: a problem the user can fix, reported as one line."""
+
+
+class SessionNotFound(TxdbError):
+    pass
+
+
+class AmbiguousSession(TxdbError):
+    pass
+
+
+class QueryError(TxdbError):
+    pass
+
+
+class SurgeryError(TxdbError):
+    """A surgery refused or failed; no file was changed."""

@@ -1,0 +1,144 @@
+"""Read a JSONL file as lines with byte offsets, and parse each line.
+
+Reading streams: memory is bounded by the longest line, never the file.
+Parsing is strict first (orjson) and forgiving second, so that what the JSON
+grammar allows but orjson refuses (lone surrogate escapes) is not lost, and
+two objects glued on one line are split as a recovery step.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+import orjson
+
+BOM = b"\xef\xbb\xbf"
+READ_BUFFER = 1 << 20
+
+
+@dataclass
+class Line:
+    number: int  # 1-based line number in the file
+    offset: int  # byte offset of the line's first byte
+    raw: bytes  # the line's bytes, without the line ending
+    length: int  # bytes consumed, line ending included
+
+
+def read_lines(
+    fh: BinaryIO, start_offset: int = 0, start_number: int = 1, final_partial: bool = True
+) -> Iterator[Line]:
+    """Yield complete lines from ``start_offset``.
+
+    A last line without a newline is yielded only when ``final_partial`` is
+    true and it parses as a whole JSON object (published files often lack the
+    final newline; a line Claude Code is still writing does not parse).
+    """
+    fh.seek(start_offset)
+    offset = start_offset
+    number = start_number
+    readline = fh.readline
+    while True:
+        chunk = readline()
+        if not chunk:
+            return
+        if chunk[-1:] != b"\n":
+            if final_partial and _is_whole_object(chunk):
+                yield Line(number, offset, chunk.rstrip(b"\r"), len(chunk))
+            return
+        body = chunk[:-1]
+        if body[-1:] == b"\r":
+            body = body[:-1]
+        yield Line(number, offset, body, len(chunk))
+        offset += len(chunk)
+        number += 1
+
+
+def _is_whole_object(chunk: bytes) -> bool:
+    text = chunk.strip()
+    if not text.endswith(b"}"):
+        return False
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        try:
+            return bool(parse_line(chunk).objects)
+        except Exception:
+            return False
+
+
+@dataclass
+class Parsed:
+    # (byte offset within the line, byte length, object) for each object found
+    objects: list[tuple[int, int, dict]]
+    error: str | None = None  # why the line (or part of it) could not be parsed
+    recovered: bool = False  # parsed only by the forgiving path
+
+
+def _scrub(value):
+    """Replace lone surrogates (legal JSON escapes, illegal UTF-8) with U+FFFD."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+_decoder = json.JSONDecoder(strict=False)
+
+
+def parse_line(raw: bytes) -> Parsed:
+    """Parse one line into zero or more JSON objects."""
+    body = raw[3:] if raw.startswith(BOM) else raw
+    shift = len(raw) - len(body)
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if isinstance(obj, dict):
+            return Parsed([(shift, len(body), obj)])
+        return Parsed([], f"line is a JSON {type(obj).__name__}, not an object")
+
+    if not body.strip():
+        return Parsed([], "blank line")
+    text = body.decode("utf-8", "replace")
+    lossy = text.encode("utf-8") != body
+    objects: list[tuple[int, int, dict]] = []
+    pos = 0
+    n = len(text)
+    error = None
+    while pos < n:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= n:
+            break
+        try:
+            obj, end = _decoder.raw_decode(text, pos)
+        except RecursionError:
+            error = "nesting too deep to parse"
+            break
+        except json.JSONDecodeError as e:
+            error = f"invalid JSON: {e.msg} at column {e.colno}"
+            break
+        if not isinstance(obj, dict):
+            error = f"line holds a JSON {type(obj).__name__}, not an object"
+            break
+        byte_start = len(text[:pos].encode("utf-8")) if not lossy else pos
+        byte_len = len(text[pos:end].encode("utf-8")) if not lossy else end - pos
+        objects.append((shift + byte_start, byte_len, _scrub(obj)))
+        pos = end
+    if error and objects:
+        error = f"{error} (after {len(objects)} object(s))"
+    if lossy and not error:
+        error = "invalid UTF-8 replaced with U+FFFD"
+    if len(objects) > 1 and not error:
+        error = f"{len(objects)} JSON objects glued on one line; split"
+    return Parsed(objects, error, recovered=True)

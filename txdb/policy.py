@@ -1,0 +1,140 @@
+"""The attachment policy of the surgery seed, and what an attachment costs.
+
+Claude Code re-expands every attachment line into a ``<system-reminder>`` on
+every request, so attachments are real context. The policy says, per type,
+what ``strip-attachments`` may drop; the catalog stores the class and the
+rendered cost of each attachment line so SQL, ``analyze`` and the surgery
+plan agree.
+"""
+
+from __future__ import annotations
+
+from . import tokens
+
+# Kept whole, whatever the run: dropping them loses user input, makes the CLI
+# re-announce every tool, or silences hooks.
+KEEP_ALL = frozenset(
+    {
+        "queued_command",
+        "deferred_tools_delta",
+        "agent_listing_delta",
+        "mcp_instructions_delta",
+        "skill_listing",
+        "hook_additional_context",
+        "hook_blocking_error",
+    }
+)
+
+# Records that build the system prompt; kept and not messages.
+SYSTEM_PROMPT = frozenset({"prompt_snapshot", "deferred_tools_record"})
+
+# Known reminders that each newer copy supersedes: keep the newest.
+SUPERSEDED = frozenset(
+    {
+        "task_reminder",
+        "todo_reminder",
+        "total_tokens_reminder",
+        "token_usage",
+        "budget_usd",
+        "output_token_usage",
+        "date_change",
+        "date",
+        "hook_success",
+        "hook_non_blocking_error",
+        "hook_cancelled",
+        "hook_system_message",
+        "command_permissions",
+        "auto_mode",
+        "auto_mode_exit",
+        "plan_mode",
+        "plan_mode_exit",
+        "plan_mode_reentry",
+        "critical_system_reminder",
+        "edited_text_file",
+        "read_truncation_notice",
+        "environment",
+        "model",
+        "remote_session_change",
+        "session_context",
+        "diagnostics",
+    }
+)
+
+# Hook events whose hook_success output is sent to the model; the rest
+# render to nothing.
+SENT_HOOK_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
+
+POLICY_CLASSES = ("keep-all", "system-prompt", "superseded", "unknown")
+
+
+def policy_class(att_type: str | None) -> str:
+    if att_type in KEEP_ALL:
+        return "keep-all"
+    if att_type in SYSTEM_PROMPT:
+        return "system-prompt"
+    if att_type in SUPERSEDED:
+        return "superseded"
+    return "unknown"
+
+
+def _rendered_chars(rendered) -> int:
+    if isinstance(rendered, str):
+        return len(rendered)
+    if isinstance(rendered, list):
+        n = 0
+        for item in rendered:
+            if isinstance(item, str):
+                n += len(item)
+            elif isinstance(item, dict):
+                c = item.get("content", item.get("text"))
+                if isinstance(c, str):
+                    n += len(c)
+                elif isinstance(c, list):
+                    n += _rendered_chars(c)
+        return n
+    return 0
+
+
+def _json_chars(value) -> int:
+    # Size of the attachment body as the CLI would render it, conservatively:
+    # the length of its string leaves.
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_json_chars(v) + len(k) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_json_chars(v) for v in value)
+    if value is None or isinstance(value, bool):
+        return 0
+    return len(str(value))
+
+
+def attachment_cost(record: dict) -> tuple[int, bool, bool]:
+    """(rendered tokens, came from `rendered`, renders to nothing) for an attachment line."""
+    att = record.get("attachment")
+    if not isinstance(att, dict):
+        att = {}
+    att_type = att.get("type")
+    if "rendered" in record and record["rendered"] is not None:
+        chars = _rendered_chars(record["rendered"])
+        return tokens.text_tokens(chars), True, chars == 0
+    if att_type in SYSTEM_PROMPT:
+        # The system prompt is counted once per session (the latest
+        # snapshot), by the session-level views, not per line.
+        return tokens.text_tokens(_json_chars(att)), False, False
+    if att_type == "session_context":
+        return 0, False, True
+    if att_type == "hook_success" and att.get("hookEvent") not in SENT_HOOK_EVENTS:
+        return 0, False, True
+    if att_type == "task_reminder":
+        # Rendered as "#{id}. [{status}] {subject}" per task; descriptions
+        # are never sent.
+        chars = 80
+        for task in att.get("content") or []:
+            if isinstance(task, dict):
+                chars += 8 + len(str(task.get("id", ""))) + len(str(task.get("status", "")))
+                chars += len(str(task.get("subject", "")))
+        return tokens.text_tokens(chars), False, False
+    # Unknown or older types: sized conservatively by their whole body plus
+    # the reminder wrapper.
+    return tokens.text_tokens(_json_chars(att) + 40), False, False

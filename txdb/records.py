@@ -1,0 +1,197 @@
+"""What a Claude Code record means: its kind, its blocks and their costs.
+
+Shared by the catalog (which stores these as rows) and the surgery engine
+(which sizes what it strips), so both read a record the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from . import tokens
+from .policy import attachment_cost
+
+# Line types that take part in the parentUuid chain. progress lines carry a
+# uuid but Claude Code bridges over them.
+CHAIN_TYPES = frozenset({"user", "assistant", "attachment", "system"})
+
+# The request journal: written since CC 2.1.300, never sent as context.
+JOURNAL_TYPES = frozenset({"api-request", "api-request-blob", "api-request-shape"})
+
+MARKUP_TAGS = (
+    "command-name",
+    "command-message",
+    "command-args",
+    "command-contents",
+    "local-command-stdout",
+    "local-command-stderr",
+    "local-command-caveat",
+)
+_MARKUP_RE = re.compile(
+    r"\s*(?:<(" + "|".join(MARKUP_TAGS) + r")>.*?</\1>\s*)+", re.DOTALL
+)
+_WRAPPED_THINKING_RE = re.compile(r"\s*<(thinking|think)>.*</\1>\s*", re.DOTALL)
+
+
+def markup_kind(body: str) -> str | None:
+    """command / command_output / caveat when the whole body is envelope markup."""
+    if "<" not in body[:64] or not _MARKUP_RE.fullmatch(body):
+        return None
+    head = body.lstrip()
+    if head.startswith("<local-command-caveat>"):
+        return "caveat"
+    if head.startswith("<local-command-stdout>") or head.startswith("<local-command-stderr>"):
+        return "command_output"
+    return "command"
+
+
+def is_wrapped_thinking(text: str) -> bool:
+    return text.lstrip()[:1] == "<" and _WRAPPED_THINKING_RE.fullmatch(text) is not None
+
+
+def _result_text(content) -> tuple[str, list[dict]]:
+    """Text and nested image sources of a tool_result's content."""
+    if isinstance(content, str):
+        return content, []
+    if not isinstance(content, list):
+        if content is None:
+            return "", []
+        return orjson.dumps(content).decode(), []
+    parts: list[str] = []
+    images: list[dict] = []
+    for item in content:
+        if not isinstance(item, dict):
+            parts.append(str(item))
+            continue
+        t = item.get("type")
+        if t == "text":
+            parts.append(str(item.get("text", "")))
+        elif t == "image" and isinstance(item.get("source"), dict):
+            images.append(item["source"])
+        else:
+            parts.append(orjson.dumps(item).decode())
+    return "\n".join(parts), images
+
+
+def block_rows(content, role: str | None) -> list[dict]:
+    """One dict per content block: kind, sizes, tokens and searchable text."""
+    if isinstance(content, str):
+        kind = markup_kind(content) or "text"
+        return [
+            {
+                "idx": 0,
+                "type": "text",
+                "kind": kind,
+                "chars": len(content),
+                "tokens": tokens.text_tokens(len(content)),
+                "text": content,
+            }
+        ]
+    if not isinstance(content, list):
+        return []
+    rows = []
+    for idx, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        row = {"idx": idx, "type": btype, "kind": "other"}
+        if btype == "text":
+            text = block.get("text")
+            text = text if isinstance(text, str) else ""
+            row["kind"] = (
+                "thinking" if is_wrapped_thinking(text) else (markup_kind(text) or "text")
+            )
+            row["chars"] = len(text)
+            row["tokens"] = tokens.text_tokens(len(text))
+            row["text"] = text
+        elif btype in ("thinking", "redacted_thinking"):
+            text = block.get("thinking") or block.get("data") or ""
+            text = text if isinstance(text, str) else ""
+            sig = block.get("signature") or ""
+            row["kind"] = "thinking"
+            row["chars"] = len(text)
+            row["signature_chars"] = len(sig) if isinstance(sig, str) else 0
+            row["tokens"] = tokens.text_tokens(len(text))
+            row["text"] = text
+        elif btype in ("tool_use", "server_tool_use"):
+            inp = orjson.dumps(block.get("input")).decode()
+            row["kind"] = "tool_use"
+            row["tool_name"] = block.get("name")
+            row["tool_use_id"] = block.get("id")
+            row["chars"] = len(inp)
+            row["tokens"] = tokens.text_tokens(len(inp) + len(str(block.get("name") or "")))
+            row["text"] = inp
+        elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
+            text, images = _result_text(block.get("content"))
+            img_tokens = sum(tokens.image_info(s)["tokens"] for s in images)
+            row["kind"] = "tool_result"
+            row["tool_use_id"] = block.get("tool_use_id")
+            row["is_error"] = 1 if block.get("is_error") else 0
+            row["chars"] = len(text)
+            row["images"] = len(images)
+            row["tokens"] = tokens.text_tokens(len(text)) + img_tokens
+            row["text"] = text
+        elif btype == "image":
+            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            info = tokens.image_info(source)
+            row["kind"] = "image"
+            row["media_type"] = info["media_type"]
+            row["width"] = info["width"]
+            row["height"] = info["height"]
+            row["image_sha256"] = info["sha256"]
+            row["chars"] = len(source.get("data") or "")
+            row["tokens"] = info["tokens"]
+        else:
+            dumped = orjson.dumps(block).decode()
+            row["chars"] = len(dumped)
+            row["tokens"] = tokens.text_tokens(len(dumped))
+        rows.append(row)
+    return rows
+
+
+def record_kind(obj: dict) -> tuple[str | None, str | None]:
+    """(type, subtype) of a record: subtype is the system subtype or attachment type."""
+    rtype = obj.get("type")
+    if not isinstance(rtype, str):
+        rtype = None if rtype is None else str(rtype)
+    subtype = None
+    if rtype == "attachment":
+        att = obj.get("attachment")
+        if isinstance(att, dict):
+            subtype = att.get("type")
+    elif rtype == "system":
+        subtype = obj.get("subtype")
+    elif rtype == "progress":
+        data = obj.get("data")
+        if isinstance(data, dict):
+            subtype = data.get("type")
+    if subtype is not None and not isinstance(subtype, str):
+        subtype = str(subtype)
+    return rtype, subtype
+
+
+def message_content(obj: dict):
+    """The content a record contributes to the conversation, or None."""
+    rtype = obj.get("type")
+    if rtype in ("user", "assistant"):
+        msg = obj.get("message")
+        if isinstance(msg, dict):
+            return msg.get("content")
+        return None
+    if rtype == "system" and obj.get("subtype") == "local_command":
+        content = obj.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
+    """Estimated context tokens a record costs when it is on the chain."""
+    rtype = obj.get("type")
+    if rtype == "attachment":
+        return attachment_cost(obj)[0]
+    if blocks is None:
+        content = message_content(obj)
+        blocks = block_rows(content, None) if content is not None else []
+    return sum(b.get("tokens", 0) for b in blocks)

@@ -1,0 +1,1 @@
+"""Session surgery: copy-first pending copies, operations, apply."""

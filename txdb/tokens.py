@@ -1,0 +1,120 @@
+"""Token estimates, in one place.
+
+Everything that reports or writes a token figure (the catalog's stored
+columns, the SQL functions registered on every connection, ``analyze`` and
+the surgery plan) calls these functions, so they never disagree.
+
+The base rule is chars/4. Images cost (width * height) / 750 tokens, capped
+at 1600, as the API bills them; base64 length says nothing about that.
+``calibration`` scales the raw estimate against usage the API actually
+recorded (see ``calibrate``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import struct
+
+CHARS_PER_TOKEN = 4
+IMAGE_TOKEN_CAP = 1600
+IMAGE_PIXELS_PER_TOKEN = 750
+
+
+def text_tokens(chars: int) -> int:
+    """Estimated tokens for ``chars`` characters of text."""
+    if chars <= 0:
+        return 0
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def image_tokens(width: int | None, height: int | None) -> int:
+    """Tokens the API charges for an image of the given pixel size."""
+    if not width or not height:
+        return IMAGE_TOKEN_CAP
+    return min(IMAGE_TOKEN_CAP, math.ceil(width * height / IMAGE_PIXELS_PER_TOKEN))
+
+
+def image_size(data: bytes) -> tuple[int | None, int | None]:
+    """Pixel size from the header of a PNG, JPEG, GIF or WebP image."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        w, h = struct.unpack(">II", data[16:24])
+        return w, h
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        w, h = struct.unpack("<HH", data[6:10])
+        return w, h
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        chunk = data[12:16]
+        if chunk == b"VP8 ":
+            w, h = struct.unpack("<HH", data[26:30])
+            return w & 0x3FFF, h & 0x3FFF
+        if chunk == b"VP8L":
+            b = data[21:25]
+            w = 1 + (((b[1] & 0x3F) << 8) | b[0])
+            h = 1 + (((b[3] & 0xF) << 10) | (b[2] << 2) | ((b[1] & 0xC0) >> 6))
+            return w, h
+        if chunk == b"VP8X":
+            w = 1 + int.from_bytes(data[24:27], "little")
+            h = 1 + int.from_bytes(data[27:30], "little")
+            return w, h
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        n = len(data)
+        while i + 9 < n:
+            if data[i] != 0xFF:
+                i += 1
+                continue
+            marker = data[i + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                i += 2
+                continue
+            seg_len = struct.unpack(">H", data[i + 2 : i + 4])[0]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                h, w = struct.unpack(">HH", data[i + 5 : i + 9])
+                return w, h
+            i += 2 + seg_len
+    return None, None
+
+
+def image_info(source: dict) -> dict:
+    """media type, pixel size, sha256 of decoded bytes and tokens of an image source."""
+    media_type = source.get("media_type")
+    data = source.get("data")
+    width = height = sha = None
+    if isinstance(data, str):
+        try:
+            raw = base64.b64decode(data, validate=False)
+        except (ValueError, TypeError):
+            raw = b""
+        if raw:
+            sha = hashlib.sha256(raw).hexdigest()
+            width, height = image_size(raw)
+    return {
+        "media_type": media_type,
+        "width": width,
+        "height": height,
+        "sha256": sha,
+        "tokens": image_tokens(width, height),
+    }
+
+
+def calibrated(estimate: float, factor: float | None) -> int:
+    """Apply a calibration factor (recorded / estimated) to an estimate."""
+    if factor is None or factor <= 0:
+        return int(round(estimate))
+    return int(round(estimate * factor))
+
+
+def calibrate(pairs: list[tuple[int, int]]) -> float | None:
+    """Ratio of recorded to estimated tokens over (estimate, recorded) pairs.
+
+    Uses the pairs where both are positive; returns None when there are none.
+    The ratio of sums (not a mean of ratios) weights long turns the most,
+    which is where an error costs the most.
+    """
+    est = sum(e for e, r in pairs if e > 0 and r > 0)
+    rec = sum(r for e, r in pairs if e > 0 and r > 0)
+    if est <= 0 or rec <= 0:
+        return None
+    return rec / est

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import shutil
+import subprocess
 import sys
 import uuid
 import zlib
@@ -31,6 +33,7 @@ from realcli import (  # noqa: E402
 )
 from realcli import scenarios  # noqa: E402
 from realcli.driver import clean_env  # noqa: E402
+from realcli.install import ClaudeUnavailable, cached_install, install_claude  # noqa: E402
 from realcli.fake_api import FakeAPI, bash, classify, text, thinking  # noqa: E402
 
 realcli = pytest.mark.realcli
@@ -153,6 +156,76 @@ def test_png_and_munge():
     assert zlib.crc32(png[12:16 + ihdr_len]) == int.from_bytes(png[16 + ihdr_len:20 + ihdr_len], "big")
     assert munge("/home/user/src/demo_1.x") == "-home-user-src-demo-1-x"
     assert munge("C:\\Users\\a b") == "C--Users-a-b"
+
+
+@pytest.fixture
+def fresh_install_env(monkeypatch, tmp_path):
+    """An empty cache and no override; forget per-process install results."""
+    monkeypatch.setenv("TXDB_TEST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TXDB_CLAUDE_BIN", raising=False)
+    cached_install.cache_clear()
+    yield tmp_path / "cache"
+    cached_install.cache_clear()
+
+
+def test_install_without_npm_skips_with_one_reason(fresh_install_env, monkeypatch, tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ClaudeUnavailable, match="npm is not installed"):
+        install_claude()
+    with pytest.raises(pytest.skip.Exception, match="real Claude Code CLI unavailable: npm is not installed"):
+        claude_binary()
+
+
+def test_install_refused_by_registry_leaves_no_debris(fresh_install_env, monkeypatch):
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")  # closed loopback port
+    monkeypatch.setenv("npm_config_fetch_retries", "0")
+    with pytest.raises(ClaudeUnavailable, match=r"npm install @anthropic-ai/claude-code@.* failed: .*ECONNREFUSED"):
+        install_claude()
+    assert [p.name for p in fresh_install_env.iterdir()] == [f".claude-code-{CLAUDE_CODE_VERSION}.lock"]
+
+
+FAKE_NPM = """#!{python}
+import os, sys, time
+args = sys.argv[1:]
+prefix = args[args.index("--prefix") + 1]
+with open(os.environ["FAKE_NPM_LOG"], "a") as f:
+    f.write(" ".join(args) + "\\n")
+time.sleep(1.0)
+d = os.path.join(prefix, "node_modules", "@anthropic-ai", "claude-code-linux-x64")
+os.makedirs(d)
+os.symlink(os.environ["FAKE_NPM_BINARY"], os.path.join(d, "claude"))
+"""
+
+
+@realcli
+def test_concurrent_installs_run_npm_once(claude, tmp_path):
+    """Two processes installing into one empty cache: one npm run, same result."""
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    npm = fakebin / "npm"
+    npm.write_text(FAKE_NPM.format(python=sys.executable))
+    npm.chmod(0o755)
+    log = tmp_path / "npm.log"
+    env = dict(os.environ, PATH=f"{fakebin}{os.pathsep}{os.environ.get('PATH', '')}",
+               TXDB_TEST_CACHE=str(tmp_path / "cache"), FAKE_NPM_LOG=str(log),
+               FAKE_NPM_BINARY=str(claude))
+    env.pop("TXDB_CLAUDE_BIN", None)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from realcli.install import install_claude; print(install_claude())")
+    tests_dir = str(Path(__file__).resolve().parent)
+    procs = [subprocess.Popen([sys.executable, "-c", code, tests_dir], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    paths = {o.strip() for o, _ in outs}
+    assert len(paths) == 1 and Path(paths.pop()).is_relative_to(tmp_path / "cache" / f"claude-code-{CLAUDE_CODE_VERSION}")
+    assert len(log.read_text().splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
+        f".claude-code-{CLAUDE_CODE_VERSION}.lock", f"claude-code-{CLAUDE_CODE_VERSION}"]
 
 
 # --------------------------------------------------------------------------

@@ -5,7 +5,16 @@ It is installed from npm once into ``$TXDB_TEST_CACHE/claude-code-<version>``
 (default ``~/.cache/txdb-tests``); set ``$TXDB_CLAUDE_BIN`` to use an existing
 binary of that version. Without npm or the registry, tests skip.
 
-Public API (import from ``tests.realcli``)::
+Importing: test modules in ``tests/`` get ``tests/`` on ``sys.path`` from
+pytest (rootdir-relative, no ``tests/__init__.py``); to be independent of that,
+do as ``tests/test_realcli_harness.py`` does::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from realcli import claude_binary, resume
+
+(``python -m tests.realcli.scenarios`` from the repo root works too.)
+
+Public API::
 
     claude_binary() -> pathlib.Path
         The pinned native ``claude`` executable; installs it on first use,

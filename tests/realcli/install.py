@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,19 @@ def find_binary(prefix: Path) -> Path | None:
     return None
 
 
+def npm_error(output: str, returncode: int) -> str:
+    """One line out of npm's error output: ``<code> <first message>``."""
+    msgs = [re.sub(r"^npm (error|ERR!)\s*", "", ln).strip() for ln in output.splitlines()
+            if ln.startswith(("npm error", "npm ERR!"))]
+    code = next((m[5:] for m in msgs if m.startswith("code ")), "")
+    detail = next((m for m in msgs if m and not m.startswith(("code ", "syscall ", "errno ", "at "))), "")
+    why = f"{code} {detail}".strip()
+    if not why:
+        rest = [ln.strip() for ln in output.splitlines() if ln.strip()]
+        why = rest[-1] if rest else f"exit status {returncode}"
+    return why[:240]
+
+
 @contextlib.contextmanager
 def _file_lock(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,9 +152,8 @@ def install_claude(version: str = CLAUDE_CODE_VERSION, timeout: float = 900) -> 
             except subprocess.TimeoutExpired as e:
                 raise ClaudeUnavailable(f"npm install {PACKAGE}@{version} timed out") from e
             if p.returncode != 0:
-                lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
-                why = next((ln for ln in lines if "ERR" in ln and "code" not in ln.lower()), lines[-1] if lines else "")
-                raise ClaudeUnavailable(f"npm install {PACKAGE}@{version} failed: {why.strip()[:200]}")
+                raise ClaudeUnavailable(f"npm install {PACKAGE}@{version} failed: "
+                                        f"{npm_error(p.stderr or p.stdout, p.returncode)}")
             if find_binary(tmp) is None:
                 raise ClaudeUnavailable(
                     f"{PACKAGE}@{version} installed but no native binary for {sys.platform} was found")

@@ -172,8 +172,10 @@ def install_session(src: Path, sandbox: Sandbox, session_id: str | None = None) 
         raise ValueError(f"{src}: cannot tell the session id (no uuid name, no sessionId)")
     dst = sandbox.project_dir / f"{session_id}.jsonl"
     _copy_writable(src, dst)
-    side = src.with_name(stem)
-    if side.is_dir():
+    side = src.parent / session_id  # <uuid>/ beside the file (also for x.jsonl.pending)
+    if not side.is_dir():
+        side = src.with_name(stem)
+    if side.is_dir() and side != src:
         _copy_writable(side, sandbox.project_dir / session_id)
     return dst
 

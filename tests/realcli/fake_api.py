@@ -173,7 +173,6 @@ COMPACT_MARKERS = (
     "Your task is to create a detailed summary",
     "summary of the conversation so far",
 )
-TITLE_MARKERS = ("title", "Title")
 
 
 def classify(body: Any, agent_prompts: dict[str, list[Reply]] | None = None) -> str:
@@ -182,7 +181,10 @@ def classify(body: Any, agent_prompts: dict[str, list[Reply]] | None = None) -> 
         return "other"
     sys_t = system_text(body)
     last = last_user_text(body)
-    if any(m in last for m in COMPACT_MARKERS) or any(m in sys_t for m in COMPACT_MARKERS):
+    # /compact and auto-compact append the summarisation instructions as the
+    # last user message (CLI 2.1.328: "CRITICAL: Respond with TEXT ONLY. ...
+    # Your task is to create a detailed summary of the conversation so far")
+    if any(m in last for m in COMPACT_MARKERS):
         return "compact"
     tools = body.get("tools") or []
     if agent_prompts:

@@ -33,8 +33,14 @@ def read_lines(
 
     A last line without a newline is yielded only when ``final_partial`` is
     true and it parses as a whole JSON object (published files often lack the
-    final newline; a line Claude Code is still writing does not parse).
+    final newline; a line Claude Code is still writing does not parse). When
+    such a line was read earlier and its newline arrives later, that newline
+    is consumed here without counting a line.
     """
+    ends_previous = False
+    if start_offset > 0:
+        fh.seek(start_offset - 1)
+        ends_previous = fh.read(1) != b"\n"
     fh.seek(start_offset)
     offset = start_offset
     number = start_number
@@ -43,6 +49,11 @@ def read_lines(
         chunk = readline()
         if not chunk:
             return
+        if ends_previous:
+            ends_previous = False
+            if chunk in (b"\n", b"\r\n"):
+                offset += len(chunk)
+                continue
         if chunk[-1:] != b"\n":
             if final_partial and _is_whole_object(chunk):
                 yield Line(number, offset, chunk.rstrip(b"\r"), len(chunk))
@@ -131,8 +142,13 @@ def parse_line(raw: bytes) -> Parsed:
         if not isinstance(obj, dict):
             error = f"line holds a JSON {type(obj).__name__}, not an object"
             break
-        byte_start = len(text[:pos].encode("utf-8")) if not lossy else pos
-        byte_len = len(text[pos:end].encode("utf-8")) if not lossy else end - pos
+        if lossy:
+            # Replacement characters break the char-to-byte mapping: the
+            # object spans the line, or is located approximately.
+            byte_start, byte_len = (0, len(body)) if pos == 0 and end >= len(text.rstrip()) else (pos, end - pos)
+        else:
+            byte_start = len(text[:pos].encode("utf-8"))
+            byte_len = len(text[pos:end].encode("utf-8"))
         objects.append((shift + byte_start, byte_len, _scrub(obj)))
         pos = end
     if error and objects:

@@ -138,14 +138,9 @@ class FileIngest:
                 (self.file_id, line.number, line.offset, line.length, parsed.error,
                  1 if parsed.objects else 0)
             )
-        if len(parsed.objects) == 1 and not parsed.recovered:
-            start, length, obj = parsed.objects[0]
+        for start, length, obj in parsed.objects:
             raw = line.raw[start:start + length]
             self.add_object(line.number, line.offset + start, length, obj, raw)
-        else:
-            for start, length, obj in parsed.objects:
-                raw = orjson.dumps(obj) if parsed.recovered else line.raw[start:start + length]
-                self.add_object(line.number, line.offset + start, length, obj, raw)
         if len(self.records) >= BATCH:
             self.flush()
 
@@ -423,19 +418,9 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
             elif status == "rewritten":
                 _delete_file_rows(conn, file_id)
             ing = FileIngest(conn, file_id, found.kind, found.parent_session_id, path)
-            skip_newline = False
-            if start_offset > 0:
-                fh.seek(start_offset - 1)
-                skip_newline = fh.read(1) != b"\n"
             cursor = start_offset
             next_line = start_line
             for line in read_lines(fh, start_offset, start_line):
-                if skip_newline:
-                    skip_newline = False
-                    if not line.raw.strip():
-                        # The newline that completes a last line ingested unterminated.
-                        cursor = line.offset + line.length
-                        continue
                 ing.add_line(line)
                 cursor = line.offset + line.length
                 next_line = line.number + 1

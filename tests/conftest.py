@@ -1,0 +1,61 @@
+"""Shared fixtures: real files in tmp_path, real SQLite, never mocks of either."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from txdb import db
+from txdb.ingest.store import refresh
+
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
+CORPUS = TESTS.parent.parent / "shared" / "corpus"
+
+
+@pytest.fixture
+def projects(tmp_path) -> Path:
+    """A copy of tests/data/projects (real MIT-licensed sessions) and the
+    CLI-made sessions of tests/data/cli, laid out as ~/.claude/projects."""
+    root = tmp_path / "projects"
+    shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
+    cli = DATA / "cli"
+    if cli.is_dir():
+        for d in cli.iterdir():
+            if d.is_dir():
+                shutil.copytree(d, root / d.name)
+    return root
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "catalog.db"
+
+
+@pytest.fixture
+def conn(db_path):
+    c = db.connect(db_path)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def catalog(conn, projects):
+    """A catalog refreshed from the fixture projects."""
+    refresh(conn, [projects])
+    return conn
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is absent (only present on the developers' machines)")
+    return CORPUS
+
+
+def rows(conn, sql, params=()):
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]

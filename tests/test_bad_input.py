@@ -1,0 +1,119 @@
+"""Hostile and broken lines: each is a record, or a parse error, never a crash."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from conftest import rows
+from sessions import conversation, dumps, user
+from txdb.ingest.store import refresh
+
+
+def ingest(conn, tmp_path, data: bytes):
+    root = tmp_path / "projects"
+    path = root / "-p" / "s.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    stats = refresh(conn, [root])
+    recs = rows(conn, "SELECT line, type, uuid, raw FROM records ORDER BY offset")
+    errs = rows(conn, "SELECT line, message, recovered FROM parse_errors ORDER BY line")
+    return stats, recs, errs
+
+
+def good(text="hello"):
+    return dumps(user(text, None))
+
+
+def test_malformed_json_goes_to_parse_errors_and_the_run_goes_on(conn, tmp_path):
+    data = good("a") + b"\n" + b'{"type":"user","message":' + b"\n" + good("b") + b"\n"
+    stats, recs, errs = ingest(conn, tmp_path, data)
+    assert [r["line"] for r in recs] == [1, 3]
+    assert len(errs) == 1 and errs[0]["line"] == 2 and errs[0]["recovered"] == 0
+    assert errs[0]["message"].startswith("invalid JSON")
+    assert stats.parse_errors == 1
+
+
+def test_two_objects_glued_on_one_line_are_split(conn, tmp_path):
+    a = user("first", None)
+    b = {"type": "summary", "summary": "s", "leafUuid": a["uuid"]}
+    stats, recs, errs = ingest(conn, tmp_path, dumps(a) + dumps(b) + b"\n")
+    assert [(r["line"], r["type"]) for r in recs] == [(1, "user"), (1, "summary")]
+    assert errs == [{"line": 1, "message": "2 JSON objects glued on one line; split", "recovered": 1}]
+    offsets = [r[0] for r in conn.execute("SELECT offset FROM records ORDER BY offset")]
+    assert offsets == [0, len(dumps(a))]
+
+
+def test_utf8_bom_and_crlf_endings(conn, tmp_path):
+    data = b"\xef\xbb\xbf" + good("a") + b"\r\n" + good("b") + b"\r\n"
+    _, recs, errs = ingest(conn, tmp_path, data)
+    assert errs == [] and len(recs) == 2
+    assert all(not r["raw"].endswith("\r") for r in recs)
+    assert orjson.loads(recs[0]["raw"])["message"]["content"] == "a"
+
+
+def test_nul_bytes(conn, tmp_path):
+    inside = good("a").replace(b'"a"', b'"a\x00b"')
+    outside = good("c") + b"\x00"
+    _, recs, errs = ingest(conn, tmp_path, inside + b"\n" + outside + b"\n" + good("d") + b"\n")
+    # A NUL inside a string parses; after the object it is trailing garbage:
+    # the object is kept and the line noted.
+    assert [r["line"] for r in recs] == [1, 2, 3]
+    assert orjson.loads(recs[0]["raw"].replace("\x00", "\\u0000"))["message"]["content"] == "a\x00b"
+    assert [(e["line"], e["recovered"]) for e in errs] == [(2, 1)]
+
+
+def test_invalid_utf8_is_kept_with_replacement(conn, tmp_path):
+    bad = good("caf\xc3\xa9").replace("caf".encode(), b"caf\xff")
+    _, recs, errs = ingest(conn, tmp_path, bad + b"\n")
+    assert len(recs) == 1 and "\ufffd" in recs[0]["raw"]
+    assert errs[0]["recovered"] == 1 and "UTF-8" in errs[0]["message"]
+
+
+def test_lone_surrogates_are_parsed_by_the_fallback(conn, tmp_path):
+    raw = good("x").replace(b'"x"', b'"bad \\ud800 pair \\udfff end"')
+    _, recs, errs = ingest(conn, tmp_path, raw + b"\n")
+    assert len(recs) == 1
+    (b,) = rows(conn, "SELECT text FROM blocks")
+    assert b["text"] == "bad \ufffd pair \ufffd end"
+    assert recs[0]["raw"] == raw.decode()  # the line as written, escapes and all
+    assert errs == []
+
+
+def test_nesting_deeper_than_any_parser_limit(conn, tmp_path):
+    deep = b'{"type":"user","x":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    _, recs, errs = ingest(conn, tmp_path, deep + b"\n" + good() + b"\n")
+    assert [r["line"] for r in recs] == [2]
+    assert errs[0]["line"] == 1 and "deep" in errs[0]["message"]
+
+
+@pytest.mark.parametrize("line,kind", [(b"[1,2]", "list"), (b'"text"', "str"), (b"42", "int"),
+                                       (b"null", "NoneType"), (b"", None)])
+def test_lines_that_are_not_objects(conn, tmp_path, line, kind):
+    _, recs, errs = ingest(conn, tmp_path, good() + b"\n" + line + b"\n")
+    assert len(recs) == 1
+    assert errs[0]["line"] == 2
+    assert (kind or "blank") in errs[0]["message"]
+
+
+def test_a_30_mb_line(conn, tmp_path):
+    u = user(None, None)
+    u["message"]["content"] = [{"type": "tool_result", "tool_use_id": "t1", "content": "x" * 30_000_000}]
+    _, recs, errs = ingest(conn, tmp_path, dumps(u) + b"\n" + good() + b"\n")
+    assert errs == [] and len(recs) == 2
+    (b,) = rows(conn, "SELECT kind, chars, tokens FROM blocks WHERE kind = 'tool_result'")
+    assert b == {"kind": "tool_result", "chars": 30_000_000, "tokens": 7_500_000}
+
+
+def test_unknown_types_and_odd_fields_are_kept(conn, tmp_path):
+    objs = conversation(1)
+    odd = [{"type": "brand-new-type", "payload": {"a": [1, 2]}},
+           {"type": 5, "uuid": 7, "parentUuid": ["x"], "timestamp": {"t": 1}},
+           {"no_type": True},
+           {"type": "user", "message": "not a dict", "uuid": "u-odd"},
+           {"type": "attachment", "attachment": "nope", "uuid": "a-odd"}]
+    data = b"".join(dumps(o) + b"\n" for o in objs + odd)
+    _, recs, errs = ingest(conn, tmp_path, data)
+    assert errs == [] and len(recs) == 9
+    assert recs[4]["type"] == "brand-new-type"
+    assert recs[5]["type"] == "5" and recs[5]["uuid"] is None

@@ -1,0 +1,420 @@
+"""Refresh: discovery, whole rows, and the incremental rules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import rows
+from sessions import append, assistant, conversation, user, write
+from txdb import db
+from txdb.ingest import store
+from txdb.ingest.store import refresh
+
+
+def line_count(path: Path) -> int:
+    data = path.read_bytes()
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def test_every_line_is_a_record_or_a_parse_error(catalog, projects):
+    files = sorted(p for p in projects.rglob("*.jsonl"))
+    assert len(files) >= 9
+    for p in files:
+        fid = catalog.execute("SELECT id FROM files WHERE path = ?", (str(p),)).fetchone()[0]
+        n = catalog.execute(
+            "SELECT count(*) FROM (SELECT line FROM records WHERE file_id = ? "
+            "UNION SELECT line FROM parse_errors WHERE file_id = ?)",
+            (fid, fid),
+        ).fetchone()[0]
+        assert n == line_count(p), p
+
+
+def test_record_row_is_whole(catalog, projects):
+    path = projects / "-home-marco-spotter" / "short.jsonl"
+    first = path.read_bytes().split(b"\n")[0]
+    obj = orjson.loads(first)
+    (row,) = rows(catalog, "SELECT r.* FROM records r JOIN files f ON f.id = r.file_id "
+                           "WHERE f.path = ? AND r.line = 1", (str(path),))
+    del row["file_id"]
+    assert row == {
+        "offset": 0,
+        "length": len(first),
+        "line": 1,
+        "session_id": obj.get("sessionId"),
+        "type": obj["type"],
+        "subtype": obj.get("subtype"),
+        "uuid": obj.get("uuid"),
+        "parent_uuid": obj.get("parentUuid"),
+        "logical_parent_uuid": None,
+        "leaf_uuid": None,
+        "timestamp": obj.get("timestamp"),
+        "is_sidechain": 1 if obj.get("isSidechain") else 0,
+        "is_meta": 1 if obj.get("isMeta") else None,
+        "role": (obj.get("message") or {}).get("role"),
+        "model": (obj.get("message") or {}).get("model"),
+        "message_id": (obj.get("message") or {}).get("id"),
+        "request_id": obj.get("requestId"),
+        "tokens": row["tokens"],
+        "raw": first.decode(),
+    }
+
+
+def test_discovery_links_subagents_and_skips_tool_results(conn, projects):
+    sub = projects / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    tr = sub / "tool-results"
+    tr.mkdir()
+    (tr / "x.jsonl").write_text('{"type":"user"}\n')
+    (projects / "-p" / "s.jsonl.pending").parent.mkdir()
+    (projects / "-p" / "s.jsonl.pending").write_text('{"type":"user"}\n')
+    (projects / "-p" / "s.jsonl.bak").write_text('{"type":"user"}\n')
+    refresh(conn, [projects])
+    paths = {r[0] for r in conn.execute("SELECT path FROM files")}
+    assert not any("tool-results" in p or p.endswith((".pending", ".bak")) for p in paths)
+    (s,) = rows(conn, "SELECT s.session_id, s.parent_session_id, s.project FROM sessions s "
+                      "JOIN files f ON f.id = s.file_id WHERE f.kind = 'subagent' "
+                      "AND f.path LIKE '%ef958aa1%subagents%'")
+    assert s == {
+        "session_id": "agent-a4ca7529859c158c2",
+        "parent_session_id": "ef958aa1-0e93-49f0-bb71-150f63befcd1",
+        "project": "-experiments-worktrees",
+    }
+    legacy = rows(conn, "SELECT f.kind, s.session_id, s.parent_session_id FROM files f JOIN sessions s "
+                        "ON s.file_id = f.id WHERE f.path LIKE '%agent-1d78a5e5.jsonl'")
+    assert legacy[0]["kind"] == "subagent"
+    assert legacy[0]["session_id"] == "agent-1d78a5e5"
+    assert legacy[0]["parent_session_id"]  # the sessionId its lines carry
+
+
+def test_symlinked_folders_are_skipped_but_symlinked_files_count(conn, tmp_path, projects):
+    other = tmp_path / "elsewhere"
+    write(other / "-x" / "a.jsonl", conversation(1, session="a"))
+    os.symlink(other / "-x", projects / "-linked-dir")
+    os.symlink(other / "-x" / "a.jsonl", projects / "-home-marco-spotter" / "linked.jsonl")
+    refresh(conn, [projects])
+    paths = {r[0] for r in conn.execute("SELECT path FROM files")}
+    assert str(projects / "-home-marco-spotter" / "linked.jsonl") in paths
+    assert not any("-linked-dir" in p for p in paths)
+
+
+def test_session_id_falls_back_to_stem_and_titles_follow_precedence(conn, tmp_path):
+    root = tmp_path / "projects"
+    write(root / "-p" / "no-ids.jsonl", [{"type": "summary", "summary": "old summary", "leafUuid": "x"}])
+    objs = conversation(1, session="abc")
+    objs += [
+        {"type": "ai-title", "aiTitle": "AI title", "sessionId": "abc"},
+        {"type": "summary", "summary": "first summary", "leafUuid": objs[-1]["uuid"]},
+        {"type": "summary", "summary": "second summary", "leafUuid": objs[-1]["uuid"]},
+        {"type": "agent-name", "agentName": "agent name", "sessionId": "abc"},
+    ]
+    write(root / "-p" / "abc.jsonl", objs)
+    refresh(conn, [root])
+    got = dict(conn.execute("SELECT f.path, s.session_id || '|' || s.title FROM sessions s JOIN files f ON f.id = s.file_id"))
+    assert got[str(root / "-p" / "no-ids.jsonl")] == "no-ids|old summary"
+    assert got[str(root / "-p" / "abc.jsonl")] == "abc|agent name"
+    append(root / "-p" / "abc.jsonl", {"type": "custom-title", "customTitle": "mine", "sessionId": "abc"})
+    append(root / "-p" / "abc.jsonl", {"type": "ai-title", "aiTitle": "later AI", "sessionId": "abc"})
+    refresh(conn, [root])
+    assert conn.execute("SELECT title, title_source FROM sessions WHERE session_id = 'abc'").fetchone() == (
+        "mine", "custom-title")
+
+
+def test_growth_reads_only_the_new_lines_and_extends_the_chain(conn, tmp_path):
+    root = tmp_path / "projects"
+    path = write(root / "-p" / "s.jsonl", conversation(3))
+    s1 = refresh(conn, [root])
+    assert (s1.new, s1.lines) == (1, 12)
+    cursor = conn.execute("SELECT cursor FROM files").fetchone()[0]
+    assert cursor == path.stat().st_size
+    leaf = orjson.loads(path.read_bytes().splitlines()[-1])["uuid"]
+    u = user("more", leaf)
+    a = assistant("ok", u["uuid"])
+    append(path, u, a)
+    s2 = refresh(conn, [root])
+    assert (s2.grown, s2.lines, s2.new, s2.rewritten) == (1, 2, 0, 0)
+    assert s2.bytes == path.stat().st_size - cursor
+    chain = [r[0] for r in conn.execute("SELECT r.uuid FROM active_chain r ORDER BY pos")]
+    assert len(chain) == 14 and chain[-2:] == [u["uuid"], a["uuid"]]
+    assert conn.execute("SELECT leaf_uuid, chain_length, lines FROM sessions").fetchone() == (a["uuid"], 14, 14)
+    s3 = refresh(conn, [root])
+    assert (s3.unchanged, s3.lines) == (1, 0)
+
+
+def test_growth_on_another_branch_recomputes_the_chain(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(2)
+    path = write(root / "-p" / "s.jsonl", objs)
+    refresh(conn, [root])
+    # A rewind: a new prompt hanging off the first turn's end.
+    u = user("rewound", objs[3]["uuid"])
+    append(path, u)
+    refresh(conn, [root])
+    chain = [r[0] for r in conn.execute("SELECT uuid FROM active_chain ORDER BY pos")]
+    assert chain == [o["uuid"] for o in objs[:4]] + [u["uuid"]]
+
+
+def test_rewritten_file_is_reingested(conn, tmp_path):
+    root = tmp_path / "projects"
+    path = write(root / "-p" / "s.jsonl", conversation(3))
+    refresh(conn, [root])
+    # Same size or larger, different bytes: a rewrite, not growth.
+    objs = conversation(4)
+    tmp = path.with_suffix(".new")
+    write(tmp, objs)
+    os.replace(tmp, path)
+    s = refresh(conn, [root])
+    assert s.rewritten == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
+    assert {r[0] for r in conn.execute("SELECT uuid FROM records")} == {o["uuid"] for o in objs}
+
+
+def test_shrunk_file_in_place_is_reingested(conn, tmp_path):
+    root = tmp_path / "projects"
+    path = write(root / "-p" / "s.jsonl", conversation(3))
+    refresh(conn, [root])
+    data = path.read_bytes().splitlines(keepends=True)
+    with open(path, "wb") as fh:  # same inode, truncated
+        fh.writelines(data[:5])
+    s = refresh(conn, [root])
+    assert s.rewritten == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 5
+
+
+def test_partial_last_line_waits_for_its_newline(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(1)
+    path = write(root / "-p" / "s.jsonl", objs)
+    refresh(conn, [root])
+    extra = orjson.dumps(user("half written", objs[-1]["uuid"]))
+    with open(path, "ab") as fh:
+        fh.write(extra[:40])
+    s = refresh(conn, [root])
+    assert s.lines == 0
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 4
+    with open(path, "ab") as fh:
+        fh.write(extra[40:] + b"\n")
+    s = refresh(conn, [root])
+    assert (s.grown, s.lines) == (1, 1)
+    assert conn.execute("SELECT count(*), max(line) FROM records").fetchone() == (5, 5)
+    assert conn.execute("SELECT count(*) FROM parse_errors").fetchone()[0] == 0
+
+
+def test_published_file_without_final_newline_then_grows(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(1)
+    path = write(root / "-p" / "s.jsonl", objs, trailing_newline=False)
+    s = refresh(conn, [root])
+    assert s.lines == 4
+    # The writer resumes: it ends the last line, then appends another.
+    extra = user("next", objs[-1]["uuid"])
+    with open(path, "ab") as fh:
+        fh.write(b"\n" + orjson.dumps(extra) + b"\n")
+    s = refresh(conn, [root])
+    assert (s.grown, s.lines) == (1, 1)
+    assert conn.execute("SELECT count(*) FROM parse_errors").fetchone()[0] == 0
+    assert conn.execute("SELECT line FROM records WHERE uuid = ?", (extra["uuid"],)).fetchone()[0] == 5
+
+
+def test_vanished_file_keeps_rows_until_pruned(conn, tmp_path):
+    root = tmp_path / "projects"
+    path = write(root / "-p" / "s.jsonl", conversation(2))
+    write(root / "-p" / "t.jsonl", conversation(1, session="t"))
+    refresh(conn, [root])
+    path.unlink()
+    s = refresh(conn, [root])
+    assert s.gone == 1
+    assert conn.execute("SELECT gone FROM files WHERE path = ?", (str(path),)).fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
+                        "WHERE f.path = ?", (str(path),)).fetchone()[0] == 8
+    s = refresh(conn, [root], prune=True)
+    assert s.pruned == 1
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 4
+
+
+def test_a_fork_repeating_uuids_is_kept_whole_in_both_files(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(2)
+    write(root / "-p" / "a.jsonl", objs)
+    write(root / "-p" / "b.jsonl", [dict(o, sessionId="b") for o in objs])
+    refresh(conn, [root])
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
+    assert conn.execute("SELECT count(DISTINCT file_id) FROM chain").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM chain").fetchone()[0] == 16
+
+
+def test_usage_counts_each_api_message_once(conn, tmp_path):
+    root = tmp_path / "projects"
+    u = user("hi", None)
+    usage = {"input_tokens": 3, "output_tokens": 7, "cache_read_input_tokens": 1000,
+             "cache_creation_input_tokens": 50,
+             "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 50}}
+    a1 = assistant([{"type": "thinking", "thinking": "", "signature": "x" * 500}], u["uuid"],
+                   msg_id="msg_A", usage=usage)
+    a2 = assistant([{"type": "text", "text": "answer"}], a1["uuid"], msg_id="msg_A", usage=usage)
+    write(root / "-p" / "s.jsonl", [u, a1, a2])
+    refresh(conn, [root])
+    (row,) = rows(conn, "SELECT * FROM usage")
+    del row["file_id"]
+    assert row == {
+        "message_id": "msg_A", "offset": row["offset"], "request_id": a1["requestId"],
+        "session_id": "s-1", "timestamp": a1["timestamp"], "model": "claude-opus-5",
+        "input_tokens": 3, "output_tokens": 7, "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 50, "ephemeral_5m_input_tokens": 0,
+        "ephemeral_1h_input_tokens": 50, "service_tier": None, "iterations": None,
+    }
+    (g,) = rows(conn, "SELECT gauge_tokens, recorded_context FROM context_gauge")
+    assert g == {"gauge_tokens": 1053, "recorded_context": 1053}
+    (b,) = rows(conn, "SELECT kind, chars, signature_chars FROM blocks WHERE type = 'thinking'")
+    assert b == {"kind": "thinking", "chars": 0, "signature_chars": 500}
+
+
+def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(2)
+    path = write(root / "-p" / "s.jsonl", objs)
+    stop = threading.Event()
+    written = [len(objs)]
+
+    def writer():
+        parent = objs[-1]["uuid"]
+        with open(path, "ab", buffering=0) as fh:
+            for i in range(60):
+                o = user(f"line {i}", parent)
+                parent = o["uuid"]
+                data = orjson.dumps(o) + b"\n"
+                # Written in two pieces, like a flush that lands mid-line.
+                fh.write(data[:25])
+                time.sleep(0.001)
+                fh.write(data[25:])
+                written[0] += 1
+                time.sleep(0.002)
+        stop.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    while not stop.is_set():
+        refresh(conn, [root])
+    t.join()
+    refresh(conn, [root])
+    n, maxline, distinct = conn.execute("SELECT count(*), max(line), count(DISTINCT offset) FROM records").fetchone()
+    assert n == maxline == distinct == written[0] == line_count(path)
+    assert conn.execute("SELECT count(*) FROM parse_errors").fetchone()[0] == 0
+    assert conn.execute("SELECT chain_length FROM sessions").fetchone()[0] == written[0]
+
+
+def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkeypatch):
+    root = tmp_path / "projects"
+    write(root / "-p" / "a.jsonl", conversation(2, session="a"))
+    write(root / "-p" / "b.jsonl", conversation(2, session="b"))
+    real = store.FileIngest.flush
+    calls = {"n": 0}
+
+    def crashing_flush(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed")
+        return real(self)
+
+    monkeypatch.setattr(store.FileIngest, "flush", crashing_flush)
+    with pytest.raises(KeyboardInterrupt):
+        refresh(conn, [root])
+    monkeypatch.setattr(store.FileIngest, "flush", real)
+    # The first file committed whole; the second left nothing behind.
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 8
+    s = refresh(conn, [root])
+    assert (s.new, s.unchanged) == (1, 1)
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
+
+
+def test_missing_root_is_an_empty_catalog(conn, tmp_path):
+    s = refresh(conn, [tmp_path / "nope"])
+    assert s.roots_missing == [str(tmp_path / "nope")]
+    assert s.files == 0
+
+
+def test_compact_boundary_is_a_new_root_and_progress_is_bridged(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(1)
+    boundary = {"parentUuid": None, "logicalParentUuid": objs[-1]["uuid"], "isSidechain": False,
+                "type": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
+                "uuid": "b-1", "timestamp": "2026-11-01T11:00:00.000Z", "sessionId": "s-1",
+                "compactMetadata": {"trigger": "manual", "preTokens": 1000}}
+    summary = user("summary of before", "b-1", isCompactSummary=True)
+    progress = {"parentUuid": summary["uuid"], "type": "progress", "uuid": "p-1",
+                "data": {"type": "hook_progress"}, "sessionId": "s-1", "isSidechain": False}
+    after = user("after", "p-1")
+    write(root / "-p" / "s.jsonl", objs + [boundary, summary, progress, after])
+    refresh(conn, [root])
+    chain = [tuple(r) for r in conn.execute("SELECT pos, uuid, type FROM active_chain ORDER BY pos")]
+    assert chain == [(0, "b-1", "system"), (1, summary["uuid"], "user"), (2, after["uuid"], "user")]
+
+
+def test_migrations_from_blank_and_reopen_are_idempotent(tmp_path):
+    path = tmp_path / "c.db"
+    c = db.connect(path)
+    names = [r[0] for r in c.execute("SELECT name FROM _txdb_migrations ORDER BY name")]
+    assert names == [n for n, _ in db.migrations()]
+    views = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    assert {n for n, _ in db.view_files()} <= views
+    c.close()
+    c = db.connect(path)
+    assert db.migrate(c) == []
+    assert db.ensure_views(c) is False
+    c.close()
+
+
+def test_older_schema_is_migrated_forward(tmp_path):
+    path = tmp_path / "c.db"
+    first_name, first_sql = db.migrations()[0]
+    import sqlite3
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE _txdb_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for stmt in db._split(first_sql):
+        raw.execute(stmt)
+    raw.execute("INSERT INTO _txdb_migrations VALUES (?, 'then')", (first_name,))
+    raw.commit()
+    raw.close()
+    c = db.connect(path)
+    names = [r[0] for r in c.execute("SELECT name FROM _txdb_migrations ORDER BY name")]
+    assert names == [n for n, _ in db.migrations()]
+    c.close()
+
+
+def test_views_are_recreated_when_their_sql_changes(conn):
+    conn.execute("UPDATE _txdb_meta SET value = 'stale' WHERE key = 'views_sha'")
+    conn.execute("DROP VIEW session_costs")
+    assert db.ensure_views(conn) is True
+    assert conn.execute("SELECT count(*) FROM session_costs").fetchone()[0] == 0
+
+
+def test_corpus_refresh_has_every_line(conn, corpus, tmp_path):
+    roots = [corpus / "real", corpus / "generated"]
+    s = refresh(conn, roots)
+    assert s.files > 100
+    total_lines = 0
+    for root in roots:
+        for p in root.rglob("*.jsonl"):
+            if "tool-results" in p.parts:
+                continue
+            total_lines += line_count(p)
+    got = conn.execute(
+        "SELECT (SELECT count(*) FROM (SELECT DISTINCT file_id, line FROM records)) + "
+        "(SELECT count(*) FROM parse_errors WHERE recovered = 0)"
+    ).fetchone()[0]
+    assert got == total_lines
+    # The glued line of the Entire checkpoint is split and both objects kept.
+    glued = rows(conn, "SELECT p.line, p.recovered FROM parse_errors p JOIN files f ON f.id = p.file_id "
+                       "WHERE f.path LIKE '%995ebed6e4%'")
+    assert glued == [{"line": 128, "recovered": 1}]
+    assert conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
+                        "WHERE f.path LIKE '%995ebed6e4%' AND r.line = 128").fetchone()[0] == 2

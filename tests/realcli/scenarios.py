@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 
 from .driver import Sandbox, munge
-from .fake_api import Reply, agent, bash, edit, read, text, thinking, write
+from .fake_api import agent, bash, edit, read, text, thinking, write
 
 
 def png_bytes(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:

@@ -1,0 +1,171 @@
+"""The command line: each command against a real catalog in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from sessions import append, conversation, user, write
+from txdb.cli import cli
+
+
+@pytest.fixture
+def run(db_path, monkeypatch, tmp_path):
+    monkeypatch.setenv("TXDB_DB", str(db_path))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.delenv("CLAUDE_CODE_SESSION_ID", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args, ok=True):
+        result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+        if ok:
+            assert result.exit_code == 0, result.output
+        return result
+
+    return invoke
+
+
+@pytest.fixture
+def home(tmp_path, projects):
+    """CLAUDE_CONFIG_DIR/projects holding the fixture sessions."""
+    target = tmp_path / "claude" / "projects"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    projects.rename(target)
+    return target
+
+
+def test_refresh_then_query_formats(run, home):
+    out = run("refresh").output
+    assert out.startswith("1") and "new, 0 grown, 0 rewritten, 0 unchanged, 0 gone" in out
+    sql = "select type, count(*) as n from records where type in ('user','assistant') group by type order by type"
+    as_json = json.loads(run("query", sql, "--json").output)
+    assert [r["type"] for r in as_json] == ["assistant", "user"]
+    nl = [json.loads(l) for l in run("query", sql, "--nl").output.splitlines()]
+    assert nl == as_json
+    csv_out = run("query", sql, "--csv").output.splitlines()
+    assert csv_out[0] == "type,n" and csv_out[1] == f"assistant,{as_json[0]['n']}"
+    table = run("query", sql, "--table").output.splitlines()
+    assert table[0].split() == ["type", "n"] and table[2].split()[0] == "assistant"
+    params = json.loads(run("query", "select :x as x", "-p", "x", "7", "--json").output)
+    assert params == [{"x": "7"}]
+
+
+def test_query_is_read_only_and_errors_are_one_line(run, home):
+    run("refresh")
+    r = run("query", "delete from records", ok=False)
+    assert r.exit_code != 0
+    assert r.output.startswith("Error: query failed:") and "readonly" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = run("query", "select nope from nowhere", ok=False)
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+
+
+def test_missing_root_is_a_hint_not_an_error(run, tmp_path):
+    r = run("refresh", "--root", tmp_path / "none")
+    assert "No sessions folder" in r.output
+    assert "0 new" in r.output
+
+
+def test_sessions_lists_one_row_per_session(run, home):
+    run("refresh")
+    data = json.loads(run("sessions", "--json").output)
+    ids = {d["session_id"] for d in data}
+    assert "b3edadab-bca0-4054-9b41-f7ffa6941260" in ids
+    assert not any(d["session_id"].startswith("agent-") for d in data)
+    with_sub = json.loads(run("sessions", "--json", "--subagents").output)
+    assert len(with_sub) > len(data)
+    top = json.loads(run("sessions", "--json", "--sort", "tokens", "--limit", "1").output)
+    assert top[0]["est_context_tokens"] == max(d["est_context_tokens"] for d in data)
+
+
+def test_analyze_by_id_and_path(run, home):
+    run("refresh")
+    sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    report = json.loads(run("analyze", sid, "--json").output)
+    s = report["session"]
+    assert s["session_id"] == sid and s["chain_length"] > 100
+    cats = {r["category"] for r in report["by_type"]}
+    assert {"tool_use", "tool_result", "attachment", "thinking"} <= cats
+    assert sum(r["tokens"] for r in report["by_type"] if r["category"] != "system_prompt") == s["chain_tokens"]
+    tools = {r["tool_name"]: r for r in report["by_tool"]}
+    assert tools and all(r["calls"] >= 1 for r in tools.values())
+    att = {r["type"]: r for r in report["attachments"]}
+    assert att["task_reminder"]["kept"] == 1 and att["task_reminder"]["dropped"] == att["task_reminder"]["count"] - 1
+    text = run("analyze", str(home / "-experiments-worktrees" / f"{sid}.jsonl")).output
+    assert f"Session {sid}" in text and "By tool:" in text and "Attachments:" in text
+
+
+def test_a_path_the_catalog_lacks_or_that_changed_is_refreshed_first(run, tmp_path):
+    path = write(tmp_path / "loose" / "-p" / "s.jsonl", conversation(2, session="loose"))
+    report = json.loads(run("analyze", path, "--json").output)
+    assert report["session"]["chain_length"] == 8
+    leaf = orjson.loads(path.read_bytes().splitlines()[-1])["uuid"]
+    append(path, user("more", leaf, session="loose"))
+    report = json.loads(run("analyze", "loose", "--json").output)
+    assert report["session"]["chain_length"] == 9
+
+
+def test_unknown_session_and_missing_file_are_one_line_errors(run, home, tmp_path):
+    run("refresh")
+    for ref in ("no-such-session", str(tmp_path / "missing.jsonl")):
+        r = run("analyze", ref, ok=False)
+        assert r.exit_code == 1
+        assert r.output.startswith("Error: ") and r.output.count("\n") == 1
+
+
+def test_verify_exit_codes(run, tmp_path):
+    good = write(tmp_path / "p" / "-x" / "good.jsonl", conversation(2))
+    r = run("verify", good)
+    assert r.output.splitlines()[-1].startswith("OK:")
+    objs = conversation(3)
+    objs[5]["parentUuid"] = "not-there"  # breaks the chain mid-file
+    bad = write(tmp_path / "p" / "-x" / "bad.jsonl", objs)
+    r = run("verify", bad, ok=False)
+    assert r.exit_code == 1
+    assert "dangling" in r.output or "broken" in r.output
+    report = json.loads(run("verify", bad, "--json", ok=False).output)
+    assert report["ok"] is False and report["counts"]["error"] == 1
+
+
+def test_verify_a_pending_copy_without_the_catalog(run, tmp_path):
+    pending = tmp_path / "s.jsonl.pending"
+    write(pending, conversation(1))
+    assert run("verify", pending).output.startswith("OK:")
+
+
+def test_current_uses_the_session_env_var(run, home, monkeypatch):
+    r = run("current", ok=False)
+    assert r.exit_code == 1 and "CLAUDE_CODE_SESSION_ID" in r.output
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "b3edadab-bca0-4054-9b41-f7ffa6941260")
+    # Not refreshed yet: found under the projects root all the same.
+    path = run("current", "--quiet").output.strip()
+    assert path == str(home / "-Users-user-project" / "b3edadab-bca0-4054-9b41-f7ffa6941260.jsonl")
+    assert "exists: True" in run("current").output
+
+
+def test_path_prints_the_catalog_location(run, db_path):
+    assert run("path").output.strip() == str(db_path)
+
+
+def test_every_command_has_help_with_an_example():
+    runner = CliRunner()
+    for name, cmd in cli.commands.items():
+        out = runner.invoke(cli, [name, "--help"]).output
+        assert "Example:" in out, name
+
+
+def test_installed_entry_point_runs_without_traceback(tmp_path):
+    exe = Path(sys.executable).parent / "txdb"
+    if not exe.exists():
+        pytest.skip("txdb entry point not installed in this environment")
+    env = dict(os.environ, TXDB_DB=str(tmp_path / "c.db"))
+    r = subprocess.run([str(exe), "analyze", "nothing-here"], capture_output=True, text=True, env=env)
+    assert r.returncode == 1
+    assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr

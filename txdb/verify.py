@@ -8,6 +8,7 @@ what real CLI-written files also contain and never fail verification.
 
 from __future__ import annotations
 
+import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,9 @@ def _blocks(obj):
     return content if isinstance(content, list) else []
 
 
-def verify_file(path: str | Path, sidechain_file: bool | None = None) -> Report:
+def verify_file(path: str | Path, sidechain_file: bool | None = None, data: bytes | None = None) -> Report:
+    """Verify the file at ``path``, or ``data`` (its bytes, e.g. a snapshot
+    prefix or an unwritten copy) reported under that path."""
     path = Path(path)
     report = Report(str(path))
     nodes: list[chainmod.Node] = []
@@ -65,7 +68,7 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None) -> Report:
     last_prompts: list[tuple[int, str]] = []
     summaries: list[tuple[int, str]] = []
     add = report.findings.append
-    with open(path, "rb", buffering=READ_BUFFER) as fh:
+    with (open(path, "rb", buffering=READ_BUFFER) if data is None else io.BytesIO(data)) as fh:
         for line in read_lines(fh):
             report.lines += 1
             parsed = parse_line(line.raw)

@@ -1,0 +1,128 @@
+"""Run one mutating operation the copy-first way.
+
+``run_surgery(path, operation, op, ...)``:
+
+1. base = the pending copy when there is one (multi-pass), else a fresh
+   snapshot of the original (complete lines); the original's snapshot prefix
+   is the reference ("the live original") for the checks below;
+2. with ``fork``: base becomes a fork (new session id, stamped);
+3. ``op(t, original)`` mutates the transcript;
+4. preserved thinking: later thinking blocks the API will drop are counted
+   and removed (unless ``keep_dropped_thinking``);
+5. usage reset (unless ``usage_reset=False``);
+6. the pending copy (or the fork file) is written; ``dry_run`` writes nothing.
+
+The bulk ``--where`` path calls this per session with an ``op`` closing over
+its targets (see ``ops``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SurgeryError
+from . import fork as forkmod
+from . import pending as pend
+from .ops import chain_estimate
+from .thinking import dropped_thinking, remove_dropped
+from .transcript import Transcript, write_atomic
+from .usage import reset_usage
+
+Op = Callable[[Transcript, Transcript], dict]
+
+
+@dataclass
+class SurgeryReport:
+    operation: str
+    original: str
+    target: str  # the pending copy or the fork file
+    dry_run: bool
+    written: bool = False
+    fork_session_id: str | None = None
+    fork_title: str | None = None
+    snapshot_created: bool = False
+    result: dict = field(default_factory=dict)
+    dropped_thinking: dict = field(default_factory=dict)
+    dropped_thinking_removed: int = 0
+    usage: dict | None = None
+    changed_lines: int = 0
+    lines: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | None]:
+    """(working transcript, original snapshot, whether a pending copy exists, snapshot meta)."""
+    orig = pend.original_path(path)
+    if not orig.is_file():
+        raise SurgeryError(f"no session file at {orig}")
+    pfile = pend.pending_path(orig)
+    meta = pend.read_meta(orig)
+    if pfile.is_file() and meta is not None:
+        data = pend.check_descends(orig, meta)
+        original = Transcript.from_bytes(data[: meta["size"]], orig)
+        return Transcript.load(pfile), original, True, meta
+    data, meta = pend.take_snapshot(orig)
+    return Transcript.from_bytes(data, pfile), Transcript.from_bytes(data, orig), False, meta
+
+
+def run_surgery(
+    path: str | Path,
+    operation: str,
+    op: Op,
+    *,
+    dry_run: bool = False,
+    fork: bool = False,
+    fork_title: str | None = None,
+    usage_reset: bool = True,
+    keep_dropped_thinking: bool = False,
+) -> SurgeryReport:
+    orig = pend.original_path(path)
+    t, original, had_pending, meta = load_base(orig)
+    report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
+    report.bytes_before = t.size
+    if fork:
+        t = forkmod.make_fork(t, operation=operation, folder=orig.parent, title=fork_title)
+        report.target = str(t.path)
+        report.fork_session_id = t.session_id
+        report.fork_title = t.records[-1].obj.get("customTitle") if t.records else None
+    report.tokens_before = chain_estimate(original)
+    report.result = op(t, original) or {}
+    t.refresh()
+    changed = t.changed_lines()
+    info = dropped_thinking(original, t)
+    report.dropped_thinking = info.as_dict()
+    if info.count and not keep_dropped_thinking:
+        report.dropped_thinking_removed = remove_dropped(t, info).get("blocks", 0)
+        t.refresh()
+    if usage_reset and (changed or fork):
+        report.usage = reset_usage(t, original)
+    report.changed_lines = t.changed_lines()
+    report.lines = len(t.lines)
+    data = t.to_bytes()
+    report.bytes_after = len(data)
+    report.tokens_after = chain_estimate(t)
+    if dry_run:
+        return report
+    if fork:
+        write_atomic(t.path, data)
+        report.written = True
+        return report
+    if report.changed_lines == 0:
+        # Nothing (new) to change: no pending copy is made, an existing one stays.
+        return report
+    if not had_pending:
+        pend.check_descends(orig, meta)  # not rewritten while we worked
+        pend.write_snapshot(orig, data, meta)
+        report.snapshot_created = True
+    else:
+        write_atomic(pend.pending_path(orig), data)
+    report.written = True
+    return report

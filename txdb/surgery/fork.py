@@ -1,0 +1,130 @@
+"""Fork a session the way Claude Code's /branch does, plus txdb's strippedBy stamp.
+
+- a new sessionId (random UUID), the file ``<project-dir>/<newId>.jsonl``;
+- ``forkedFrom = {sessionId, messageUuid}`` on every conversation envelope;
+- records bound to the original session are not copied (bridge-session,
+  continued-in, cost-state, the api-request* journal);
+- the root's parentUuid stays null;
+- a ``custom-title`` line appended: the title plus `` (Stripped)``,
+  ``(Stripped 2)``... on collision with a sibling session; ``title``
+  overrides;
+- ``strippedBy = {tool, operation, at}`` on every envelope.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid as uuidlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+from ..records import CHAIN_TYPES
+from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
+
+TOOL = "txdb"
+_SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
+
+
+def now_iso() -> str:
+    dt = datetime.now(timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def session_title(t: Transcript) -> str | None:
+    """custom-title > ai-title > summary > first user prompt (as CC lists sessions)."""
+    custom = ai = summary = prompt = None
+    for r in t.live():
+        o = r.obj
+        typ = o.get("type")
+        if typ == "custom-title" and isinstance(o.get("customTitle"), str):
+            custom = o["customTitle"]
+        elif typ == "ai-title" and isinstance(o.get("aiTitle"), str):
+            ai = o["aiTitle"]
+        elif typ == "summary" and isinstance(o.get("summary"), str) and summary is None:
+            summary = o["summary"]
+        elif typ == "user" and prompt is None and not o.get("isMeta"):
+            c = (o.get("message") or {}).get("content") if isinstance(o.get("message"), dict) else None
+            if isinstance(c, str) and c.strip() and not c.lstrip().startswith("<"):
+                prompt = " ".join(c.split())[:60]
+    return custom or ai or summary or prompt
+
+
+def _sibling_titles(folder: Path, exclude: set[str]) -> set[str]:
+    titles = set()
+    if not folder.is_dir():
+        return titles
+    for p in folder.glob("*.jsonl"):
+        if p.name in exclude:
+            continue
+        try:
+            with open(p, "rb") as fh:
+                for line in fh:
+                    if b'"custom-title"' in line:
+                        try:
+                            o = orjson.loads(line)
+                        except orjson.JSONDecodeError:
+                            continue
+                        if o.get("type") == "custom-title" and isinstance(o.get("customTitle"), str):
+                            titles.add(o["customTitle"])
+        except OSError:
+            continue
+    return titles
+
+
+def fork_title(base: str | None, taken: set[str]) -> str:
+    base = _SUFFIX_RE.sub("", base or "Untitled session")
+    title = f"{base} (Stripped)"
+    n = 2
+    while title in taken:
+        title = f"{base} (Stripped {n})"
+        n += 1
+    return title
+
+
+def make_fork(
+    t: Transcript,
+    *,
+    operation: str,
+    folder: str | Path,
+    title: str | None = None,
+    new_session_id: str | None = None,
+    at: str | None = None,
+) -> Transcript:
+    """A new Transcript (not yet written) at ``<folder>/<newId>.jsonl``."""
+    folder = Path(folder)
+    old_sid = t.session_id
+    new_sid = new_session_id or str(uuidlib.uuid4())
+    at = at or now_iso()
+    stamp = {"tool": TOOL, "operation": operation, "at": at}
+    objs = []
+    for r in t.live():
+        o = r.obj
+        if o.get("type") in SESSION_BOUND_TYPES:
+            continue
+        o = copy.deepcopy(o)
+        if "sessionId" in o:
+            o["sessionId"] = new_sid
+        if o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str):
+            o["forkedFrom"] = {"sessionId": old_sid, "messageUuid": o["uuid"]}
+            o["strippedBy"] = dict(stamp)
+        objs.append(o)
+    if title is None:
+        own = {t.path.name} if t.path is not None else set()
+        title = fork_title(session_title(t), _sibling_titles(folder, own))
+    objs.append({"type": "custom-title", "customTitle": title, "sessionId": new_sid})
+    data = b"".join(dumps(o) + b"\n" for o in objs)
+    fork = Transcript.from_bytes(data, folder / f"{new_sid}.jsonl")
+    fork.fork_of = old_sid  # type: ignore[attr-defined]
+    return fork
+
+
+def restamp(fork: Transcript, operation: str) -> None:
+    """Record the operation that actually ran on every stamped envelope."""
+    for r in fork.live():
+        s = r.obj.get("strippedBy")
+        if isinstance(s, dict) and s.get("tool") == TOOL and s.get("operation") != operation:
+            s["operation"] = operation
+            fork.touch(r)

@@ -1,0 +1,112 @@
+"""Preserved thinking: an edit of earlier history makes the API drop every
+later thinking block (on the models the seed names).
+
+Each thinking block's signature binds it to the history before it and to
+the previous thinking block. Removing thinking blocks from the front of the
+history is safe; any other edit (tool inputs or results, attachments,
+ranges, a thinking block removed after a surviving one) makes the API drop
+every thinking block after it. ``dropped_thinking`` compares the original
+with the result and lists those blocks; ``remove_dropped`` takes them out,
+so the file and the gauge match what the model sees.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import orjson
+
+from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
+from .transcript import Record, Transcript
+
+# Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
+# 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.
+_AFFECTED = re.compile(r"(?:^|[-_/.])(fable-5[-.]1|opus-5[-.]5|sonnet-5[-.]5|haiku-5[-.]5)(?:$|[-_@.\[])")
+
+
+def model_binds_thinking(model: str | None) -> bool:
+    return bool(model) and _AFFECTED.search(model.lower()) is not None
+
+
+@dataclass
+class DroppedThinking:
+    edit_pos: int | None = None  # first edited chain position (original numbering)
+    count: int = 0
+    chars: int = 0
+    first_pos: int | None = None  # chain position (result numbering) of the first dropped block
+    blocks: set[BlockRef] = field(default_factory=set)
+
+    def as_dict(self) -> dict:
+        return {"edit_pos": self.edit_pos, "count": self.count, "chars": self.chars, "first_pos": self.first_pos}
+
+
+def _sans_thinking(rec: Record) -> bytes:
+    o = rec.obj
+    content = _content_list(rec)
+    if content is not None:
+        role = _role(rec)
+        return orjson.dumps([b for b in content if not is_thinking_block(b, role)])
+    body = {k: v for k, v in o.items() if k in ("attachment", "content", "message", "rendered")}
+    return orjson.dumps(body)
+
+
+def _thinking_count(rec: Record) -> int:
+    content = _content_list(rec)
+    if not content:
+        return 0
+    role = _role(rec)
+    return sum(1 for b in content if is_thinking_block(b, role))
+
+
+def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinking:
+    out = DroppedThinking()
+    edit = None
+    surviving_before = False
+    for pos, o in enumerate(original.chain):
+        r = result.by_uuid.get(o.uuid) if o.uuid else None
+        if r is None:
+            content = _content_list(o)
+            only_thinking = bool(content) and _thinking_count(o) == len(content)
+            if not only_thinking or surviving_before:
+                edit = pos
+                break
+            continue
+        if _sans_thinking(o) != _sans_thinking(r):
+            edit = pos
+            break
+        if _thinking_count(r) < _thinking_count(o) and surviving_before:
+            edit = pos
+            break
+        if _thinking_count(r):
+            surviving_before = True
+    out.edit_pos = edit
+    if edit is None:
+        return out
+    orig_pos = {rec.uuid: i for i, rec in enumerate(original.chain) if rec.uuid}
+    for pos, rec in enumerate(result.chain):
+        if not rec.uuid:
+            continue
+        opos = orig_pos.get(rec.uuid)
+        if opos is not None and opos <= edit:
+            continue
+        if not model_binds_thinking(rec.model):
+            continue
+        content = _content_list(rec)
+        if not content:
+            continue
+        role = _role(rec)
+        for idx, b in enumerate(content):
+            if is_thinking_block(b, role):
+                out.count += 1
+                out.chars += _thinking_size(b)
+                out.blocks.add(BlockRef(rec.uuid, idx))
+                if out.first_pos is None:
+                    out.first_pos = pos
+    return out
+
+
+def remove_dropped(result: Transcript, info: DroppedThinking) -> dict:
+    if not info.blocks:
+        return {"blocks": 0}
+    return strip_thinking(result, blocks=info.blocks)

@@ -323,6 +323,9 @@ def current(db_path, quiet):
         click.echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
 
 
+from . import cli_surgery  # noqa: E402,F401  (registers the surgery commands)
+
+
 def main():
     cli(prog_name="txdb")
 

@@ -99,14 +99,19 @@ def _shrink_input(value, counter: list[int]):
     return value
 
 
-def _keep_last(text: str, n: int) -> str:
+def _keep_last(text: str, n: int, size: int):
     lines = text.splitlines()
     if n <= 0 or not lines:
-        return placeholder(len(text))
+        return placeholder(size)
     kept = lines[-n:]
-    if len(kept) == len(lines):
-        return text
-    return placeholder(len(text), f", last {len(kept)} of {len(lines)} lines kept") + "\n" + "\n".join(kept)
+    if len(kept) == len(lines) and len(text) == size:
+        return None  # nothing to cut
+    return placeholder(size, f", last {len(kept)} of {len(lines)} lines kept") + "\n" + "\n".join(kept)
+
+
+def _block_tokens(b: dict) -> int:
+    rows = block_rows([b], None)
+    return rows[0].get("tokens", 0) if rows else 0
 
 
 def _result_text(content) -> str:
@@ -148,7 +153,8 @@ def strip_tools(
     do_inputs = not only_results
     do_results = not only_inputs
     names = tool_names(t)
-    out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0}
+    out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
+           "tokens_saved": 0}
     for rec in list(t.live()):
         content = _content_list(rec)
         if not content or not t.in_range(rec, positions):
@@ -170,6 +176,7 @@ def strip_tools(
                 if counter[0] == 0 and isinstance(inp, dict):
                     continue
                 before, after = _chars(inp), _chars(new)
+                out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
                 b["input"] = new
                 out["inputs"] += 1
                 out["chars_before"] += before
@@ -187,25 +194,29 @@ def strip_tools(
                     continue
                 if c is None or _is_stripped_result(c):
                     continue
-                text = _result_text(c)
                 size = _chars(c)
                 if keep_last_lines:
-                    new_c = _keep_last(text, keep_last_lines)
-                    if new_c == c:
+                    text = _result_text(c)
+                    kept = _keep_last(text, keep_last_lines, size)
+                    if kept is None:
                         continue
+                    new_c = kept
                 else:
                     new_c = placeholder(size)
-                if size <= len(new_c):
+                old_tokens = _block_tokens(b)
+                new_block = dict(b, content=new_c)
+                new_tokens = _block_tokens(new_block)
+                if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
                     continue  # stripping would not shrink it
                 b["content"] = new_c
                 out["results"] += 1
                 out["chars_before"] += size
                 out["chars_after"] += len(new_c)
+                out["tokens_saved"] += old_tokens - new_tokens
                 changed = True
         if changed:
             t.touch(rec)
             out["records"] += 1
-    out["tokens_saved"] = tokens.text_tokens(out["chars_before"]) - tokens.text_tokens(out["chars_after"])
     return out
 
 

@@ -261,6 +261,11 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise
     fsync_dir(orig.parent)
     _crash("swapped")
+    if report.backup:
+        try:
+            os.chmod(report.backup, FILE_MODE)  # the old inode, now only the backup
+        except OSError:
+            pass
     for p in (pend, meta_path(orig)):
         try:
             os.unlink(p)

@@ -1,0 +1,121 @@
+"""The surgery contract as a check: compare a session before and after.
+
+``contract_violations(before, after)`` lists every way ``after`` breaks the
+contract of DESIGN.md relative to ``before`` (both raw bytes): untouched
+lines byte-identical (in order), rewritten lines compact JSON, the chain no
+less whole, tool pairs intact, no recorded usage raised, verify passing
+wherever it passed before. Used by the tests and usable by the bulk path as
+a last guard before writing.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..verify import verify_file
+from .pending import new_errors
+from .transcript import Transcript, dumps
+from .usage import CONTEXT_FIELDS
+
+
+def _tool_ids(t: Transcript) -> tuple[set[str], set[str]]:
+    uses, results = set(), set()
+    for rec in t.chain:
+        c = rec.content
+        if isinstance(c, list):
+            for b in c:
+                if isinstance(b, dict):
+                    if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+                        uses.add(b["id"])
+                    elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                        results.add(b["tool_use_id"])
+    return uses, results
+
+
+def _usage_fields(obj: dict) -> list[tuple[str, int]]:
+    msg = obj.get("message")
+    u = msg.get("usage") if isinstance(msg, dict) else None
+    if not isinstance(u, dict):
+        return []
+    out = [(k, u[k]) for k in CONTEXT_FIELDS if isinstance(u.get(k), int)]
+    cc = u.get("cache_creation")
+    if isinstance(cc, dict):
+        out += [(f"cache_creation.{k}", v) for k, v in cc.items() if isinstance(v, int)]
+    its = u.get("iterations")
+    if isinstance(its, list):
+        for i, it in enumerate(its):
+            if isinstance(it, dict):
+                out += [(f"iterations[{i}].{k}", it[k]) for k in CONTEXT_FIELDS if isinstance(it.get(k), int)]
+    return out
+
+
+def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> list[str]:
+    problems: list[str] = []
+    b = Transcript.from_bytes(before)
+    a = Transcript.from_bytes(after)
+
+    if not fork:
+        # Untouched lines byte-identical and in order; the rest compact JSON.
+        before_lines = [ln.raw for ln in b.lines]
+        i = 0
+        for ln in a.lines:
+            j = i
+            while j < len(before_lines) and before_lines[j] != ln.raw:
+                j += 1
+            if j < len(before_lines):
+                i = j + 1
+                continue
+            try:
+                obj = orjson.loads(ln.raw)
+            except orjson.JSONDecodeError:
+                problems.append(f"line {ln.number} is new and does not parse")
+                continue
+            if dumps(obj) != ln.raw:
+                problems.append(f"line {ln.number} was rewritten but is not compact JSON")
+
+    # The chain no less whole.
+    b_uuids = {r.uuid for r in b.live() if r.uuid}
+    a_uuids = {r.uuid for r in a.live() if r.uuid}
+    for r in a.live():
+        p = r.parent_uuid
+        if p and p not in a_uuids:
+            old = b.by_uuid.get(r.uuid) if r.uuid else None
+            if old is not None and old.parent_uuid in b_uuids:
+                problems.append(f"parentUuid {p} of {r.uuid} resolved before and dangles now")
+    roots = lambda t: sum(1 for r in t.live() if r.uuid and r.parent_uuid is None and r.type in
+                          ("user", "assistant", "attachment", "system"))  # noqa: E731
+    if roots(a) > roots(b):
+        problems.append(f"new root(s): {roots(b)} -> {roots(a)}")
+    if b.chain:
+        if a.leaf is None or a.leaf.uuid != b.leaf.uuid:
+            problems.append(f"leaf changed: {b.leaf.uuid} -> {a.leaf.uuid if a.leaf else None}")
+        survivors = [r.uuid for r in b.chain if r.uuid in a_uuids]
+        a_chain = [r.uuid for r in a.chain]
+        if survivors != [u for u in a_chain if u in set(survivors)] or len(a_chain) < len(survivors):
+            problems.append("records of the active chain fell off it")
+        if survivors and a_chain and a_chain[0] != survivors[0]:
+            problems.append(f"the leaf reaches another root: {survivors[0]} -> {a_chain[0]}")
+
+    # Tool pairs.
+    bu, br = _tool_ids(b)
+    au, ar = _tool_ids(a)
+    for tid in (bu & br):
+        if (tid in au) != (tid in ar):
+            problems.append(f"tool pair {tid} separated")
+
+    # Usage never raised.
+    for r in a.live():
+        if r.obj.get("type") != "assistant" or not r.uuid:
+            continue
+        old = b.by_uuid.get(r.uuid)
+        if old is None:
+            continue
+        was = dict(_usage_fields(old.obj))
+        for k, v in _usage_fields(r.obj):
+            if k in was and v > was[k]:
+                problems.append(f"usage {k} of {r.uuid} raised: {was[k]} -> {v}")
+
+    # Verify passes wherever it passed before.
+    added = new_errors(verify_file("before", data=before), verify_file("after", data=after))
+    problems += [f"verify: {e}" for e in added]
+    return problems

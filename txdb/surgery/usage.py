@@ -112,18 +112,37 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     return out
 
 
-def calibration(ref: Transcript) -> float | None:
-    """recorded / estimated over ``ref``'s turns whose history no strip touched."""
+def calibration(ref: Transcript) -> tuple[float | None, int]:
+    """(factor, overhead): recorded context ~= overhead + factor * estimate.
+
+    The factor is ``tokens.calibrate`` over the growth between consecutive
+    turns of ``ref`` when no strip touched the records in between (recorded
+    growth vs estimated growth: the system prompt and tool schemas cancel
+    out); the overhead is what the first untouched turns recorded beyond
+    that. With fewer than two usable turns, the plain ratio of recorded to
+    estimated context over the untouched turns, and no overhead.
+    """
     est = chain_prefix_estimates(ref)
-    first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
-    pairs = []
-    for pos, rec, u in _turns(ref):
-        if pos > first_touched:
-            break
+    touched = [0]
+    for r in ref.chain:
+        touched.append(touched[-1] + (1 if _touched(r) else 0))
+    points: list[tuple[int, int, int]] = []  # (pos, estimate, recorded)
+    for pos, _rec, u in _turns(ref):
         rc = gauge_context(u)
-        if rc > 0:
-            pairs.append((est[pos], rc))
-    return tokens.calibrate(pairs)
+        if rc > 0 and (not points or points[-1][0] != pos):
+            points.append((pos, est[pos], rc))
+    deltas = []
+    for (p1, e1, r1), (p2, e2, r2) in zip(points, points[1:]):
+        if touched[p2] == touched[p1] and e2 > e1 and r2 > r1:
+            deltas.append((e2 - e1, r2 - r1))
+    clean = [(e, r) for p, e, r in points if touched[p] == 0]
+    factor = tokens.calibrate(deltas)
+    if factor is None:
+        return tokens.calibrate(clean), 0
+    if not clean:
+        return factor, 0
+    over = sorted(r - factor * e for e, r in clean)
+    return factor, max(0, int(over[len(over) // 2]))
 
 
 def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
@@ -135,7 +154,7 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     turn always. Stale turns are capped to the calibrated estimate.
     """
     ref = original if original is not None else t
-    factor = calibration(ref)
+    factor, overhead = calibration(ref)
     est = chain_prefix_estimates(t)
     orig_est: dict[str, int] = {}
     if original is not None:
@@ -146,7 +165,8 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     turns = _turns(t)
     touched_from = next((i for i, r in enumerate(t.chain) if _touched(r)), None)
     last_key = _message_key(turns[-1][1]) if turns else None
-    out = {"factor": factor, "turns": len(turns), "capped": 0, "estimate": tokens.calibrated(est[-1], factor),
+    out = {"factor": factor, "overhead": overhead, "turns": len(turns), "capped": 0,
+           "estimate": overhead + tokens.calibrated(est[-1], factor),
            "last_before": None, "last_after": None}
     if turns:
         out["last_before"] = gauge_context(turns[-1][2])
@@ -159,7 +179,7 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
             stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
         if not stale:
             continue
-        target = tokens.calibrated(new_raw, factor)
+        target = overhead + tokens.calibrated(new_raw, factor)
         if cap_usage(u, target):
             t.touch(rec)
             out["capped"] += 1

@@ -1,0 +1,165 @@
+"""The surgery commands through the CLI: reports, fork stamping, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from txdb.cli import cli
+
+DATA = Path(__file__).parent / "data"
+TOOLS_DIR = DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo"
+EDGE = DATA / "surgery" / "edge.jsonl"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    proj = tmp_path / "claude" / "projects" / TOOLS_DIR.name
+    proj.mkdir(parents=True)
+    for p in TOOLS_DIR.glob("*.jsonl"):
+        shutil.copyfile(p, proj / p.name)
+    shutil.copyfile(EDGE, proj / "11111111-2222-3333-4444-555555555555.jsonl")
+    return proj
+
+
+def run(*args):
+    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return r
+
+
+def _session(proj: Path) -> Path:
+    return next(p for p in proj.glob("*.jsonl") if not p.name.startswith("1111"))
+
+
+def test_strip_all_then_verify_then_apply(env):
+    f = _session(env)
+    before = f.read_bytes()
+    r = run("strip-all", str(f))
+    assert r.exit_code == 0, r.output
+    assert "Pending copy:" in r.output and "original is untouched" in r.output
+    assert f.read_bytes() == before
+    r = run("verify", str(f) + ".pending")
+    assert r.exit_code == 0 and "OK" in r.output
+    r = run("apply", str(f) + ".pending", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["applied"] and rep["backup"].endswith(".bak")
+    assert f.read_bytes() != before
+
+
+def test_commands_by_session_id_and_json(env):
+    sid = _session(env).stem
+    r = run("strip-tools", sid, "--only-results", "--keep-last-lines", "1", "--json", "--dry-run")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["dry_run"] and not rep["written"] and rep["operation"] == "strip-tools"
+    assert not (env / (sid + ".jsonl.pending")).exists()
+
+
+def test_strip_attachments_list(env):
+    f = env / "11111111-2222-3333-4444-555555555555.jsonl"
+    r = run("strip-attachments", str(f), "--list", "--json")
+    assert r.exit_code == 0, r.output
+    rows = {x["type"]: x for x in json.loads(r.output)}
+    assert rows["task_reminder"]["count"] == 3 and rows["task_reminder"]["drop"] == 2
+    assert rows["queued_command"]["drop"] == 0
+    assert not Path(str(f) + ".pending").exists()
+    r = run("strip-attachments", str(f))
+    assert r.exit_code == 0 and "2 of 5 attachments dropped" in r.output
+
+
+def test_fork_stamping_and_title_collisions(env):
+    f = _session(env)
+    original = f.read_bytes()
+    r = run("strip-tools", str(f), "--fork", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    fork = Path(rep["target"])
+    assert fork.parent == f.parent and fork.name == rep["fork_session_id"] + ".jsonl"
+    assert f.read_bytes() == original and not Path(str(f) + ".pending").exists()
+    assert fork.stat().st_mode & 0o777 == 0o600
+    objs = [orjson.loads(x) for x in fork.read_bytes().splitlines()]
+    old_sid = f.stem
+    types = {o.get("type") for o in objs}
+    assert not types & {"api-request", "api-request-blob", "api-request-shape", "cost-state",
+                        "bridge-session", "continued-in"}
+    for o in objs:
+        if "sessionId" in o:
+            assert o["sessionId"] == rep["fork_session_id"]
+        if o.get("uuid") and o.get("type") in ("user", "assistant", "attachment", "system"):
+            assert o["forkedFrom"] == {"sessionId": old_sid, "messageUuid": o["uuid"]}
+            assert o["strippedBy"]["tool"] == "txdb" and o["strippedBy"]["operation"] == "strip-tools"
+            assert o["strippedBy"]["at"].endswith("Z")
+    roots = [o for o in objs if o.get("uuid") and o.get("parentUuid") is None]
+    assert roots and all(o.get("parentUuid") is None for o in roots)
+    title = objs[-1]
+    assert title["type"] == "custom-title" and title["customTitle"].endswith(" (Stripped)")
+    r2 = json.loads(run("fork", str(f), "--json").output)
+    t2 = [orjson.loads(x) for x in Path(r2["target"]).read_bytes().splitlines()][-1]["customTitle"]
+    assert t2.endswith(" (Stripped 2)") and t2[: -len(" (Stripped 2)")] == title["customTitle"][: -len(" (Stripped)")]
+    r3 = json.loads(run("fork", str(f), "--fork-title", "checkpoint", "--json").output)
+    assert [orjson.loads(x) for x in Path(r3["target"]).read_bytes().splitlines()][-1]["customTitle"] == "checkpoint"
+
+
+def test_reset_usage_standalone(env):
+    f = env / "11111111-2222-3333-4444-555555555555.jsonl"
+    r = run("strip-all", str(f), "--no-usage-reset", "--json")
+    rep = json.loads(r.output)
+    assert rep["usage"] is None
+    r = run("apply", str(f))
+    assert r.exit_code == 0, r.output
+    r = run("reset-usage", str(f), "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["result"]["capped"] >= 1
+    assert rep["result"]["last_after"] < rep["result"]["last_before"]
+
+
+def test_snapshot_command(env):
+    f = _session(env)
+    r = run("snapshot", str(f))
+    assert r.exit_code == 0 and "Snapshot taken" in r.output
+    r = run("snapshot", str(f))
+    assert "reused" in r.output
+    r = run("snapshot", str(f), "--refresh", "--json")
+    assert json.loads(r.output)["created"] is True
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["apply", "{f}"], "no pending copy"),
+    (["strip-all", "/nonexistent/x.jsonl"], "no session file"),
+    (["strip-attachments", "{f}", "--drop-all"], "--drop-all needs --types"),
+    (["strip-thinking", "{f}", "--from", "9", "--to", "3"], "after --to"),
+    (["strip-tools", "{f}", "--only-inputs", "--only-results"], "exclude each other"),
+    (["strip-all", "no-such-session-id"], "no session"),
+])
+def test_errors_are_one_line(env, args, needle):
+    f = _session(env)
+    args = [a.replace("{f}", str(f)) for a in args]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code != 0
+    out = r.output.strip()
+    assert needle in out
+    assert "Traceback" not in out
+    errors = [ln for ln in out.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1
+
+
+def test_apply_refusal_is_one_line_and_changes_nothing(env):
+    f = _session(env)
+    run("strip-all", str(f))
+    with open(f, "r+b") as fh:  # rewrite the original in place (as some other tool might)
+        fh.seek(10)
+        fh.write(b"X")
+    state = {p.name: p.read_bytes() for p in env.iterdir()}
+    r = CliRunner().invoke(cli, ["apply", str(f)])
+    assert r.exit_code == 1 and r.output.startswith("Error:") and "rewritten" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in env.iterdir()} == state

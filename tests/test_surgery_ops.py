@@ -1,0 +1,302 @@
+"""The transcript model and each operation's semantics, on real files in tmp_path."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from txdb.surgery import ops
+from txdb.surgery import pending as pend
+from txdb.surgery.engine import run_surgery
+from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
+from txdb.surgery.transcript import Transcript, escape_markup, strip_ansi, unescape_markup
+from txdb.surgery.usage import cap_usage, gauge_context, recorded_context
+
+DATA = Path(__file__).parent / "data"
+EDGE = DATA / "surgery" / "edge.jsonl"
+REAL = DATA / "surgery" / "real_task_reminders.jsonl"
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+def _copy(tmp_path: Path, src: Path = EDGE) -> Path:
+    f = tmp_path / src.name
+    shutil.copyfile(src, f)
+    return f
+
+
+def _objs(data: bytes) -> list[dict]:
+    return [orjson.loads(x) for x in data.splitlines() if x.strip()]
+
+
+def _by_uuid(data: bytes) -> dict[str, dict]:
+    return {o["uuid"]: o for o in _objs(data) if o.get("uuid")}
+
+
+# -- model -------------------------------------------------------------------
+
+def test_lossless_edge_cases():
+    raw = (b'{"type":"user","uuid":"a","parentUuid":null,"message":{"role":"user","content":"hi"}}\r\n'
+           b'not json at all\n'
+           b'\n'
+           b'{"type":"x"}{"type":"y"}\n'
+           b'{"type":"assistant","uuid":"b","parentUuid":"a","message":{"role":"assistant","content":[]}}')
+    t = Transcript.from_bytes(raw)
+    assert t.to_bytes() == raw
+    assert len(t.records) == 4  # the glued pair splits into two records
+    assert [r.uuid for r in t.chain] == ["a", "b"]
+    # touching one record rewrites only its line
+    rec = t.by_uuid["a"]
+    rec.obj["message"]["content"] = "hello"
+    t.touch(rec)
+    out = t.to_bytes()
+    assert out.endswith(raw[raw.index(b"not json"):])
+    assert out.startswith(b'{"type":"user","uuid":"a","parentUuid":null,"message":{"role":"user","content":"hello"}}\r\n')
+
+
+def test_remove_reparents_children_and_last_prompt():
+    t = Transcript.load(EDGE)
+    atts = [t.by_uuid[u] for u in ("a-att3", "a-att4")]
+    assert t.remove(atts) == 2
+    out = t.to_bytes()
+    objs = _by_uuid(out)
+    assert "a-att3" not in objs and "a-att4" not in objs
+    assert objs["a-att5"]["parentUuid"] == "u-7"
+    t2 = Transcript.from_bytes(out)
+    assert [r.uuid for r in t2.chain][-1] == "u-12"
+    # last-prompt pointing at a removed record follows it to the nearest survivor
+    t3 = Transcript.load(EDGE)
+    t3.remove([t3.by_uuid["u-10"]])
+    lp = [o for o in _objs(t3.to_bytes()) if o.get("type") == "last-prompt"][0]
+    assert lp["leafUuid"] == "u-9"
+    summ = [o for o in _objs(t3.to_bytes()) if o.get("type") == "summary"][0]
+    assert summ["leafUuid"] == "u-9"
+
+
+def test_remove_refuses_leaf_and_tool_separation():
+    from txdb.errors import SurgeryError
+    t = Transcript.load(EDGE)
+    with pytest.raises(SurgeryError):
+        t.remove([t.leaf])
+    with pytest.raises(SurgeryError, match="tool pair"):
+        t.remove([t.by_uuid["u-3"]])
+
+
+def test_written_lines_are_compact_and_file_mode(tmp_path):
+    f = _copy(tmp_path)
+    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))
+    p = pend.pending_path(f)
+    assert p.stat().st_mode & 0o777 == 0o600
+    for line in p.read_bytes().splitlines():
+        obj = orjson.loads(line)
+        if line not in EDGE.read_bytes():
+            assert orjson.dumps(obj) == line
+    assert b'{"parentUuid":' in p.read_bytes()
+
+
+@given(st.lists(st.sampled_from(list("</\\>ab-") + ["</tag>", "<\\/tag>", "<\\\\/x>", "x"]),
+                max_size=20).map("".join))
+def test_markup_escape_is_bijective(s):
+    e = escape_markup(s)
+    assert re.search(r"</[A-Za-z]", e) is None  # no payload can close an envelope
+    assert unescape_markup(e) == s
+
+
+def test_strip_ansi():
+    assert strip_ansi("\x1b[31mred\x1b[0m plain \x1b]0;title\x07") == "red plain "
+
+
+# -- strip-tools ---------------------------------------------------------------
+
+def test_strip_tools_results_inputs_errors(tmp_path):
+    t = Transcript.load(EDGE)
+    r = ops.strip_tools(t)
+    objs = _by_uuid(t.to_bytes())
+    res = objs["u-4"]["message"]["content"][0]["content"]
+    assert res.startswith("[stripped by txdb:") and len(res) < 60
+    assert objs["u-7"]["message"]["content"][0]["content"].startswith("Error: no such file")  # is_error kept
+    inp = objs["u-3"]["message"]["content"][0]["input"]
+    assert isinstance(inp, dict) and inp["description"] == "show" and inp["command"].startswith("[stripped")
+    assert objs["u-6"]["message"]["content"][0]["input"] == {"file_path": "/tmp/a.py"}  # small: untouched
+    assert r["results"] == 1 and r["inputs"] == 1 and r["kept_errors"] == 1
+    # idempotent
+    t2 = Transcript.from_bytes(t.to_bytes())
+    assert ops.strip_tools(t2)["results"] == 0 and t2.changed_lines() == 0
+
+
+def test_strip_tools_keep_last_lines_and_filters():
+    t = Transcript.load(EDGE)
+    ops.strip_tools(t, only_results=True, keep_last_lines=2)
+    res = _by_uuid(t.to_bytes())["u-4"]["message"]["content"][0]["content"]
+    assert res.splitlines()[1:] == ["line 198: " + "x" * 60, "line 199: " + "x" * 60]
+    assert "last 2 of 200 lines kept" in res.splitlines()[0]
+    t = Transcript.load(EDGE)
+    assert ops.strip_tools(t, tools=["Read"])["results"] == 0
+    t = Transcript.load(EDGE)
+    assert ops.strip_tools(t, only_inputs=True)["results"] == 0
+    t = Transcript.load(EDGE)
+    assert ops.strip_tools(t, tool_use_ids={"toolu_2"})["results"] == 0  # only an error result there
+    t = Transcript.load(EDGE)
+    pos = t.position(t.by_uuid["u-4"])
+    assert ops.strip_tools(t, positions=(pos + 1, None))["results"] == 0
+
+
+# -- strip-thinking ------------------------------------------------------------
+
+def test_strip_thinking_removes_blocks_wrapped_and_reparents():
+    t = Transcript.load(EDGE)
+    r = ops.strip_thinking(t)
+    out = t.to_bytes()
+    objs = _by_uuid(out)
+    assert b'"type":"thinking"' not in out and b"<thinking>" not in out
+    assert r["blocks"] == 4  # three thinking blocks + one wrapped
+    for gone in ("u-2", "u-5", "u-8", "u-11"):
+        assert gone not in objs
+    assert objs["u-3"]["parentUuid"] == "a-att1"
+    assert objs["u-12"]["parentUuid"] == "u-10"
+    assert r["chars"] > 2000  # signatures count
+
+
+def test_strip_thinking_front_range_is_safe_for_preserved_thinking():
+    o = Transcript.load(EDGE)
+    t = Transcript.load(EDGE)
+    ops.strip_thinking(t, positions=(0, 5))
+    t.refresh()
+    assert dropped_thinking(o, t).count == 0
+
+
+def test_preserved_thinking_reports_and_removes(tmp_path):
+    f = _copy(tmp_path)
+    rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True))
+    d = rep.dropped_thinking
+    assert d["count"] == 3 and d["first_pos"] is not None and d["chars"] > 1000
+    assert rep.dropped_thinking_removed == 3
+    out = pend.pending_path(f).read_bytes()
+    assert b"final thought" not in out
+    assert b"Let me think" in out  # before the edit: kept
+    # --keep-dropped-thinking keeps them
+    pend.pending_path(f).unlink()
+    rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True),
+                      keep_dropped_thinking=True)
+    assert rep.dropped_thinking["count"] == 3 and rep.dropped_thinking_removed == 0
+    assert b"final thought" in pend.pending_path(f).read_bytes()
+
+
+def test_preserved_thinking_silent_for_exempt_models(tmp_path):
+    f = tmp_path / "old.jsonl"
+    f.write_bytes(EDGE.read_bytes().replace(b"claude-opus-5-5", b"claude-opus-4-8"))
+    rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True))
+    assert rep.dropped_thinking["count"] == 0
+    assert not model_binds_thinking("claude-mythos-5-1")
+    assert model_binds_thinking("claude-fable-5-1") and model_binds_thinking("claude-haiku-5-5-20270101")
+
+
+# -- strip-attachments -----------------------------------------------------------
+
+def test_attachment_policy_keeps_newest_task_reminder():
+    t = Transcript.load(EDGE)
+    plan = {p["uuid"]: p for p in ops.attachment_plan(t)}
+    assert plan["a-att1"]["action"] == "drop" and plan["a-att2"]["action"] == "drop"
+    assert plan["a-att5"]["action"] == "keep"  # newest task_reminder
+    assert plan["a-att4"]["action"] == "keep"  # queued_command: keep-all
+    assert plan["a-att3"]["action"] == "keep"  # hook_success (newest, and free)
+    r = ops.strip_attachments(t)
+    assert r["removed"] == 2
+    objs = _by_uuid(t.to_bytes())
+    assert objs["u-2"]["parentUuid"] == "u-1" and objs["u-5"]["parentUuid"] == "u-4"
+
+
+def test_attachment_flags():
+    t = Transcript.load(EDGE)
+    assert ops.strip_attachments(t, keep_recent=3)["removed"] == 0
+    t = Transcript.load(EDGE)
+    assert ops.strip_attachments(t, types=["queued_command"])["removed"] == 0
+    t = Transcript.load(EDGE)
+    assert ops.strip_attachments(t, types=["queued_command"], drop_all=True)["removed"] == 1
+    with pytest.raises(ValueError):
+        ops.attachment_plan(Transcript.load(EDGE), drop_all=True)
+    t = Transcript.load(EDGE)
+    assert ops.strip_attachments(t, uuids={"a-att2"})["removed"] == 1
+    rows = {r["type"]: r for r in ops.attachment_listing(ops.attachment_plan(Transcript.load(EDGE)))}
+    assert rows["task_reminder"]["count"] == 3 and rows["task_reminder"]["drop"] == 2
+
+
+def test_attachment_policy_on_real_session():
+    t = Transcript.load(REAL)
+    plan = ops.attachment_plan(t)
+    by_type: dict[str, list] = {}
+    for p in plan:
+        by_type.setdefault(p["type"], []).append(p)
+    for typ in ("deferred_tools_delta", "hook_additional_context", "skill_listing"):
+        assert all(p["action"] == "keep" for p in by_type.get(typ, []))
+    hs = by_type.get("hook_success", [])
+    assert all(p["action"] == "keep" for p in hs if p["free"])  # free: skipped by default
+    dropped = {p["uuid"] for p in plan if p["action"] == "drop"}
+    ops.strip_attachments(t)
+    assert not dropped & {r.uuid for r in t.live()}
+
+
+def test_task_reminders_in_real_corpus_session(tmp_path):
+    src = CORPUS / "real" / "hannibal8856-claude_backup" / "-home-moxa-sdc1-home-moxa-mds4xgl3-buildroot-dl" / \
+        "9f11783a-9bf6-44b6-bc6e-65aadfb575ee.jsonl"
+    if not src.exists():
+        pytest.skip("shared corpus not present")
+    f = _copy(tmp_path, src)
+    t = Transcript.load(f)
+    reminders = [r for r in t.live() if (r.obj.get("attachment") or {}).get("type") == "task_reminder"]
+    assert len(reminders) == 6
+    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t, types=["task_reminder"]))
+    assert rep.result["removed"] == 5
+    after = Transcript.load(pend.pending_path(f))
+    left = [r for r in after.live() if (r.obj.get("attachment") or {}).get("type") == "task_reminder"]
+    assert [r.uuid for r in left] == [reminders[-1].uuid]
+    gone = {r.uuid for r in t.live()} - {r.uuid for r in after.live()}
+    assert gone == {r.uuid for r in reminders[:-1]}  # nothing else
+
+
+# -- usage -----------------------------------------------------------------------
+
+def test_cap_usage_only_lowers_and_stays_consistent():
+    u = {"input_tokens": 10, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 290,
+         "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 90},
+         "iterations": [{"input_tokens": 10, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 290}]}
+    assert not cap_usage(dict(u), 5000)
+    assert cap_usage(u, 400)
+    assert recorded_context(u) == 400 and gauge_context(u) == 400
+    cc = u["cache_creation"]
+    assert cc["ephemeral_5m_input_tokens"] + cc["ephemeral_1h_input_tokens"] <= u["cache_creation_input_tokens"]
+    assert u["input_tokens"] <= 10 and u["cache_read_input_tokens"] <= 700
+
+
+def test_reset_usage_after_strip_lowers_gauge_never_raises(tmp_path):
+    f = _copy(tmp_path)
+    rep = run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))
+    u = rep.usage
+    assert u["capped"] > 0 and u["last_after"] < u["last_before"]
+    assert u["factor"] is not None  # calibrated against recorded turns
+    # a recorded 0 (blocked turn) is never raised
+    g = tmp_path / "zero.jsonl"
+    data = EDGE.read_bytes()
+    objs = data.split(b"\n")
+    last = orjson.loads(objs[-2].rstrip(b"\r"))
+    assert last["uuid"] == "u-12"
+    last["message"]["usage"] = {"input_tokens": 0, "output_tokens": 0}
+    objs[-2] = orjson.dumps(last)
+    g.write_bytes(b"\n".join(objs))
+    run_surgery(g, "strip-all", lambda t, o: ops.strip_all(t))
+    after = _by_uuid(pend.pending_path(g).read_bytes())
+    assert after["u-12"]["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
+
+
+def test_no_usage_reset_leaves_usage(tmp_path):
+    f = _copy(tmp_path)
+    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), usage_reset=False, keep_dropped_thinking=True)
+    before, after = _by_uuid(EDGE.read_bytes()), _by_uuid(pend.pending_path(f).read_bytes())
+    for u, o in after.items():
+        if o.get("type") == "assistant":
+            assert o["message"]["usage"] == before[u]["message"]["usage"]

@@ -10,6 +10,8 @@ a last guard before writing.
 
 from __future__ import annotations
 
+import bisect
+
 import orjson
 
 from ..verify import verify_file
@@ -56,15 +58,17 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
 
     if not fork:
         # Untouched lines byte-identical and in order; the rest compact JSON.
-        before_lines = [ln.raw for ln in b.lines]
+        where: dict[bytes, list[int]] = {}
+        for idx, ln in enumerate(b.lines):
+            where.setdefault(ln.raw, []).append(idx)
         i = 0
         for ln in a.lines:
-            j = i
-            while j < len(before_lines) and before_lines[j] != ln.raw:
-                j += 1
-            if j < len(before_lines):
-                i = j + 1
-                continue
+            spots = where.get(ln.raw)
+            if spots:
+                k = bisect.bisect_left(spots, i)
+                if k < len(spots):
+                    i = spots[k] + 1
+                    continue
             try:
                 obj = orjson.loads(ln.raw)
             except orjson.JSONDecodeError:

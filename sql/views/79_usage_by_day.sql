@@ -1,0 +1,16 @@
+-- API usage per day (UTC) and model, one count per API message.
+CREATE VIEW usage_by_day AS
+SELECT
+    substr(u.timestamp, 1, 10) AS day,
+    coalesce(u.model, '(none)') AS model,
+    count(DISTINCT u.file_id) AS sessions,
+    count(*) AS api_messages,
+    sum(coalesce(u.input_tokens, 0)) AS input_tokens,
+    sum(coalesce(u.output_tokens, 0)) AS output_tokens,
+    sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
+    sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
+    sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
+        + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens
+FROM usage u
+GROUP BY day, coalesce(u.model, '(none)')
+ORDER BY day DESC, total_tokens DESC;

@@ -1,0 +1,75 @@
+"""Acceptance against the real Claude Code CLI: after each surgery + apply the
+session resumes, nothing is compacted, no message is lost, and the resumed
+request is no bigger (smaller when content was stripped).
+
+Uses the resume oracle of tests/realcli (skips with one reason when the
+pinned CLI cannot be installed)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from txdb.surgery import ops
+from txdb.surgery import pending as pend
+from txdb.surgery.engine import run_surgery
+
+pytestmark = pytest.mark.realcli
+
+DATA = Path(__file__).parent / "data"
+FIXTURES = [next((DATA / "cli" / d).glob("*.jsonl")) for d in (
+    "-tmp-txdb-cli-fixtures-tools-demo", "-tmp-txdb-cli-fixtures-compact-demo")]
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+if (CORPUS / "generated").is_dir():  # the two smallest generated sessions (CLI 2.1.328)
+    FIXTURES += sorted((CORPUS / "generated").glob("*/*.jsonl"), key=lambda p: p.stat().st_size)[:2]
+
+COMMANDS = {
+    "strip-all": lambda t, o: ops.strip_all(t),
+    "strip-tools-results": lambda t, o: ops.strip_tools(t, only_results=True, keep_last_lines=1),
+    "strip-thinking": lambda t, o: ops.strip_thinking(t),
+    "strip-attachments": lambda t, o: ops.strip_attachments(t, include_free=True, keep_recent=0),
+}
+
+
+@pytest.fixture(scope="module")
+def resume():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from realcli.oracle import resume as _resume
+    return _resume
+
+
+@pytest.fixture(scope="module")
+def baselines(resume, tmp_path_factory):
+    out = {}
+    for f in FIXTURES:
+        out[f.name] = resume(f, "ping", workdir=tmp_path_factory.mktemp("base"))
+    return out
+
+
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+@pytest.mark.parametrize("src", FIXTURES, ids=lambda p: p.parent.name.split("fixtures-")[-1].split("src-")[-1])
+def test_resumes_whole_after_surgery(resume, baselines, tmp_path, src, cmd):
+    base = baselines[src.name]
+    assert base.loaded and not base.compacted, base.summary()
+    d = tmp_path / "proj"
+    d.mkdir()
+    f = d / src.name
+    shutil.copyfile(src, f)
+    rep = run_surgery(f, cmd, COMMANDS[cmd])
+    if not rep.written:
+        pytest.skip(f"{cmd} changes nothing in {src.name}")
+    pend.apply(f, settle=0.0)
+    r = resume(f, "ping", workdir=tmp_path / "run")
+    assert r.loaded, r.summary()
+    assert not r.compacted, r.summary()
+    # nothing lost: the same user/assistant turns (thinking-only lines merge into their message)
+    assert len(r.user_assistant_messages()) == len(base.user_assistant_messages()), (r.summary(), base.summary())
+    uses = {b["id"] for b in r.blocks("tool_use")}
+    results = {b["tool_use_id"] for b in r.blocks("tool_result")}
+    assert uses == results == {b["id"] for b in base.blocks("tool_use")}
+    assert r.messages_chars <= base.messages_chars
+    if cmd in ("strip-all", "strip-tools-results") and results:
+        assert r.messages_chars < base.messages_chars

@@ -165,8 +165,11 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
         (file_id,),
     )
+    from .estimate import session_estimate
+
     return {
         "session": session[0] if session else None,
+        "estimate": session_estimate(conn, file_id),
         "by_type": by_type,
         "by_tool": by_tool,
         "attachments": attachments,

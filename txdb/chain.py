@@ -9,7 +9,11 @@ Rules, from the format seed and what the real CLI does:
   progress lines carry a uuid but are bridged over (never positions);
 - the leaf is the last participant in file order, preferring main-chain
   lines over sidechain ones (subagent files are all sidechain); a later
-  ``last-prompt`` line whose leafUuid names another participant wins;
+  ``last-prompt`` line whose leafUuid names another participant wins,
+  unless that last participant descends from it: ``last-prompt`` is a
+  checkpoint written when a prompt is submitted, and rows appended after
+  it extend that branch (CLI 2.1.328 resumes the last row then, e.g. a
+  real session whose final ``last-prompt`` names a row 1,800 lines up);
 - the walk stops at a null parent (a root, e.g. a compact boundary), at a
   parent that is not in the file, or on a cycle.
 """
@@ -45,9 +49,20 @@ def find_leaf(nodes: list[Node], by_uuid: dict[str, Node]) -> Node | None:
     leaf = last_main or last_side
     if last_prompt is not None and (leaf is None or last_prompt.offset > leaf.offset):
         target = by_uuid.get(last_prompt.leaf_uuid)
-        if target is not None and target.type in CHAIN_TYPES:
+        if target is not None and target.type in CHAIN_TYPES and not _descends(leaf, target, by_uuid):
             leaf = target
     return leaf
+
+
+def _descends(node: Node | None, ancestor: Node, by_uuid: dict[str, Node]) -> bool:
+    """Whether ``ancestor`` is on the parentUuid path from ``node`` (inclusive)."""
+    seen: set[str] = set()
+    while node is not None and node.uuid not in seen:
+        if node.uuid == ancestor.uuid:
+            return True
+        seen.add(node.uuid)
+        node = by_uuid.get(node.parent_uuid) if node.parent_uuid else None
+    return False
 
 
 def walk(leaf: Node | None, by_uuid: dict[str, Node]) -> list[Node]:

@@ -1,0 +1,137 @@
+"""txdb.estimate: calibrating chars/4 against the usage the API recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from txdb import catalog, db, estimate
+from txdb.ingest.store import refresh
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+TARGET = 0.10  # issue 4: within 10% of the recorded tokens
+
+
+def test_exact_linear_data_recovers_the_fit():
+    pairs = [(e, 12_000 + 1.5 * e) for e in (1_000, 4_000, 9_000, 20_000, 35_000)]
+    f = estimate.fit(pairs)
+    assert f.method == "lsq" and f.turns_used == 5
+    assert f.factor == pytest.approx(1.5)
+    assert f.overhead == pytest.approx(12_000)
+    assert estimate.predict(f, 50_000) == 12_000 + 75_000
+    loo = estimate.leave_last_out(pairs)
+    assert loo["predicted"] == loo["recorded"] == 12_000 + 1.5 * 35_000
+
+
+def test_no_usable_turn_falls_back_to_raw():
+    for pairs in ([], [(0, 5_000)], [(3_000, 0)], [(None, None)]):
+        f = estimate.fit(pairs)
+        assert f.method == "raw" and f.turns_used == 0
+        assert estimate.predict(f, 7_000) == 7_000
+    f = estimate.fit([], prior_overhead=4_000)
+    assert estimate.predict(f, 7_000) == 11_000
+    assert estimate.leave_last_out([])["predicted"] is None
+
+
+def test_one_turn_anchors_and_out_of_range_falls_back_to_ratio():
+    f = estimate.fit([(1_000, 21_000)])
+    assert f.method == "anchor" and estimate.predict(f, 3_000) == 23_000
+    # recorded falls as the estimate grows (a compact, a tool list change):
+    # a negative slope is not a calibration
+    f = estimate.fit([(1_000, 50_000), (2_000, 40_000), (3_000, 30_000)])
+    assert f.method == "ratio" and estimate.MIN_FACTOR <= f.factor <= estimate.MAX_FACTOR
+
+
+def test_never_negative():
+    f = estimate.fit([(10_000, 1_000), (20_000, 6_000), (30_000, 11_000)])  # overhead < 0
+    assert f.overhead < 0
+    assert estimate.predict(f, 0) == 0
+    assert estimate.predict(f, -5) == 0
+    assert estimate.predict(estimate.Fit(), -100) == 0
+
+
+def test_recorded_context_reads_the_gauge_fields():
+    u = {"input_tokens": 3, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 9}
+    assert estimate.recorded_context(u) == 123
+    u["iterations"] = [{"input_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3}]
+    assert estimate.recorded_context(u) == 6
+    assert estimate.recorded_context(None) is None
+    assert estimate.recorded_context({"output_tokens": 5}) is None
+
+
+def _turn(i, text, usage_total, parent):
+    return [
+        {"type": "user", "uuid": f"u{i}", "parentUuid": parent, "message": {"role": "user", "content": text}},
+        {"type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}",
+         "message": {"id": f"m{i}", "role": "assistant", "model": "m",
+                     "content": [{"type": "text", "text": "ok " * 10}],
+                     "usage": {"input_tokens": 2, "cache_read_input_tokens": usage_total - 2,
+                               "cache_creation_input_tokens": 0, "output_tokens": 5}}},
+    ]
+
+
+def test_transcript_and_catalog_pairs_agree(tmp_path):
+    lines, parent = [], None
+    for i in range(6):
+        est_before = sum(estimate.recmod.record_tokens(r) for r in lines) + 100 * (i + 1)
+        lines += _turn(i, "x" * 400 * (i + 1), 15_000 + 2 * est_before, parent)
+        parent = f"a{i}"
+    pairs = estimate.transcript_pairs(lines)
+    assert len(pairs) == 6 and all(r > e for e, r in pairs)
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    assert estimate.catalog_pairs(conn, fid) == pairs
+    rep = catalog.analyze(conn, fid)["estimate"]
+    assert rep["turns_used"] == 6 and rep["method"] == "lsq"
+    assert rep["recorded_last"] == pairs[-1][1]
+    assert rep["factor"] == pytest.approx(2, abs=0.01)
+    assert abs(rep["last_turn_predicted"] - rep["recorded_last"]) <= 0.01 * rep["recorded_last"]
+    assert rep["calibrated"] >= rep["recorded_last"]  # the whole chain holds more than turn 6's request
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_catalog(tmp_path_factory):
+    if not (CORPUS / "generated").is_dir():
+        pytest.skip("../shared/corpus is absent (only present on the developers' machines)")
+    conn = db.connect(tmp_path_factory.mktemp("est") / "c.db")
+    refresh(conn, [CORPUS / "generated", CORPUS / "real"])
+    yield conn
+    conn.close()
+
+
+def _sessions(conn, kind):
+    return conn.execute(
+        "SELECT f.id, f.path FROM files f JOIN sessions s ON s.file_id = f.id "
+        "WHERE s.parent_session_id IS NULL AND f.path LIKE ? ORDER BY f.path",
+        (f"%/corpus/{kind}/%",),
+    ).fetchall()
+
+
+@pytest.mark.parametrize("kind", ["generated", "real"])
+def test_leave_last_out_within_target_on_corpus(corpus_catalog, kind):
+    """Calibrated on every recorded turn but the last, the estimate of the
+    last turn's request is within 10% of what the API recorded, for every
+    session with at least two recorded turns on its chain (with fewer there
+    is nothing to calibrate on: those are reported by bench/, not judged)."""
+    conn = corpus_catalog
+    errors, raw_errors = {}, {}
+    for fid, path in _sessions(conn, kind):
+        pairs = estimate.catalog_pairs(conn, fid)
+        loo = estimate.leave_last_out(pairs, estimate.catalog_system_prompt_tokens(conn, fid))
+        if loo["fit"].turns_used < 2:
+            continue
+        errors[path] = abs(loo["predicted"] - loo["recorded"]) / loo["recorded"]
+        raw_errors[path] = abs(loo["estimate"] - loo["recorded"]) / loo["recorded"]
+    assert len(errors) >= 10
+    bad = {Path(p).name: round(e, 3) for p, e in errors.items() if e > TARGET}
+    assert not bad, bad
+    mape = sum(errors.values()) / len(errors)
+    assert mape < sum(raw_errors.values()) / len(raw_errors) / 5  # far better than chars/4

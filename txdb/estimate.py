@@ -1,0 +1,274 @@
+"""Context estimates calibrated against the usage the API recorded.
+
+chars/4 alone is a poor guess of what a session costs (0.3x to 7.6x the
+recorded context on real sessions): the system prompt and tool schemas are
+not in the file, tokenisers differ from chars/4, and the CLI re-renders
+attachments. But every untouched assistant turn carries ground truth: the
+context its request used, ``input + cache_read + cache_creation``. So:
+
+- a *turn pair* is ``(estimate, recorded)`` for one assistant turn k on the
+  active chain: ``estimate`` = txdb's raw token estimate (``txdb.tokens``)
+  of the chain lines *before* turn k (what its request carried), and
+  ``recorded`` = the context the API recorded for it;
+- :func:`fit` fits ``recorded ~ overhead + factor * estimate`` over the
+  pairs (least squares, with guards) and remembers the most recent pair as
+  an *anchor*;
+- :func:`predict` turns any raw estimate of the same chain into a
+  calibrated one: ``recorded_anchor + factor * (estimate - estimate_anchor)``
+  (only the difference from a turn the API measured is estimated), else
+  ``overhead + factor * estimate``; never negative.
+
+Pure functions over numbers, so the same calibration serves the catalog
+(:func:`catalog_pairs`, :func:`session_estimate`) and a transcript being
+edited (:func:`transcript_pairs` over parsed lines, e.g. the post-strip
+estimate of ``reset-usage``: fit on the pairs of untouched turns, then
+``predict(f, raw_estimate_after_strip)``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+from . import records as recmod
+
+# Fitted factors outside this range mean the pairs are not linear (a compact,
+# a change of tools): fall back to the ratio of sums, then to 1.
+MIN_FACTOR = 0.25
+MAX_FACTOR = 8.0
+# At most this many recent turns take part in a fit: the system prompt and
+# tool list drift over a long session, the last turns say most about now.
+MAX_TURNS = 40
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``recorded ~ overhead + factor * estimate``; ``method`` says how it was
+    obtained: ``lsq`` (least squares), ``ratio`` (a fit out of range: ratio
+    of sums, overhead 0), ``anchor`` (one usable turn: its offset, factor 1)
+    or ``raw`` (no usable turn: factor 1, the prior overhead)."""
+
+    overhead: float = 0.0
+    factor: float = 1.0
+    turns_used: int = 0
+    method: str = "raw"
+    anchor_estimate: float | None = None
+    anchor_recorded: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _usable(pairs: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out = []
+    for e, r in pairs:
+        if e is None or r is None:
+            continue
+        e, r = float(e), float(r)
+        if e > 0 and r > 0 and math.isfinite(e) and math.isfinite(r):
+            out.append((e, r))
+    return out
+
+
+def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
+        prior_overhead: float = 0.0) -> Fit:
+    """Calibrate over ``(estimate, recorded)`` pairs of untouched turns, in
+    chain order. Pairs where either side is missing or not positive are
+    ignored. The most recent usable pair is the anchor of :func:`predict`.
+    With no usable pair the fit is ``raw``: factor 1 and ``prior_overhead``
+    (e.g. the tokens of the session's latest system-prompt snapshot)."""
+    usable = _usable(pairs)[-max_turns:] if max_turns else _usable(pairs)
+    n = len(usable)
+    if n == 0:
+        return Fit(overhead=max(0.0, float(prior_overhead or 0)))
+    anchor_e, anchor_r = usable[-1]
+    if n == 1:
+        return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor",
+                   anchor_estimate=anchor_e, anchor_recorded=anchor_r)
+    mx = sum(e for e, _ in usable) / n
+    my = sum(r for _, r in usable) / n
+    sxx = sum((e - mx) ** 2 for e, _ in usable)
+    sxy = sum((e - mx) * (r - my) for e, r in usable)
+    if sxx > 0:
+        b = sxy / sxx
+        if MIN_FACTOR <= b <= MAX_FACTOR:
+            return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq",
+                       anchor_estimate=anchor_e, anchor_recorded=anchor_r)
+    b = sum(r for _, r in usable) / sum(e for e, _ in usable)
+    b = min(MAX_FACTOR, max(MIN_FACTOR, b))
+    return Fit(overhead=0.0, factor=b, turns_used=n, method="ratio",
+               anchor_estimate=anchor_e, anchor_recorded=anchor_r)
+
+
+def predict(f: Fit, estimate: float) -> int:
+    """A calibrated token count for a raw ``estimate`` of the same chain."""
+    estimate = max(0.0, float(estimate or 0))
+    if f.method == "raw":
+        value = f.overhead + estimate
+    elif f.anchor_estimate is not None and f.anchor_recorded is not None:
+        value = f.anchor_recorded + f.factor * (estimate - f.anchor_estimate)
+    else:
+        value = f.overhead + f.factor * estimate
+    return max(0, int(round(value)))
+
+
+def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0) -> dict:
+    """Fit on every usable pair but the last; predict the last. The honest
+    check of the calibration: it never sees the value it is judged on."""
+    usable = _usable(pairs)
+    if not usable:
+        return {"fit": Fit(), "estimate": None, "predicted": None, "recorded": None}
+    *train, (last_e, last_r) = usable
+    f = fit(train, prior_overhead=prior_overhead)
+    return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e), "recorded": last_r}
+
+
+def recorded_context(usage: dict | None) -> int | None:
+    """input + cache_read + cache_creation of one API usage object (the last
+    ``iterations[]`` entry when present), as the context gauge reads it."""
+    if not isinstance(usage, dict):
+        return None
+    its = usage.get("iterations")
+    src = its[-1] if isinstance(its, list) and its and isinstance(its[-1], dict) else usage
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    vals = [src.get(k) for k in keys]
+    if all(v is None for v in vals):
+        return None
+    return sum(int(v) for v in vals if isinstance(v, (int, float)))
+
+
+def _counts(rec: dict) -> bool:
+    """Whether a chain line's tokens count toward the request estimate: the
+    system-prompt snapshots are the overhead the fit learns, not messages."""
+    if rec.get("type") == "attachment":
+        att = rec.get("attachment")
+        return not (isinstance(att, dict) and att.get("type") in ("prompt_snapshot", "deferred_tools_record"))
+    return True
+
+
+def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
+    """``(estimate, recorded)`` per assistant turn of a chain of parsed lines
+    (root first), for a transcript outside the catalog. Lines without usage,
+    synthetic turns and API error turns are skipped."""
+    pairs: list[tuple[int, int]] = []
+    seen: set[str] = set()
+    running = 0
+    for rec in chain:
+        if rec.get("type") == "assistant":
+            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+            mid = msg.get("id")
+            if (mid and mid not in seen and msg.get("model") != "<synthetic>"
+                    and not rec.get("isApiErrorMessage")):
+                seen.add(mid)
+                rc = recorded_context(msg.get("usage"))
+                if rc:
+                    pairs.append((running, rc))
+        if _counts(rec):
+            running += recmod.record_tokens(rec)
+    return pairs
+
+
+def chain_estimate(chain: Iterable[dict]) -> int:
+    """The raw estimate of a chain of parsed lines (same rule as the pairs)."""
+    return sum(recmod.record_tokens(r) for r in chain if _counts(r))
+
+
+_PAIRS_SQL = """
+WITH c AS (
+    SELECT ch.pos, r.type, r.model, r.message_id, r.is_sidechain,
+           CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END AS tokens
+    FROM chain ch
+    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+    LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
+    WHERE ch.file_id = :f
+),
+run AS (
+    SELECT pos, type, model, message_id,
+           coalesce(sum(tokens) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+               AS before_tokens
+    FROM c
+),
+turns AS (
+    SELECT message_id, min(pos) AS pos FROM run
+    WHERE type = 'assistant' AND message_id IS NOT NULL AND model IS NOT '<synthetic>'
+    GROUP BY message_id
+)
+SELECT t.pos, run.before_tokens, u.input_tokens, u.cache_read_input_tokens,
+       u.cache_creation_input_tokens, u.iterations
+FROM turns t
+JOIN run ON run.pos = t.pos
+JOIN usage u ON u.file_id = :f AND u.message_id = t.message_id
+ORDER BY t.pos
+"""
+
+
+def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int]]:
+    """``(estimate, recorded)`` per assistant turn on a session's stored chain."""
+    pairs = []
+    for _pos, before, inp, cr, cc, its in conn.execute(_PAIRS_SQL, {"f": file_id}):
+        usage = {"input_tokens": inp, "cache_read_input_tokens": cr, "cache_creation_input_tokens": cc}
+        if its:
+            try:
+                usage["iterations"] = json.loads(its)
+            except ValueError:
+                pass
+        rc = recorded_context(usage)
+        if rc:
+            pairs.append((int(before or 0), rc))
+    return pairs
+
+
+def catalog_system_prompt_tokens(conn: sqlite3.Connection, file_id: int) -> int:
+    """Tokens of the latest system-prompt snapshot on the chain (0 when none):
+    the prior overhead when no turn was recorded."""
+    row = conn.execute(
+        "SELECT a.tokens FROM attachments a JOIN chain ch ON ch.file_id = a.file_id AND ch.offset = a.offset "
+        "WHERE a.file_id = ? AND a.type = 'prompt_snapshot' ORDER BY a.offset DESC LIMIT 1",
+        (file_id,),
+    ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def catalog_chain_tokens(conn: sqlite3.Connection, file_id: int) -> int:
+    row = conn.execute(
+        "SELECT coalesce(sum(CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END), 0) "
+        "FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset "
+        "LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset WHERE ch.file_id = ?",
+        (file_id,),
+    ).fetchone()
+    return int(row[0] or 0)
+
+
+def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
+    """The calibrated context estimate of a session in the catalog.
+
+    ``raw``: chars/4 of the whole active chain (system-prompt snapshots
+    left out); ``calibrated``: :func:`predict` of it, fitted on every
+    recorded turn; ``recorded_last``: the context recorded for the last
+    turn (the gauge); ``last_turn_predicted``: the leave-last-out prediction
+    of that value (fit without it), the accuracy check."""
+    pairs = catalog_pairs(conn, file_id)
+    raw = catalog_chain_tokens(conn, file_id)
+    prior = catalog_system_prompt_tokens(conn, file_id)
+    f = fit(pairs, prior_overhead=prior)
+    loo = leave_last_out(pairs, prior_overhead=prior)
+    return {
+        "raw": raw,
+        "calibrated": predict(f, raw),
+        "overhead": round(f.overhead),
+        "factor": round(f.factor, 4),
+        "method": f.method,
+        "turns_used": f.turns_used,
+        "recorded_last": pairs[-1][1] if pairs else None,
+        "last_turn_predicted": loo["predicted"],
+    }
+
+
+__all__ = [
+    "Fit", "fit", "predict", "leave_last_out", "recorded_context", "transcript_pairs",
+    "chain_estimate", "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
+    "session_estimate",
+]

@@ -1,0 +1,264 @@
+"""Per-session usage totals agree with `ccusage session --json` (ccusage 20.0.24).
+
+ccusage is installed once with npm into ~/.cache/txdb-tests/ccusage-20.0.24
+(its native binary comes from the optional package @ccusage/ccusage-<os>-<arch>);
+the test skips with a reason when npm or the registry is unavailable.
+
+How ccusage 20.0.24 counts, and how the comparison follows it:
+- It reads every ``*.jsonl`` under ``$CLAUDE_CONFIG_DIR/projects``, keeps the
+  lines that carry ``"usage":{`` and a parseable timestamp, and groups them
+  into a "session" by path: ``projects/<project>/<stem>.jsonl`` is session
+  ``<stem>``, and ``projects/<project>/<uuid>/subagents/agent-*.jsonl`` counts
+  toward session ``<uuid>``; the JSON row names only the session (``period``),
+  so two projects holding the same stem give two rows with one name.
+- It dedupes lines by (message.id, requestId, the line's sessionId) across
+  all files, keeping the duplicate with the larger token total; lines with
+  no message.id are never deduped.
+- txdb keys ``usage`` by (file, message.id), first line wins. Summing txdb's
+  rows over the files of each ccusage session gives the figure to compare.
+Where a session disagrees, the test names it and the reason it found (the
+same message counted in two files of one session, or a repeated message.id
+whose lines carry different usage) and fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+import pytest
+
+from txdb import db
+from txdb.ingest.store import refresh
+
+VERSION = "20.0.24"
+CACHE = Path(os.environ.get("TXDB_TEST_CACHE", Path.home() / ".cache" / "txdb-tests")) / f"ccusage-{VERSION}"
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+CCUSAGE_FIELDS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens")
+
+
+def _native_binary() -> Path | None:
+    scope = CACHE / "node_modules" / "@ccusage"
+    if scope.is_dir():
+        for pkg in sorted(scope.iterdir()):
+            exe = pkg / "bin" / ("ccusage.exe" if os.name == "nt" else "ccusage")
+            if pkg.name.startswith("ccusage-") and exe.is_file():
+                return exe
+    return None
+
+
+def ccusage_command() -> list[str]:
+    exe = _native_binary()
+    if exe is None:
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm is not installed: cannot install ccusage")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"ccusage@{VERSION}"],
+                capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip("npm install ccusage timed out (registry unreachable?)")
+        if proc.returncode != 0:
+            pytest.skip(f"npm install ccusage@{VERSION} failed: {proc.stderr.strip()[-300:]}")
+        exe = _native_binary()
+    if exe is not None:
+        return [str(exe)]
+    wrapper = CACHE / "node_modules" / ".bin" / "ccusage"
+    if wrapper.exists() and shutil.which("node"):
+        return [str(wrapper)]
+    pytest.skip("ccusage installed but neither its native binary nor node is available")
+
+
+def lay_out(corpora: list[Path], projects: Path) -> None:
+    """Copy the corpus in Claude Code's layout, one project folder per source folder."""
+    for corpus in corpora:
+        for folder, dirs, names in os.walk(corpus):
+            dirs[:] = [d for d in dirs if d != "tool-results"]
+            for name in names:
+                if not name.endswith(".jsonl"):
+                    continue
+                src = Path(folder) / name
+                rel = src.relative_to(corpus).parts
+                if len(rel) >= 3 and rel[-2] == "subagents":
+                    project_parts, tail = rel[:-3], rel[-3:]
+                else:
+                    project_parts, tail = rel[:-1], rel[-1:]
+                out = projects.joinpath("-".join((corpus.name, *project_parts)), *tail)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out)
+
+
+def ccusage_session_key(path: Path, projects: Path) -> tuple[str, str]:
+    """(project path, session) as ccusage derives them from a file's path."""
+    rel = path.relative_to(projects).parts
+    if len(rel) == 2:
+        return rel[0], rel[1][: -len(".jsonl")]
+    if len(rel) >= 4 and rel[-2] == "subagents":
+        return "/".join(rel[:-3]), rel[-3]
+    return "/".join(rel[:-2]) or "Unknown Project", rel[-2]
+
+
+def run_ccusage(cmd: list[str], tmp: Path) -> dict:
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),  # no other agent's data (codex, ...) is found
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "CLAUDE_CONFIG_DIR": str(tmp / "cfg"),
+        "NO_COLOR": "1",
+        "TZ": "UTC",
+    }
+    proc = subprocess.run([*cmd, "session", "--json", "--offline"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def usage_lines(path: Path):
+    """The usage-carrying lines of a file, as ccusage selects them."""
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if b'"usage":{' not in raw:
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            msg = obj.get("message") if isinstance(obj, dict) else None
+            if isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
+                yield obj, msg
+
+
+FIRST_LINE = "first-line"  # txdb keeps a message's first line; its usage grew on later lines
+REQUEST_ID = "request-id"  # one message.id under two requestIds (or none): ccusage counts each
+CROSS_FILE = "cross-file"  # one (message, request, session) in two files: ccusage counts it once
+
+
+def explain(files: list[Path]) -> list[tuple[str, str]]:
+    """Why txdb's per-file, first-line dedupe differs from ccusage on these files."""
+    reasons: list[tuple[str, str]] = []
+    seen: dict[tuple, Path] = {}
+    request_ids: dict[tuple, set] = defaultdict(set)
+    first: dict[tuple, tuple] = {}
+    for f in files:
+        for obj, msg in usage_lines(f):
+            mid = msg.get("id")
+            if not mid:
+                continue
+            u = msg["usage"]
+            figures = tuple(u.get(k) or 0 for k in FIELDS)
+            key = (mid, obj.get("requestId"), obj.get("sessionId"))
+            if key in seen and seen[key] != f:
+                reasons.append((CROSS_FILE, f"{mid} in {seen[key].name} and {f.name}"))
+            seen.setdefault(key, f)
+            rids = request_ids[(f, mid)]
+            rids.add(obj.get("requestId"))
+            if len(rids) == 2:
+                reasons.append((REQUEST_ID, f"{mid} in {f.name} under requestIds {sorted(map(str, rids))}"))
+            if (f, mid) in first and first[(f, mid)] != figures and figures > first[(f, mid)]:
+                reasons.append((FIRST_LINE, f"{mid} in {f.name}: first line {first[(f, mid)]}, "
+                                            f"later {figures}"))
+                first[(f, mid)] = figures  # report each growth once
+            first.setdefault((f, mid), figures)
+    return reasons
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is absent (only present on the developers' machines)")
+    cmd = ccusage_command()
+    tmp = tmp_path_factory.mktemp("ccusage")
+    projects = tmp / "cfg" / "projects"
+    lay_out([CORPUS / "real", CORPUS / "generated"], projects)
+    report = run_ccusage(cmd, tmp)
+
+    conn = db.connect(tmp / "catalog.db")
+    refresh(conn, [projects])
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    files: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for (path,) in conn.execute("SELECT path FROM files"):
+        files[ccusage_session_key(Path(path), projects)].append(Path(path))
+    rows = conn.execute(
+        "SELECT f.path, sum(coalesce(u.input_tokens, 0)), sum(coalesce(u.output_tokens, 0)), "
+        "sum(coalesce(u.cache_creation_input_tokens, 0)), sum(coalesce(u.cache_read_input_tokens, 0)) "
+        "FROM usage u JOIN files f ON f.id = u.file_id GROUP BY f.id"
+    ).fetchall()
+    for path, *figures in rows:
+        t = totals[ccusage_session_key(Path(path), projects)]
+        for i, v in enumerate(figures):
+            t[i] += v
+    # The session_usage view is what users query: it must add up to the same.
+    view = conn.execute(
+        "SELECT sum(input_tokens), sum(output_tokens), sum(cache_creation_input_tokens), "
+        "sum(cache_read_input_tokens) FROM session_usage"
+    ).fetchone()
+    conn.close()
+    return report, totals, files, view
+
+
+def _mismatches(compared) -> dict[str, tuple[list, list, list]]:
+    """Sessions whose figures differ: name -> (ccusage rows, txdb rows, reasons)."""
+    report, totals, files, _ = compared
+    sessions = [s for s in report["session"] if s.get("agent", "claude") == "claude"]
+    assert sessions, "ccusage reported no Claude sessions"
+    # ccusage's rows name only the session; several projects may hold one name.
+    by_name: dict[str, list[tuple]] = defaultdict(list)
+    for s in sessions:
+        by_name[s["period"]].append(tuple(s[k] for k in CCUSAGE_FIELDS))
+    ours: dict[str, list[tuple]] = defaultdict(list)
+    for (project, name), t in totals.items():
+        if any(t):
+            ours[name].append(tuple(t))
+    out = {}
+    for name in sorted(set(by_name) | set(ours)):
+        theirs_rows, our_rows = sorted(by_name.get(name, [])), sorted(ours.get(name, []))
+        if theirs_rows != our_rows:
+            group = [f for (p, n), fs in files.items() if n == name for f in fs]
+            out[name] = (theirs_rows, our_rows, explain(group))
+    return out
+
+
+def test_ccusage_sessions_match_txdb_or_differ_for_a_known_reason(compared):
+    """Every session agrees on all four figures, or differs for a reason named
+    in the module docstring; input and cache figures never differ otherwise."""
+    report = compared[0]
+    mismatches = _mismatches(compared)
+    assert len(mismatches) < len(report["session"])
+    problems = []
+    for name, (theirs, ours, reasons) in mismatches.items():
+        kinds = {k for k, _ in reasons}
+        if not kinds:
+            problems.append(f"{name}: ccusage {theirs} txdb {ours}: unexplained")
+        elif kinds == {FIRST_LINE} and len(theirs) == len(ours) and any(
+            t[i] != o[i] for t, o in zip(theirs, ours) for i in (0, 2, 3)
+        ):
+            problems.append(f"{name}: ccusage {theirs} txdb {ours}: output growth cannot change input/cache")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "txdb's usage table keeps the first line of a message (INSERT OR IGNORE); CLI 1.x/2.0 "
+    "streamed one line per content block with output_tokens growing, and ccusage keeps the line "
+    "with the largest total: txdb undercounts output_tokens on those sessions"))
+def test_output_tokens_match_ccusage_on_streamed_messages(compared):
+    mismatches = _mismatches(compared)
+    growth = {n: (t, o, [m for k, m in r if k == FIRST_LINE][:3]) for n, (t, o, r) in mismatches.items()
+              if {k for k, _ in r} == {FIRST_LINE}}
+    assert not growth, "\n".join(f"{n}: ccusage {t} txdb {o}; e.g. {m}" for n, (t, o, m) in growth.items())
+
+
+def test_session_usage_view_adds_up_to_the_usage_table(compared):
+    _, totals, _, view = compared
+    summed = tuple(sum(t[i] for t in totals.values()) for i in range(4))
+    assert summed == tuple(view)

@@ -324,6 +324,7 @@ def current(db_path, quiet):
 
 
 from . import cli_surgery  # noqa: E402,F401  (registers the surgery commands)
+from . import cli_serve  # noqa: E402,F401
 
 
 def main():

@@ -1,0 +1,104 @@
+"""`txdb serve`: browse the catalog in Datasette, read-only, on 127.0.0.1.
+
+The equivalent plain command (the plugin loads through its entry point):
+
+    datasette serve "$(txdb path)" -m "$(txdb serve --print-metadata-path)" \\
+        --host 127.0.0.1 --port 8001 --setting sql_time_limit_ms 5000 \\
+        --setting facet_time_limit_ms 500 --setting suggest_facets off
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import webbrowser
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from . import config, db
+from .cli import cli, db_option
+
+SETTINGS = {
+    # Views over the whole catalog can take a few hundred ms on big catalogs.
+    "sql_time_limit_ms": 5000,
+    "facet_time_limit_ms": 500,
+    # Suggested facets re-run a view once per column: off.
+    "suggest_facets": False,
+}
+
+
+def metadata_path() -> str:
+    return str(resources.files("txdb.sql").joinpath("metadata.json"))
+
+
+def load_metadata(database: str) -> dict:
+    """txdb's metadata, keyed by the served database's name (the file stem)."""
+    meta = json.loads(resources.files("txdb.sql").joinpath("metadata.json").read_text(encoding="utf-8"))
+    dbs = meta.get("databases", {})
+    if "txdb" in dbs and database != "txdb":
+        entry = dbs.pop("txdb")
+        if "description_html" in entry:
+            entry["description_html"] = entry["description_html"].replace('href="/txdb/', f'href="/{database}/')
+        dbs[database] = entry
+    return meta
+
+
+def make_datasette(path: str | Path, **kwargs):
+    """A read-only Datasette on the catalog with txdb's metadata and plugin."""
+    from datasette.app import Datasette
+
+    path = Path(path)
+    settings = dict(SETTINGS)
+    settings.update(kwargs.pop("settings", {}))
+    return Datasette(
+        [str(path)],
+        metadata=load_metadata(path.stem),
+        settings=settings,
+        **kwargs,
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@cli.command()
+@db_option
+@click.option("-p", "--port", type=int, default=8001, show_default=True,
+              help="Port on 127.0.0.1 (0 picks a free one).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the catalog in a web browser.")
+@click.option("--print-metadata-path", is_flag=True,
+              help="Print the path of txdb's Datasette metadata.json and exit.")
+def serve(db_path, port, open_browser, print_metadata_path):
+    """Browse the catalog in Datasette (read-only, bound to 127.0.0.1).
+
+    Views worth opening: sessions_by_size, sessions_by_context,
+    context_by_category, costliest_tool_calls, sessions_near_limit and the
+    search_* views; each session's conversation is at /-/txdb/session/<file_id>.
+
+    Example:
+
+        txdb refresh && txdb serve --open
+    """
+    if print_metadata_path:
+        click.echo(metadata_path())
+        return
+    import uvicorn
+
+    path = Path(db_path or config.default_db_path())
+    # Migrate and create the views once; Datasette itself only reads.
+    db.connect(path).close()
+    host = "127.0.0.1"
+    if port == 0:
+        port = _free_port(host)
+    ds = make_datasette(path)
+    url = f"http://{host}:{port}/"
+    click.echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
+    if open_browser:
+        threading.Timer(1.0, webbrowser.open, [url]).start()
+    uvicorn.run(ds.app(), host=host, port=port, log_level="warning", lifespan="on")

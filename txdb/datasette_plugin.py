@@ -1,0 +1,382 @@
+"""txdb's Datasette plugin: a session page that reads like the conversation,
+links to it from the session views, and readable JSON and long text cells.
+
+Registered as the ``txdb`` entry point in the ``datasette`` group, so plain
+``datasette serve catalog.db`` loads it when txdb is installed. Read-only:
+every query goes through Datasette's read connections.
+
+Routes:
+    /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
+    /-/txdb/txdb.css                                         its stylesheet
+"""
+
+from __future__ import annotations
+
+import contextvars
+import html
+import json
+import re
+from importlib import resources
+from urllib.parse import parse_qs, urlencode
+
+import markupsafe
+from datasette import hookimpl
+from datasette.utils.asgi import Response
+
+# Columns holding JSON text, shown pretty-printed (collapsed when long).
+JSON_COLUMNS = {"raw", "iterations", "arguments"}
+# Views and tables whose `text` column holds block text (long: excerpted).
+TEXT_TABLES = {"blocks", "search_messages", "search_thinking", "search_tool_output", "search_tool_input"}
+# Tables and views with a file_id whose `title` links to the session page.
+TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_by_context",
+                     "sessions_near_limit", "context_by_category", "context_by_tool",
+                     "costliest_tool_calls", "chain_problems", "surgery_log", "block_targets",
+                     "attachment_targets", "search_messages", "search_thinking",
+                     "search_tool_output", "search_tool_input"}
+
+CELL_JSON_CHARS = 4000       # pretty JSON shown inside a collapsed cell on table pages
+ROW_JSON_CHARS = 400_000     # ... and on a row page
+CELL_TEXT_CHARS = 400        # text excerpt on table pages
+ROW_TEXT_CHARS = 400_000
+
+PAGE_RECORDS = 400           # chain records per session page
+TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
+TOOL_CHARS = 2_000           # tool input / output shown per block on the session page
+
+# The request being served, for render_cell (which is not given it on 0.65).
+_scope: contextvars.ContextVar = contextvars.ContextVar("txdb_scope", default=None)
+
+
+def _css() -> str:
+    return resources.files("txdb").joinpath("static/txdb.css").read_text(encoding="utf-8")
+
+
+def _template_source() -> str:
+    return resources.files("txdb").joinpath("templates/txdb_session.html").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- hooks
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        async def inner(scope, receive, send):
+            if scope.get("type") != "http":
+                return await app(scope, receive, send)
+            token = _scope.set(scope)
+            try:
+                await app(scope, receive, send)
+            finally:
+                _scope.reset(token)
+
+        return inner
+
+    return wrap
+
+
+@hookimpl
+def extra_css_urls(datasette):
+    return [datasette.urls.path("/-/txdb/txdb.css")]
+
+
+@hookimpl
+def register_routes():
+    return [
+        (r"^/-/txdb/session/(?P<file_id>\d+)$", session_page),
+        (r"^/-/txdb/txdb\.css$", css_route),
+    ]
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    if value is None:
+        return None
+    if column == "conversation" and isinstance(value, int):
+        url = session_url(datasette, database, value)
+        return markupsafe.Markup(f'<a class="txdb-conv" href="{html.escape(url)}">&#9656;&nbsp;#{value}</a>')
+    if column == "title" and table in TITLE_LINK_TABLES and isinstance(value, str):
+        keys = row.keys()
+        fid = row["file_id"] if "file_id" in keys else (row["conversation"] if "conversation" in keys else None)
+        if isinstance(fid, int):
+            url = session_url(datasette, database, fid)
+            return markupsafe.Markup(f'<a href="{html.escape(url)}">{html.escape(value)}</a>')
+        return None
+    if column in JSON_COLUMNS and isinstance(value, str) and value[:1] in "{[":
+        return _json_cell(value, _on_row_page())
+    if column == "text" and table in TEXT_TABLES and isinstance(value, str):
+        return _text_cell(value, _on_row_page(), _search_terms())
+    return None
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _on_row_page() -> bool:
+    scope = _scope.get()
+    if not scope:
+        return False
+    parts = [p for p in scope.get("path", "").split("/") if p]
+    return len(parts) >= 3 and not parts[0].startswith("-")
+
+
+def _search_terms() -> list[str]:
+    scope = _scope.get()
+    if not scope:
+        return []
+    qs = parse_qs(scope.get("query_string", b"").decode("utf-8", "replace"))
+    search = " ".join(v for k, vs in qs.items() if k.startswith("_search") for v in vs)
+    return [t for t in re.findall(r"\w+", search) if t.upper() not in ("AND", "OR", "NOT", "NEAR")]
+
+
+def _json_cell(value: str, full: bool):
+    try:
+        pretty = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+    except ValueError:
+        return None
+    limit = ROW_JSON_CHARS if full else CELL_JSON_CHARS
+    shown = pretty[:limit]
+    more = ""
+    if len(pretty) > limit:
+        more = f"\n… {len(pretty) - limit:,} more characters (see the row's .json)"
+    body = f'<pre class="txdb-json">{html.escape(shown)}{html.escape(more)}</pre>'
+    if full and len(pretty) <= 2000:
+        return markupsafe.Markup(body)
+    summary = html.escape(value[:90]) + ("…" if len(value) > 90 else "")
+    return markupsafe.Markup(
+        f'<details class="txdb-json"{" open" if full else ""}><summary><code>{summary}</code> '
+        f'<span class="txdb-size">{len(value):,} bytes</span></summary>{body}</details>'
+    )
+
+
+def _mark(text: str, terms: list[str]) -> str:
+    escaped = html.escape(text)
+    if not terms:
+        return escaped
+    pattern = re.compile("|".join(re.escape(html.escape(t)) for t in terms), re.IGNORECASE)
+    return pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
+
+
+def _text_cell(value: str, full: bool, terms: list[str]):
+    if full:
+        shown = value[:ROW_TEXT_CHARS]
+        more = f"\n… {len(value) - len(shown):,} more characters" if len(value) > len(shown) else ""
+        return markupsafe.Markup(f'<div class="txdb-text">{_mark(shown, terms)}{html.escape(more)}</div>')
+    if len(value) <= CELL_TEXT_CHARS and not terms:
+        return None
+    start = 0
+    if terms:
+        m = re.search("|".join(re.escape(t) for t in terms), value, re.IGNORECASE)
+        if m:
+            start = max(0, m.start() - CELL_TEXT_CHARS // 3)
+    excerpt = value[start:start + CELL_TEXT_CHARS]
+    prefix = "… " if start > 0 else ""
+    suffix = " …" if start + CELL_TEXT_CHARS < len(value) else ""
+    size = f' <span class="txdb-size">{len(value):,} chars</span>' if len(value) > CELL_TEXT_CHARS else ""
+    return markupsafe.Markup(
+        f'<div class="txdb-text">{prefix}{_mark(excerpt, terms)}{suffix}{size}</div>'
+    )
+
+
+# ---------------------------------------------------------------- session page
+
+
+def session_url(datasette, database: str, file_id: int) -> str:
+    return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
+
+
+async def css_route(request, datasette):
+    return Response(_css(), content_type="text/css; charset=utf-8",
+                    headers={"Cache-Control": "max-age=300"})
+
+
+async def _catalog_db(datasette, name: str | None):
+    if name:
+        try:
+            return datasette.get_database(name)
+        except KeyError:
+            return None
+    for db_name, db in datasette.databases.items():
+        if db_name == "_internal":
+            continue
+        if "sessions" in await db.table_names():
+            return db
+    return None
+
+
+def _int_arg(request, name: str, default: int, low: int, high: int) -> int:
+    try:
+        return max(low, min(high, int(request.args.get(name, default))))
+    except ValueError:
+        return default
+
+
+async def session_page(request, datasette):
+    file_id = int(request.url_vars["file_id"])
+    db = await _catalog_db(datasette, request.args.get("db"))
+    if db is None:
+        return Response.html("<h1>No txdb catalog is being served</h1>", status=404)
+    start = _int_arg(request, "start", 0, 0, 10**9)
+    limit = _int_arg(request, "limit", PAGE_RECORDS, 1, 5000)
+    data = await db.execute_fn(lambda conn: load_session(conn, file_id, start, limit))
+    if data is None:
+        return Response.html(f"<h1>No session file #{file_id} in {html.escape(db.name)}</h1>", status=404)
+    data["database"] = db.name
+    data["db_url"] = datasette.urls.database(db.name)
+    data["row_url"] = lambda table, *pk: datasette.urls.row(db.name, table, ",".join(str(p) for p in pk))
+    data["table_url"] = lambda table, **args: datasette.urls.table(db.name, table) + (
+        "?" + urlencode(args) if args else "")
+    data["page_url"] = lambda s: session_url(datasette, db.name, file_id) + "&" + urlencode(
+        {"start": s, "limit": limit})
+    template = getattr(datasette, "_txdb_session_template", None)
+    if template is None:
+        template = datasette.jinja_env.from_string(_template_source())
+        datasette._txdb_session_template = template
+    return Response.html(await datasette.render_template(template, data, request=request))
+
+
+def _rows(conn, sql, params=()):
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _tool_summary(name: str | None, text: str | None) -> str:
+    """A one-line gist of a tool call's input (the command, the path, ...)."""
+    if not text:
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:120]
+    if not isinstance(data, dict):
+        return text[:120]
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt",
+                "skill", "subject"):
+        v = data.get(key)
+        if isinstance(v, str) and v:
+            v = " ".join(v.split())
+            return v[:160] + ("…" if len(v) > 160 else "")
+    return ", ".join(sorted(data))[:160]
+
+
+def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
+    """Everything the session page shows, read in one go (plain SQL)."""
+    head = _rows(conn, """
+        SELECT s.*, f.path, f.size AS file_bytes, f.kind, f.gone
+        FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id = ?""", (file_id,))
+    if not head:
+        return None
+    session = head[0]
+    gauge = _rows(conn, """
+        SELECT r.model, u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens,
+               coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+                 + coalesce(u.cache_creation_input_tokens, 0) AS gauge_tokens
+        FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+        LEFT JOIN usage u ON u.file_id = r.file_id AND u.message_id = r.message_id
+        WHERE c.file_id = ? AND r.type = 'assistant' AND r.model IS NOT '<synthetic>'
+        ORDER BY c.pos DESC LIMIT 1""", (file_id,))
+    session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
+    first = conn.execute("""
+        SELECT substr(b.text, 1, 200) FROM chain c
+        JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
+        WHERE c.file_id = ? AND b.role = 'user' AND b.kind = 'text' AND b.text <> ''
+        ORDER BY c.pos, b.idx LIMIT 1""", (file_id,)).fetchone()
+    session["first_prompt"] = " ".join(first[0].split()) if first else None
+    by_type = _rows(conn, """
+        SELECT category, items, chars, tokens FROM analyze_by_type WHERE file_id = ?
+        ORDER BY tokens DESC""", (file_id,))
+    by_tool = _rows(conn, """
+        SELECT tool_name, calls, errors, input_tokens, result_tokens, tokens FROM analyze_by_tool
+        WHERE file_id = ? ORDER BY tokens DESC LIMIT 12""", (file_id,))
+    est = sum(r["tokens"] or 0 for r in by_type)
+    session["est_context_tokens"] = est
+    total = session["chain_length"] or 0
+    before = conn.execute(
+        "SELECT coalesce(sum(r.tokens), 0) FROM chain c JOIN records r ON r.file_id = c.file_id "
+        "AND r.offset = c.offset WHERE c.file_id = ? AND c.pos < ?", (file_id, start)).fetchone()[0]
+    records = _rows(conn, """
+        SELECT c.pos, r.offset, r.line, r.length, r.type, r.subtype, r.role, r.uuid, r.timestamp,
+               r.model, r.is_meta, r.is_sidechain, r.tokens,
+               a.type AS attachment_type, a.policy, a.free,
+               CASE WHEN r.type NOT IN ('user', 'assistant')
+                    THEN substr(coalesce(json_extract(r.raw, '$.content'),
+                                         json_extract(r.raw, '$.attachment.content'),
+                                         json_extract(r.raw, '$.attachment'),
+                                         json_extract(r.raw, '$.summary')), 1, ?) END AS body
+        FROM chain c
+        JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+        LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
+        WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
+        ORDER BY c.pos""", (TOOL_CHARS + 1, file_id, start, start + limit))
+    blocks = _rows(conn, """
+        SELECT b.offset, b.idx, b.kind, b.type, b.tool_name, b.tool_use_id, b.is_error, b.chars,
+               b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images,
+               substr(b.text, 1, CASE WHEN b.kind IN ('text', 'thinking', 'command', 'caveat')
+                                      THEN ? ELSE ? END) AS text
+        FROM chain c JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
+        WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
+        ORDER BY c.pos, b.idx""", (TEXT_CHARS + 1, TOOL_CHARS + 1, file_id, start, start + limit))
+    by_offset: dict[int, list] = {}
+    for b in blocks:
+        text = b["text"] or ""
+        cap = TEXT_CHARS if b["kind"] in ("text", "thinking", "command", "caveat") else TOOL_CHARS
+        b["truncated"] = len(text) > cap or (b["chars"] or 0) > cap
+        b["text"] = text[:cap]
+        if b["kind"] == "tool_use":
+            b["summary"] = _tool_summary(b["tool_name"], text if len(text) <= cap else None) or (
+                text[:120] if text else "")
+        by_offset.setdefault(b["offset"], []).append(b)
+    max_tokens = max([r["tokens"] or 0 for r in records] + [1])
+    running = before
+    for r in records:
+        running += r["tokens"] or 0
+        r["cumulative"] = running
+        r["bar"] = round(100 * (r["tokens"] or 0) / max_tokens, 1)
+        r["blocks"] = by_offset.get(r["offset"], [])
+        body = r.pop("body")
+        r["body_truncated"] = bool(body) and len(body) > TOOL_CHARS
+        r["body"] = _pretty(body[:TOOL_CHARS]) if body else None
+        r["label"] = _label(r)
+    max_type = max([t["tokens"] or 0 for t in by_type] + [1])
+    for t in by_type:
+        t["bar"] = round(100 * (t["tokens"] or 0) / max_type, 1)
+        t["pct"] = round(100 * (t["tokens"] or 0) / est, 1) if est else 0
+    max_tool = max([t["tokens"] or 0 for t in by_tool] + [1])
+    for t in by_tool:
+        t["bar"] = round(100 * (t["tokens"] or 0) / max_tool, 1)
+    return {
+        "file_id": file_id,
+        "session": session,
+        "by_type": by_type,
+        "by_tool": by_tool,
+        "records": records,
+        "start": start,
+        "limit": limit,
+        "total": total,
+        "prev_start": max(0, start - limit) if start > 0 else None,
+        "next_start": start + limit if start + limit < total else None,
+        "text_chars": TEXT_CHARS,
+        "tool_chars": TOOL_CHARS,
+    }
+
+
+def _pretty(body: str) -> str:
+    if body[:1] in "{[":
+        try:
+            return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return body
+
+
+def _label(r: dict) -> str:
+    if r["type"] == "attachment":
+        return f"attachment · {r['attachment_type'] or r['subtype'] or '?'}"
+    if r["type"] == "system":
+        return f"system · {r['subtype'] or '?'}"
+    if r["type"] == "user" and r["blocks"] and all(b["kind"] == "tool_result" for b in r["blocks"]):
+        return "tool result"
+    if r["is_meta"]:
+        return f"{r['role'] or r['type']} · meta"
+    return r["role"] or r["type"] or "?"

@@ -90,18 +90,21 @@ def register_routes():
 
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
+    if column == "title" and table in TITLE_LINK_TABLES and (value is None or isinstance(value, str)):
+        keys = row.keys()
+        fid = row["file_id"] if "file_id" in keys else (row["conversation"] if "conversation" in keys else None)
+        if isinstance(fid, dict):  # an expanded foreign key
+            fid = fid.get("value")
+        if isinstance(fid, int):
+            url = session_url(datasette, database, fid)
+            label = html.escape(value) if value else '<span class="txdb-untitled">&#9656; conversation</span>'
+            return markupsafe.Markup(f'<a href="{html.escape(url)}">{label}</a>')
+        return None
     if value is None:
         return None
     if column == "conversation" and isinstance(value, int):
         url = session_url(datasette, database, value)
         return markupsafe.Markup(f'<a class="txdb-conv" href="{html.escape(url)}">&#9656;&nbsp;#{value}</a>')
-    if column == "title" and table in TITLE_LINK_TABLES and isinstance(value, str):
-        keys = row.keys()
-        fid = row["file_id"] if "file_id" in keys else (row["conversation"] if "conversation" in keys else None)
-        if isinstance(fid, int):
-            url = session_url(datasette, database, fid)
-            return markupsafe.Markup(f'<a href="{html.escape(url)}">{html.escape(value)}</a>')
-        return None
     if column in JSON_COLUMNS and isinstance(value, str) and value[:1] in "{[":
         return _json_cell(value, _on_row_page())
     if column == "text" and table in TEXT_TABLES and isinstance(value, str):

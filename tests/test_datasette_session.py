@@ -1,0 +1,231 @@
+"""The session page (/-/txdb/session/<file_id>), in-process, and `txdb
+serve` / plain `datasette serve` as real servers."""
+
+from __future__ import annotations
+
+import html as htmllib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from txdb import db
+from txdb.cli_serve import make_datasette, metadata_path
+from txdb.datasette_plugin import TOOL_CHARS
+from txdb.ingest.store import refresh
+
+from conftest import DATA
+
+DB = "catalog"
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sess")
+    root = tmp / "projects"
+    shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
+    for d in (DATA / "cli").iterdir():
+        if d.is_dir():
+            shutil.copytree(d, root / d.name)
+    path = tmp / f"{DB}.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    ids = {name: conn.execute("SELECT id FROM files WHERE path LIKE ?", (f"%{name}%",)).fetchone()[0]
+           for name in ("tools-demo", "compact-demo", "subagent-demo")}
+    long_fid, long_offset, long_chars = conn.execute("""
+        SELECT b.file_id, b.offset, b.chars FROM blocks b
+        JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
+        WHERE b.kind = 'tool_result' ORDER BY b.chars DESC LIMIT 1""").fetchone()
+    conn.close()
+    return {"path": path, "ids": ids, "long": (long_fid, long_offset, long_chars)}
+
+
+@pytest.fixture
+async def ds(built):
+    d = make_datasette(built["path"])
+    await d.invoke_startup()
+    return d
+
+
+def text_of(page: str) -> str:
+    return htmllib.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+async def test_session_page_reads_like_the_conversation(ds, built):
+    fid = built["ids"]["tools-demo"]
+    r = await ds.client.get(f"/-/txdb/session/{fid}?db={DB}")
+    assert r.status_code == 200
+    page = r.text
+    text = text_of(page)
+    # header: title from the first prompt, figures, links to the rows
+    assert "“Please inspect this project and make out.txt.”" in text
+    assert "0ff9cf6e-e3b0-420c-913e-806c2aa938aa" in text
+    assert "Estimated context" in text and "Gauge (recorded)" in text
+    assert f'href="/{DB}/records?file_id={fid}"' in page
+    # the breakdown with its bars
+    assert 'class="bar cat-system_prompt"' in page and 'class="bar cat-tool_result"' in page
+    # the chain in order, each message with its role and its records row
+    items = re.findall(r'<li class="msg [^"]*" id="pos-(\d+)"', page)
+    assert [int(i) for i in items] == list(range(len(items))) and len(items) == 29
+    assert re.search(rf'href="/{DB}/records/{fid},\d+" title="the records row">pos 0 · line \d+', page)
+    roles = re.findall(r'<span class="who">([^<]+)</span>', page)
+    assert roles[0] == "user" and "assistant" in roles and "tool result" in roles
+    assert any(r.startswith("attachment · ") for r in roles)
+    # tool calls collapsed, with their gist; results collapsed with their size
+    assert re.search(r'<details class="blk tool-use"><summary><span class="tool">Bash</span> '
+                     r'<code class="gist">echo hello-from-bash</code>', page)
+    assert re.search(r'<details class="blk tool-result"><summary>result of <span class="tool">Bash</span> '
+                     r'<span class="size">15 chars', page)
+    assert "hello-from-bash" in text
+    assert '<details class="blk thinking"><summary>thinking · ' in page
+    assert re.search(r'result of <span class="tool">Read</span> <span class="size">[\d,]+ chars · 1 image', page)
+    # token cost bars and the running total
+    assert len(re.findall(r'<span class="costbar"><span style="width: [\d.]+%"></span></span>', page)) == 29
+    assert "Σ" in text
+
+
+async def test_long_tool_output_is_truncated_with_its_size(ds, built):
+    fid, offset, chars = built["long"]
+    assert chars > TOOL_CHARS
+    page = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    assert f"{chars:,} chars" in page and f"first {TOOL_CHARS:,} shown" in page
+    assert f'href="/{DB}/blocks/{fid},{offset},' in page
+
+
+async def test_compact_boundary_and_paging(ds, built):
+    fid = built["ids"]["compact-demo"]
+    page = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    assert 'class="msg type-system role-none compact"' in page
+    assert "system · compact_boundary" in page
+    full = len(re.findall(r'<li class="msg ', page))
+    first = (await ds.client.get(f"/-/txdb/session/{fid}?limit=2")).text
+    assert len(re.findall(r'<li class="msg ', first)) == 2 and "later →" in first
+    second = (await ds.client.get(f"/-/txdb/session/{fid}?start=2&limit=2")).text
+    assert 'id="pos-2"' in second and "← earlier" in second
+    assert full > 2
+
+
+async def test_subagent_session_page(ds, built):
+    sub = db.connect_readonly(built["path"]).execute(
+        "SELECT file_id FROM sessions WHERE parent_session_id IS NOT NULL").fetchone()[0]
+    page = text_of((await ds.client.get(f"/-/txdb/session/{sub}")).text)
+    assert "subagent of" in page
+
+
+async def test_unknown_session_is_a_404(ds):
+    assert (await ds.client.get("/-/txdb/session/999999")).status_code == 404
+    assert (await ds.client.get("/-/txdb/session/1?db=nope")).status_code == 404
+
+
+async def test_views_link_to_the_session_page(ds, built):
+    fid = built["ids"]["tools-demo"]
+    for view in ("sessions_by_size", "sessions_by_context", "costliest_tool_calls", "sessions_near_limit"):
+        page = (await ds.client.get(f"/{DB}/{view}")).text
+        assert f'<a class="txdb-conv" href="/-/txdb/session/{fid}?db={DB}">' in page, view
+    page = (await ds.client.get(f"/{DB}/sessions")).text
+    assert f'href="/-/txdb/session/{fid}?db={DB}"' in page
+
+
+# ---------------------------------------------------------------- real servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, proc, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.read().decode()
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer")
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def non_loopback_address() -> str | None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent
+            addr = s.getsockname()[0]
+        return None if addr.startswith("127.") else addr
+    except OSError:
+        return None
+
+
+def test_txdb_serve_starts_answers_and_binds_loopback(built, tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([str(BIN / "txdb"), "serve", "--db", str(built["path"]), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        index = wait_for(f"http://127.0.0.1:{port}/", proc)
+        assert "txdb: Claude Code sessions" in index
+        fid = built["ids"]["tools-demo"]
+        page = wait_for(f"http://127.0.0.1:{port}/-/txdb/session/{fid}", proc)
+        assert "hello-from-bash" in page
+        other = non_loopback_address()
+        if other:
+            with pytest.raises(OSError):
+                socket.create_connection((other, port), timeout=2).close()
+    finally:
+        stop(proc)
+
+
+def test_txdb_serve_migrates_a_fresh_catalog(tmp_path):
+    path = tmp_path / "new.db"
+    port = free_port()
+    proc = subprocess.Popen([str(BIN / "txdb"), "serve", "--db", str(path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        page = wait_for(f"http://127.0.0.1:{port}/new/sessions_by_size", proc)
+        assert "0 rows" in page
+    finally:
+        stop(proc)
+
+
+def test_print_metadata_path():
+    out = subprocess.run([str(BIN / "txdb"), "serve", "--print-metadata-path"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == metadata_path() and Path(out).is_file()
+
+
+def test_plain_datasette_command_loads_the_plugin(built):
+    """The README's equivalent command: plain datasette with -m finds the
+    plugin through its entry point."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "datasette"), "serve", str(built["path"]), "-m", metadata_path(), "--host", "127.0.0.1",
+         "--port", str(port), "--setting", "sql_time_limit_ms", "5000", "--setting", "facet_time_limit_ms",
+         "500", "--setting", "suggest_facets", "off"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        fid = built["ids"]["tools-demo"]
+        page = wait_for(f"http://127.0.0.1:{port}/-/txdb/session/{fid}", proc)
+        assert "hello-from-bash" in page
+        view = wait_for(f"http://127.0.0.1:{port}/{DB}/costliest_tool_calls", proc)
+        assert "txdb-conv" in view
+    finally:
+        stop(proc)

@@ -1,0 +1,370 @@
+"""txdb's Datasette: metadata, every table and view, search, JSON cells,
+read-only serving. In-process through Datasette's own client, on a catalog
+refreshed from the fixture sessions (tests/data/projects + tests/data/cli)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from txdb import db
+from txdb.cli_serve import load_metadata, make_datasette, metadata_path
+from txdb.ingest.store import refresh
+
+from conftest import DATA, rows
+
+DB = "catalog"  # the served database is named after the file: catalog.db
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A catalog of the fixture sessions, one broken copy and one surgery row."""
+    tmp = tmp_path_factory.mktemp("ds")
+    root = tmp / "projects"
+    shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
+    for d in (DATA / "cli").iterdir():
+        if d.is_dir():
+            shutil.copytree(d, root / d.name)
+    # A broken copy of the tools session: one parentUuid points nowhere.
+    src = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))
+    broken_dir = root / "-tmp-broken"
+    broken_dir.mkdir()
+    lines = src.read_bytes().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        if obj.get("type") == "assistant" and obj.get("parentUuid"):
+            obj["parentUuid"] = "00000000-dead-beef-0000-000000000000"
+            lines[i] = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+            break
+    (broken_dir / "11111111-2222-3333-4444-555555555555.jsonl").write_bytes(b"".join(lines))
+    path = tmp / f"{DB}.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    tools_id = conn.execute("SELECT id FROM files WHERE path LIKE '%tools-demo%'").fetchone()[0]
+    conn.execute(
+        "INSERT INTO surgeries (at, command, arguments, session_id, file_id, path, backup_path, "
+        "records_changed, tokens_before, tokens_after) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        ("2026-11-30T09:00:00Z", "strip-tools", json.dumps({"where": "tokens > 10", "keep_last": 2}),
+         "0ff9cf6e", tools_id, str(src), str(src) + ".bak.1", 3, 16424, 12000),
+    )
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return {"path": path, "root": root, "tools_id": tools_id}
+
+
+@pytest.fixture
+def ro(built):
+    conn = db.connect_readonly(built["path"])
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+async def ds(built):
+    d = make_datasette(built["path"])
+    await d.invoke_startup()
+    return d
+
+
+async def get_json(ds, path: str) -> list[dict]:
+    sep = "&" if "?" in path else "?"
+    r = await ds.client.get(f"/{DB}/{path.replace('?', '.json?', 1) if '?' in path else path + '.json'}{sep}_shape=array&_size=max")
+    assert r.status_code == 200, r.text[:500]
+    return r.json()
+
+
+async def get_html(ds, path: str) -> str:
+    r = await ds.client.get(path)
+    assert r.status_code == 200, r.text[:500]
+    return r.text
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def test_metadata_describes_every_table_view_and_column(ro):
+    meta = json.loads(Path(metadata_path()).read_text())
+    tables = meta["databases"]["txdb"]["tables"]
+    names = {r[0]: r[1] for r in ro.execute(
+        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'blocks_fts_%' AND name NOT LIKE 'sqlite_%'")}
+    missing = sorted(n for n in names if n not in tables)
+    assert not missing, f"no metadata for {missing}"
+    for name, kind in names.items():
+        t = tables[name]
+        if t.get("hidden"):
+            continue
+        assert t.get("title") and t.get("description"), name
+        cols = {r[1] for r in ro.execute(f'PRAGMA table_info("{name}")')}
+        described = set(t.get("columns", {}))
+        assert described <= cols, f"{name}: described columns not in it: {described - cols}"
+        assert cols <= described, f"{name}: undescribed columns: {cols - described}"
+        for facet in t.get("facets", []):
+            assert facet in cols, f"{name}: facet {facet}"
+        for key in ("sort", "sort_desc", "label_column"):
+            if key in t:
+                assert t[key] in cols, f"{name}: {key} {t[key]}"
+        if "fts_table" in t:
+            assert t["fts_table"] == "blocks_fts"
+            assert t.get("fts_pk", "rowid") in cols | {"rowid"}
+
+
+def test_metadata_rekeyed_for_the_served_file():
+    meta = load_metadata("catalog")
+    assert "catalog" in meta["databases"] and "txdb" not in meta["databases"]
+    assert 'href="/catalog/sessions_by_size"' in meta["databases"]["catalog"]["description_html"]
+    assert "txdb" in load_metadata("txdb")["databases"]
+
+
+async def test_index_and_database_pages(ds):
+    html = await get_html(ds, "/")
+    assert "txdb: Claude Code sessions" in html
+    html = await get_html(ds, f"/{DB}")
+    assert f'href="/{DB}/sessions_by_size"' in html
+    for view in ("sessions_by_size", "costliest_tool_calls", "search_tool_output", "surgery_log"):
+        assert view in html
+
+
+async def test_every_table_and_view_answers_with_rows(ds, ro):
+    empty_ok = {"parse_errors", "chain_problems"}
+    names = [r[0] for r in ro.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
+        "AND name NOT LIKE '%fts%' AND name NOT LIKE '\\_%' ESCAPE '\\'")]
+    assert len(names) >= 30
+    for name in names:
+        data = await get_json(ds, name)
+        if name not in empty_ok:
+            assert data, f"{name} is empty"
+        html = await get_html(ds, f"/{DB}/{name}")
+        assert ("<table" in html) == bool(data), name
+
+
+# ---------------------------------------------------------------- views
+
+
+async def test_sessions_by_size(ds, built):
+    data = await get_json(ds, "sessions_by_size")
+    sizes = [r["file_bytes"] for r in data]
+    assert sizes == sorted(sizes, reverse=True)
+    for r in data:
+        assert r["file_bytes"] == Path(r["path"]).stat().st_size
+        assert r["conversation"] == r["file_id"]
+    tools = next(r for r in data if r["file_id"] == built["tools_id"])
+    assert tools["gauge_tokens"] > 0 and tools["kind"] == "session"
+    html = await get_html(ds, f"/{DB}/sessions_by_size")
+    assert f'href="/-/txdb/session/{built["tools_id"]}?db={DB}"' in html
+
+
+async def test_sessions_by_context_agrees_with_session_costs(ds, ro):
+    data = await get_json(ds, "sessions_by_context")
+    est = [r["est_context_tokens"] for r in data]
+    assert est == sorted(est, reverse=True)
+    costs = {r["file_id"]: r for r in rows(ro, "SELECT * FROM session_costs")}
+    assert len(data) == len(costs)
+    for r in data:
+        c = costs[r["file_id"]]
+        assert (r["est_context_tokens"], r["chain_tokens"], r["system_prompt_tokens"], r["gauge_tokens"]) == (
+            c["est_context_tokens"], c["chain_tokens"], c["system_prompt_tokens"], c["gauge_tokens"])
+
+
+async def test_context_by_category_and_tool(ds, built):
+    fid = built["tools_id"]
+    cats = await get_json(ds, f"context_by_category?file_id={fid}")
+    by = {r["category"]: r for r in cats}
+    assert {"text", "thinking", "tool_use", "tool_result", "system_prompt", "attachment"} <= set(by)
+    assert abs(sum(r["pct_of_session"] for r in cats) - 100) < 1
+    assert max(cats, key=lambda r: r["tokens"])["category"] == "system_prompt"
+    tools = {r["tool_name"]: r for r in await get_json(ds, f"context_by_tool?file_id={fid}")}
+    assert {k: v["calls"] for k, v in tools.items()} == {"Bash": 1, "Read": 2, "Write": 1, "Edit": 1}
+    assert all(v["errors"] == 0 for v in tools.values())
+
+
+async def test_attachment_policy(ds, ro):
+    data = await get_json(ds, "attachment_policy")
+    assert sum(r["attachments"] for r in data) == ro.execute(
+        "SELECT sum(count) FROM attachments_by_type").fetchone()[0]
+    for r in data:
+        assert r["kept"] + r["dropped"] == r["attachments"]
+        if r["policy"] != "superseded":
+            assert r["dropped"] == 0
+    assert any(r["dropped"] > 0 and r["policy"] == "superseded" for r in data)
+
+
+async def test_costliest_tool_calls(ds, built):
+    data = await get_json(ds, "costliest_tool_calls")
+    totals = [r["total_tokens"] for r in data]
+    assert totals == sorted(totals, reverse=True)
+    for r in data:
+        assert r["total_tokens"] == r["input_tokens"] + r["result_tokens"]
+    mine = [r for r in data if r["file_id"] == built["tools_id"]]
+    assert sorted(r["tool_name"] for r in mine) == ["Bash", "Edit", "Read", "Read", "Write"]
+    png = [r for r in mine if r["tool_name"] == "Read" and r["result_images"]]
+    assert len(png) == 1 and "dot.png" in png[0]["input"]
+    bash = next(r for r in mine if r["tool_name"] == "Bash")
+    assert "hello-from-bash" in bash["input"] and bash["on_chain"] == 1
+
+
+async def test_sessions_near_limit(ds, ro):
+    data = await get_json(ds, "sessions_near_limit")
+    assert data
+    for r in data:
+        assert r["pct_of_200k"] == round(100 * r["gauge_tokens"] / 200000, 1)
+        assert r["status"] in ("ok", "near", "over")
+        assert r["status"] == ("over" if r["gauge_tokens"] > 200000 else
+                               "near" if r["gauge_tokens"] >= 0.8 * r["window_tokens"] else "ok")
+    assert len(data) == ro.execute("SELECT count(*) FROM context_gauge").fetchone()[0]
+
+
+async def test_chain_problems_shows_the_dangling_parent(ds):
+    data = await get_json(ds, "chain_problems")
+    dangling = [r for r in data if r["problem"] == "dangling_parent"]
+    assert len(dangling) == 1 and dangling[0]["severity"] == "error"
+    assert "00000000-dead-beef" in dangling[0]["detail"]
+    assert dangling[0]["project"] == "-tmp-broken"
+    assert all(r["severity"] in ("error", "warning") for r in data)
+
+
+async def test_surgery_log(ds, built):
+    data = await get_json(ds, "surgery_log")
+    assert len(data) == 1
+    r = data[0]
+    assert (r["command"], r["tokens_saved"], r["pct_saved"]) == ("strip-tools", 4424, 26.9)
+    assert r["conversation"] == built["tools_id"] and r["project"] == "-tmp-txdb-cli-fixtures-tools-demo"
+    html = await get_html(ds, f"/{DB}/surgery_log")
+    # arguments: JSON shown pretty-printed
+    assert '<pre class="txdb-json">{\n  &#34;where&#34;: &#34;tokens &gt; 10&#34;,' in html or \
+        '<pre class="txdb-json">{\n  &quot;where&quot;' in html or '"where": "tokens &gt; 10"' in html
+
+
+async def test_usage_by_day_and_model(ds, ro):
+    total = ro.execute("SELECT count(*), sum(coalesce(output_tokens, 0)) FROM usage").fetchone()
+    days = await get_json(ds, "usage_by_day")
+    assert sum(r["api_messages"] for r in days) == total[0]
+    assert sum(r["output_tokens"] for r in days) == total[1]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", r["day"]) for r in days if r["day"])
+    models = await get_json(ds, "usage_by_model")
+    assert sum(r["api_messages"] for r in models) == total[0]
+    assert "claude-opus-5-5" in {r["model"] for r in models}
+
+
+# ---------------------------------------------------------------- search
+
+
+async def test_search_each_kind_on_its_own(ds, built):
+    out = await get_json(ds, "search_tool_output?_search=hello-from-bash")
+    assert out and all("hello-from-bash" in r["text"] for r in out)
+    assert {r["tool_name"] for r in out} == {"Bash"}
+    inp = await get_json(ds, "search_tool_input?_search=hello-from-bash")
+    assert inp and all(r["kind"] == "tool_use" for r in inp)
+    # the phrase is in tool input and output only
+    assert await get_json(ds, "search_messages?_search=hello-from-bash") == []
+    assert await get_json(ds, "search_thinking?_search=hello-from-bash") == []
+    th = await get_json(ds, "search_thinking?_search=image")
+    assert any(r["text"] == "Now the image." for r in th)
+    msgs = await get_json(ds, "search_messages?_search=inspect project")
+    assert any(r["text"].startswith("Please inspect this project") for r in msgs)
+    # the HTML marks the match and the blocks table is searchable too
+    html = await get_html(ds, f"/{DB}/search_tool_output?_search=hello-from-bash")
+    assert "<mark>hello</mark>" in html and 'name="_search"' in html
+    blocks = await get_json(ds, "blocks?_search=gamma")
+    assert blocks and all("gamma" in r["text"] for r in blocks)
+
+
+def test_fts_kept_current_by_refresh(tmp_path):
+    src = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / src.name
+    f.write_bytes(src.read_bytes())
+    conn = db.connect(tmp_path / "c.db")
+
+    def hits(word):
+        return conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH ?", (word,)).fetchone()[0]
+
+    def check():
+        conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
+        assert conn.execute("SELECT count(*) FROM _blocks_fts_pending").fetchone()[0] == 0
+
+    refresh(conn, [tmp_path / "projects"])
+    check()
+    assert hits("gamma") == 1  # the Read result of notes.txt
+    # grown: an appended line is searchable after the next refresh
+    last = json.loads(f.read_bytes().splitlines()[-1])
+    extra = {"type": "user", "uuid": "aaaaaaaa-0000-0000-0000-000000000001", "parentUuid": last.get("uuid"),
+             "sessionId": last.get("sessionId"), "timestamp": "2026-11-30T09:00:00.000Z",
+             "message": {"role": "user", "content": "zanzibar quokka"}}
+    with f.open("ab") as fh:
+        fh.write(json.dumps(extra).encode() + b"\n")
+    refresh(conn, [tmp_path / "projects"])
+    check()
+    assert hits("zanzibar") == 1
+    # rewritten: the old text leaves the index, the new one enters it
+    f.write_bytes(src.read_bytes().replace(b"hello-from-bash", b"howdy-from-bash"))
+    refresh(conn, [tmp_path / "projects"])
+    check()
+    assert hits("zanzibar") == 0 and hits('"hello-from-bash"') == 0 and hits('"howdy-from-bash"') >= 2
+    # INSERT OR REPLACE of a blocks row (no delete trigger fires) keeps the index exact
+    row = conn.execute("SELECT * FROM blocks WHERE text LIKE '%howdy-from-bash%' AND kind = 'tool_result'").fetchone()
+    with db.transaction(conn):
+        conn.execute(f"INSERT OR REPLACE INTO blocks VALUES ({','.join('?' * len(row))})",
+                     row[:-1] + ("replaced-text wombat",))
+        conn.execute("UPDATE files SET cursor = cursor")
+    check()
+    assert hits("wombat") == 1
+    # pruned: a vanished file's rows and index entries go
+    f.unlink()
+    refresh(conn, [tmp_path / "projects"], prune=True)
+    check()
+    assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'wombat OR gamma'").fetchone()[0] == 0
+    conn.close()
+
+
+# ---------------------------------------------------------------- cells
+
+
+async def test_json_cells_pretty_and_collapsed(ds, ro, built):
+    fid = built["tools_id"]
+    offset = ro.execute("SELECT offset FROM records WHERE file_id = ? AND type = 'assistant' LIMIT 1",
+                        (fid,)).fetchone()[0]
+    row_html = await get_html(ds, f"/{DB}/records/{fid},{offset}")
+    assert '<pre class="txdb-json">{\n  &#34;' in row_html or '<pre class="txdb-json">{\n  &quot;' in row_html
+    table_html = await get_html(ds, f"/{DB}/records?file_id={fid}&_size=5")
+    assert table_html.count('<details class="txdb-json">') == 5
+    assert "bytes</span></summary>" in table_html
+
+
+async def test_long_text_cells_are_excerpted(ds, ro):
+    long_id, chars = ro.execute(
+        "SELECT rowid, chars FROM blocks WHERE kind = 'tool_result' ORDER BY chars DESC LIMIT 1").fetchone()
+    assert chars > 1000
+    html = await get_html(ds, f"/{DB}/search_tool_output?block_rowid={long_id}")
+    assert f"{chars:,} chars</span>" in html
+
+
+async def test_serving_never_writes_the_catalog(built):
+    path = built["path"]
+    before = hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
+    d = make_datasette(path)
+    await d.invoke_startup()
+    for url in ("/", f"/{DB}", f"/{DB}/sessions_by_size", f"/-/txdb/session/{built['tools_id']}",
+                f"/{DB}/search_messages?_search=inspect"):
+        assert (await d.client.get(url)).status_code == 200
+    r = await d.client.post(f"/{DB}", data={"sql": "DELETE FROM files"})
+    assert r.status_code != 200 or "DELETE" not in r.text
+    r = await d.client.get(f"/{DB}.json?sql=DELETE+FROM+files")
+    assert r.status_code == 400
+    assert (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns) == before
+    assert ro_count(path) > 0
+
+
+def ro_count(path):
+    conn = db.connect_readonly(path)
+    try:
+        return conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    finally:
+        conn.close()

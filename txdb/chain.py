@@ -15,7 +15,16 @@ Rules, from the format seed and what the real CLI does:
   it extend that branch (CLI 2.1.328 resumes the last row then, e.g. a
   real session whose final ``last-prompt`` names a row 1,800 lines up);
 - the walk stops at a null parent (a root, e.g. a compact boundary), at a
-  parent that is not in the file, or on a cycle.
+  parent that is not in the file, or on a cycle;
+- a compact boundary whose ``compactMetadata.preservedSegment`` names a
+  head, tail and anchor (the summary) relinks that segment below the
+  anchor: head's parent becomes the anchor, and the anchor's other children
+  hang off the tail (CLI 2.1.328 resumes the preserved turns that way);
+- parallel tool calls: one API message is written as several assistant
+  lines sharing a ``message.id``, and a tool_result line may hang off a
+  sibling line that is not on the parentUuid path; such siblings and
+  their tool_result lines are recovered into the chain right after the
+  message's last line on the path, as the CLI does.
 """
 
 from __future__ import annotations
@@ -33,9 +42,72 @@ class Node:
     type: str | None
     is_sidechain: bool
     leaf_uuid: str | None = None  # for last-prompt lines
+    message_id: str | None = None  # assistant lines: message.id
+    tool_result: bool = False  # user lines carrying a tool_result block
+    preserved: tuple | None = None  # compact boundary: (head, anchor, tail) uuids
 
 
-def find_leaf(nodes: list[Node], by_uuid: dict[str, Node]) -> Node | None:
+def _s(v):
+    return v if isinstance(v, str) else None
+
+
+def node_from(offset: int, obj: dict) -> Node | None:
+    """The chain node of a parsed record, or None when it takes no part."""
+    uuid = _s(obj.get("uuid"))
+    rtype = obj.get("type")
+    if not uuid and rtype != "last-prompt":
+        return None
+    message_id = None
+    tool_result = False
+    preserved = None
+    msg = obj.get("message")
+    if isinstance(msg, dict):
+        if rtype == "assistant":
+            message_id = _s(msg.get("id"))
+        elif rtype == "user" and isinstance(msg.get("content"), list):
+            tool_result = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in msg["content"])
+    if rtype == "system" and obj.get("subtype") == "compact_boundary":
+        meta = obj.get("compactMetadata")
+        seg = meta.get("preservedSegment") if isinstance(meta, dict) else None
+        if isinstance(seg, dict):
+            head, anchor, tail = _s(seg.get("headUuid")), _s(seg.get("anchorUuid")), _s(seg.get("tailUuid"))
+            if head and anchor and tail:
+                preserved = (head, anchor, tail)
+    return Node(offset, uuid, _s(obj.get("parentUuid")), rtype if isinstance(rtype, str) else None,
+                bool(obj.get("isSidechain")), _s(obj.get("leafUuid")), message_id, tool_result, preserved)
+
+
+def index(nodes: list[Node]) -> dict[str, Node]:
+    # Later lines win when a uuid repeats, as in Claude Code's own map.
+    return {n.uuid: n for n in nodes if n.uuid}
+
+
+def relinks(nodes: list[Node], by_uuid: dict[str, Node]) -> dict[str, str]:
+    """Parent overrides from compact boundaries' preserved segments."""
+    out: dict[str, str] = {}
+    for n in nodes:
+        if n.preserved is None:
+            continue
+        head, anchor, tail = n.preserved
+        if head not in by_uuid or anchor not in by_uuid or tail not in by_uuid:
+            continue
+        segment = set()
+        node = by_uuid[tail]
+        while node is not None and node.uuid not in segment:
+            segment.add(node.uuid)
+            if node.uuid == head:
+                break
+            node = by_uuid.get(node.parent_uuid) if node.parent_uuid else None
+        if head not in segment:
+            continue
+        out[head] = anchor
+        for m in nodes:
+            if m.parent_uuid == anchor and m.uuid and m.uuid not in segment:
+                out[m.uuid] = tail
+    return out
+
+
+def find_leaf(nodes: list[Node], by_uuid: dict[str, Node], parents: dict[str, str] | None = None) -> Node | None:
     last_main = last_side = None
     last_prompt = None
     for n in nodes:
@@ -49,24 +121,32 @@ def find_leaf(nodes: list[Node], by_uuid: dict[str, Node]) -> Node | None:
     leaf = last_main or last_side
     if last_prompt is not None and (leaf is None or last_prompt.offset > leaf.offset):
         target = by_uuid.get(last_prompt.leaf_uuid)
-        if target is not None and target.type in CHAIN_TYPES and not _descends(leaf, target, by_uuid):
+        if target is not None and target.type in CHAIN_TYPES and not _descends(leaf, target, by_uuid, parents):
             leaf = target
     return leaf
 
 
-def _descends(node: Node | None, ancestor: Node, by_uuid: dict[str, Node]) -> bool:
+def _parent(node: Node, parents: dict[str, str] | None) -> str | None:
+    if parents and node.uuid in parents:
+        return parents[node.uuid]
+    return node.parent_uuid
+
+
+def _descends(node: Node | None, ancestor: Node, by_uuid: dict[str, Node],
+              parents: dict[str, str] | None = None) -> bool:
     """Whether ``ancestor`` is on the parentUuid path from ``node`` (inclusive)."""
     seen: set[str] = set()
     while node is not None and node.uuid not in seen:
         if node.uuid == ancestor.uuid:
             return True
         seen.add(node.uuid)
-        node = by_uuid.get(node.parent_uuid) if node.parent_uuid else None
+        parent = _parent(node, parents)
+        node = by_uuid.get(parent) if parent else None
     return False
 
 
-def walk(leaf: Node | None, by_uuid: dict[str, Node]) -> list[Node]:
-    """Chain from root (index 0) to ``leaf``, progress lines left out."""
+def walk(leaf: Node | None, by_uuid: dict[str, Node], parents: dict[str, str] | None = None) -> list[Node]:
+    """The parentUuid path from root (index 0) to ``leaf``, progress lines left out."""
     out: list[Node] = []
     seen: set[str] = set()
     node = leaf
@@ -74,17 +154,93 @@ def walk(leaf: Node | None, by_uuid: dict[str, Node]) -> list[Node]:
         seen.add(node.uuid)
         if node.type in CHAIN_TYPES:
             out.append(node)
-        parent = node.parent_uuid
+        parent = _parent(node, parents)
         node = by_uuid.get(parent) if parent else None
     out.reverse()
     return out
 
 
-def index(nodes: list[Node]) -> dict[str, Node]:
-    # Later lines win when a uuid repeats, as in Claude Code's own map.
-    return {n.uuid: n for n in nodes if n.uuid}
+def recover_parallel(path: list[Node], nodes: list[Node]) -> list[Node]:
+    """Insert the off-path lines of parallel tool calls into ``path``."""
+    if not path:
+        return path
+    on_path = {n.offset for n in path}
+    path_uuids = {n.uuid for n in path}
+    last_of: dict[str, int] = {}  # message.id -> index of its last line on the path
+    for i, n in enumerate(path):
+        if n.type == "assistant" and n.message_id:
+            last_of[n.message_id] = i
+    if not last_of:
+        return path
+    group_uuids: dict[str, str] = {}  # uuid of a line of a message on the path -> message.id
+    for n in path:
+        if n.message_id in last_of and n.uuid:
+            group_uuids[n.uuid] = n.message_id
+    extra: dict[str, list[Node]] = {}
+    for n in nodes:  # file order
+        if (n.offset in on_path or not n.uuid or n.uuid in path_uuids
+                or n.is_sidechain != path[-1].is_sidechain):
+            continue  # on the path, a repeated uuid (the later copy wins), or another chain
+        if n.type == "assistant" and n.message_id in last_of:
+            mid = n.message_id
+        elif n.type == "user" and n.tool_result and n.parent_uuid in group_uuids:
+            mid = group_uuids[n.parent_uuid]
+        else:
+            continue
+        extra.setdefault(mid, []).append(n)
+        group_uuids[n.uuid] = mid
+    if not extra:
+        return path
+    after: dict[int, list[Node]] = {}
+    for mid, found in extra.items():
+        # Sibling assistant lines first, then the tool results, each in file order.
+        found.sort(key=lambda n: (n.type != "assistant", n.offset))
+        after.setdefault(last_of[mid], []).extend(found)
+    out: list[Node] = []
+    for i, n in enumerate(path):
+        out.append(n)
+        out.extend(after.get(i, ()))
+    return out
 
 
 def active_chain(nodes: list[Node]) -> list[Node]:
+    """Root (0) to leaf: the records Claude Code rebuilds a resumed session from."""
     by_uuid = index(nodes)
-    return walk(find_leaf(nodes, by_uuid), by_uuid)
+    parents = relinks(nodes, by_uuid)
+    leaf = find_leaf(nodes, by_uuid, parents)
+    return recover_parallel(walk(leaf, by_uuid, parents), nodes)
+
+
+def extend(new_nodes: list[Node], old_leaf_uuid: str | None) -> list[Node] | None:
+    """The chain positions appended lines add after ``old_leaf_uuid``, or
+    None when they change more than that (another branch, a last-prompt
+    pointing back, parallel tool lines off the path, a preserved segment):
+    then the whole chain must be recomputed."""
+    if not old_leaf_uuid or any(n.preserved for n in new_nodes):
+        return None
+    by_new = index(new_nodes)
+    leaf = find_leaf(new_nodes, by_new)
+    if leaf is None:
+        return [] if not any(n.type == "last-prompt" for n in new_nodes) else None
+    last_prompt = next((n for n in reversed(new_nodes) if n.type == "last-prompt" and n.leaf_uuid), None)
+    if last_prompt is not None and last_prompt.offset > leaf.offset and last_prompt.leaf_uuid not in by_new:
+        return None
+    out: list[Node] = []
+    node, seen = leaf, set()
+    while node is not None and node.uuid not in seen:
+        seen.add(node.uuid)
+        if node.type in CHAIN_TYPES:
+            out.append(node)
+        if node.parent_uuid == old_leaf_uuid:
+            out.reverse()
+            taken = {n.offset for n in out}
+            # Lines of these messages (or their results) off the path: recompute.
+            mids = {n.message_id for n in out if n.message_id}
+            for n in new_nodes:
+                if n.offset in taken or not n.uuid:
+                    continue
+                if (n.message_id and n.message_id in mids) or n.tool_result:
+                    return None
+            return out
+        node = by_new.get(node.parent_uuid) if node.parent_uuid else None
+    return None

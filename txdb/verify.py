@@ -87,8 +87,9 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
                         add(Finding("warning", "duplicate_uuid",
                                     f"uuid {uuid} also on line {uuid_lines[uuid]}", line.number))
                     uuid_lines[uuid] = line.number
-                if uuid or rtype == "last-prompt":
-                    nodes.append(chainmod.Node(off, uuid, parent, rtype, bool(obj.get("isSidechain")), leaf))
+                node = chainmod.node_from(off, obj)
+                if node is not None:
+                    nodes.append(node)
                     line_of[off] = line.number
                     objs[off] = obj
                 if rtype == "last-prompt" and leaf:
@@ -96,8 +97,8 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
                 elif rtype == "summary" and leaf:
                     summaries.append((line.number, leaf))
     by_uuid = chainmod.index(nodes)
-    leaf = chainmod.find_leaf(nodes, by_uuid)
-    chain = chainmod.walk(leaf, by_uuid)
+    chain = chainmod.active_chain(nodes)
+    leaf = chain[-1] if chain else None
     report.chain_length = len(chain)
     report.leaf_uuid = leaf.uuid if leaf else None
     if sidechain_file is None:

@@ -217,8 +217,9 @@ class FileIngest:
             leaf_uuid, ts, is_sidechain, is_meta, role, model, message_id,
             _str(obj.get("requestId")), tokens, raw_text,
         ))
-        if uuid or rtype == "last-prompt":
-            self.nodes.append(chainmod.Node(offset, uuid, parent, rtype, bool(is_sidechain), leaf_uuid))
+        node = chainmod.node_from(offset, obj)
+        if node is not None:
+            self.nodes.append(node)
         self._meta(obj, rtype, ts, session_id, model)
 
     def _meta(self, obj, rtype, ts, session_id, model) -> None:
@@ -336,11 +337,21 @@ def _update_session(conn, ing: FileIngest, fresh: bool, path: str, project: str 
 
 def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
     rows = conn.execute(
-        "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid FROM records "
-        "WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
+        "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
+        "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
+        "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
+        "  CASE WHEN subtype = 'compact_boundary' THEN raw END "
+        "FROM records r WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
         (file_id,),
     )
-    return [chainmod.Node(o, u, p, t, bool(s), lf) for o, u, p, t, s, lf in rows]
+    nodes = []
+    for o, u, p, t, s, lf, mid, tr, boundary in rows:
+        if boundary is not None:
+            node = chainmod.node_from(o, orjson.loads(boundary))
+        else:
+            node = chainmod.Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr))
+        nodes.append(node)
+    return nodes
 
 
 def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0) -> None:
@@ -358,34 +369,21 @@ def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0)
 
 
 def _update_chain(conn, ing: FileIngest, fresh: bool) -> None:
-    """Recompute the active chain; on an append that extends the old leaf,
-    only the new positions are written."""
-    new_nodes = ing.nodes
+    """Recompute the active chain; when appended lines only extend the old
+    leaf, just the new positions are written."""
     if fresh:
-        _store_chain(conn, ing.file_id, chainmod.active_chain(new_nodes))
+        _store_chain(conn, ing.file_id, chainmod.active_chain(ing.nodes))
         return
-    if not new_nodes:
+    if not ing.nodes:
         return
     old_leaf, old_len = conn.execute(
         "SELECT leaf_uuid, chain_length FROM sessions WHERE file_id = ?", (ing.file_id,)
     ).fetchone() or (None, 0)
-    by_new = chainmod.index(new_nodes)
-    leaf = chainmod.find_leaf(new_nodes, by_new)
-    if leaf is None:
-        return  # no new participant: the chain is unchanged
-    # Walk back through the new lines; if that reaches the old leaf, extend.
-    extension: list[chainmod.Node] = []
-    node, seen = leaf, set()
-    while node is not None and node.uuid not in seen:
-        seen.add(node.uuid)
-        if node.type in chainmod.CHAIN_TYPES:
-            extension.append(node)
-        parent = node.parent_uuid
-        if old_leaf and parent == old_leaf and old_len > 0:
-            extension.reverse()
+    extension = chainmod.extend(ing.nodes, old_leaf) if old_len else None
+    if extension is not None:
+        if extension:
             _store_chain(conn, ing.file_id, extension, start=old_len)
-            return
-        node = by_new.get(parent) if parent else None
+        return
     _store_chain(conn, ing.file_id, chainmod.active_chain(_load_nodes(conn, ing.file_id)))
 
 

@@ -49,19 +49,21 @@ def dumps(obj) -> bytes:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-_CLOSE_TAG_RE = re.compile(r"<(\\*)/([A-Za-z][\w:-]*)>")
-_UNESCAPE_RE = re.compile(r"<(\\+)/([A-Za-z][\w:-]*)>")
+# Any "</" before a letter may start a closing tag (a payload could end with
+# "</local-command-stdout" and the next write supply ">"): escape them all.
+_CLOSE_TAG_RE = re.compile(r"<(\\*)/(?=[A-Za-z])")
+_UNESCAPE_RE = re.compile(r"<(\\+)/(?=[A-Za-z])")
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
 def escape_markup(text: str) -> str:
     """Bijective escape of closing tags in a payload txdb wraps in markup:
     ``</tag>`` -> ``<\\/tag>``, ``<\\/tag>`` -> ``<\\\\/tag>``, ..."""
-    return _CLOSE_TAG_RE.sub(lambda m: "<" + m.group(1) + "\\/" + m.group(2) + ">", text)
+    return _CLOSE_TAG_RE.sub(lambda m: "<" + m.group(1) + "\\/", text)
 
 
 def unescape_markup(text: str) -> str:
-    return _UNESCAPE_RE.sub(lambda m: "<" + m.group(1)[1:] + "/" + m.group(2) + ">", text)
+    return _UNESCAPE_RE.sub(lambda m: "<" + m.group(1)[1:] + "/", text)
 
 
 def strip_ansi(text: str) -> str:
@@ -173,17 +175,15 @@ class Transcript:
                 continue
             self._rec_at[r.offset] = r
             o = r.obj
-            uuid = r.uuid
-            rtype = o.get("type")
-            if uuid or rtype == "last-prompt":
-                leaf = o.get("leafUuid") if isinstance(o.get("leafUuid"), str) else None
-                nodes.append(chainmod.Node(r.offset, uuid, r.parent_uuid, rtype, bool(o.get("isSidechain")), leaf))
+            node = chainmod.node_from(r.offset, o)
+            if node is not None:
+                nodes.append(node)
         self.nodes = nodes
         by = chainmod.index(nodes)
         self.by_uuid: dict[str, Record] = {u: self._rec_at[nd.offset] for u, nd in by.items()}
-        leaf = chainmod.find_leaf(nodes, by)
+        leaf = chainmod.find_leaf(nodes, by, chainmod.relinks(nodes, by))
         self.leaf: Record | None = self._rec_at[leaf.offset] if leaf is not None else None
-        self.chain: list[Record] = [self._rec_at[nd.offset] for nd in chainmod.walk(leaf, by)]
+        self.chain: list[Record] = [self._rec_at[nd.offset] for nd in chainmod.active_chain(nodes)]
         self.pos_of: dict[int, int] = {r.rid: i for i, r in enumerate(self.chain)}
         self.children: dict[str, list[Record]] = {}
         self.uuid_count: dict[str, int] = {}

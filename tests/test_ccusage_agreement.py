@@ -247,10 +247,6 @@ def test_ccusage_sessions_match_txdb_or_differ_for_a_known_reason(compared):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "txdb's usage table keeps the first line of a message (INSERT OR IGNORE); CLI 1.x/2.0 "
-    "streamed one line per content block with output_tokens growing, and ccusage keeps the line "
-    "with the largest total: txdb undercounts output_tokens on those sessions"))
 def test_output_tokens_match_ccusage_on_streamed_messages(compared):
     mismatches = _mismatches(compared)
     growth = {n: (t, o, [m for k, m in r if k == FIRST_LINE][:3]) for n, (t, o, r) in mismatches.items()

@@ -418,3 +418,20 @@ def test_corpus_refresh_has_every_line(conn, corpus, tmp_path):
     assert glued == [{"line": 128, "recovered": 1}]
     assert conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
                         "WHERE f.path LIKE '%995ebed6e4%' AND r.line = 128").fetchone()[0] == 2
+
+
+def test_usage_of_a_streamed_message_keeps_the_largest_line(conn, tmp_path):
+    # Older CLIs wrote one line per block, output_tokens growing line by line.
+    root = tmp_path / "projects"
+    u = user("hi", None)
+    small = {"input_tokens": 3, "output_tokens": 1, "cache_read_input_tokens": 10}
+    big = {"input_tokens": 3, "output_tokens": 354, "cache_read_input_tokens": 10}
+    a1 = assistant("part one", u["uuid"], msg_id="msg_S", usage=small)
+    a2 = assistant("part two", a1["uuid"], msg_id="msg_S", usage=big)
+    path = write(root / "-p" / "s.jsonl", [u, a1])
+    refresh(conn, [root])
+    append(path, a2)  # the growth arrives in a later refresh
+    refresh(conn, [root])
+    got = conn.execute("SELECT output_tokens, offset FROM usage").fetchall()
+    first_offset = conn.execute("SELECT offset FROM records WHERE uuid = ?", (a1["uuid"],)).fetchone()[0]
+    assert got == [(354, first_offset)]

@@ -27,6 +27,20 @@ from ..records import block_rows, message_content, record_kind
 from .discover import Found, classify, discover
 from .lines import READ_BUFFER, parse_line, read_lines
 
+# One row per API message. Older CLIs wrote one line per content block with
+# output_tokens growing line by line: the line with the largest total wins
+# (as ccusage counts), and the row keeps the offset of the first line.
+_TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
+          "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
+USAGE_UPSERT = (
+    "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (file_id, message_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in (
+        "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+        "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations"))
+    + " WHERE " + _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
+)
+
 HEAD_BYTES = 4096
 TAIL_BYTES = 256
 BATCH = 2000
@@ -273,9 +287,7 @@ class FileIngest:
             )
             self.attachments.clear()
         if self.usage:
-            c.executemany(
-                "INSERT OR IGNORE INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.usage
-            )
+            c.executemany(USAGE_UPSERT, self.usage)
             self.usage.clear()
         if self.errors:
             c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", self.errors)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,44 @@ def line_count(path: Path) -> int:
     if not data:
         return 0
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def test_threaded_and_inline_refresh_build_the_same_catalog(tmp_path, projects, monkeypatch):
+    dumps = {}
+    for mode, threshold in (("inline", 1 << 60), ("threaded", 0)):
+        monkeypatch.setattr(store, "THREADED_MIN_BYTES", threshold)
+        c = db.connect(tmp_path / f"{mode}.db")
+        refresh(c, [projects])
+        dumps[mode] = [
+            c.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall()
+            for t in ("records", "blocks", "attachments", "usage", "chain", "parse_errors")
+        ] + [c.execute("SELECT * FROM sessions ORDER BY file_id").fetchall()]
+        c.close()
+    assert dumps["inline"] == dumps["threaded"]
+
+
+def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch, writer_mode):
+    root = tmp_path / "projects"
+    write(root / "-p" / "a.jsonl", conversation(2, session="a"))
+    write(root / "-p" / "b.jsonl", conversation(2, session="b"))
+    real = store._write_rows
+    calls = {"n": 0}
+
+    def failing(c, *batch):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(c, *batch)
+
+    monkeypatch.setattr(store, "_write_rows", failing)
+    with pytest.raises(sqlite3.OperationalError):
+        refresh(conn, [root])
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 8
+    monkeypatch.setattr(store, "_write_rows", real)
+    assert refresh(conn, [root]).new == 1
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
 
 
 def test_every_line_is_a_record_or_a_parse_error(catalog, projects):
@@ -277,7 +316,15 @@ def test_usage_counts_each_api_message_once(conn, tmp_path):
     assert b == {"kind": "thinking", "chars": 0, "signature_chars": 500}
 
 
-def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path):
+@pytest.fixture(params=["inline", "threaded"])
+def writer_mode(request, monkeypatch):
+    """Run a test with writes inline and on the background writer thread."""
+    if request.param == "threaded":
+        monkeypatch.setattr(store, "THREADED_MIN_BYTES", 0)
+    return request.param
+
+
+def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path, writer_mode):
     root = tmp_path / "projects"
     objs = conversation(2)
     path = write(root / "-p" / "s.jsonl", objs)
@@ -311,7 +358,7 @@ def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path):
     assert conn.execute("SELECT chain_length FROM sessions").fetchone()[0] == written[0]
 
 
-def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkeypatch):
+def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkeypatch, writer_mode):
     root = tmp_path / "projects"
     write(root / "-p" / "a.jsonl", conversation(2, session="a"))
     write(root / "-p" / "b.jsonl", conversation(2, session="b"))

@@ -12,7 +12,6 @@ import traceback
 
 import click
 import orjson
-from tabulate import tabulate
 
 from . import catalog, config, db
 from .errors import TxdbError
@@ -90,6 +89,12 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
         click.echo(buf.getvalue(), nl=False)
     else:
         click.echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
+
+
+def tabulate(rows, headers):
+    from tabulate import tabulate as _tabulate  # imported when a table is printed
+
+    return _tabulate(rows, headers=headers)
 
 
 def _cell(v):

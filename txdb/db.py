@@ -14,8 +14,6 @@ import sqlite3
 from importlib import resources
 from pathlib import Path
 
-import sqlite_utils
-
 from . import tokens
 
 
@@ -145,8 +143,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def open_db(path: str | Path) -> sqlite_utils.Database:
+def open_db(path: str | Path):
     """The catalog as a sqlite-utils Database, migrated and with views."""
+    import sqlite_utils  # only for library users: keeps CLI start-up short
+
     return sqlite_utils.Database(connect(path))
 
 

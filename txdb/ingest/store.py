@@ -26,6 +26,7 @@ from ..policy import attachment_cost, policy_class
 from ..records import block_rows, message_content, record_kind
 from .discover import Found, classify, discover
 from .lines import READ_BUFFER, parse_line, read_lines
+from .writer import Writer
 
 # One row per API message. Older CLIs wrote one line per content block with
 # output_tokens growing line by line: the line with the largest total wins
@@ -110,11 +111,11 @@ def _str(v):
 
 
 class FileIngest:
-    """Ingest lines of one file into the open transaction."""
+    """Turn the lines of one file into rows; batches go to the writer."""
 
-    def __init__(self, conn: sqlite3.Connection, file_id: int, found_kind: str,
+    def __init__(self, writer: Writer, file_id: int, found_kind: str,
                  layout_parent: str | None, path: str, fresh: bool = False):
-        self.conn = conn
+        self.writer = writer
         self.fresh = fresh  # the file has no rows yet (new, or rewritten and deleted)
         self.file_id = file_id
         self.kind = found_kind
@@ -126,8 +127,8 @@ class FileIngest:
         self.usage: list[tuple] = []
         self.errors: list[tuple] = []
         self.nodes: list[chainmod.Node] = []
-        self.tool_names: dict[str, str] | None = None  # earlier lines' tool_uses, loaded lazily
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
+        self.unnamed_results = 0  # tool_results whose tool_use came earlier (named in SQL)
         self.lines = 0
         self.error_count = 0
         self.meta: dict = {}
@@ -135,18 +136,6 @@ class FileIngest:
         self.messages = 0
         self.first_ts = None
         self.last_ts = None
-
-    def _tool_name(self, tool_use_id):
-        if not tool_use_id:
-            return None
-        if self.tool_names is None:
-            self.tool_names = dict(
-                self.conn.execute(
-                    "SELECT tool_use_id, tool_name FROM blocks WHERE file_id = ? AND kind = 'tool_use'",
-                    (self.file_id,),
-                ).fetchall()
-            )
-        return self.tool_names.get(tool_use_id)
 
     def add_line(self, line) -> None:
         self.lines += 1
@@ -186,7 +175,9 @@ class FileIngest:
                 if kind == "tool_use" and tuid:
                     self.local_tools[tuid] = tool_name
                 elif kind == "tool_result":
-                    tool_name = self.local_tools.get(tuid) or self._tool_name(tuid)
+                    tool_name = self.local_tools.get(tuid)
+                    if tool_name is None and tuid:
+                        self.unnamed_results += 1
                 tokens += b.get("tokens", 0)
                 self.blocks.append((
                     fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
@@ -264,34 +255,44 @@ class FileIngest:
                     self.titles[rtype] = v  # the last one wins
 
     def flush(self) -> None:
-        c = self.conn
-        if self.records:
-            c.executemany(
-                "INSERT OR REPLACE INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                self.records,
-            )
-            self.records.clear()
-        if self.blocks:
-            # A fresh file's blocks cannot conflict: plain INSERT. Under OR
-            # REPLACE, the full-text index's insert trigger inherits REPLACE
-            # and FTS5 first deletes the rowid, re-tokenizing the text: a
-            # 4-6x slower insert. A conflict anyway falls back to REPLACE.
-            try:
-                c.executemany(BLOCKS_INSERT if self.fresh else BLOCKS_REPLACE, self.blocks)
-            except sqlite3.IntegrityError:
-                c.executemany(BLOCKS_REPLACE, self.blocks)
-            self.blocks.clear()
-        if self.attachments:
-            c.executemany(
-                "INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", self.attachments
-            )
-            self.attachments.clear()
-        if self.usage:
-            c.executemany(USAGE_UPSERT, self.usage)
-            self.usage.clear()
-        if self.errors:
-            c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", self.errors)
-            self.errors.clear()
+        """Hand the rows gathered so far to the writer."""
+        if not (self.records or self.errors):
+            return
+        batch = (self.records, self.blocks, self.attachments, self.usage, self.errors, self.fresh)
+        self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
+        self.writer.submit(lambda c: _write_rows(c, *batch))
+
+
+def _write_rows(c: sqlite3.Connection, records, blocks, attachments, usage, errors, fresh) -> None:
+    if records:
+        c.executemany(
+            "INSERT OR REPLACE INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", records
+        )
+    if blocks:
+        # A fresh file's blocks cannot conflict: plain INSERT. Under OR
+        # REPLACE, the full-text index's insert trigger inherits REPLACE
+        # and FTS5 first deletes the rowid, re-tokenizing the text: a
+        # 4-6x slower insert. A conflict anyway falls back to REPLACE.
+        try:
+            c.executemany(BLOCKS_INSERT if fresh else BLOCKS_REPLACE, blocks)
+        except sqlite3.IntegrityError:
+            c.executemany(BLOCKS_REPLACE, blocks)
+    if attachments:
+        c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", attachments)
+    if usage:
+        c.executemany(USAGE_UPSERT, usage)
+    if errors:
+        c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", errors)
+
+
+def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
+    """Name tool_results whose tool_use was ingested in an earlier pass."""
+    c.execute(
+        "UPDATE blocks SET tool_name = (SELECT u.tool_name FROM blocks u WHERE u.file_id = blocks.file_id "
+        "AND u.tool_use_id = blocks.tool_use_id AND u.kind = 'tool_use' LIMIT 1) "
+        "WHERE file_id = ? AND kind = 'tool_result' AND tool_name IS NULL AND tool_use_id IS NOT NULL",
+        (file_id,),
+    )
 
 
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int) -> None:
@@ -400,8 +401,12 @@ def _update_chain(conn, ing: FileIngest, fresh: bool) -> None:
 
 
 def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
-                stats: RefreshStats) -> str:
-    """Bring one file's rows up to date; returns new/grown/rewritten/unchanged."""
+                stats: RefreshStats, writer: Writer, new_id: Callable[[], int]) -> str:
+    """Bring one file's rows up to date; returns new/grown/rewritten/unchanged.
+
+    Reads and parses on the calling thread; every write goes through
+    ``writer``, the file's rows and cursor in one transaction.
+    """
     st = found.stat
     path = found.path
     status = "new"
@@ -421,23 +426,29 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
             elif cursor == 0 and inode == st.st_ino and lines == 0:
                 status = "grown" if st.st_size > 0 else "unchanged"
             if status == "unchanged":
-                conn.execute(
+                fid = file_id
+                writer.submit(lambda c: c.execute(
                     "UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
-                    (st.st_size, st.st_mtime_ns, file_id),
-                )
+                    (st.st_size, st.st_mtime_ns, fid)))
                 return "unchanged"
             if status == "grown":
                 start_offset, start_line = cursor, lines + 1
-        with transaction(conn):
-            if file_id is None:
-                file_id = conn.execute(
-                    "INSERT INTO files (path, root, project, kind, size) VALUES (?,?,?,?,0)",
-                    (path, found.root, found.project, found.kind),
-                ).lastrowid
+        fresh = status in ("new", "rewritten")
+        if file_id is None:
+            file_id = new_id()
+        fid = file_id
+
+        def begin(c: sqlite3.Connection) -> None:
+            c.execute("BEGIN IMMEDIATE")
+            if status == "new":
+                c.execute("INSERT INTO files (id, path, root, project, kind, size) VALUES (?,?,?,?,?,0)",
+                          (fid, path, found.root, found.project, found.kind))
             elif status == "rewritten":
-                _delete_file_rows(conn, file_id)
-            ing = FileIngest(conn, file_id, found.kind, found.parent_session_id, path,
-                             fresh=status in ("new", "rewritten"))
+                _delete_file_rows(c, fid)
+
+        try:
+            writer.submit(begin)
+            ing = FileIngest(writer, file_id, found.kind, found.parent_session_id, path, fresh=fresh)
             cursor = start_offset
             next_line = start_line
             for line in read_lines(fh, start_offset, start_line):
@@ -445,21 +456,51 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
                 cursor = line.offset + line.length
                 next_line = line.number + 1
             ing.flush()
-            fresh = status in ("new", "rewritten")
-            _update_session(conn, ing, fresh, path, found.project)
-            _update_chain(conn, ing, fresh)
             head, tail = _head_tail(fh, cursor)
-            conn.execute(
-                "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-                "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
-                "refreshed_at = datetime('now') WHERE id = ?",
-                (found.root, found.project, found.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-                 head, tail, cursor, next_line - 1, file_id),
-            )
+            end = (cursor, next_line - 1, head, tail)
+
+            def finish(c: sqlite3.Connection) -> None:
+                if ing.unnamed_results:
+                    _name_tool_results(c, fid)
+                _update_session(c, ing, fresh, path, found.project)
+                _update_chain(c, ing, fresh)
+                c.execute(
+                    "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
+                    "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
+                    "refreshed_at = datetime('now') WHERE id = ?",
+                    (found.root, found.project, found.kind, st.st_size, st.st_mtime_ns, st.st_ino,
+                     end[2], end[3], end[0], end[1], fid),
+                )
+                c.execute("COMMIT")
+
+            writer.submit(finish)
+        except BaseException:
+            _abort(conn, writer)
+            raise
     stats.lines += ing.lines
     stats.parse_errors += ing.error_count
     stats.bytes += cursor - start_offset
     return status
+
+
+def _abort(conn: sqlite3.Connection, writer: Writer) -> None:
+    """Stop after a failure: let the writer finish, roll back what is open."""
+    try:
+        writer.drain()
+    except BaseException:
+        pass
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _id_counter(conn: sqlite3.Connection) -> Callable[[], int]:
+    nxt = [conn.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()[0]]
+
+    def new_id() -> int:
+        nxt[0] += 1
+        return nxt[0]
+
+    return new_id
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -515,18 +556,31 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     return stats
 
 
+# Below this many bytes to read, a background writer costs more than it saves.
+THREADED_MIN_BYTES = 4 << 20
+
+
 def _refresh_found(conn, found, existing, stats, seen, total, progress) -> None:
     done = 0
-    for f in found:
-        seen.add(f.path)
-        try:
-            status = ingest_file(conn, f, existing.get(f.path), stats)
-        except (FileNotFoundError, PermissionError):
-            continue  # vanished or unreadable between discovery and read
-        setattr(stats, status, getattr(stats, status) + 1)
-        done += f.stat.st_size
-        if progress:
-            progress(done, total)
+    writer = Writer(conn, threaded=total >= THREADED_MIN_BYTES)
+    new_id = _id_counter(conn)
+    try:
+        for f in found:
+            seen.add(f.path)
+            try:
+                status = ingest_file(conn, f, existing.get(f.path), stats, writer, new_id)
+            except (FileNotFoundError, PermissionError):
+                continue  # vanished or unreadable between discovery and read
+            setattr(stats, status, getattr(stats, status) + 1)
+            done += f.stat.st_size
+            if progress:
+                progress(done, total)
+        writer.drain()
+    except BaseException:
+        _abort(conn, writer)
+        raise
+    finally:
+        writer.close()
 
 
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
@@ -539,7 +593,10 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     project, kind, parent = classify(p, Path(root) if root else None)
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
     existing = _existing_one(conn, str(p))
-    return ingest_file(conn, found, existing, RefreshStats())
+    writer = Writer(conn)
+    status = ingest_file(conn, found, existing, RefreshStats(), writer, _id_counter(conn))
+    writer.drain()
+    return status
 
 
 def _existing_one(conn, path: str):

@@ -1,13 +1,15 @@
 -- The context gauge as Claude Code reads it: input + cache read + cache
 -- creation recorded on the last assistant turn of the active chain (newer
 -- builds read the same three fields from usage.iterations[], when present).
+-- Correlated per session, so a filter on file_id touches one session only.
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
-    SELECT c.file_id, max(c.pos) AS pos
-    FROM chain c
-    JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
-    WHERE r.type = 'assistant' AND r.model IS NOT '<synthetic>'
-    GROUP BY c.file_id
+    SELECT s.file_id,
+           (SELECT max(c.pos) FROM chain c
+            JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+            WHERE c.file_id = s.file_id AND r.type = 'assistant'
+              AND r.model IS NOT '<synthetic>') AS pos
+    FROM sessions s
 )
 SELECT
     lt.file_id,

@@ -14,7 +14,9 @@ from .cli import _json, _open, cli, db_option
 from .ingest.store import refresh_path
 from .surgery import ops
 from .surgery import pending as pend
+from .surgery import select as sel
 from .surgery.engine import SurgeryReport, load_base, run_surgery
+from .surgery.log import apply_logged, log_fork
 from .surgery.usage import reset_usage
 
 
@@ -38,10 +40,9 @@ def _range(frm, to):
     return (frm, to)
 
 
-def mutating(f):
-    """Options every mutating command shares."""
+def _mutating(f, where: bool):
     opts = [
-        click.argument("session"),
+        click.argument("session", required=not where),
         db_option,
         click.option("--from", "frm", type=click.IntRange(min=0), default=None,
                      help="First chain position to touch (as in the catalog's active_chain view)."),
@@ -54,28 +55,152 @@ def mutating(f):
         click.option("--keep-dropped-thinking", is_flag=True,
                      help="Keep the later thinking blocks the API will drop after this edit."),
         click.option("--no-backup", is_flag=True,
-                     help="Accepted for symmetry: mutating commands write only the pending copy; "
-                          "backups are made by apply."),
+                     help="With --apply: do not keep the original as .bak (mutating commands alone "
+                          "write only the pending copy)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
     ]
+    if where:
+        opts[1:1] = [
+            click.option("--where", "where", default=None, metavar="SQL",
+                         help="Instead of SESSION: an SQL condition over the target view, across every "
+                              "session in the catalog (see docs/surgery.md)."),
+            click.option("--apply", "do_apply", is_flag=True,
+                         help="Apply each pending copy right away (every check of `txdb apply`)."),
+        ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
+def mutating(f):
+    """Options every mutating command shares (SESSION required)."""
+    return _mutating(f, where=False)
+
+
+def mutating_where(f):
+    """The shared options plus --where (instead of SESSION) and --apply."""
+    return _mutating(f, where=True)
+
+
+_NOT_ARGS = {"db_path", "as_json", "session", "where", "do_apply", "list_only"}
+
+
+def _arguments(params: dict) -> dict:
+    """The command's options as logged in `surgeries.arguments` (defaults left out)."""
+    return {k: v for k, v in params.items() if k not in _NOT_ARGS and v not in (None, False, ())}
+
+
+def _target(session, where, frm, to, do_apply, fork, fork_title):
+    if session and where:
+        raise click.UsageError("give a SESSION or --where, not both")
+    if not session and not where:
+        raise click.UsageError("Missing argument 'SESSION' (or --where \"<SQL condition>\")")
+    if where and (frm is not None or to is not None):
+        raise click.UsageError("--from/--to take a SESSION; with --where, select positions in the "
+                               "condition (the view's `pos` column)")
+    if do_apply and (fork or fork_title is not None):
+        raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
+
+
 def _run(db_path, session, operation, op, *, dry_run, fork, fork_title, no_usage_reset,
-         keep_dropped_thinking, as_json, usage_reset=True):
+         keep_dropped_thinking, as_json, usage_reset=True, arguments=None, do_apply=False, no_backup=False):
     conn, orig = _resolve(db_path, session)
     report = run_surgery(
         orig, operation, op, dry_run=dry_run, fork=fork or fork_title is not None, fork_title=fork_title,
         usage_reset=usage_reset and not no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
+        arguments=arguments,
     )
     if report.written and report.fork_session_id:
-        refresh_path(conn, report.target)
+        log_fork(conn, report, arguments)
+    if do_apply and report.written and not report.fork_session_id:
+        rep, ids = apply_logged(conn, orig, backup=not no_backup)
+        if as_json:
+            click.echo(_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
+            return
+        _print_report(report, False, applied=True)
+        _print_apply(rep, False)
+        return
     _print_report(report, as_json)
 
 
-def _print_report(r: SurgeryReport, as_json: bool) -> None:
+def _short(sid: str | None) -> str:
+    return (sid or "?")[:8]
+
+
+def _title(t: str | None, n: int = 40) -> str:
+    t = (t or "").replace("\n", " ")
+    return t if len(t) <= n else t[: n - 1] + "\u2026"
+
+
+def _run_where(db_path, command, where, options, *, dry_run, fork, fork_title, no_usage_reset,
+               keep_dropped_thinking, as_json, do_apply, no_backup, arguments):
+    """The bulk path: select, plan (one pending copy per session), optionally apply."""
+    conn, path = _open(db_path)
+    selection = sel.select_targets(conn, path, command, where)
+    outcomes = sel.plan(
+        conn, selection, command, options, dry_run=dry_run, fork=fork or fork_title is not None,
+        fork_title=fork_title, usage_reset=not no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
+        arguments=dict(arguments, where=selection.condition), on_fork=lambda r: log_fork(conn, r, arguments),
+    )
+    applied = []
+    if do_apply and not dry_run:
+        applied = sel.apply_all(conn, [o.path for o in outcomes if o.status == "pending"], backup=not no_backup)
+        by = {a.path: a for a in applied}
+        for o in outcomes:
+            a = by.get(o.path)
+            if a is not None:
+                o.status = "applied" if a.applied else "apply-refused"
+                o.error = a.error
+                o.backup, o.surgery_ids = a.backup, a.surgery_ids
+    refused = [o for o in outcomes if o.status in ("refused", "apply-refused")]
+    if as_json:
+        click.echo(_json({
+            "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
+            "sessions": [o.as_dict() for o in outcomes], "refreshed": selection.refreshed,
+            "gone": selection.gone, "dry_run": dry_run, "applied": sum(o.status == "applied" for o in outcomes),
+            "refused": len(refused),
+        }))
+    else:
+        _print_where(command, selection, outcomes, dry_run=dry_run, do_apply=do_apply)
+    if refused:
+        raise click.exceptions.Exit(1)
+
+
+def _print_where(command, selection, outcomes, *, dry_run, do_apply):
+    from tabulate import tabulate
+    for p in selection.refreshed:
+        click.echo(f"Refreshed (changed since indexed; query re-run): {p}")
+    for p in selection.gone:
+        click.echo(f"Skipped (file no longer on disk): {p}")
+    if not outcomes:
+        click.echo(f"No rows of {selection.view} match: nothing to do.")
+        return
+    rows = []
+    for o in outcomes:
+        tok = "" if o.tokens_before is None else f"{o.tokens_before:,} -> {o.tokens_after:,}"
+        rows.append([_short(o.session_id), _title(o.title), o.targets, o.changed, tok, o.status])
+    click.echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "status"]))
+    ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
+    saved = sum(o.tokens_before - o.tokens_after for o in ok)
+    click.echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
+               f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved.")
+    for o in outcomes:
+        if o.error:
+            click.echo(f"Refused: {o.path}: {o.error}", err=True)
+    if dry_run:
+        click.echo("Dry run: nothing written.")
+    elif any(o.status == "fork" for o in outcomes):
+        click.echo("Forks written next to each original (no apply needed).")
+    elif do_apply:
+        n = sum(o.status == "applied" for o in outcomes)
+        click.echo(f"Applied {n} of {sum(o.status in ('applied', 'apply-refused') for o in outcomes)}; "
+                   "backups kept as .bak; logged in the surgeries table.")
+    elif any(o.status == "pending" for o in outcomes):
+        click.echo("Pending copies written; the originals are untouched. Next: txdb apply --all-pending "
+                   "(or run again with --apply).")
+
+
+def _print_report(r: SurgeryReport, as_json: bool, applied: bool = False) -> None:
     if as_json:
         click.echo(_json(r.as_dict()))
         return
@@ -111,29 +236,50 @@ def _print_report(r: SurgeryReport, as_json: bool) -> None:
         click.echo("Dry run: nothing written.")
     elif r.fork_session_id:
         click.echo(f"Fork written: {r.target}\nTitle: {r.fork_title}\nResume it with: claude -r {r.fork_session_id}")
-    elif r.written:
+    elif r.written and not applied:
         click.echo(f"Pending copy: {r.target}\nThe original is untouched. Next: txdb verify {r.target} && "
                    f"txdb apply {r.original}")
+    elif r.written:
+        pass
     else:
         click.echo("Nothing to change: no pending copy written.")
 
 
+def _dispatch(command, session, where, op_single, options, params, *, db_path, frm, to, dry_run, fork,
+              fork_title, no_usage_reset, keep_dropped_thinking, no_backup, as_json, do_apply):
+    """SESSION -> one surgery (as before); --where -> the bulk plan (and --apply)."""
+    _target(session, where, frm, to, do_apply, fork, fork_title)
+    arguments = _arguments(params)
+    if where:
+        _run_where(db_path, command, where, options, dry_run=dry_run, fork=fork, fork_title=fork_title,
+                   no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json,
+                   do_apply=do_apply, no_backup=no_backup, arguments=arguments)
+        return
+    _run(db_path, session, command, op_single, dry_run=dry_run, fork=fork, fork_title=fork_title,
+         no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json,
+         arguments=arguments, do_apply=do_apply, no_backup=no_backup)
+
+
 @cli.command("strip-tools")
-@mutating
+@mutating_where
 @click.option("--tools", default=None, help="Only these tools, comma-separated (globs allowed: mcp__*).")
 @click.option("--only-inputs", is_flag=True, help="Only clear tool_use inputs.")
 @click.option("--only-results", is_flag=True, help="Only clear tool_result content.")
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
-def strip_tools_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
+def strip_tools_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
                     keep_dropped_thinking, no_backup, as_json, tools, only_inputs, only_results, keep_last_lines):
     """Clear tool inputs and results (error results keep their text).
 
     Writes <session>.jsonl.pending; the original is untouched until `txdb apply`.
+    With --where, the rows of block_targets it selects, in every session: a
+    tool_use row clears that input, a tool_result row that result.
 
     Example:
 
+    \b
         txdb strip-tools SESSION --tools Bash,Read --only-results --keep-last-lines 3
+        txdb strip-tools --where "tool_name = 'Read' and result_tokens > 10000" --only-results
     """
     if only_inputs and only_results:
         raise click.UsageError("--only-inputs and --only-results exclude each other")
@@ -143,73 +289,98 @@ def strip_tools_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usa
     def op(t, _orig):
         return ops.strip_tools(t, tools=names, only_inputs=only_inputs, only_results=only_results,
                                keep_last_lines=keep_last_lines, positions=rng)
-    _run(db_path, session, "strip-tools", op, dry_run=dry_run, fork=fork, fork_title=fork_title,
-         no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)
+    options = dict(tools=names, only_inputs=only_inputs, only_results=only_results, keep_last_lines=keep_last_lines)
+    _dispatch("strip-tools", session, where, op, options, click.get_current_context().params,
+              db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork, fork_title=fork_title,
+              no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, no_backup=no_backup,
+              as_json=as_json, do_apply=do_apply)
 
 
 @cli.command("strip-thinking")
-@mutating
-def strip_thinking_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
+@mutating_where
+def strip_thinking_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
                        keep_dropped_thinking, no_backup, as_json):
     """Remove thinking blocks (text and signature; <thinking>/<think> text blocks too).
 
+    With --where, the thinking rows of block_targets it selects, in every session.
+
     Example:
 
+    \b
         txdb strip-thinking SESSION --from 0 --to 120
+        txdb strip-thinking --where "kind = 'thinking' and signature_chars > 5000"
     """
     rng = _range(frm, to)
-    _run(db_path, session, "strip-thinking", lambda t, _o: ops.strip_thinking(t, positions=rng),
-         dry_run=dry_run, fork=fork, fork_title=fork_title, no_usage_reset=no_usage_reset,
-         keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)
+    _dispatch("strip-thinking", session, where, lambda t, _o: ops.strip_thinking(t, positions=rng), {},
+              click.get_current_context().params, db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork,
+              fork_title=fork_title, no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
+              no_backup=no_backup, as_json=as_json, do_apply=do_apply)
 
 
 @cli.command("strip-all")
-@mutating
+@mutating_where
 @click.option("--tools", default=None, help="Only these tools, comma-separated.")
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
-def strip_all_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
+def strip_all_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
                   keep_dropped_thinking, no_backup, as_json, tools, keep_last_lines):
     """Strip all tool content and thinking (the usual first move).
 
     Example:
 
+    \b
         txdb strip-all SESSION && txdb apply SESSION
+        txdb strip-all --where "project like '%myapp%' and on_chain = 1 and pos < 200"
     """
     rng = _range(frm, to)
     names = _csv(tools)
-    _run(db_path, session, "strip-all",
-         lambda t, _o: ops.strip_all(t, tools=names, keep_last_lines=keep_last_lines, positions=rng),
-         dry_run=dry_run, fork=fork, fork_title=fork_title, no_usage_reset=no_usage_reset,
-         keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)
+    _dispatch("strip-all", session, where,
+              lambda t, _o: ops.strip_all(t, tools=names, keep_last_lines=keep_last_lines, positions=rng),
+              dict(tools=names, keep_last_lines=keep_last_lines), click.get_current_context().params,
+              db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork, fork_title=fork_title,
+              no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, no_backup=no_backup,
+              as_json=as_json, do_apply=do_apply)
 
 
 @cli.command("strip-attachments")
-@mutating
+@mutating_where
 @click.option("--types", default=None, help="Only these attachment types, comma-separated.")
-@click.option("--keep-recent", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Keep the newest N of each superseded type.")
+@click.option("--keep-recent", type=click.IntRange(min=0), default=None,
+              help="Keep the newest N of each superseded type [default: 1; with --where: 0, "
+                   "the condition chose the rows].")
 @click.option("--drop-all", is_flag=True, help="Drop every attachment of --types, ignoring keep-all.")
-@click.option("--include-free", is_flag=True, help="Also drop types that render to nothing (shrinks the file only).")
+@click.option("--include-free", is_flag=True,
+              help="Also drop types that render to nothing (shrinks the file only; implied by --where).")
 @click.option("--list", "list_only", is_flag=True, help="Show what is there and what the policy would do; change nothing.")
-def strip_attachments_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
+def strip_attachments_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
                           keep_dropped_thinking, no_backup, as_json, types, keep_recent, drop_all,
                           include_free, list_only):
     """Drop superseded attachments (keeps the newest of each kind, and every
     queued_command, *_delta, skill_listing, hook context, prompt_snapshot and
     unknown type); children are re-parented.
 
+    With --where, exactly the rows of attachment_targets it selects, in every
+    session, except what the safety rules keep (keep-all, system-prompt and
+    unknown types unless --drop-all --types names them; the leaf).
+
     Example:
 
+    \b
         txdb strip-attachments SESSION --list
         txdb strip-attachments SESSION --types task_reminder,hook_success --keep-recent 3
+        txdb strip-attachments --where "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"
     """
     type_list = _csv(types)
     if drop_all and not type_list:
         raise click.UsageError("--drop-all needs --types (it can remove what tells the model its tools exist)")
+    if list_only and where:
+        raise click.UsageError("--list takes a SESSION; with --where, --dry-run shows the plan")
     rng = _range(frm, to)
-    kw = dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=include_free, positions=rng)
+    kw = dict(types=type_list, keep_recent=1 if keep_recent is None else keep_recent, drop_all=drop_all,
+              include_free=include_free, positions=rng)
     if list_only:
+        if not session:
+            raise click.UsageError("Missing argument 'SESSION'")
         _conn, orig = _resolve(db_path, session)
         t, _original, _had, _meta = load_base(orig)
         rows = ops.attachment_listing(ops.attachment_plan(t, **kw))
@@ -221,9 +392,11 @@ def strip_attachments_cmd(session, db_path, frm, to, dry_run, fork, fork_title, 
         click.echo(f"Policy drops {sum(r['drop'] for r in rows)} attachments, "
                    f"~{sum(r['drop_tokens'] for r in rows):,} rendered tokens.")
         return
-    _run(db_path, session, "strip-attachments", lambda t, _o: ops.strip_attachments(t, **kw),
-         dry_run=dry_run, fork=fork, fork_title=fork_title, no_usage_reset=no_usage_reset,
-         keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)
+    options = dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=None)
+    _dispatch("strip-attachments", session, where, lambda t, _o: ops.strip_attachments(t, **kw), options,
+              click.get_current_context().params, db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork,
+              fork_title=fork_title, no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
+              no_backup=no_backup, as_json=as_json, do_apply=do_apply)
 
 
 @cli.command("reset-usage")
@@ -287,29 +460,46 @@ def snapshot_cmd(session, db_path, refresh, as_json):
 
 
 @cli.command("apply")
-@click.argument("session")
+@click.argument("session", required=False)
 @db_option
+@click.option("--all-pending", is_flag=True,
+              help="Apply every pending copy beside a catalogued session (one refusal does not stop the others).")
 @click.option("--dry-run", is_flag=True, help="Run every check; swap nothing.")
 @click.option("--no-backup", is_flag=True, help="Do not keep the original as .bak.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def apply_cmd(session, db_path, dry_run, no_backup, as_json):
+def apply_cmd(session, db_path, all_pending, dry_run, no_backup, as_json):
     """Swap the pending copy in for the original: the one write to a session file.
 
     Refuses (changing no file) when the original is being written, was
     rewritten since the snapshot, or when the copy fails verify where the
     original did not. SESSION may be the original or the .pending path.
+    Each applied surgery is logged in the `surgeries` table and the catalog
+    is refreshed for that file.
 
     Example:
 
+    \b
         txdb apply ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
+        txdb apply --all-pending
     """
-    conn, orig = _resolve(db_path, session)
-    rep = pend.apply(orig, dry_run=dry_run, backup=not no_backup)
-    if rep.applied:
-        refresh_path(conn, orig)
-    if as_json:
-        click.echo(_json(rep.as_dict()))
+    if all_pending:
+        if session:
+            raise click.UsageError("give a SESSION or --all-pending, not both")
+        _apply_all(db_path, dry_run=dry_run, no_backup=no_backup, as_json=as_json)
         return
+    if not session:
+        raise click.UsageError("Missing argument 'SESSION' (or --all-pending)")
+    conn, orig = _resolve(db_path, session)
+    rep, ids = apply_logged(conn, orig, dry_run=dry_run, backup=not no_backup)
+    if as_json:
+        d = rep.as_dict()
+        d["surgery_ids"] = ids
+        click.echo(_json(d))
+        return
+    _print_apply(rep, dry_run)
+
+
+def _print_apply(rep, dry_run: bool) -> None:
     if dry_run:
         click.echo(f"Dry run: every check passed; {rep.original} would go from {rep.size_before:,} to "
                    f"{rep.size_after:,} bytes.")
@@ -319,3 +509,28 @@ def apply_cmd(session, db_path, dry_run, no_backup, as_json):
     if rep.discarded_lines:
         click.echo(f"Discarded {rep.discarded_lines} line(s) appended after the snapshot "
                    f"({rep.discarded_bytes:,} bytes).")
+
+
+def _apply_all(db_path, *, dry_run, no_backup, as_json):
+    conn, _ = _open(db_path)
+    paths = sel.all_pending(conn)
+    outs = sel.apply_all(conn, paths, dry_run=dry_run, backup=not no_backup)
+    refused = [o for o in outs if o.error]
+    if as_json:
+        click.echo(_json([o.as_dict() for o in outs]))
+    else:
+        if not outs:
+            click.echo("No pending copies.")
+        for o in outs:
+            if o.error:
+                continue
+            verb = "Checked (dry run)" if dry_run else "Applied"
+            click.echo(f"{verb}: {o.path} ({o.size_before:,} -> {o.size_after:,} bytes)"
+                       + (f"; backup {o.backup}" if o.backup else ""))
+        for o in refused:
+            click.echo(f"Refused: {o.path}: {o.error}", err=True)
+        if outs:
+            click.echo(f"{len(outs) - len(refused)} of {len(outs)} pending copies "
+                       f"{'passed every check' if dry_run else 'applied'}; {len(refused)} refused.")
+    if refused:
+        raise click.exceptions.Exit(1)

@@ -19,6 +19,7 @@ its targets (see ``ops``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +54,7 @@ class SurgeryReport:
     bytes_after: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+    tokens_base: int = 0  # estimate of the copy this pass started from (the pending copy on a later pass)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -83,7 +85,10 @@ def run_surgery(
     fork_title: str | None = None,
     usage_reset: bool = True,
     keep_dropped_thinking: bool = False,
+    arguments: dict | None = None,
 ) -> SurgeryReport:
+    """``arguments`` (the command's options, JSON-able) are remembered with the
+    pass in the pending copy's sidecar; ``apply`` logs them in ``surgeries``."""
     orig = pend.original_path(path)
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
@@ -94,6 +99,7 @@ def run_surgery(
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].obj.get("customTitle") if t.records else None
     report.tokens_before = chain_estimate(original)
+    report.tokens_base = report.tokens_before if not had_pending or fork else chain_estimate(t)
     report.result = op(t, original) or {}
     t.refresh()
     changed = t.changed_lines()
@@ -118,11 +124,19 @@ def run_surgery(
     if report.changed_lines == 0:
         # Nothing (new) to change: no pending copy is made, an existing one stays.
         return report
+    entry = {"command": operation, "arguments": arguments or {}, "at": _now(),
+             "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
+             "tokens_after": report.tokens_after}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
-        pend.write_snapshot(orig, data, meta)
+        pend.write_snapshot(orig, data, dict(meta, passes=[entry]))
         report.snapshot_created = True
     else:
         write_atomic(pend.pending_path(orig), data)
+        pend.record_pass(orig, entry)
     report.written = True
     return report
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

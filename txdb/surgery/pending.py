@@ -131,6 +131,16 @@ def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
     write_atomic(pending_path(path), data)
 
 
+def record_pass(path: str | Path, entry: dict) -> None:
+    """Remember in the sidecar which command produced (this pass of) the
+    pending copy, so that ``apply`` can log it. Never touches the copy."""
+    meta = read_meta(path)
+    if meta is None:
+        return
+    meta["passes"] = list(meta.get("passes") or []) + [entry]
+    write_atomic(meta_path(path), orjson.dumps(meta))
+
+
 def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     """Create the pending copy, or reuse the one there (``refresh`` discards it)."""
     orig = original_path(path)
@@ -190,6 +200,7 @@ class ApplyReport:
     errors_before: int
     errors_after: int
     applied: bool
+    passes: list = None  # the commands that produced the pending copy (from its sidecar)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -229,7 +240,8 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise SurgeryError(f"the pending copy fails verify where the original did not: {added[0]}"
                            + (f" (+{len(added) - 1} more)" if len(added) > 1 else ""))
     report = ApplyReport(str(orig), str(pend), dry_run, None, len(data), len(new), discarded_lines,
-                         len(tail), before.counts()["error"], after.counts()["error"], False)
+                         len(tail), before.counts()["error"], after.counts()["error"], False,
+                         list(meta.get("passes") or []))
     if dry_run:
         return report
     _crash("checked")

@@ -1,0 +1,448 @@
+"""Targets chosen by query: the bulk ``--where`` path of the strip commands.
+
+``--where "<SQL condition>"`` is one SQL expression over a target view:
+
+- ``block_targets`` (one row per content block) for ``strip-tools``,
+  ``strip-thinking`` and ``strip-all``;
+- ``attachment_targets`` (one row per attachment line) for
+  ``strip-attachments``.
+
+It spans every session of the catalog. The flow (no click here; the CLI is
+``txdb/cli_surgery.py``):
+
+1. ``check_condition``: the text must be a single expression (no ``;``, no
+   comment, parentheses balanced); SQLite parses it inside
+   ``SELECT ... FROM <view> WHERE (<cond>)`` on a read-only connection, so a
+   syntax error or an unknown column is a one-line ``QueryError``.
+2. ``select_targets``: run it; every selected file whose size or mtime
+   differs from what the catalog indexed (``files.size/mtime_ns``) is
+   refreshed and the query re-run, until the files it selects are current.
+   A row carries its file, the byte offset of its record and the record's
+   uuid; the operation checks the uuid is still at that offset in the
+   snapshot it edits, so a file rewritten between query and surgery is
+   refused (that session only), never mis-edited.
+3. ``plan``: per session, ``engine.run_surgery`` with an op restricted to
+   the selected rows (tool ids, thinking ``BlockRef``s, attachment uuids):
+   one pending copy per affected session, the usual preserved-thinking pass
+   and usage reset, and the command + arguments remembered in the pending
+   sidecar for the surgery log. One session's refusal is recorded and the
+   others go on.
+4. ``apply_all``: ``log.apply_logged`` on each (every check of
+   ``pending.apply``, a ``surgeries`` row per pass, catalog refreshed);
+   refusals are collected, not raised.
+
+Semantics of a selected row:
+
+- a ``tool_use`` row clears that call's input, a ``tool_result`` row its
+  result (``--only-results`` / ``--only-inputs`` narrow further; ``is_error``
+  results keep their text as always);
+- a ``thinking`` row (thinking, redacted_thinking, wrapped ``<thinking>``
+  text) removes that block; other kinds (plain text, commands) are not
+  strippable and are counted, not touched;
+- an attachment row drops that line: the WHERE chose it, so ``keep_recent``
+  defaults to 0, but the seed's safety rules still hold: keep-all types
+  (``queued_command``, ``*_delta``, ``skill_listing``, hook context),
+  system-prompt records and unknown types stay unless ``--drop-all --types``
+  names them, and the leaf or a repeated uuid never goes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..db import connect_readonly
+from ..errors import QueryError, SurgeryError, TxdbError
+from ..ingest.store import refresh_path
+from . import ops
+from . import pending as pend
+from .engine import SurgeryReport, run_surgery
+from .log import apply_logged
+
+VIEWS = {
+    "strip-tools": "block_targets",
+    "strip-thinking": "block_targets",
+    "strip-all": "block_targets",
+    "strip-attachments": "attachment_targets",
+}
+
+_COLUMNS = {
+    "block_targets": "file_id, path, session_id, title, offset, idx, kind, type, tool_use_id, tokens",
+    "attachment_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'attachment' AS kind, "
+                          "type, NULL AS tool_use_id, tokens",
+}
+
+TOOL_KINDS = ("tool_use", "tool_result")
+THINKING_KINDS = ("thinking",)
+
+
+# -- the condition -----------------------------------------------------------
+
+def check_condition(cond: str) -> str:
+    """The condition, stripped, if it can only be one SQL expression; else QueryError.
+
+    Outside quoted strings/identifiers there may be no ``;``, no comment
+    (``--``, ``/*``) and parentheses must balance without ever closing more
+    than they opened, so ``WHERE (<cond>)`` cannot be escaped. SQLite itself
+    then decides whether it is a valid expression.
+    """
+    if cond is None or not cond.strip():
+        raise QueryError("--where: empty condition")
+    s = cond.strip()
+    depth = 0
+    i, n = 0, len(s)
+    closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
+    while i < n:
+        c = s[i]
+        if c in closers:
+            end = closers[c]
+            j = i + 1
+            while True:
+                j = s.find(end, j)
+                if j < 0:
+                    raise QueryError(f"--where: unterminated {c} quote")
+                if end in "'\"`" and j + 1 < n and s[j + 1] == end:  # doubled quote
+                    j += 2
+                    continue
+                break
+            i = j + 1
+            continue
+        if c == ";":
+            raise QueryError("--where takes one SQL condition, not statements (found ';')")
+        if s.startswith("--", i) or s.startswith("/*", i):
+            raise QueryError("--where: comments are not allowed in the condition")
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                raise QueryError("--where: unbalanced ')' in the condition")
+        i += 1
+    if depth:
+        raise QueryError("--where: unbalanced '(' in the condition")
+    return s
+
+
+def query_rows(ro: sqlite3.Connection, view: str, cond: str) -> list[dict]:
+    """The selected rows of ``view`` (with the record's uuid), in file order."""
+    sql = (f"SELECT t.*, (SELECT r.uuid FROM records r WHERE r.file_id = t.file_id AND r.offset = t.offset) "
+           f"AS record_uuid FROM (SELECT {_COLUMNS[view]} FROM {view} WHERE ({cond})) t "
+           f"ORDER BY t.file_id, t.offset, t.idx")
+    try:
+        cur = ro.execute(sql)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+    except sqlite3.Error as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise QueryError(f"--where over {view}: {msg}") from None
+
+
+# -- selection ---------------------------------------------------------------
+
+@dataclass
+class SessionTargets:
+    file_id: int
+    path: str
+    session_id: str | None
+    title: str | None
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def strippable(self) -> list[dict]:
+        return [r for r in self.rows if r["kind"] in TOOL_KINDS + THINKING_KINDS + ("attachment",)]
+
+
+@dataclass
+class Selection:
+    view: str
+    condition: str
+    rows: int
+    sessions: list[SessionTargets]
+    refreshed: list[str]
+    gone: list[str]
+    rounds: int
+
+
+def stale(conn: sqlite3.Connection, path: str) -> bool:
+    """True when the file on disk differs (size or mtime) from what the catalog indexed."""
+    row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
+
+
+def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, cond: str,
+                   max_rounds: int = 5) -> Selection:
+    """Run the WHERE read-only; refresh the stale files it selects and re-run it."""
+    view = VIEWS[command]
+    cond = check_condition(cond)
+    refreshed: list[str] = []
+    ro = connect_readonly(db_path)
+    try:
+        rounds = 0
+        while True:
+            rounds += 1
+            rows = query_rows(ro, view, cond)
+            paths = sorted({r["path"] for r in rows})
+            todo = [p for p in paths if stale(conn, p)]
+            if not todo:
+                break
+            if rounds >= max_rounds:
+                raise SurgeryError(f"{len(todo)} selected file(s) keep changing while being indexed "
+                                   f"({Path(todo[0]).name}, ...): a live Claude Code is writing; try again")
+            for p in todo:
+                refresh_path(conn, p)
+                refreshed.append(p)
+    finally:
+        ro.close()
+    by: dict[int, SessionTargets] = {}
+    gone = []
+    for r in rows:
+        s = by.get(r["file_id"])
+        if s is None:
+            s = by[r["file_id"]] = SessionTargets(r["file_id"], r["path"], r["session_id"], r["title"])
+        s.rows.append(r)
+    sessions = []
+    for s in by.values():
+        if os.path.isfile(s.path):
+            sessions.append(s)
+        else:
+            gone.append(s.path)
+    return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds)
+
+
+# -- the operation on one session --------------------------------------------
+
+def _resolve(original, rows: list[dict], stats: dict) -> list[tuple[dict, object]]:
+    """(row, record in the snapshot being edited); a row whose record is not where
+    the catalog saw it means the file was rewritten: refuse this session."""
+    out = []
+    for r in rows:
+        rec = original.record_at(r["offset"])
+        if rec is None and r["offset"] >= original.size:
+            stats["after_snapshot"] += 1  # appended after the pending copy was taken: apply discards it
+            continue
+        if rec is None or (r["record_uuid"] or None) != (rec.uuid or None):
+            raise SurgeryError(f"{Path(r['path']).name} changed since it was indexed (no record "
+                               f"{r['record_uuid'] or ''} at offset {r['offset']}): run `txdb refresh` "
+                               f"and the command again")
+        out.append((r, rec))
+    return out
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v if isinstance(v, int) else v
+    return out
+
+
+def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -> Callable:
+    """The ``op(t, original)`` of ``run_surgery`` for this session's rows.
+
+    ``options``: tools, only_inputs, only_results, keep_last_lines (tool strips);
+    types, keep_recent, drop_all, include_free (attachments).
+    """
+    rows = targets.rows
+    stats.update({"rows": len(rows), "targets": 0, "not_strippable": 0, "after_snapshot": 0})
+
+    def op(t, original):
+        resolved = _resolve(original, rows, stats)
+        if command == "strip-attachments":
+            uuids = {rec.uuid for _r, rec in resolved if rec.uuid}
+            stats["targets"] = len(uuids)
+            if not uuids:
+                return {"attachments": 0, "removed": 0, "tokens_saved": 0, "by_type": {}}
+            kr = options.get("keep_recent")
+            res = ops.strip_attachments(
+                t, uuids=uuids, types=options.get("types"), keep_recent=0 if kr is None else kr,
+                drop_all=bool(options.get("drop_all")),
+                include_free=True if options.get("include_free") is None else bool(options["include_free"]))
+            res["kept"] = len(uuids) - res["removed"]
+            return res
+        skip = "tool_use" if options.get("only_results") else "tool_result" if options.get("only_inputs") else None
+        tool_rows = [(r, rec) for r, rec in resolved
+                     if r["kind"] in TOOL_KINDS and r["tool_use_id"] and r["kind"] != skip]
+        think_rows = [(r, rec) for r, rec in resolved if r["kind"] in THINKING_KINDS]
+        if command == "strip-tools":
+            think_rows = []
+        elif command == "strip-thinking":
+            tool_rows = []
+        stats["not_strippable"] = len(resolved) - len(tool_rows) - len(think_rows)
+        stats["targets"] = len(tool_rows) + len(think_rows)
+        out: dict = {}
+        if tool_rows:
+            inputs = {r["tool_use_id"] for r, _ in tool_rows if r["kind"] == "tool_use"}
+            results = {r["tool_use_id"] for r, _ in tool_rows if r["kind"] == "tool_result"}
+            kw = dict(tools=options.get("tools"), keep_last_lines=options.get("keep_last_lines"))
+            tools_res = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0,
+                         "records": 0, "tokens_saved": 0}
+            if inputs:
+                tools_res = _merge(tools_res, ops.strip_tools(t, only_inputs=True, tool_use_ids=inputs, **kw))
+            if results:
+                tools_res = _merge(tools_res, ops.strip_tools(t, only_results=True, tool_use_ids=results, **kw))
+            out["tools"] = tools_res
+        if think_rows:
+            refs = {ops.BlockRef(rec.uuid, r["idx"]) for r, rec in think_rows if rec.uuid}
+            out["thinking"] = ops.strip_thinking(t, blocks=refs)
+        out["tokens_saved"] = sum(v.get("tokens_saved", 0) for v in out.values() if isinstance(v, dict))
+        return out
+
+    return op
+
+
+# -- plan and apply ----------------------------------------------------------
+
+@dataclass
+class SessionOutcome:
+    session_id: str | None
+    title: str | None
+    path: str
+    rows: int
+    targets: int = 0
+    changed: int = 0  # blocks / attachments actually changed
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    status: str = "planned"  # pending | unchanged | fork | dry-run | refused | applied | apply-refused
+    error: str | None = None
+    pending: str | None = None
+    fork: str | None = None
+    not_strippable: int = 0
+    after_snapshot: int = 0
+    backup: str | None = None
+    surgery_ids: list[int] = field(default_factory=list)
+    report: dict | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _changed(command: str, res: dict) -> int:
+    if command == "strip-attachments":
+        return res.get("removed", 0)
+    n = 0
+    if "tools" in res:
+        n += res["tools"].get("inputs", 0) + res["tools"].get("results", 0)
+    if "thinking" in res:
+        n += res["thinking"].get("blocks", 0)
+    return n
+
+
+def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: dict, *,
+         dry_run: bool = False, fork: bool = False, fork_title: str | None = None, usage_reset: bool = True,
+         keep_dropped_thinking: bool = False, arguments: dict | None = None,
+         on_fork: Callable[[SurgeryReport], None] | None = None) -> list[SessionOutcome]:
+    """One ``run_surgery`` per selected session; refusals are recorded, not raised."""
+    outcomes = []
+    for s in selection.sessions:
+        o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
+        stats: dict = {}
+        try:
+            rep = run_surgery(s.path, command, make_op(command, s, options, stats), dry_run=dry_run, fork=fork,
+                              fork_title=fork_title, usage_reset=usage_reset,
+                              keep_dropped_thinking=keep_dropped_thinking, arguments=arguments)
+        except (TxdbError, OSError, ValueError) as e:
+            o.status, o.error = "refused", _one_line(e)
+            o.targets = stats.get("targets", 0)
+            outcomes.append(o)
+            continue
+        o.targets = stats.get("targets", 0)
+        o.not_strippable = stats.get("not_strippable", 0)
+        o.after_snapshot = stats.get("after_snapshot", 0)
+        o.changed = _changed(command, rep.result)
+        o.tokens_before, o.tokens_after = rep.tokens_before, rep.tokens_after
+        o.report = rep.as_dict()
+        if dry_run:
+            o.status = "dry-run"
+        elif rep.fork_session_id:
+            o.status, o.fork = "fork", rep.target
+            if on_fork is not None:
+                on_fork(rep)
+        elif rep.written:
+            o.status, o.pending = "pending", rep.target
+        else:
+            o.status = "unchanged"
+            if pend.pending_path(s.path).is_file():
+                o.pending = str(pend.pending_path(s.path))  # an earlier pass's copy, still there
+        outcomes.append(o)
+    return outcomes
+
+
+@dataclass
+class ApplyOutcome:
+    path: str
+    session_id: str | None
+    applied: bool
+    error: str | None = None
+    backup: str | None = None
+    size_before: int | None = None
+    size_after: int | None = None
+    discarded_lines: int = 0
+    surgery_ids: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: bool = False, backup: bool = True,
+              settle: float = pend.SETTLE_SECONDS) -> list[ApplyOutcome]:
+    """Apply each pending copy with every check; a refusal is reported and the others go on.
+
+    The settle check is done for all files at once (stat, one sleep, stat)
+    instead of 0.4 s per file; right before each apply the file is stat'ed
+    again and must still match, so every file has been quiet for at least
+    ``settle`` seconds when its apply reads it, as with a single ``apply``.
+    """
+    origs = [pend.original_path(p) for p in paths]
+
+    def st(p):
+        try:
+            s = os.stat(p)
+            return (s.st_size, s.st_mtime_ns)
+        except OSError:
+            return None
+    first = {p: st(p) for p in origs}
+    if origs and settle:
+        time.sleep(settle)
+    settled = {p: st(p) for p in origs}
+    out = []
+    for orig in origs:
+        row = conn.execute("SELECT session_id FROM files WHERE path = ?", (str(orig),)).fetchone()
+        o = ApplyOutcome(str(orig), row[0] if row else None, False)
+        try:
+            if not (first[orig] == settled[orig] == st(orig)):
+                raise SurgeryError(
+                    f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle "
+                    "check): a live Claude Code is appending; stop it (or wait) and apply again")
+            rep, ids = apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=0.0)
+        except (TxdbError, OSError) as e:
+            o.error = _one_line(e)
+            out.append(o)
+            continue
+        o.applied = rep.applied
+        o.backup, o.size_before, o.size_after = rep.backup, rep.size_before, rep.size_after
+        o.discarded_lines, o.surgery_ids = rep.discarded_lines, ids
+        out.append(o)
+    return out
+
+
+def all_pending(conn: sqlite3.Connection) -> list[Path]:
+    """Every catalogued session file that has a pending copy (with its sidecar) beside it."""
+    out = []
+    for (path,) in conn.execute("SELECT path FROM files ORDER BY path"):
+        if pend.pending_path(path).is_file() and os.path.isfile(path):
+            out.append(Path(path))
+    return out
+
+
+def _one_line(e: BaseException) -> str:
+    msg = str(e) or type(e).__name__
+    if isinstance(e, OSError) and e.strerror:
+        msg = f"{e.strerror}: {e.filename or ''}".rstrip(": ")
+    return msg.splitlines()[0]

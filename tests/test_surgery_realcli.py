@@ -73,3 +73,48 @@ def test_resumes_whole_after_surgery(resume, baselines, tmp_path, src, cmd):
     assert r.messages_chars <= base.messages_chars
     if cmd in ("strip-all", "strip-tools-results") and results:
         assert r.messages_chars < base.messages_chars
+
+
+WHERE_RUNS = [
+    ("strip-attachments", "--where", "policy = 'superseded'"),
+    ("strip-tools", "--where", "tool_name = 'Read' and result_tokens > 10000", "--only-results"),
+    ("strip-all", "--where", "kind in ('tool_result', 'thinking') and on_chain = 1 and tokens > 20"),
+]
+
+
+def test_resumes_whole_after_bulk_where_apply(resume, baselines, tmp_path):
+    """The bulk path: a catalog over every fixture, three `--where` commands
+    planned (passes add up in one pending copy per session), then
+    `txdb apply --all-pending`; every session still resumes on the real CLI,
+    uncompacted, with the same turns and tool pairs, and no bigger."""
+    from click.testing import CliRunner
+
+    from txdb.cli import cli
+
+    root = tmp_path / "projects"
+    files = {}
+    for src in FIXTURES:
+        d = root / src.parent.name
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, d / src.name)
+        files[src.name] = d / src.name
+    dbp = str(tmp_path / "c.db")
+    runner = CliRunner()
+    r = runner.invoke(cli, ["refresh", "--root", str(root), "--db", dbp])
+    assert r.exit_code == 0, r.output
+    for args in WHERE_RUNS:
+        r = runner.invoke(cli, [*args, "--db", dbp])
+        assert r.exit_code == 0, (args, r.output)
+    r = runner.invoke(cli, ["apply", "--all-pending", "--db", dbp, "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+    applied = [o for o in json.loads(r.output) if o["applied"]]
+    assert len(applied) == len(files), r.output
+    for name, f in files.items():
+        base = baselines[name]
+        res = resume(f, "ping", workdir=tmp_path / f"run-{f.stem}")
+        assert res.loaded and not res.compacted, res.summary()
+        assert len(res.user_assistant_messages()) == len(base.user_assistant_messages()), (res.summary(), base.summary())
+        uses = {b["id"] for b in res.blocks("tool_use")}
+        assert uses == {b["tool_use_id"] for b in res.blocks("tool_result")} == {b["id"] for b in base.blocks("tool_use")}
+        assert res.messages_chars <= base.messages_chars

@@ -482,3 +482,44 @@ def test_usage_of_a_streamed_message_keeps_the_largest_line(conn, tmp_path):
     got = conn.execute("SELECT output_tokens, offset FROM usage").fetchall()
     first_offset = conn.execute("SELECT offset FROM records WHERE uuid = ?", (a1["uuid"],)).fetchone()[0]
     assert got == [(354, first_offset)]
+
+
+def test_dangling_parents_are_found_at_refresh_and_cleared_when_the_parent_arrives(conn, tmp_path):
+    root = tmp_path / "projects"
+    objs = conversation(2)
+    objs[4]["parentUuid"] = "late-parent"  # turn 2 hangs off a line not written yet
+    path = write(root / "-p" / "s.jsonl", objs)
+    refresh(conn, [root])
+    health = rows(conn, "SELECT line, problem, severity FROM chain_health WHERE problem = 'dangling_parent'")
+    assert health == [{"line": 5, "problem": "dangling_parent", "severity": "error"}]
+    append(path, user("the late parent", objs[3]["uuid"], uid="late-parent"))
+    refresh(conn, [root])
+    assert conn.execute("SELECT count(*) FROM dangling_parents").fetchone()[0] == 0
+
+
+def test_sessions_kept_incrementally_equal_a_cold_refresh(tmp_path, projects):
+    """Grow every fixture session line by line; the catalog must end equal
+    to one refreshed from the final files in one go."""
+    grown_root = tmp_path / "grown"
+    warm = db.connect(tmp_path / "warm.db")
+    sources = sorted(p for p in projects.rglob("*.jsonl") if p.stat().st_size)
+    for src in sources:
+        dst = grown_root / src.relative_to(projects)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        lines = src.read_bytes().splitlines(keepends=True)
+        step = max(1, len(lines) // 4)
+        for i in range(0, len(lines), step):
+            with open(dst, "ab") as fh:
+                fh.writelines(lines[i:i + step])
+            refresh(warm, [grown_root])
+    cold = db.connect(tmp_path / "cold.db")
+    refresh(cold, [grown_root])
+    q = ("SELECT f.path, s.session_id, s.title, s.lines, s.messages, s.chain_length, s.leaf_uuid, "
+         "s.chain_tokens, s.chain_bytes, s.record_bytes, s.journal_bytes, s.first_timestamp, "
+         "s.last_timestamp FROM sessions s JOIN files f ON f.id = s.file_id ORDER BY f.path")
+    assert warm.execute(q).fetchall() == cold.execute(q).fetchall()
+    q2 = "SELECT f.path, c.pos, c.offset FROM chain c JOIN files f ON f.id = c.file_id ORDER BY 1, 2"
+    assert warm.execute(q2).fetchall() == cold.execute(q2).fetchall()
+    q3 = ("SELECT f.path, b.offset, b.idx, b.tool_name FROM blocks b JOIN files f ON f.id = b.file_id "
+          "ORDER BY 1, 2, 3")
+    assert warm.execute(q3).fetchall() == cold.execute(q3).fetchall()

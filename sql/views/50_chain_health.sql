@@ -1,12 +1,18 @@
--- Chain problems, one row each: dangling parents, extra roots, tool_results
--- without their tool_use, tool_uses without a result, and timestamps out of
--- order along the chain (a note only: the real CLI writes those).
+-- Chain problems, one row each: dangling parents (on the active chain an
+-- error, off it a warning), extra roots, tool_results without their
+-- tool_use, tool_uses without a result, and timestamps out of order along
+-- the chain (a note only: the real CLI writes those). Dangling parents are
+-- found at refresh time (table dangling_parents); subagent transcripts
+-- hang off their parent session, so there it is a note.
 CREATE VIEW chain_health AS
 SELECT r.file_id, r.session_id, r.line, r.uuid, 'dangling_parent' AS problem,
-       'parent ' || r.parent_uuid || ' is not in the file' AS detail, 'error' AS severity
-FROM records r
-WHERE r.parent_uuid IS NOT NULL AND r.uuid IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM records p WHERE p.file_id = r.file_id AND p.uuid = r.parent_uuid)
+       'parent ' || d.parent_uuid || ' is not in the file' AS detail,
+       CASE WHEN f.kind = 'subagent' THEN 'note'
+            WHEN EXISTS (SELECT 1 FROM chain c WHERE c.file_id = d.file_id AND c.offset = d.offset)
+            THEN 'error' ELSE 'warning' END AS severity
+FROM dangling_parents d
+JOIN records r ON r.file_id = d.file_id AND r.offset = d.offset
+JOIN files f ON f.id = d.file_id
 UNION ALL
 SELECT r.file_id, r.session_id, r.line, r.uuid, 'extra_root',
        r.type || coalesce('/' || r.subtype, '') || ' has no parent', 'note'
@@ -29,7 +35,7 @@ WHERE b.kind = 'tool_result'
 UNION ALL
 SELECT b.file_id, b.session_id, r.line, r.uuid, 'tool_use_without_result',
        'tool_use ' || coalesce(b.tool_use_id, '?') || ' (' || coalesce(b.tool_name, '?') || ') has no tool_result on the chain',
-       CASE WHEN c.pos = (SELECT max(pos) FROM chain m WHERE m.file_id = b.file_id) THEN 'note' ELSE 'warning' END
+       CASE WHEN c.pos >= (SELECT chain_length - 2 FROM sessions m WHERE m.file_id = b.file_id) THEN 'note' ELSE 'warning' END
 FROM blocks b
 JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
 JOIN records r ON r.file_id = b.file_id AND r.offset = b.offset

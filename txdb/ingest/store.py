@@ -23,7 +23,7 @@ import orjson
 from .. import chain as chainmod
 from ..db import transaction
 from ..policy import attachment_cost, policy_class
-from ..records import block_rows, message_content, record_kind
+from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
 from .discover import Found, classify, discover
 from .lines import READ_BUFFER, parse_line, read_lines
 from .writer import Writer
@@ -129,7 +129,11 @@ class FileIngest:
         self.nodes: list[chainmod.Node] = []
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
         self.unnamed_results = 0  # tool_results whose tool_use came earlier (named in SQL)
+        self.seen_uuids: set[str] = set()
+        self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
         self.lines = 0
+        self.record_bytes = 0
+        self.journal_bytes = 0
         self.error_count = 0
         self.meta: dict = {}
         self.titles: dict[str, str] = {}  # source -> value seen in these lines
@@ -155,6 +159,9 @@ class FileIngest:
     def add_object(self, number: int, offset: int, length: int, obj: dict, raw: bytes) -> None:
         rtype, subtype = record_kind(obj)
         fid = self.file_id
+        self.record_bytes += length
+        if rtype in JOURNAL_TYPES:
+            self.journal_bytes += length
         uuid = _str(obj.get("uuid"))
         parent = _str(obj.get("parentUuid"))
         ts = _str(obj.get("timestamp"))
@@ -225,6 +232,10 @@ class FileIngest:
         node = chainmod.node_from(offset, obj)
         if node is not None:
             self.nodes.append(node)
+            if uuid:
+                if parent and parent not in self.seen_uuids:
+                    self.parent_candidates.append((offset, parent))
+                self.seen_uuids.add(uuid)
         self._meta(obj, rtype, ts, session_id, model)
 
     def _meta(self, obj, rtype, ts, session_id, model) -> None:
@@ -295,8 +306,24 @@ def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
     )
 
 
+def _update_dangling(c: sqlite3.Connection, ing: "FileIngest", fresh: bool, start_offset: int) -> None:
+    """Keep dangling_parents current: a parent may arrive in these lines, a
+    new line may name a parent that is in no line of the file."""
+    fid = ing.file_id
+    if not fresh:
+        c.execute(
+            "DELETE FROM dangling_parents WHERE file_id = ? AND parent_uuid IN "
+            "(SELECT uuid FROM records WHERE file_id = ? AND offset >= ? AND uuid IS NOT NULL)",
+            (fid, fid, start_offset),
+        )
+    for offset, parent in ing.parent_candidates:
+        if c.execute("SELECT 1 FROM records WHERE file_id = ? AND uuid = ? LIMIT 1", (fid, parent)).fetchone() is None:
+            c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (fid, offset, parent))
+
+
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int) -> None:
-    for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "records", "sessions"):
+    for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
+                  "records", "sessions"):
         conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 
 
@@ -336,14 +363,20 @@ def _update_session(conn, ing: FileIngest, fresh: bool, path: str, project: str 
         if rank > cur or (rank == cur and source != "summary"):
             title, title_source = value, source
     conn.execute(
-        "INSERT OR REPLACE INTO sessions (file_id, session_id, parent_session_id, agent_id, project, "
+        "INSERT INTO sessions (file_id, session_id, parent_session_id, agent_id, project, "
         "title, title_source, cwd, git_branch, version, model, first_timestamp, last_timestamp, "
-        "lines, messages, leaf_uuid, chain_length) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-        "(SELECT leaf_uuid FROM sessions WHERE file_id = ?), "
-        "coalesce((SELECT chain_length FROM sessions WHERE file_id = ?), 0))",
+        "lines, messages, record_bytes, journal_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT (file_id) DO UPDATE SET session_id = excluded.session_id, "
+        "parent_session_id = excluded.parent_session_id, agent_id = excluded.agent_id, "
+        "project = excluded.project, title = excluded.title, title_source = excluded.title_source, "
+        "cwd = excluded.cwd, git_branch = excluded.git_branch, version = excluded.version, "
+        "model = excluded.model, first_timestamp = excluded.first_timestamp, "
+        "last_timestamp = excluded.last_timestamp, lines = excluded.lines, messages = excluded.messages, "
+        "record_bytes = record_bytes + excluded.record_bytes, "
+        "journal_bytes = journal_bytes + excluded.journal_bytes",
         (ing.file_id, file_session, parent_session, agent_id, project, title, title_source, cwd,
          branch, version, model, first_ts, last_ts, lines + ing.lines, messages + ing.messages,
-         ing.file_id, ing.file_id),
+         ing.record_bytes, ing.journal_bytes),
     )
     conn.execute("UPDATE files SET session_id = ? WHERE id = ?", (file_session, ing.file_id))
 
@@ -368,6 +401,7 @@ def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
 
 
 def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0) -> None:
+    """Write chain positions from ``start`` on, and the session's chain sums."""
     if start == 0:
         conn.execute("DELETE FROM chain WHERE file_id = ?", (file_id,))
     conn.executemany(
@@ -375,10 +409,23 @@ def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0)
         [(file_id, start + i, n.offset) for i, n in enumerate(chain)],
     )
     leaf = chain[-1].uuid if chain else None
-    conn.execute(
-        "UPDATE sessions SET leaf_uuid = ?, chain_length = ? WHERE file_id = ?",
-        (leaf, start + len(chain), file_id),
-    )
+    tokens, length = conn.execute(
+        "SELECT coalesce(sum(r.tokens), 0), coalesce(sum(r.length), 0) FROM chain c "
+        "JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset WHERE c.file_id = ? AND c.pos >= ?",
+        (file_id, start),
+    ).fetchone()
+    if start == 0:
+        conn.execute(
+            "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = ?, chain_bytes = ? "
+            "WHERE file_id = ?",
+            (leaf, len(chain), tokens, length, file_id),
+        )
+    else:
+        conn.execute(
+            "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = chain_tokens + ?, "
+            "chain_bytes = chain_bytes + ? WHERE file_id = ?",
+            (leaf, start + len(chain), tokens, length, file_id),
+        )
 
 
 def _update_chain(conn, ing: FileIngest, fresh: bool) -> None:
@@ -463,6 +510,7 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
                 if ing.unnamed_results:
                     _name_tool_results(c, fid)
                 _update_session(c, ing, fresh, path, found.project)
+                _update_dangling(c, ing, fresh, start_offset)
                 _update_chain(c, ing, fresh)
                 c.execute(
                     "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "

@@ -250,10 +250,11 @@ class Transcript:
         surviving ancestor. Refuses the leaf and records carrying tool blocks
         whose partner would stay behind. Returns how many were removed."""
         recs = [r for r in recs if not r.removed]
+        removing = {x.rid for x in recs}
         for r in recs:
             if not self.removable(r):
                 raise SurgeryError(f"refusing to remove the record at offset {r.offset} (leaf or repeated uuid)")
-            _check_tool_partner(self, r, {x.rid for x in recs})
+            _check_tool_partner(self, r, removing)
         gone: dict[str, str | None] = {}
         for r in recs:
             if r.uuid:

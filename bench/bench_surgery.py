@@ -1,0 +1,238 @@
+"""Surgery benchmarks for txdb: strip-all on a ~100 MB session, and bulk
+``--where`` plans and applies across the benchmark corpus.
+
+    .venv/bin/python bench/bench_surgery.py [--corpus DIR ...] [--quick] [--keep]
+
+1. A ~100 MB session (25 MB with --quick) is built by ``build_big_session``
+   of bench/bench_refresh.py (generated-corpus sessions repeated with fresh
+   uuids, each pass chained below the previous leaf). On it:
+   - ``run_surgery(..., strip-all)`` in-process: load, strip tools and
+     thinking, preserved-thinking check, usage reset, write the pending copy
+     (and the same with ``dry_run``: no write), median of 3;
+   - ``txdb strip-all PATH`` and ``txdb apply PATH`` as whole processes
+     (catalog already indexed; apply includes its 400 ms settle, the verify
+     of both files, the atomic swap and the catalog refresh of the new file);
+   - the baseline: no peer tool ships a bulk/query-driven surgery path to
+     compare with, so the ratio is against a *naive rewrite* of the same
+     file: read every line, ``json.loads``, ``json.dumps`` (compact, UTF-8),
+     write, with no chain, no checks and no edit at all (stdlib json; an
+     orjson variant is printed too). It is the floor any tool that
+     re-serialises every line pays; txdb re-serialises only changed lines but
+     also builds the chain, checks pairs and estimates tokens.
+2. The benchmark corpus (../shared/corpus real + generated) copied to a
+   scratch folder in Claude Code's layout, indexed, then for each bulk
+   command: the plan (``txdb <cmd> --where ...`` as a whole process: query,
+   stale check, one pending copy per session) and ``txdb apply
+   --all-pending`` (one shared settle, every check per file, surgeries log,
+   catalog refresh). One run each (apply changes the files).
+
+Results go to bench/out/surgery.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_refresh import (  # noqa: E402
+    DEFAULT_CORPUS, TXDB, build_big_session, mb, median, normalise_corpus, rm_db, run_proc, say, session_files,
+)
+
+from txdb.surgery import ops  # noqa: E402
+from txdb.surgery import pending as pend  # noqa: E402
+from txdb.surgery.engine import run_surgery  # noqa: E402
+from txdb.surgery.transcript import Transcript  # noqa: E402
+
+BULK = [
+    ("strip-attachments", ["--where", "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"]),
+    ("strip-tools", ["--where", "tool_name = 'Read' and result_tokens > 10000", "--only-results"]),
+    ("strip-all", ["--where", "kind in ('tool_result', 'thinking') and tokens > 1000"]),
+]
+
+
+def naive_rewrite(src: Path, dst: Path, loads, dumps) -> None:
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        for line in fh:
+            if line.strip():
+                out.write(dumps(loads(line)) + b"\n")
+
+
+def _json_dumps(o) -> bytes:
+    return json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def timed(fn, reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, results: dict) -> None:
+    say(f"\n== strip-all on a ~{target_mb} MB session ==")
+    gen = [c for c in corpora if c.name == "generated"] or corpora
+    srcs = sorted((p for c in gen for p in session_files(c) if "subagents" not in p.parts),
+                  key=lambda p: -p.stat().st_size)
+    root = scratch / "big"
+    proj = root / "-bench-big"
+    proj.mkdir(parents=True)
+    t0 = time.perf_counter()
+    tmp = proj / "building.jsonl"
+    info = build_big_session(srcs, tmp, target_mb * 1_000_000)
+    big = proj / f"{info['session_id']}.jsonl"
+    tmp.rename(big)
+    size = big.stat().st_size
+    say(f"  built {mb(size):.1f} MB ({info['passes']} passes over {len(srcs)} sessions) in "
+        f"{time.perf_counter() - t0:.1f}s")
+    out: dict = {"bytes": size}
+    results["big"] = out
+
+    def clean():
+        for p in (pend.pending_path(big), pend.meta_path(big)):
+            if p.exists():
+                p.unlink()
+
+    t_load = timed(lambda: Transcript.load(big), reps)
+    out["load_seconds"] = median(t_load)
+    say(f"  load (parse + chain): {median(t_load):.2f}s")
+
+    def strip(dry):
+        clean()
+        rep = run_surgery(big, "strip-all", lambda t, o: ops.strip_all(t), dry_run=dry)
+        out["report"] = {k: rep.as_dict()[k] for k in ("changed_lines", "lines", "bytes_before", "bytes_after",
+                                                       "tokens_before", "tokens_after")}
+    t_dry = timed(lambda: strip(True), reps)
+    t_write = timed(lambda: strip(False), reps)
+    out["strip_all_dry_run_seconds"] = median(t_dry)
+    out["strip_all_seconds"] = median(t_write)
+    r = out["report"]
+    say(f"  run_surgery strip-all (in-process, writes the pending copy): {median(t_write):.2f}s "
+        f"({mb(size) / median(t_write):.0f} MB/s); dry run {median(t_dry):.2f}s")
+    say(f"    {r['changed_lines']:,} of {r['lines']:,} lines rewritten; {mb(r['bytes_before']):.1f} -> "
+        f"{mb(r['bytes_after']):.1f} MB; est. tokens {r['tokens_before']:,} -> {r['tokens_after']:,}")
+
+    naive = scratch / "naive.jsonl"
+    t_naive = timed(lambda: naive_rewrite(big, naive, json.loads, _json_dumps), reps)
+    t_naive_or = timed(lambda: naive_rewrite(big, naive, orjson.loads, orjson.dumps), reps)
+    naive.unlink()
+    out["naive_json_seconds"] = median(t_naive)
+    out["naive_orjson_seconds"] = median(t_naive_or)
+    out["ratio_vs_naive_json"] = median(t_write) / median(t_naive)
+    out["ratio_vs_naive_orjson"] = median(t_write) / median(t_naive_or)
+    say(f"  baseline (no peer ships this): naive rewrite json.loads+json.dumps of every line "
+        f"{median(t_naive):.2f}s -> txdb/naive = {out['ratio_vs_naive_json']:.2f}x; "
+        f"with orjson {median(t_naive_or):.2f}s -> {out['ratio_vs_naive_orjson']:.2f}x")
+
+    # whole processes against an indexed catalog
+    db = scratch / "big.db"
+    rm_db(db)
+    dt, peak, rc, err = run_proc([TXDB, "refresh", "--root", str(root), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"refresh failed: {err}")
+    clean()
+    dt_s, rss_s, rc, err = run_proc([TXDB, "strip-all", str(big), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"strip-all failed: {err}")
+    dt_a, rss_a, rc, err = run_proc([TXDB, "apply", str(big), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"apply failed: {err}")
+    out.update({"cli_strip_all_seconds": dt_s, "cli_strip_all_peak_rss": rss_s, "cli_apply_seconds": dt_a,
+                "cli_apply_peak_rss": rss_a, "catalog_refresh_seconds": dt})
+    say(f"  txdb strip-all PATH (whole process): {dt_s:.2f}s, peak RSS {mb(rss_s):.0f} MB")
+    say(f"  txdb apply PATH (whole process; 0.4 s settle, verify x2, swap, catalog refresh of the new file): "
+        f"{dt_a:.2f}s, peak RSS {mb(rss_a):.0f} MB")
+
+
+def bench_bulk(corpora: list[Path], scratch: Path, results: dict) -> None:
+    say("\n== bulk --where across the benchmark corpus ==")
+    projects = scratch / "projects"
+    normalise_corpus(corpora, projects)
+    files = session_files(projects)
+    total = sum(p.stat().st_size for p in files)
+    db = scratch / "corpus.db"
+    rm_db(db)
+    dt, _, rc, err = run_proc([TXDB, "refresh", "--root", str(projects), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"refresh failed: {err}")
+    say(f"  corpus: {len(files)} files, {mb(total):.1f} MB; indexed in {dt:.2f}s")
+    out: dict = {"files": len(files), "bytes": total, "runs": []}
+    results["bulk"] = out
+    env = dict(os.environ, TXDB_DB=str(db))
+    for cmd, args in BULK:
+        t0 = time.perf_counter()
+        p = subprocess.run([TXDB, cmd, *args, "--json"], capture_output=True, env=env)
+        t_plan = time.perf_counter() - t0
+        if p.returncode not in (0, 1):
+            raise SystemExit(f"{cmd} failed: {p.stderr.decode()[-500:]}")
+        plan = json.loads(p.stdout)
+        sessions = plan["sessions"]
+        pending = [s for s in sessions if s["status"] == "pending"]
+        t0 = time.perf_counter()
+        a = subprocess.run([TXDB, "apply", "--all-pending", "--json"], capture_output=True, env=env)
+        t_apply = time.perf_counter() - t0
+        applied = json.loads(a.stdout) if a.stdout.strip() else []
+        saved = sum(s["tokens_before"] - s["tokens_after"] for s in sessions if s["tokens_before"] is not None)
+        row = {"command": cmd, "args": args, "rows": plan["rows"], "sessions": len(sessions),
+               "pending": len(pending), "changed": sum(s["changed"] for s in sessions),
+               "refused": plan["refused"], "plan_seconds": t_plan, "apply_seconds": t_apply,
+               "applied": sum(1 for x in applied if x["applied"]),
+               "apply_refused": sum(1 for x in applied if x["error"]), "est_tokens_saved": saved}
+        out["runs"].append(row)
+        say(f"  {cmd} {' '.join(args)}")
+        say(f"    plan: {row['rows']} rows, {row['sessions']} sessions, {row['changed']} targets changed, "
+            f"~{saved:,} est. tokens saved: {t_plan:.2f}s (whole process)")
+        say(f"    apply --all-pending: {row['applied']} applied, {row['apply_refused']} refused: {t_apply:.2f}s "
+            f"(one 0.4 s settle for all)")
+    c = sqlite3.connect(str(db))
+    out["surgeries_logged"] = c.execute("SELECT count(*) FROM surgeries").fetchone()[0]
+    c.close()
+    say(f"  surgeries logged: {out['surgeries_logged']}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", action="append", type=Path, help="corpus folder (repeatable)")
+    ap.add_argument("--quick", action="store_true", help="1 run each, 25 MB session instead of 100 MB")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "surgery.json")
+    args = ap.parse_args(argv)
+    corpora = [c.resolve() for c in (args.corpus or DEFAULT_CORPUS)]
+    for c in corpora:
+        if not c.is_dir():
+            raise SystemExit(f"no corpus at {c}")
+    reps = 1 if args.quick else 3
+    scratch = Path(tempfile.mkdtemp(prefix="txdb-bench-surgery-"))
+    results: dict = {"reps": reps, "corpora": [str(c) for c in corpora], "python": sys.version.split()[0],
+                     "machine": platform.platform(), "cpus": os.cpu_count(),
+                     "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        bench_big(corpora, scratch, reps, 25 if args.quick else 100, results)
+        bench_bulk(corpora, scratch, results)
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            say(f"scratch kept at {scratch}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str))
+    say(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

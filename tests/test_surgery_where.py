@@ -580,3 +580,42 @@ def test_fork_with_where_is_logged(tree):
     assert edge.read_bytes() == before[edge] and not pend.pending_path(edge).exists()
     [x] = _surgeries(dbp)
     assert x["path"] == s["fork"] and x["session_id"] != EDGE_ID and os.path.isfile(x["path"])
+
+
+def test_apply_all_refuses_a_file_being_written_and_applies_the_rest(tree):
+    """One shared settle: a file a writer appends to every 100 ms is refused
+    (and not changed by txdb), the quiet one is applied."""
+    import threading
+    import time
+
+    projects, dbp = tree
+    edge = projects / "-tmp-edge" / f"{EDGE_ID}.jsonl"
+    ef = _ef(projects)
+    r = run("strip-attachments", "--where", EXAMPLE_ATT, "--db", dbp)
+    assert r.exit_code == 0, r.output
+    stop = threading.Event()
+    line = orjson.dumps({"type": "cost-state", "sessionId": EDGE_ID, "totalCostUSD": 0.02}) + b"\n"
+    data = edge.read_bytes()
+    if not data.endswith(b"\n"):
+        edge.write_bytes(data + b"\n")
+
+    def writer():
+        while not stop.is_set():
+            with open(edge, "ab") as fh:
+                fh.write(line)
+            time.sleep(0.1)
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        time.sleep(0.15)
+        conn = db.connect(dbp)
+        outs = sel.apply_all(conn, sel.all_pending(conn))
+        conn.close()
+    finally:
+        stop.set()
+        th.join()
+    by = {Path(o.path).name: o for o in outs}
+    assert not by[edge.name].applied and "being written" in by[edge.name].error
+    assert by[ef.name].applied and by[ef.name].surgery_ids
+    assert pend.pending_path(edge).exists()
+    assert b'"a-att1"' in edge.read_bytes()  # untouched by txdb (only the writer's lines added)

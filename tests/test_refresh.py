@@ -523,3 +523,25 @@ def test_sessions_kept_incrementally_equal_a_cold_refresh(tmp_path, projects):
     q3 = ("SELECT f.path, b.offset, b.idx, b.tool_name FROM blocks b JOIN files f ON f.id = b.file_id "
           "ORDER BY 1, 2, 3")
     assert warm.execute(q3).fetchall() == cold.execute(q3).fetchall()
+
+
+def test_target_views_compare_exactly_with_sqlite_datetimes(conn, tmp_path):
+    # Claude Code writes 2026-11-23T08:00:01.000Z; datetime() gives
+    # 2026-11-23 08:00:01. A reminder one minute past the cutoff must count
+    # as older even on the boundary day.
+    from datetime import datetime, timedelta, timezone
+    from sessions import attachment
+    now = datetime.now(timezone.utc)
+    stamp = lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    u = user("hi", None)
+    old = attachment({"type": "task_reminder", "content": []}, u["uuid"])
+    old["timestamp"] = stamp(now - timedelta(days=7, minutes=1))
+    new = attachment({"type": "task_reminder", "content": []}, old["uuid"])
+    new["timestamp"] = stamp(now - timedelta(days=6, hours=23, minutes=59))
+    write(tmp_path / "projects" / "-p" / "s.jsonl", [u, old, new])
+    refresh(conn, [tmp_path / "projects"])
+    picked = conn.execute(
+        "SELECT offset FROM attachment_targets WHERE type = 'task_reminder' "
+        "AND timestamp < datetime('now', '-7 days')").fetchall()
+    first = conn.execute("SELECT offset FROM records WHERE uuid = ?", (old["uuid"],)).fetchone()
+    assert picked == [first]

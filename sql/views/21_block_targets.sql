@@ -14,7 +14,8 @@ SELECT
     b.idx,
     c.pos,
     CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain,
-    r.timestamp,
+    -- SQLite's own format (UTC), so `timestamp < datetime('now', '-7 days')` is exact
+    strftime('%Y-%m-%d %H:%M:%f', r.timestamp) AS timestamp,
     r.model,
     b.role,
     b.type,

@@ -12,7 +12,8 @@ SELECT
     a.offset,
     c.pos,
     CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain,
-    a.timestamp,
+    -- SQLite's own format (UTC), so `timestamp < datetime('now', '-7 days')` is exact
+    strftime('%Y-%m-%d %H:%M:%f', a.timestamp) AS timestamp,
     a.type,
     a.policy,
     a.tokens,

@@ -1,26 +1,5 @@
--- Full-text search: Tool call inputs (the JSON the model sent). Search it in Datasette (fts_table blocks_fts,
--- fts_pk block_rowid in the metadata) or in SQL:
+-- Full-text search: Tool call inputs (the JSON the model sent). Search it in Datasette or in SQL:
 --   SELECT * FROM search_tool_input
 --   WHERE block_rowid IN (SELECT rowid FROM blocks_fts WHERE blocks_fts MATCH 'word');
 CREATE VIEW search_tool_input AS
-SELECT
-    b.rowid AS block_rowid,
-    b.file_id AS conversation,
-    b.file_id,
-    s.project,
-    s.title,
-    r.line,
-    b.offset,
-    b.idx,
-    r.timestamp,
-    b.role,
-    b.kind,
-    b.tool_name,
-    b.is_error,
-    b.chars,
-    b.tokens,
-    b.text
-FROM blocks b
-JOIN records r ON r.file_id = b.file_id AND r.offset = b.offset
-LEFT JOIN sessions s ON s.file_id = b.file_id
-WHERE b.kind = 'tool_use';
+SELECT * FROM search_blocks WHERE kind = 'tool_use';

@@ -146,6 +146,26 @@ def test_strip_tools_keep_last_lines_and_filters():
     assert ops.strip_tools(t, positions=(pos + 1, None))["results"] == 0
 
 
+def test_strip_tools_keeps_tool_reference_results():
+    # Found by tests/test_acceptance_realcli.py on a real session: a ToolSearch
+    # result of tool_reference blocks is what loads deferred tools; on resume
+    # CLI 2.1.328 rebuilds the request's tool list from it. Stripping it made
+    # the resumed request lose the tools it had loaded (Monitor, TaskStop,
+    # SendMessage) and saved nothing.
+    raw = (b'{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"load it"}}\n'
+           b'{"type":"assistant","uuid":"a1","parentUuid":"u1","message":{"id":"m1","role":"assistant",'
+           b'"content":[{"type":"tool_use","id":"toolu_s","name":"ToolSearch",'
+           b'"input":{"query":"select:Monitor","max_results":1}}]}}\n'
+           b'{"type":"user","uuid":"u2","parentUuid":"a1","message":{"role":"user","content":[{"type":"tool_result",'
+           b'"tool_use_id":"toolu_s","content":[{"type":"tool_reference","tool_name":"Monitor"}]}]}}\n'
+           b'{"type":"assistant","uuid":"a2","parentUuid":"u2","message":{"id":"m2","role":"assistant",'
+           b'"content":[{"type":"text","text":"ok"}]}}\n')
+    for kw in ({}, {"only_results": True}, {"keep_last_lines": 1}, {"tool_use_ids": {"toolu_s"}}):
+        t = Transcript.from_bytes(raw)
+        assert ops.strip_tools(t, **kw)["results"] == 0, kw
+        assert t.to_bytes() == raw, kw
+
+
 # -- strip-thinking ------------------------------------------------------------
 
 def test_strip_thinking_removes_blocks_wrapped_and_reparents():

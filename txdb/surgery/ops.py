@@ -129,6 +129,14 @@ def _is_stripped_result(content) -> bool:
     return isinstance(text, str) and text.startswith(MARK)
 
 
+def _loads_tools(content) -> bool:
+    """A ToolSearch result: its ``tool_reference`` blocks load deferred tools,
+    and on resume the CLI rebuilds the request's tool list from them, so
+    stripping one would unload those tools (it would save nothing either)."""
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_reference" for b in content)
+
+
 def strip_tools(
     t: Transcript,
     *,
@@ -143,8 +151,9 @@ def strip_tools(
 
     A result becomes ``[stripped by txdb: N chars]`` (a string, which the
     API accepts as tool_result content), or that header plus its last N
-    lines with ``keep_last_lines``; ``is_error`` results keep their text. An
-    input keeps its keys and small values (``tool_use.input`` must stay an
+    lines with ``keep_last_lines``; ``is_error`` results keep their text, and
+    so do ToolSearch results (their ``tool_reference`` blocks load deferred
+    tools). An input keeps its keys and small values (``tool_use.input`` must stay an
     object; the CLI reads fields such as ``file_path`` on resume); long
     strings become a placeholder, long lists ``[]``. Ids never change, so
     every pair stays paired.
@@ -192,7 +201,7 @@ def strip_tools(
                 if b.get("is_error"):
                     out["kept_errors"] += 1
                     continue
-                if c is None or _is_stripped_result(c):
+                if c is None or _is_stripped_result(c) or _loads_tools(c):
                     continue
                 size = _chars(c)
                 if keep_last_lines:

@@ -21,11 +21,13 @@ Public API::
         calls ``pytest.skip(reason)`` when it cannot.
 
     resume(path, ping="ping", *, binary=None, workdir=None, session_id=None,
-           script=None, extra_args=(), timeout=300) -> ResumeResult
+           script=None, extra_args=(), timeout=300, siblings=()) -> ResumeResult
         Copy the session file (+ its ``<uuid>/`` side folder) into a scratch
         HOME (under ``workdir``, e.g. ``tmp_path``; else a temp dir removed
         afterwards), run ``claude -p --resume <id> <ping>`` against a loopback
         fake Messages API, and report. The source file is only read.
+        ``siblings``: other session files placed in the same project folder
+        (a fork's original, say).
 
     ResumeResult
         .loaded                  exit 0 and a request ending with the ping was sent

@@ -62,6 +62,7 @@ class ResumeResult:
     recorded_cwd: str | None = None
     session_file: Path | None = None  # the scratch copy (None once cleaned up)
     all_requests: list[Any] = field(default_factory=list)  # every HTTP request seen (fake_api.Request)
+    sibling_files: list[Path] = field(default_factory=list)  # scratch copies of ``siblings``
 
     # -- the request that carried the ping
     @property
@@ -186,13 +187,17 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
            session_id: str | None = None,
            script: list[Reply] | None = None,
            extra_args: tuple[str, ...] = (),
-           timeout: float = 300) -> ResumeResult:
+           timeout: float = 300,
+           siblings: tuple[str | os.PathLike[str], ...] = ()) -> ResumeResult:
     """Resume a copy of ``session_file`` with the real CLI; report what it sent.
 
     ``binary``: the claude executable (default: ``claude_binary()``, which
     installs it or skips the test). ``workdir``: where the scratch HOME/cwd go
     (kept afterwards, e.g. pytest's ``tmp_path``); default a temporary folder
     that is removed (then ``session_file`` of the result is None).
+    ``siblings``: other session files installed in the same project folder
+    first (e.g. the original beside its fork); their scratch copies are in
+    ``ResumeResult.sibling_files``.
     """
     if binary is None:
         from . import claude_binary
@@ -210,6 +215,7 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
         root = Path(tempfile.mkdtemp(prefix="resume-", dir=root))
     try:
         with Sandbox(Path(binary), root, FakeAPI(script or []), timeout=timeout) as sb:
+            sibs = [install_session(Path(s), sb) for s in siblings]
             copy = install_session(src, sb, session_id)
             sid = copy.name[:-len(".jsonl")]
             run = sb.run(ping, resume=sid, extra_args=extra_args)
@@ -220,6 +226,7 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
                 recorded_cwd=read_session_meta(src)[1],
                 session_file=None if tmp else copy,
                 all_requests=list(sb.api.requests),
+                sibling_files=[] if tmp else sibs,
             )
         return res
     finally:

@@ -26,21 +26,7 @@ def line_count(path: Path) -> int:
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
-def test_threaded_and_inline_refresh_build_the_same_catalog(tmp_path, projects, monkeypatch):
-    dumps = {}
-    for mode, threshold in (("inline", 1 << 60), ("threaded", 0)):
-        monkeypatch.setattr(store, "THREADED_MIN_BYTES", threshold)
-        c = db.connect(tmp_path / f"{mode}.db")
-        refresh(c, [projects])
-        dumps[mode] = [
-            c.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall()
-            for t in ("records", "blocks", "attachments", "usage", "chain", "parse_errors")
-        ] + [c.execute("SELECT * FROM sessions ORDER BY file_id").fetchall()]
-        c.close()
-    assert dumps["inline"] == dumps["threaded"]
-
-
-def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch, writer_mode):
+def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch):
     root = tmp_path / "projects"
     write(root / "-p" / "a.jsonl", conversation(2, session="a"))
     write(root / "-p" / "b.jsonl", conversation(2, session="b"))
@@ -316,15 +302,7 @@ def test_usage_counts_each_api_message_once(conn, tmp_path):
     assert b == {"kind": "thinking", "chars": 0, "signature_chars": 500}
 
 
-@pytest.fixture(params=["inline", "threaded"])
-def writer_mode(request, monkeypatch):
-    """Run a test with writes inline and on the background writer thread."""
-    if request.param == "threaded":
-        monkeypatch.setattr(store, "THREADED_MIN_BYTES", 0)
-    return request.param
-
-
-def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path, writer_mode):
+def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path):
     root = tmp_path / "projects"
     objs = conversation(2)
     path = write(root / "-p" / "s.jsonl", objs)
@@ -358,7 +336,7 @@ def test_append_while_refreshing_never_duplicates_or_loses(conn, tmp_path, write
     assert conn.execute("SELECT chain_length FROM sessions").fetchone()[0] == written[0]
 
 
-def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkeypatch, writer_mode):
+def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkeypatch):
     root = tmp_path / "projects"
     write(root / "-p" / "a.jsonl", conversation(2, session="a"))
     write(root / "-p" / "b.jsonl", conversation(2, session="b"))

@@ -26,7 +26,6 @@ from ..policy import attachment_cost, policy_class
 from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
 from .discover import Found, classify, discover
 from .lines import READ_BUFFER, parse_line, read_lines
-from .writer import Writer
 
 # One row per API message. Older CLIs wrote one line per content block with
 # output_tokens growing line by line: the line with the largest total wins
@@ -111,11 +110,11 @@ def _str(v):
 
 
 class FileIngest:
-    """Turn the lines of one file into rows; batches go to the writer."""
+    """Turn the lines of one file into rows, written in batches."""
 
-    def __init__(self, writer: Writer, file_id: int, found_kind: str,
+    def __init__(self, conn: sqlite3.Connection, file_id: int, found_kind: str,
                  layout_parent: str | None, path: str, fresh: bool = False):
-        self.writer = writer
+        self.conn = conn
         self.fresh = fresh  # the file has no rows yet (new, or rewritten and deleted)
         self.file_id = file_id
         self.kind = found_kind
@@ -266,12 +265,12 @@ class FileIngest:
                     self.titles[rtype] = v  # the last one wins
 
     def flush(self) -> None:
-        """Hand the rows gathered so far to the writer."""
+        """Write the rows gathered so far (inside the file's transaction)."""
         if not (self.records or self.errors):
             return
         batch = (self.records, self.blocks, self.attachments, self.usage, self.errors, self.fresh)
         self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
-        self.writer.submit(lambda c: _write_rows(c, *batch))
+        _write_rows(self.conn, *batch)
 
 
 def _write_rows(c: sqlite3.Connection, records, blocks, attachments, usage, errors, fresh) -> None:
@@ -448,12 +447,9 @@ def _update_chain(conn, ing: FileIngest, fresh: bool) -> None:
 
 
 def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
-                stats: RefreshStats, writer: Writer, new_id: Callable[[], int]) -> str:
+                stats: RefreshStats) -> str:
     """Bring one file's rows up to date; returns new/grown/rewritten/unchanged.
-
-    Reads and parses on the calling thread; every write goes through
-    ``writer``, the file's rows and cursor in one transaction.
-    """
+    The file's rows and its cursor commit in one transaction."""
     st = found.stat
     path = found.path
     status = "new"
@@ -473,29 +469,21 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
             elif cursor == 0 and inode == st.st_ino and lines == 0:
                 status = "grown" if st.st_size > 0 else "unchanged"
             if status == "unchanged":
-                fid = file_id
-                writer.submit(lambda c: c.execute(
-                    "UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
-                    (st.st_size, st.st_mtime_ns, fid)))
+                conn.execute("UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
+                             (st.st_size, st.st_mtime_ns, file_id))
                 return "unchanged"
             if status == "grown":
                 start_offset, start_line = cursor, lines + 1
         fresh = status in ("new", "rewritten")
-        if file_id is None:
-            file_id = new_id()
-        fid = file_id
-
-        def begin(c: sqlite3.Connection) -> None:
-            c.execute("BEGIN IMMEDIATE")
-            if status == "new":
-                c.execute("INSERT INTO files (id, path, root, project, kind, size) VALUES (?,?,?,?,?,0)",
-                          (fid, path, found.root, found.project, found.kind))
+        with transaction(conn):
+            if file_id is None:
+                file_id = conn.execute(
+                    "INSERT INTO files (path, root, project, kind, size) VALUES (?,?,?,?,0)",
+                    (path, found.root, found.project, found.kind),
+                ).lastrowid
             elif status == "rewritten":
-                _delete_file_rows(c, fid)
-
-        try:
-            writer.submit(begin)
-            ing = FileIngest(writer, file_id, found.kind, found.parent_session_id, path, fresh=fresh)
+                _delete_file_rows(conn, file_id)
+            ing = FileIngest(conn, file_id, found.kind, found.parent_session_id, path, fresh=fresh)
             cursor = start_offset
             next_line = start_line
             for line in read_lines(fh, start_offset, start_line):
@@ -503,52 +491,23 @@ def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
                 cursor = line.offset + line.length
                 next_line = line.number + 1
             ing.flush()
+            if ing.unnamed_results:
+                _name_tool_results(conn, file_id)
+            _update_session(conn, ing, fresh, path, found.project)
+            _update_dangling(conn, ing, fresh, start_offset)
+            _update_chain(conn, ing, fresh)
             head, tail = _head_tail(fh, cursor)
-            end = (cursor, next_line - 1, head, tail)
-
-            def finish(c: sqlite3.Connection) -> None:
-                if ing.unnamed_results:
-                    _name_tool_results(c, fid)
-                _update_session(c, ing, fresh, path, found.project)
-                _update_dangling(c, ing, fresh, start_offset)
-                _update_chain(c, ing, fresh)
-                c.execute(
-                    "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-                    "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
-                    "refreshed_at = datetime('now') WHERE id = ?",
-                    (found.root, found.project, found.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-                     end[2], end[3], end[0], end[1], fid),
-                )
-                c.execute("COMMIT")
-
-            writer.submit(finish)
-        except BaseException:
-            _abort(conn, writer)
-            raise
+            conn.execute(
+                "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
+                "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
+                "refreshed_at = datetime('now') WHERE id = ?",
+                (found.root, found.project, found.kind, st.st_size, st.st_mtime_ns, st.st_ino,
+                 head, tail, cursor, next_line - 1, file_id),
+            )
     stats.lines += ing.lines
     stats.parse_errors += ing.error_count
     stats.bytes += cursor - start_offset
     return status
-
-
-def _abort(conn: sqlite3.Connection, writer: Writer) -> None:
-    """Stop after a failure: let the writer finish, roll back what is open."""
-    try:
-        writer.drain()
-    except BaseException:
-        pass
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
-
-
-def _id_counter(conn: sqlite3.Connection) -> Callable[[], int]:
-    nxt = [conn.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()[0]]
-
-    def new_id() -> int:
-        nxt[0] += 1
-        return nxt[0]
-
-    return new_id
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -604,31 +563,18 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     return stats
 
 
-# Below this many bytes to read, a background writer costs more than it saves.
-THREADED_MIN_BYTES = 4 << 20
-
-
 def _refresh_found(conn, found, existing, stats, seen, total, progress) -> None:
     done = 0
-    writer = Writer(conn, threaded=total >= THREADED_MIN_BYTES)
-    new_id = _id_counter(conn)
-    try:
-        for f in found:
-            seen.add(f.path)
-            try:
-                status = ingest_file(conn, f, existing.get(f.path), stats, writer, new_id)
-            except (FileNotFoundError, PermissionError):
-                continue  # vanished or unreadable between discovery and read
-            setattr(stats, status, getattr(stats, status) + 1)
-            done += f.stat.st_size
-            if progress:
-                progress(done, total)
-        writer.drain()
-    except BaseException:
-        _abort(conn, writer)
-        raise
-    finally:
-        writer.close()
+    for f in found:
+        seen.add(f.path)
+        try:
+            status = ingest_file(conn, f, existing.get(f.path), stats)
+        except (FileNotFoundError, PermissionError):
+            continue  # vanished or unreadable between discovery and read
+        setattr(stats, status, getattr(stats, status) + 1)
+        done += f.stat.st_size
+        if progress:
+            progress(done, total)
 
 
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
@@ -641,10 +587,7 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     project, kind, parent = classify(p, Path(root) if root else None)
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
     existing = _existing_one(conn, str(p))
-    writer = Writer(conn)
-    status = ingest_file(conn, found, existing, RefreshStats(), writer, _id_counter(conn))
-    writer.drain()
-    return status
+    return ingest_file(conn, found, existing, RefreshStats())
 
 
 def _existing_one(conn, path: str):

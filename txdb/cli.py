@@ -4,6 +4,7 @@ that prints or exits."""
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import os
 import sqlite3
@@ -19,8 +20,29 @@ from .ingest.store import refresh as refresh_catalog
 from .verify import verify_file
 
 
+# Commands defined in other modules, imported only when one of them runs
+# (or --help lists them): `txdb refresh` need not load the surgery engine.
+LAZY_COMMANDS = {
+    **dict.fromkeys(
+        ("strip-tools", "strip-thinking", "strip-all", "strip-attachments", "reset-usage",
+         "fork", "snapshot", "apply"),
+        "txdb.cli_surgery",
+    ),
+    "serve": "txdb.cli_serve",
+}
+
+
 class TxdbGroup(click.Group):
-    """Turns library errors into one ``Error: ...`` line and a non-zero exit."""
+    """Turns library errors into one ``Error: ...`` line and a non-zero exit,
+    and loads the modules of lazy commands on first use."""
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in LAZY_COMMANDS:
+            importlib.import_module(LAZY_COMMANDS[name])
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx):
         try:
@@ -326,10 +348,6 @@ def current(db_path, quiet):
         click.echo(ref.path)
     else:
         click.echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
-
-
-from . import cli_surgery  # noqa: E402,F401  (registers the surgery commands)
-from . import cli_serve  # noqa: E402,F401
 
 
 def main():

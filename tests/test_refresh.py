@@ -523,3 +523,27 @@ def test_target_views_compare_exactly_with_sqlite_datetimes(conn, tmp_path):
         "AND timestamp < datetime('now', '-7 days')").fetchall()
     first = conn.execute("SELECT offset FROM records WHERE uuid = ?", (old["uuid"],)).fetchone()
     assert picked == [first]
+
+
+def test_chain_health_names_each_problem(conn, tmp_path):
+    root = tmp_path / "projects"
+    u = user("go", None, uid="u1", i=10)
+    a = assistant([{"type": "tool_use", "id": "t-missing", "name": "Bash", "input": {}}], "u1", uid="a1", i=11)
+    r = user([{"type": "tool_result", "tool_use_id": "t-orphan", "content": "x"}], "a1", uid="r1", i=12)
+    late = user("earlier than its parent", "r1", uid="u2", i=5)  # timestamp out of order
+    a2 = assistant("ok", "u2", uid="a2", i=13)
+    stray = user("a second root", None, uid="u3", i=14)  # off the chain
+    # the stray root comes first, so the leaf (the last line) is a2
+    objs = [stray, u, a, r, late, a2]
+    write(root / "-p" / "s.jsonl", objs)
+    refresh(conn, [root])
+    got = rows(conn, "SELECT line, problem, severity FROM chain_health ORDER BY problem, line")
+    assert got == [
+        {"line": 2, "problem": "extra_root", "severity": "note"},
+        {"line": 4, "problem": "orphan_tool_result", "severity": "error"},
+        {"line": 5, "problem": "timestamp_out_of_order", "severity": "note"},
+        {"line": 3, "problem": "tool_use_without_result", "severity": "warning"},
+    ]
+    problems = rows(conn, "SELECT line, problem FROM chain_problems ORDER BY line")
+    assert problems == [{"line": 3, "problem": "tool_use_without_result"},
+                        {"line": 4, "problem": "orphan_tool_result"}]

@@ -5,10 +5,11 @@
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
     SELECT s.file_id,
-           (SELECT max(c.pos) FROM chain c
+           (SELECT c.pos FROM chain c
             JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
             WHERE c.file_id = s.file_id AND r.type = 'assistant'
-              AND r.model IS NOT '<synthetic>') AS pos
+              AND r.model IS NOT '<synthetic>'
+            ORDER BY c.pos DESC LIMIT 1) AS pos  -- walks back from the leaf, stops at the first
     FROM sessions s
 )
 SELECT
@@ -38,6 +39,7 @@ SELECT
         + coalesce(u.cache_creation_input_tokens, 0)
     END AS gauge_tokens
 FROM last_turn lt
-JOIN chain c ON c.file_id = lt.file_id AND c.pos = lt.pos
-JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+-- CROSS JOIN fixes the order: sessions first, never a scan of chain or records
+CROSS JOIN chain c ON c.file_id = lt.file_id AND c.pos = lt.pos
+CROSS JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
 LEFT JOIN usage u ON u.file_id = r.file_id AND u.message_id = r.message_id;

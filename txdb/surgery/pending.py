@@ -27,7 +27,6 @@ import collections
 import hashlib
 import os
 import signal
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import orjson
 
 from ..errors import SurgeryError
 from ..verify import Report, verify_file
-from .transcript import FILE_MODE, fsync_dir, write_atomic
+from .transcript import FILE_MODE, write_atomic
 
 PENDING = ".pending"
 META = ".pending.json"
@@ -256,22 +255,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
             write_atomic(bak, data)
         report.backup = str(bak)
     _crash("backup")
-    fd, tmp = tempfile.mkstemp(prefix=f".{orig.name}.", suffix=".txdb-tmp", dir=str(orig.parent))
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(new)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _crash("temp")
-        os.replace(tmp, orig)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(orig.parent)
+    write_atomic(orig, new, before_replace=lambda: _crash("temp"))
     _crash("swapped")
     if report.backup:
         try:

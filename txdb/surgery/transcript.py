@@ -343,9 +343,11 @@ def _check_tool_partner(t: Transcript, rec: Record, removing: set[int]) -> None:
                     )
 
 
-def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE) -> None:
+def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE,
+                 before_replace=None) -> None:
     """Write ``data`` to ``path`` whole or not at all: temp file in the same
-    folder, fsync, one rename, fsync of the folder. Mode 0600."""
+    folder, fsync, one rename, fsync of the folder. Mode 0600.
+    ``before_replace`` runs between the fsync and the rename (a test hook)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".txdb-tmp", dir=str(path.parent))
     try:
@@ -354,6 +356,8 @@ def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         try:

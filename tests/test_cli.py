@@ -180,3 +180,17 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     r = subprocess.run([str(exe), "analyze", "nothing-here"], capture_output=True, text=True, env=env)
     assert r.returncode == 1
     assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+
+
+def test_catalog_and_surgery_estimates_never_disagree(catalog):
+    """analyze, the views and the surgery plan show one figure per session."""
+    from txdb import estimate
+    from txdb.surgery.ops import chain_estimate
+    from txdb.surgery.transcript import Transcript
+
+    rows = catalog.execute("SELECT file_id, path, est_context_tokens FROM session_costs").fetchall()
+    assert len(rows) >= 10
+    for file_id, path, est in rows:
+        assert chain_estimate(Transcript.load(path)) == est, path
+        assert (estimate.catalog_chain_tokens(catalog, file_id)
+                + estimate.catalog_system_prompt_tokens(catalog, file_id)) == est, path

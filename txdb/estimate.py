@@ -222,13 +222,10 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int
 
 
 def catalog_system_prompt_tokens(conn: sqlite3.Connection, file_id: int) -> int:
-    """Tokens of the latest system-prompt snapshot on the chain (0 when none):
-    the prior overhead when no turn was recorded."""
-    row = conn.execute(
-        "SELECT a.tokens FROM attachments a JOIN chain ch ON ch.file_id = a.file_id AND ch.offset = a.offset "
-        "WHERE a.file_id = ? AND a.type = 'prompt_snapshot' ORDER BY a.offset DESC LIMIT 1",
-        (file_id,),
-    ).fetchone()
+    """Tokens of the system prompt as session_costs counts them (the latest
+    snapshot of each system-prompt type in the file; 0 when none): the prior
+    overhead when no turn was recorded."""
+    row = conn.execute("SELECT system_prompt_tokens FROM session_costs WHERE file_id = ?", (file_id,)).fetchone()
     return int(row[0] or 0) if row else 0
 
 

@@ -4,32 +4,34 @@
 -- The sums are kept on `sessions` by refresh; the rest is looked up per
 -- session, so a filter on file_id (analyze) computes one session only.
 CREATE VIEW session_costs AS
-SELECT
-    s.file_id,
-    s.session_id,
-    s.project,
-    s.title,
-    s.parent_session_id,
-    f.path,
-    f.gone,
-    f.size AS file_bytes,
-    s.lines,
-    s.messages,
-    s.chain_length,
-    s.model,
-    s.version,
-    s.first_timestamp,
-    s.last_timestamp,
-    s.chain_tokens,
-    coalesce(p.tokens, 0) AS system_prompt_tokens,
-    s.chain_tokens + coalesce(p.tokens, 0) AS est_context_tokens,
-    s.record_bytes - s.chain_bytes - s.journal_bytes AS off_chain_bytes,
-    s.journal_bytes,
-    (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens
-FROM sessions s
-JOIN files f ON f.id = s.file_id
-LEFT JOIN attachments p ON p.file_id = s.file_id AND p.offset = (
-    SELECT a.offset FROM attachments a
-    JOIN chain c ON c.file_id = a.file_id AND c.offset = a.offset
-    WHERE a.file_id = s.file_id AND a.type = 'prompt_snapshot'
-    ORDER BY a.offset DESC LIMIT 1);
+SELECT *, chain_tokens + system_prompt_tokens AS est_context_tokens
+FROM (
+    SELECT
+        s.file_id,
+        s.session_id,
+        s.project,
+        s.title,
+        s.parent_session_id,
+        f.path,
+        f.gone,
+        f.size AS file_bytes,
+        s.lines,
+        s.messages,
+        s.chain_length,
+        s.model,
+        s.version,
+        s.first_timestamp,
+        s.last_timestamp,
+        s.chain_tokens,
+        -- The system prompt (and deferred tool schemas) go with every
+        -- request, wherever their latest snapshot lies: counted once each.
+        (SELECT coalesce(sum(a.tokens), 0) FROM attachments a
+         WHERE a.file_id = s.file_id AND a.policy = 'system-prompt'
+           AND a.offset = (SELECT max(m.offset) FROM attachments m
+                           WHERE m.file_id = a.file_id AND m.type = a.type)) AS system_prompt_tokens,
+        s.record_bytes - s.chain_bytes - s.journal_bytes AS off_chain_bytes,
+        s.journal_bytes,
+        (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens
+    FROM sessions s
+    JOIN files f ON f.id = s.file_id
+);

@@ -9,10 +9,16 @@ FROM blocks b
 JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
 GROUP BY b.file_id, b.kind
 UNION ALL
-SELECT a.file_id, a.session_id,
-       CASE WHEN a.policy = 'system-prompt' THEN 'system_prompt' ELSE 'attachment' END,
-       count(*), NULL, NULL,
-       CASE WHEN a.policy = 'system-prompt' THEN max(a.tokens) ELSE sum(a.tokens) END
+SELECT a.file_id, a.session_id, 'attachment', count(*), NULL, NULL, sum(a.tokens)
 FROM attachments a
 JOIN chain c ON c.file_id = a.file_id AND c.offset = a.offset
-GROUP BY a.file_id, a.policy = 'system-prompt';
+WHERE a.policy <> 'system-prompt'
+GROUP BY a.file_id
+UNION ALL
+-- The system prompt (and deferred tool schemas): the latest snapshot of
+-- each type in the file, on the chain or not, sent with every request.
+SELECT a.file_id, a.session_id, 'system_prompt', count(*), NULL, NULL, sum(a.tokens)
+FROM attachments a
+WHERE a.policy = 'system-prompt'
+  AND a.offset = (SELECT max(m.offset) FROM attachments m WHERE m.file_id = a.file_id AND m.type = a.type)
+GROUP BY a.file_id;

@@ -320,3 +320,28 @@ def test_no_usage_reset_leaves_usage(tmp_path):
     for u, o in after.items():
         if o.get("type") == "assistant":
             assert o["message"]["usage"] == before[u]["message"]["usage"]
+
+
+def test_reset_usage_lowers_a_turn_by_the_calibrated_size_of_what_went(tmp_path):
+    """Recorded usage grows 2 tokens per estimated token over a 1000-token
+    system prompt: after a strip, the last turn loses twice what went."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sessions import conversation, write
+
+    objs = conversation(4)
+    t0 = Transcript.from_bytes(b"\n".join(orjson.dumps(o) for o in objs) + b"\n")
+    est = ops.chain_prefix_estimates(t0)
+    for pos, rec in enumerate(t0.chain):
+        if rec.obj["type"] == "assistant":
+            rec.obj["message"]["usage"] = {"input_tokens": 1000 + 2 * est[pos], "output_tokens": 5}
+    f = write(tmp_path / "p" / "s.jsonl", [r.obj for r in t0.chain])
+    last_before = 1000 + 2 * est[len(t0.chain) - 1]
+    rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True),
+                      keep_dropped_thinking=True)
+    after = Transcript.load(pend.pending_path(f))
+    removed = est[len(t0.chain) - 1] - ops.chain_prefix_estimates(after)[len(after.chain) - 1]
+    assert removed > 0
+    assert rep.usage["factor"] == pytest.approx(2.0)
+    last = after.chain[-1].obj["message"]["usage"]
+    assert recorded_context(last) == last_before - 2 * removed

@@ -6,8 +6,8 @@ the surgery plan) calls these functions, so they never disagree.
 
 The base rule is chars/4. Images cost (width * height) / 750 tokens, capped
 at 1600, as the API bills them; base64 length says nothing about that.
-``calibration`` scales the raw estimate against usage the API actually
-recorded (see ``calibrate``).
+Calibrating these raw estimates against the usage the API recorded is
+``txdb.estimate``'s job (used by ``analyze`` and ``reset-usage`` alike).
 """
 
 from __future__ import annotations
@@ -97,24 +97,3 @@ def image_info(source: dict) -> dict:
         "sha256": sha,
         "tokens": image_tokens(width, height),
     }
-
-
-def calibrated(estimate: float, factor: float | None) -> int:
-    """Apply a calibration factor (recorded / estimated) to an estimate."""
-    if factor is None or factor <= 0:
-        return int(round(estimate))
-    return int(round(estimate * factor))
-
-
-def calibrate(pairs: list[tuple[int, int]]) -> float | None:
-    """Ratio of recorded to estimated tokens over (estimate, recorded) pairs.
-
-    Uses the pairs where both are positive; returns None when there are none.
-    The ratio of sums (not a mean of ratios) weights long turns the most,
-    which is where an error costs the most.
-    """
-    est = sum(e for e, r in pairs if e > 0 and r > 0)
-    rec = sum(r for e, r in pairs if e > 0 and r > 0)
-    if est <= 0 or rec <= 0:
-        return None
-    return rec / est

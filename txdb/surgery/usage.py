@@ -8,13 +8,16 @@ calibrated estimate of the post-strip context.
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
 (DESIGN.md). The estimate is chars/4 (images by pixels, attachments by their
-rendered cost) scaled by ``tokens.calibrate`` over the turns whose recorded
-usage is still ground truth.
+rendered cost) calibrated by ``txdb.estimate`` (the same fit ``analyze``
+reports) over the turns whose recorded usage is still ground truth. A turn
+whose own recorded count is known is lowered by the calibrated size of
+what was removed before it; otherwise it is capped to the calibrated
+estimate of what remains.
 """
 
 from __future__ import annotations
 
-from .. import tokens
+from .. import estimate
 from .ops import MARK, THINKING_PLACEHOLDER, chain_prefix_estimates
 from .transcript import Record, Transcript
 
@@ -112,37 +115,21 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     return out
 
 
-def calibration(ref: Transcript) -> tuple[float | None, int]:
-    """(factor, overhead): recorded context ~= overhead + factor * estimate.
-
-    The factor is ``tokens.calibrate`` over the growth between consecutive
-    turns of ``ref`` when no strip touched the records in between (recorded
-    growth vs estimated growth: the system prompt and tool schemas cancel
-    out); the overhead is what the first untouched turns recorded beyond
-    that. With fewer than two usable turns, the plain ratio of recorded to
-    estimated context over the untouched turns, and no overhead.
-    """
+def calibration(ref: Transcript) -> estimate.Fit:
+    """recorded ~= overhead + factor * estimate, fitted by ``estimate.fit``
+    on the turns of ``ref`` that no earlier strip touched (a touched record
+    makes every later recorded count stale: it was lowered by txdb, it is no
+    longer what the API measured)."""
     est = chain_prefix_estimates(ref)
-    touched = [0]
-    for r in ref.chain:
-        touched.append(touched[-1] + (1 if _touched(r) else 0))
-    points: list[tuple[int, int, int]] = []  # (pos, estimate, recorded)
+    first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
+    pairs: list[tuple[int, int]] = []
+    last_pos = None
     for pos, _rec, u in _turns(ref):
         rc = gauge_context(u)
-        if rc > 0 and (not points or points[-1][0] != pos):
-            points.append((pos, est[pos], rc))
-    deltas = []
-    for (p1, e1, r1), (p2, e2, r2) in zip(points, points[1:]):
-        if touched[p2] == touched[p1] and e2 > e1 and r2 > r1:
-            deltas.append((e2 - e1, r2 - r1))
-    clean = [(e, r) for p, e, r in points if touched[p] == 0]
-    factor = tokens.calibrate(deltas)
-    if factor is None:
-        return tokens.calibrate(clean), 0
-    if not clean:
-        return factor, 0
-    over = sorted(r - factor * e for e, r in clean)
-    return factor, max(0, int(over[len(over) // 2]))
+        if pos < first_touched and rc > 0 and pos != last_pos:
+            pairs.append((est[pos], rc))
+            last_pos = pos
+    return estimate.fit(pairs)
 
 
 def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
@@ -154,32 +141,37 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     turn always. Stale turns are capped to the calibrated estimate.
     """
     ref = original if original is not None else t
-    factor, overhead = calibration(ref)
+    fit = calibration(ref)
     est = chain_prefix_estimates(t)
-    orig_est: dict[str, int] = {}
+    before: dict[str, tuple[int, int]] = {}  # uuid -> (estimate, recorded) in the original
     if original is not None:
         o_est = chain_prefix_estimates(original)
-        for pos, rec, _u in _turns(original):
-            if rec.uuid:
-                orig_est.setdefault(rec.uuid, o_est[pos])
+        for pos, rec, u in _turns(original):
+            if rec.uuid and rec.uuid not in before:
+                before[rec.uuid] = (o_est[pos], gauge_context(u))
     turns = _turns(t)
     touched_from = next((i for i, r in enumerate(t.chain) if _touched(r)), None)
     last_key = _message_key(turns[-1][1]) if turns else None
-    out = {"factor": factor, "overhead": overhead, "turns": len(turns), "capped": 0,
-           "estimate": overhead + tokens.calibrated(est[-1], factor),
-           "last_before": None, "last_after": None}
+    out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
+           "method": fit.method, "turns": len(turns), "capped": 0,
+           "estimate": estimate.predict(fit, est[-1]), "last_before": None, "last_after": None}
     if turns:
         out["last_before"] = gauge_context(turns[-1][2])
     for pos, rec, u in turns:
         new_raw = est[pos]
         if original is not None:
-            before = orig_est.get(rec.uuid or "")
-            stale = before is None or new_raw < before
+            was = before.get(rec.uuid or "")
+            stale = was is None or new_raw < was[0]
         else:
+            was = None
             stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
         if not stale:
             continue
-        target = overhead + tokens.calibrated(new_raw, factor)
+        if was is not None and was[1] > 0:
+            # Its own recorded count, less the calibrated size of what went.
+            target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
+        else:
+            target = estimate.predict(fit, new_raw)
         if cap_usage(u, target):
             t.touch(rec)
             out["capped"] += 1

@@ -1,32 +1,17 @@
--- Every tool call with the context its input and its result take, the
--- costliest first: candidates for strip-tools and persist. A call and its
--- result are paired by tool_use_id within the file (one pass over blocks,
--- grouped, instead of a lookup per call).
+-- Every tool call with the context its input and its result take: the
+-- candidates for strip-tools and persist. Driven by the tool_use blocks,
+-- each paired with its tool_result by (file, tool_use_id) through an index;
+-- no ORDER BY here, so Datasette's count stays cheap: its metadata sorts
+-- by total_tokens, costliest first (add ORDER BY total_tokens DESC in SQL).
 CREATE VIEW costliest_tool_calls AS
-WITH pairs AS (
-    SELECT file_id, tool_use_id,
-           min(CASE WHEN kind = 'tool_use' THEN offset END) AS use_offset,
-           min(CASE WHEN kind = 'tool_use' THEN idx END) AS use_idx,
-           sum(CASE WHEN kind = 'tool_use' THEN tokens ELSE 0 END) AS input_tokens,
-           sum(CASE WHEN kind = 'tool_result' THEN tokens ELSE 0 END) AS result_tokens,
-           sum(CASE WHEN kind = 'tool_result' THEN chars END) AS result_chars,
-           sum(CASE WHEN kind = 'tool_result' THEN images END) AS result_images,
-           max(CASE WHEN kind = 'tool_result' THEN is_error END) AS is_error
-    FROM blocks
-    WHERE kind IN ('tool_use', 'tool_result') AND tool_use_id IS NOT NULL
-    GROUP BY file_id, tool_use_id
-), ranked AS (
-    SELECT *, input_tokens + result_tokens AS total_tokens FROM pairs
-    WHERE use_offset IS NOT NULL
-    ORDER BY input_tokens + result_tokens DESC
-)
-SELECT p.file_id AS conversation, p.file_id, s.project, s.title, r.line, c.pos,
+SELECT u.file_id AS conversation, u.file_id, s.project, s.title, r.line, c.pos,
        CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain, r.timestamp,
-       u.tool_name, p.tool_use_id, p.input_tokens, p.result_tokens, p.total_tokens,
-       p.result_chars, p.result_images, p.is_error, substr(u.text, 1, 160) AS input
-FROM ranked p
-JOIN blocks u ON u.file_id = p.file_id AND u.offset = p.use_offset AND u.idx = p.use_idx
-LEFT JOIN records r ON r.file_id = p.file_id AND r.offset = p.use_offset
-LEFT JOIN sessions s ON s.file_id = p.file_id
-LEFT JOIN chain c ON c.file_id = p.file_id AND c.offset = p.use_offset
-ORDER BY p.total_tokens DESC;
+       u.tool_name, u.tool_use_id, u.tokens AS input_tokens, coalesce(t.tokens, 0) AS result_tokens,
+       u.tokens + coalesce(t.tokens, 0) AS total_tokens,
+       t.chars AS result_chars, t.images AS result_images, t.is_error, substr(u.text, 1, 160) AS input
+FROM blocks u
+LEFT JOIN blocks t ON t.file_id = u.file_id AND t.tool_use_id = u.tool_use_id AND t.kind = 'tool_result'
+LEFT JOIN records r ON r.file_id = u.file_id AND r.offset = u.offset
+LEFT JOIN sessions s ON s.file_id = u.file_id
+LEFT JOIN chain c ON c.file_id = u.file_id AND c.offset = u.offset
+WHERE u.kind = 'tool_use' AND u.tool_use_id IS NOT NULL;

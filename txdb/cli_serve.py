@@ -96,6 +96,14 @@ def serve(db_path, port, open_browser, print_metadata_path):
     host = "127.0.0.1"
     if port == 0:
         port = _free_port(host)
+    else:
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                raise click.ClickException(
+                    f"port {port} on {host} is in use: pick another with --port (0 picks a free one)"
+                ) from None
     ds = make_datasette(path)
     url = f"http://{host}:{port}/"
     click.echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from txdb import db
 from txdb.ingest.store import refresh
+
+# Some tests start subprocesses from several threads at once (the real-CLI
+# acceptance pool). With vfork, CPython 3.11 can fail such a spawn with
+# "[Errno 14] Bad address" while another thread changes memory the vforked
+# child still shares; plain fork has no such window.
+subprocess._USE_VFORK = False
 
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"

@@ -135,3 +135,25 @@ def test_leave_last_out_within_target_on_corpus(corpus_catalog, kind):
     assert not bad, bad
     mape = sum(errors.values()) / len(errors)
     assert mape < sum(raw_errors.values()) / len(raw_errors) / 5  # far better than chars/4
+
+
+def test_turns_recorded_before_the_compaction_are_not_calibration_points():
+    """A preserved segment is relinked below the compact summary, but its
+    usage measured the longer context before the compaction."""
+    from txdb import estimate as est
+
+    def asst(ts, mid, ctx):
+        return {"type": "assistant", "timestamp": ts,
+                "message": {"id": mid, "model": "m", "content": [{"type": "text", "text": "x" * 400}],
+                            "usage": {"input_tokens": ctx}}}
+
+    chain = [
+        {"type": "system", "subtype": "compact_boundary", "timestamp": "2026-11-01T10:00:00.000Z"},
+        {"type": "user", "timestamp": "2026-11-01T10:00:01.000Z",
+         "message": {"content": "summary " * 100}},
+        asst("2026-11-01T09:59:00.000Z", "old", 160_000),  # preserved, pre-compaction usage
+        {"type": "user", "timestamp": "2026-11-01T10:01:00.000Z", "message": {"content": "next"}},
+        asst("2026-11-01T10:01:05.000Z", "new", 12_000),
+    ]
+    pairs = est.transcript_pairs(chain)
+    assert [r for _, r in pairs] == [12_000]

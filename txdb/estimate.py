@@ -156,12 +156,16 @@ def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
     pairs: list[tuple[int, int]] = []
     seen: set[str] = set()
     running = 0
+    boundary = ""  # timestamp of the latest compact boundary on the chain
     for rec in chain:
+        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+            boundary = max(boundary, rec.get("timestamp") or "")
         if rec.get("type") == "assistant":
             msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
             mid = msg.get("id")
             if (mid and mid not in seen and msg.get("model") != "<synthetic>"
-                    and not rec.get("isApiErrorMessage")):
+                    and not rec.get("isApiErrorMessage")
+                    and not before_compaction(rec.get("timestamp"), boundary)):
                 seen.add(mid)
                 rc = recorded_context(msg.get("usage"))
                 if rc:
@@ -171,6 +175,12 @@ def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
     return pairs
 
 
+def before_compaction(timestamp, boundary: str) -> bool:
+    """A turn recorded before the compaction its chain now hangs below (a
+    preserved segment): its usage measured the old, longer context."""
+    return bool(boundary) and isinstance(timestamp, str) and timestamp < boundary
+
+
 def chain_estimate(chain: Iterable[dict]) -> int:
     """The raw estimate of a chain of parsed lines (same rule as the pairs)."""
     return sum(recmod.record_tokens(r) for r in chain if _counts(r))
@@ -178,7 +188,7 @@ def chain_estimate(chain: Iterable[dict]) -> int:
 
 _PAIRS_SQL = """
 WITH c AS (
-    SELECT ch.pos, r.type, r.model, r.message_id, r.is_sidechain,
+    SELECT ch.pos, r.type, r.model, r.message_id, r.is_sidechain, r.timestamp,
            CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END AS tokens
     FROM chain ch
     JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
@@ -191,10 +201,19 @@ run AS (
                AS before_tokens
     FROM c
 ),
+boundary AS (
+    -- turns recorded before the latest compaction on the chain (a preserved
+    -- segment) measured the old context: not calibration points
+    SELECT coalesce(max(r.timestamp), '') AS ts FROM chain ch
+    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+    WHERE ch.file_id = :f AND r.subtype = 'compact_boundary'
+),
 turns AS (
-    SELECT message_id, min(pos) AS pos FROM run
-    WHERE type = 'assistant' AND message_id IS NOT NULL AND model IS NOT '<synthetic>'
-    GROUP BY message_id
+    SELECT run.message_id, min(run.pos) AS pos FROM run
+    JOIN c ON c.pos = run.pos
+    WHERE run.type = 'assistant' AND run.message_id IS NOT NULL AND run.model IS NOT '<synthetic>'
+      AND coalesce(c.timestamp, '~') >= (SELECT ts FROM boundary)
+    GROUP BY run.message_id
 )
 SELECT t.pos, run.before_tokens, u.input_tokens, u.cache_read_input_tokens,
        u.cache_creation_input_tokens, u.iterations

@@ -122,10 +122,16 @@ def calibration(ref: Transcript) -> estimate.Fit:
     longer what the API measured)."""
     est = chain_prefix_estimates(ref)
     first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
+    # Turns recorded before the latest compaction on the chain (a preserved
+    # segment relinked below the summary) measured the old context.
+    boundary = max((r.obj.get("timestamp") or "" for r in ref.chain
+                    if r.obj.get("subtype") == "compact_boundary"), default="")
     pairs: list[tuple[int, int]] = []
     last_pos = None
-    for pos, _rec, u in _turns(ref):
+    for pos, rec, u in _turns(ref):
         rc = gauge_context(u)
+        if estimate.before_compaction(rec.obj.get("timestamp"), boundary):
+            continue
         if pos < first_touched and rc > 0 and pos != last_pos:
             pairs.append((est[pos], rc))
             last_pos = pos

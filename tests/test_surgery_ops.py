@@ -20,7 +20,7 @@ from txdb.surgery.usage import cap_usage, gauge_context, recorded_context
 
 DATA = Path(__file__).parent / "data"
 EDGE = DATA / "surgery" / "edge.jsonl"
-REAL = DATA / "surgery" / "real_task_reminders.jsonl"
+REAL = DATA / "projects" / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
 

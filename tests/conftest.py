@@ -22,11 +22,9 @@ DATA = TESTS / "data"
 CORPUS = TESTS.parent.parent / "shared" / "corpus"
 
 
-@pytest.fixture
-def projects(tmp_path) -> Path:
-    """A copy of tests/data/projects (real MIT-licensed sessions) and the
-    CLI-made sessions of tests/data/cli, laid out as ~/.claude/projects."""
-    root = tmp_path / "projects"
+def copy_fixture_sessions(root: Path) -> Path:
+    """Copy tests/data/projects (real MIT-licensed sessions) and the CLI-made
+    sessions of tests/data/cli to ``root``, laid out as ~/.claude/projects."""
     shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
     cli = DATA / "cli"
     if cli.is_dir():
@@ -34,6 +32,11 @@ def projects(tmp_path) -> Path:
             if d.is_dir():
                 shutil.copytree(d, root / d.name)
     return root
+
+
+@pytest.fixture
+def projects(tmp_path) -> Path:
+    return copy_fixture_sessions(tmp_path / "projects")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html as htmllib
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from txdb.cli_serve import make_datasette, metadata_path
 from txdb.datasette_plugin import TOOL_CHARS
 from txdb.ingest.store import refresh
 
-from conftest import DATA
+from conftest import DATA, copy_fixture_sessions
 
 DB = "catalog"
 BIN = Path(sys.executable).parent
@@ -32,10 +31,7 @@ BIN = Path(sys.executable).parent
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sess")
     root = tmp / "projects"
-    shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
-    for d in (DATA / "cli").iterdir():
-        if d.is_dir():
-            shutil.copytree(d, root / d.name)
+    copy_fixture_sessions(root)
     path = tmp / f"{DB}.db"
     conn = db.connect(path)
     refresh(conn, [root])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from txdb import db
 from txdb.cli_serve import load_metadata, make_datasette, metadata_path
 from txdb.ingest.store import refresh
 
-from conftest import DATA, rows
+from conftest import DATA, copy_fixture_sessions, rows
 
 DB = "catalog"  # the served database is named after the file: catalog.db
 
@@ -26,10 +25,7 @@ def built(tmp_path_factory):
     """A catalog of the fixture sessions, one broken copy and one surgery row."""
     tmp = tmp_path_factory.mktemp("ds")
     root = tmp / "projects"
-    shutil.copytree(DATA / "projects", root, ignore=shutil.ignore_patterns("README.md"))
-    for d in (DATA / "cli").iterdir():
-        if d.is_dir():
-            shutil.copytree(d, root / d.name)
+    copy_fixture_sessions(root)
     # A broken copy of the tools session: one parentUuid points nowhere.
     src = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))
     broken_dir = root / "-tmp-broken"

@@ -547,3 +547,12 @@ def test_chain_health_names_each_problem(conn, tmp_path):
     problems = rows(conn, "SELECT line, problem FROM chain_problems ORDER BY line")
     assert problems == [{"line": 3, "problem": "tool_use_without_result"},
                         {"line": 4, "problem": "orphan_tool_result"}]
+
+
+def test_open_db_gives_a_sqlite_utils_database_of_the_catalog(tmp_path, projects):
+    catalog = db.open_db(tmp_path / "c.db")
+    refresh(catalog.conn, [projects])
+    assert {"records", "blocks", "attachments", "usage", "sessions"} <= set(catalog.table_names())
+    assert "session_costs" in catalog.view_names()
+    assert catalog["records"].pks == ["file_id", "offset"]
+    assert catalog["records"].count == catalog.execute("SELECT count(*) FROM records").fetchone()[0] > 0

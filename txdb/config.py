@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 
@@ -28,8 +27,3 @@ def default_db_path() -> Path:
     data_home = os.environ.get("XDG_DATA_HOME")
     base = Path(data_home).expanduser() if data_home else Path.home() / ".local" / "share"
     return base / "txdb" / "txdb.db"
-
-
-def munge_cwd(cwd: str) -> str:
-    """The project folder name Claude Code uses for a working directory."""
-    return re.sub(r"[^A-Za-z0-9]", "-", cwd)

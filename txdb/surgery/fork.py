@@ -119,12 +119,3 @@ def make_fork(
     fork = Transcript.from_bytes(data, folder / f"{new_sid}.jsonl")
     fork.fork_of = old_sid  # type: ignore[attr-defined]
     return fork
-
-
-def restamp(fork: Transcript, operation: str) -> None:
-    """Record the operation that actually ran on every stamped envelope."""
-    for r in fork.live():
-        s = r.obj.get("strippedBy")
-        if isinstance(s, dict) and s.get("tool") == TOOL and s.get("operation") != operation:
-            s["operation"] = operation
-            fork.touch(r)

@@ -29,7 +29,7 @@ import orjson
 from .. import chain as chainmod
 from ..errors import SurgeryError
 from ..ingest.lines import parse_line
-from ..records import CHAIN_TYPES, message_content
+from ..records import message_content
 
 FILE_MODE = 0o600
 
@@ -379,7 +379,3 @@ def fsync_dir(folder: str | Path) -> None:
         pass
     finally:
         os.close(dfd)
-
-
-def chain_participant(rec: Record) -> bool:
-    return bool(rec.uuid) and rec.obj.get("type") in CHAIN_TYPES

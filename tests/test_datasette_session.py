@@ -21,7 +21,7 @@ from txdb.cli_serve import make_datasette, metadata_path
 from txdb.datasette_plugin import TOOL_CHARS
 from txdb.ingest.store import refresh
 
-from conftest import DATA, copy_fixture_sessions
+from conftest import copy_fixture_sessions
 
 DB = "catalog"
 BIN = Path(sys.executable).parent

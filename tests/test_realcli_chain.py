@@ -76,7 +76,6 @@ from txdb import chain as chainmod  # noqa: E402
 from txdb import db  # noqa: E402
 from txdb.ingest.store import refresh_path  # noqa: E402
 from txdb.policy import attachment_cost  # noqa: E402
-from txdb.records import markup_kind  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 PING = "txdb-chain-ping"
@@ -264,7 +263,6 @@ def _sessions() -> list:
         for p in sorted(root.rglob("*.jsonl")):
             if "subagents" in p.parts or p.name.startswith("agent-") or p.stat().st_size < 1024:
                 continue
-            rel = p.relative_to(CORPUS).as_posix()
             out.append(pytest.param(p, id=f"{sub}/{p.parent.name[-24:]}/{p.stem[:8]}", marks=_gap_marks(p)))
     return out
 

@@ -11,7 +11,6 @@ import click
 
 from .catalog import resolve_session
 from .cli import _json, _open, cli, db_option
-from .ingest.store import refresh_path
 from .surgery import ops
 from .surgery import pending as pend
 from .surgery import select as sel

@@ -79,7 +79,6 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
                 off = line.offset + start
                 report.records += 1
                 uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
-                parent = obj.get("parentUuid") if isinstance(obj.get("parentUuid"), str) else None
                 rtype = obj.get("type")
                 leaf = obj.get("leafUuid") if isinstance(obj.get("leafUuid"), str) else None
                 if uuid:

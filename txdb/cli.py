@@ -16,7 +16,7 @@ import orjson
 
 from . import catalog, config, db
 from .errors import TxdbError
-from .ingest.store import refresh as refresh_catalog
+from .ingest.bulk import refresh_db
 from .verify import verify_file
 
 
@@ -174,7 +174,6 @@ def refresh(db_path, roots, prune, as_json):
         txdb refresh
         txdb refresh --root ../shared/corpus/generated --db /tmp/demo.db
     """
-    conn, _ = _open(db_path)
     root_paths = config.projects_roots(roots)
     bar = None
     progress = None
@@ -187,7 +186,7 @@ def refresh(db_path, roots, prune, as_json):
             bar.update(done - bar.pos)
 
     try:
-        stats = refresh_catalog(conn, root_paths, prune=prune, progress=progress)
+        stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

@@ -11,16 +11,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
-from importlib import resources
 from pathlib import Path
 
+from . import sql as _sql_package
 from . import tokens
+
+SQL_DIR = Path(_sql_package.__file__).parent  # the sql/ folder, installed as txdb.sql
 
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
-    base = resources.files("txdb.sql").joinpath(folder)
     out = []
-    for entry in base.iterdir():
+    for entry in (SQL_DIR / folder).iterdir():
         if entry.name.endswith(".sql"):
             out.append((entry.name, entry.read_text(encoding="utf-8")))
     return sorted(out)

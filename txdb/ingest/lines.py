@@ -8,6 +8,7 @@ two objects glued on one line are split as a recovery step.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
@@ -16,6 +17,8 @@ import orjson
 
 BOM = b"\xef\xbb\xbf"
 READ_BUFFER = 1 << 20
+HEAD_BYTES = 4096
+TAIL_BYTES = 256
 
 
 @dataclass
@@ -64,6 +67,20 @@ def read_lines(
         yield Line(number, offset, body, len(chunk))
         offset += len(chunk)
         number += 1
+
+
+def _sha_at(fh, start: int, length: int) -> str:
+    fh.seek(start)
+    return hashlib.sha256(fh.read(length)).hexdigest()
+
+
+def head_tail(fh, cursor: int) -> tuple[str, str]:
+    """Hashes of the first bytes and of the bytes before ``cursor``: a file
+    whose hashes still match at its old cursor has only grown."""
+    head = _sha_at(fh, 0, min(cursor, HEAD_BYTES))
+    tail_start = max(0, cursor - TAIL_BYTES)
+    tail = _sha_at(fh, tail_start, cursor - tail_start)
+    return head, tail
 
 
 def _is_whole_object(chunk: bytes) -> bool:

@@ -10,7 +10,6 @@ refresh completes. A file that vanished keeps its rows, marked gone, until
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -22,10 +21,10 @@ import orjson
 
 from .. import chain as chainmod
 from ..db import transaction
-from ..policy import attachment_cost, policy_class
-from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
+from . import worker
 from .discover import Found, classify, discover
-from .lines import READ_BUFFER, parse_line, read_lines
+from .lines import READ_BUFFER, head_tail, read_lines
+from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
 # One row per API message. Older CLIs wrote one line per content block with
 # output_tokens growing line by line: the line with the largest total wins
@@ -41,21 +40,17 @@ USAGE_UPSERT = (
     + " WHERE " + _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
 )
 
-HEAD_BYTES = 4096
-TAIL_BYTES = 256
-BATCH = 2000
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 
+# A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
+RECORDS_INSERT = ("INSERT OR REPLACE INTO records VALUES "
+                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,CAST(? AS TEXT))")
 BLOCKS_INSERT = "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+BLOCKS_INSERT_ROWID = ("INSERT INTO blocks (rowid, file_id, offset, idx, session_id, role, type, kind, "
+                       "tool_name, tool_use_id, is_error, chars, signature_chars, media_type, width, "
+                       "height, image_sha256, images, tokens, text) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 BLOCKS_REPLACE = "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-
-TITLE_RANK = {"custom-title": 4, "agent-name": 3, "summary": 2, "ai-title": 1}
-TITLE_KEY = {
-    "custom-title": "customTitle",
-    "agent-name": "agentName",
-    "summary": "summary",
-    "ai-title": "aiTitle",
-}
 
 
 @dataclass
@@ -89,210 +84,27 @@ class RefreshStats:
         )
 
 
-def _sha_at(fh, start: int, length: int) -> str:
-    fh.seek(start)
-    return hashlib.sha256(fh.read(length)).hexdigest()
-
-
-def _head_tail(fh, cursor: int) -> tuple[str, str]:
-    head = _sha_at(fh, 0, min(cursor, HEAD_BYTES))
-    tail_start = max(0, cursor - TAIL_BYTES)
-    tail = _sha_at(fh, tail_start, cursor - tail_start)
-    return head, tail
-
-
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _str(v):
-    return v if isinstance(v, str) else None
-
-
-class FileIngest:
-    """Turn the lines of one file into rows, written in batches."""
-
-    def __init__(self, conn: sqlite3.Connection, file_id: int, found_kind: str,
-                 layout_parent: str | None, path: str, fresh: bool = False):
-        self.conn = conn
-        self.fresh = fresh  # the file has no rows yet (new, or rewritten and deleted)
-        self.file_id = file_id
-        self.kind = found_kind
-        self.layout_parent = layout_parent
-        self.path = path
-        self.records: list[tuple] = []
-        self.blocks: list[tuple] = []
-        self.attachments: list[tuple] = []
-        self.usage: list[tuple] = []
-        self.errors: list[tuple] = []
-        self.nodes: list[chainmod.Node] = []
-        self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
-        self.unnamed_results = 0  # tool_results whose tool_use came earlier (named in SQL)
-        self.seen_uuids: set[str] = set()
-        self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
-        self.lines = 0
-        self.record_bytes = 0
-        self.journal_bytes = 0
-        self.error_count = 0
-        self.meta: dict = {}
-        self.titles: dict[str, str] = {}  # source -> value seen in these lines
-        self.messages = 0
-        self.first_ts = None
-        self.last_ts = None
-
-    def add_line(self, line) -> None:
-        self.lines += 1
-        parsed = parse_line(line.raw)
-        if parsed.error:
-            self.error_count += 0 if parsed.objects else 1
-            self.errors.append(
-                (self.file_id, line.number, line.offset, line.length, parsed.error,
-                 1 if parsed.objects else 0)
-            )
-        for start, length, obj in parsed.objects:
-            raw = line.raw[start:start + length]
-            self.add_object(line.number, line.offset + start, length, obj, raw)
-        if len(self.records) >= BATCH:
-            self.flush()
-
-    def add_object(self, number: int, offset: int, length: int, obj: dict, raw: bytes) -> None:
-        rtype, subtype = record_kind(obj)
-        fid = self.file_id
-        self.record_bytes += length
-        if rtype in JOURNAL_TYPES:
-            self.journal_bytes += length
-        uuid = _str(obj.get("uuid"))
-        parent = _str(obj.get("parentUuid"))
-        ts = _str(obj.get("timestamp"))
-        session_id = _str(obj.get("sessionId")) or _str(obj.get("session_id"))
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else None
-        role = _str(msg.get("role")) if msg else None
-        model = _str(msg.get("model")) if msg else None
-        message_id = _str(msg.get("id")) if msg else None
-        is_sidechain = 1 if obj.get("isSidechain") else 0
-        tokens = 0
-
-        content = message_content(obj)
-        if content is not None:
-            for b in block_rows(content, role):
-                kind = b["kind"]
-                tool_name = b.get("tool_name")
-                tuid = b.get("tool_use_id")
-                if kind == "tool_use" and tuid:
-                    self.local_tools[tuid] = tool_name
-                elif kind == "tool_result":
-                    tool_name = self.local_tools.get(tuid)
-                    if tool_name is None and tuid:
-                        self.unnamed_results += 1
-                tokens += b.get("tokens", 0)
-                self.blocks.append((
-                    fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
-                    tool_name, tuid, b.get("is_error"), b.get("chars", 0),
-                    b.get("signature_chars", 0), b.get("media_type"), b.get("width"),
-                    b.get("height"), b.get("image_sha256"), b.get("images", 0),
-                    b.get("tokens", 0), b.get("text"),
-                ))
-        elif rtype == "attachment":
-            att = obj.get("attachment") if isinstance(obj.get("attachment"), dict) else {}
-            cost, from_rendered, free = attachment_cost(obj)
-            pclass = policy_class(subtype)
-            # The system prompt is counted once per session, not per line.
-            tokens = 0 if pclass == "system-prompt" else cost
-            self.attachments.append((
-                fid, offset, session_id, subtype, ts, pclass, cost, 1 if from_rendered else 0,
-                1 if free else 0, _str(att.get("hookEvent")),
-            ))
-
-        if rtype == "assistant" and msg and isinstance(msg.get("usage"), dict):
-            u = msg["usage"]
-            cc = u.get("cache_creation") if isinstance(u.get("cache_creation"), dict) else {}
-            iterations = u.get("iterations")
-            self.usage.append((
-                fid, message_id or f"uuid:{uuid or offset}", offset, _str(obj.get("requestId")),
-                session_id, ts, model, _int(u.get("input_tokens")), _int(u.get("output_tokens")),
-                _int(u.get("cache_read_input_tokens")), _int(u.get("cache_creation_input_tokens")),
-                _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens")),
-                _str(u.get("service_tier")),
-                orjson.dumps(iterations).decode() if isinstance(iterations, list) else None,
-            ))
-
-        leaf_uuid = _str(obj.get("leafUuid"))
-        logical = _str(obj.get("logicalParentUuid"))
-        is_meta = 1 if obj.get("isMeta") else None
-        try:
-            raw_text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raw_text = raw.decode("utf-8", "replace")
-        self.records.append((
-            fid, offset, length, number, session_id, rtype, subtype, uuid, parent, logical,
-            leaf_uuid, ts, is_sidechain, is_meta, role, model, message_id,
-            _str(obj.get("requestId")), tokens, raw_text,
-        ))
-        node = chainmod.node_from(offset, obj)
-        if node is not None:
-            self.nodes.append(node)
-            if uuid:
-                if parent and parent not in self.seen_uuids:
-                    self.parent_candidates.append((offset, parent))
-                self.seen_uuids.add(uuid)
-        self._meta(obj, rtype, ts, session_id, model)
-
-    def _meta(self, obj, rtype, ts, session_id, model) -> None:
-        m = self.meta
-        if session_id and "session_id" not in m:
-            m["session_id"] = session_id
-        if rtype in ("user", "assistant"):
-            self.messages += 1
-            for key, col in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
-                v = obj.get(key)
-                if isinstance(v, str) and v and col not in m:
-                    m[col] = v
-            if rtype == "assistant" and model and model != "<synthetic>" and "model" not in m:
-                m["model"] = model
-            if "agent_id" not in m and isinstance(obj.get("agentId"), str):
-                m["agent_id"] = obj["agentId"]
-        if ts:
-            if self.first_ts is None or ts < self.first_ts:
-                self.first_ts = ts
-            if self.last_ts is None or ts > self.last_ts:
-                self.last_ts = ts
-        if rtype in TITLE_KEY:
-            v = obj.get(TITLE_KEY[rtype])
-            if isinstance(v, str) and v.strip():
-                if rtype == "summary":
-                    self.titles.setdefault(rtype, v)  # the first summary
-                else:
-                    self.titles[rtype] = v  # the last one wins
-
-    def flush(self) -> None:
-        """Write the rows gathered so far (inside the file's transaction)."""
-        if not (self.records or self.errors):
-            return
-        batch = (self.records, self.blocks, self.attachments, self.usage, self.errors, self.fresh)
-        self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
-        _write_rows(self.conn, *batch)
-
-
-def _write_rows(c: sqlite3.Connection, records, blocks, attachments, usage, errors, fresh) -> None:
-    if records:
-        c.executemany(
-            "INSERT OR REPLACE INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", records
-        )
-    if blocks:
+def _write_rows(c: sqlite3.Connection, batch: RowBatch, fresh: bool) -> None:
+    if batch.records:
+        c.executemany(RECORDS_INSERT, batch.records_with_raw())
+    if batch.blocks:
         # A fresh file's blocks cannot conflict: plain INSERT. Under OR
         # REPLACE, the full-text index's insert trigger inherits REPLACE
         # and FTS5 first deletes the rowid, re-tokenizing the text: a
         # 4-6x slower insert. A conflict anyway falls back to REPLACE.
-        try:
-            c.executemany(BLOCKS_INSERT if fresh else BLOCKS_REPLACE, blocks)
-        except sqlite3.IntegrityError:
-            c.executemany(BLOCKS_REPLACE, blocks)
-    if attachments:
-        c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", attachments)
-    if usage:
-        c.executemany(USAGE_UPSERT, usage)
-    if errors:
-        c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", errors)
+        if batch.block_rowids:  # a bulk build: numbered to match the full-text sidecar
+            c.executemany(BLOCKS_INSERT_ROWID, batch.blocks)
+        else:
+            try:
+                c.executemany(BLOCKS_INSERT if fresh else BLOCKS_REPLACE, batch.blocks)
+            except sqlite3.IntegrityError:
+                c.executemany(BLOCKS_REPLACE, batch.blocks)
+    if batch.attachments:
+        c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", batch.attachments)
+    if batch.usage:
+        c.executemany(USAGE_UPSERT, batch.usage)
+    if batch.errors:
+        c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", batch.errors)
 
 
 def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
@@ -305,19 +117,24 @@ def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
     )
 
 
-def _update_dangling(c: sqlite3.Connection, ing: "FileIngest", fresh: bool, start_offset: int) -> None:
-    """Keep dangling_parents current: a parent may arrive in these lines, a
-    new line may name a parent that is in no line of the file."""
-    fid = ing.file_id
-    if not fresh:
-        c.execute(
-            "DELETE FROM dangling_parents WHERE file_id = ? AND parent_uuid IN "
-            "(SELECT uuid FROM records WHERE file_id = ? AND offset >= ? AND uuid IS NOT NULL)",
-            (fid, fid, start_offset),
-        )
-    for offset, parent in ing.parent_candidates:
-        if c.execute("SELECT 1 FROM records WHERE file_id = ? AND uuid = ? LIMIT 1", (fid, parent)).fetchone() is None:
-            c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (fid, offset, parent))
+def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple[int, str]],
+                  from_start: bool, start_offset: int) -> None:
+    """Keep dangling_parents current: a parent may arrive in appended lines,
+    a new line may name a parent that is in no line of the file. Read from
+    the start, the candidates are already the file's dangling parents."""
+    if from_start:
+        c.executemany("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)",
+                      [(file_id, o, p) for o, p in nodes_parents])
+        return
+    c.execute(
+        "DELETE FROM dangling_parents WHERE file_id = ? AND parent_uuid IN "
+        "(SELECT uuid FROM records WHERE file_id = ? AND offset >= ? AND uuid IS NOT NULL)",
+        (file_id, file_id, start_offset),
+    )
+    for offset, parent in nodes_parents:
+        if c.execute("SELECT 1 FROM records WHERE file_id = ? AND uuid = ? LIMIT 1",
+                     (file_id, parent)).fetchone() is None:
+            c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
 
 
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int) -> None:
@@ -326,11 +143,11 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int) -> None:
         conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 
 
-def _update_session(conn, ing: FileIngest, fresh: bool, path: str, project: str | None) -> None:
+def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: bool) -> None:
     row = None if fresh else conn.execute(
         "SELECT session_id, title, title_source, cwd, git_branch, version, model, "
         "first_timestamp, last_timestamp, lines, messages, agent_id FROM sessions WHERE file_id = ?",
-        (ing.file_id,),
+        (file_id,),
     ).fetchone()
     if row:
         (session_id, title, title_source, cwd, branch, version, model, first_ts, last_ts,
@@ -339,24 +156,24 @@ def _update_session(conn, ing: FileIngest, fresh: bool, path: str, project: str 
         session_id = title = title_source = cwd = branch = version = model = None
         first_ts = last_ts = agent_id = None
         lines = messages = 0
-    m = ing.meta
-    stem = Path(path).name[: -len(".jsonl")]
+    m = s.meta
+    stem = Path(found.path).name[: -len(".jsonl")]
     file_session = session_id or m.get("session_id") or stem
     parent_session = None
-    if ing.kind == "subagent":
+    if found.kind == "subagent":
         # Subagent lines carry their parent's sessionId; the file is its own session.
-        parent_session = ing.layout_parent or m.get("session_id")
+        parent_session = found.parent_session_id or m.get("session_id")
         file_session = stem
     cwd = cwd or m.get("cwd")
     branch = branch or m.get("git_branch")
     version = version or m.get("version")
     model = model or m.get("model")
     agent_id = agent_id or m.get("agent_id")
-    if ing.first_ts and (first_ts is None or ing.first_ts < first_ts):
-        first_ts = ing.first_ts
-    if ing.last_ts and (last_ts is None or ing.last_ts > last_ts):
-        last_ts = ing.last_ts
-    for source, value in ing.titles.items():
+    if s.first_ts and (first_ts is None or s.first_ts < first_ts):
+        first_ts = s.first_ts
+    if s.last_ts and (last_ts is None or s.last_ts > last_ts):
+        last_ts = s.last_ts
+    for source, value in s.titles.items():
         rank = TITLE_RANK[source]
         cur = TITLE_RANK.get(title_source or "", 0)
         if rank > cur or (rank == cur and source != "summary"):
@@ -373,11 +190,11 @@ def _update_session(conn, ing: FileIngest, fresh: bool, path: str, project: str 
         "last_timestamp = excluded.last_timestamp, lines = excluded.lines, messages = excluded.messages, "
         "record_bytes = record_bytes + excluded.record_bytes, "
         "journal_bytes = journal_bytes + excluded.journal_bytes",
-        (ing.file_id, file_session, parent_session, agent_id, project, title, title_source, cwd,
-         branch, version, model, first_ts, last_ts, lines + ing.lines, messages + ing.messages,
-         ing.record_bytes, ing.journal_bytes),
+        (file_id, file_session, parent_session, agent_id, found.project, title, title_source, cwd,
+         branch, version, model, first_ts, last_ts, lines + s.lines, messages + s.messages,
+         s.record_bytes, s.journal_bytes),
     )
-    conn.execute("UPDATE files SET session_id = ? WHERE id = ?", (file_session, ing.file_id))
+    conn.execute("UPDATE files SET session_id = ? WHERE id = ?", (file_session, file_id))
 
 
 def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
@@ -399,15 +216,16 @@ def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
     return nodes
 
 
-def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0) -> None:
+def _store_chain(conn, file_id: int, offsets: list[int], start: int = 0) -> None:
     """Write chain positions from ``start`` on, and the session's chain sums."""
     if start == 0:
         conn.execute("DELETE FROM chain WHERE file_id = ?", (file_id,))
     conn.executemany(
         "INSERT OR REPLACE INTO chain VALUES (?,?,?)",
-        [(file_id, start + i, n.offset) for i, n in enumerate(chain)],
+        [(file_id, start + i, o) for i, o in enumerate(offsets)],
     )
-    leaf = chain[-1].uuid if chain else None
+    leaf = conn.execute("SELECT uuid FROM records WHERE file_id = ? AND offset = ?",
+                        (file_id, offsets[-1])).fetchone()[0] if offsets else None
     tokens, length = conn.execute(
         "SELECT coalesce(sum(r.tokens), 0), coalesce(sum(r.length), 0) FROM chain c "
         "JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset WHERE c.file_id = ? AND c.pos >= ?",
@@ -417,97 +235,150 @@ def _store_chain(conn, file_id: int, chain: list[chainmod.Node], start: int = 0)
         conn.execute(
             "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = ?, chain_bytes = ? "
             "WHERE file_id = ?",
-            (leaf, len(chain), tokens, length, file_id),
+            (leaf, len(offsets), tokens, length, file_id),
         )
     else:
         conn.execute(
             "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = chain_tokens + ?, "
             "chain_bytes = chain_bytes + ? WHERE file_id = ?",
-            (leaf, start + len(chain), tokens, length, file_id),
+            (leaf, start + len(offsets), tokens, length, file_id),
         )
 
 
-def _update_chain(conn, ing: FileIngest, fresh: bool) -> None:
-    """Recompute the active chain; when appended lines only extend the old
-    leaf, just the new positions are written."""
-    if fresh:
-        _store_chain(conn, ing.file_id, chainmod.active_chain(ing.nodes))
-        return
-    if not ing.nodes:
+def _update_chain(conn, file_id: int, nodes: list[chainmod.Node]) -> None:
+    """Recompute the active chain after appended lines; when they only
+    extend the old leaf, just the new positions are written."""
+    if not nodes:
         return
     old_leaf, old_len = conn.execute(
-        "SELECT leaf_uuid, chain_length FROM sessions WHERE file_id = ?", (ing.file_id,)
+        "SELECT leaf_uuid, chain_length FROM sessions WHERE file_id = ?", (file_id,)
     ).fetchone() or (None, 0)
-    extension = chainmod.extend(ing.nodes, old_leaf) if old_len else None
+    extension = chainmod.extend(nodes, old_leaf) if old_len else None
     if extension is not None:
         if extension:
-            _store_chain(conn, ing.file_id, extension, start=old_len)
+            _store_chain(conn, file_id, [n.offset for n in extension], start=old_len)
         return
-    _store_chain(conn, ing.file_id, chainmod.active_chain(_load_nodes(conn, ing.file_id)))
+    _store_chain(conn, file_id, [n.offset for n in chainmod.active_chain(_load_nodes(conn, file_id))])
 
 
-def ingest_file(conn: sqlite3.Connection, found: Found, existing: tuple | None,
-                stats: RefreshStats) -> str:
-    """Bring one file's rows up to date; returns new/grown/rewritten/unchanged.
-    The file's rows and its cursor commit in one transaction."""
+@dataclass(slots=True)
+class Plan:
+    """What a refresh does to one file."""
+
+    found: Found
+    status: str  # new, grown, rewritten, unchanged
+    file_id: int | None
+    start_offset: int = 0
+    start_line: int = 1
+
+    @property
+    def from_start(self) -> bool:
+        return self.status in ("new", "rewritten")
+
+
+def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) -> Plan:
+    """Unchanged (same size, mtime and inode), grown (same inode, the bytes
+    before the cursor unchanged) or else read again from the start."""
     st = found.stat
-    path = found.path
-    status = "new"
-    start_offset, start_line = 0, 1
-    file_id = None
-    with open(path, "rb", buffering=READ_BUFFER) as fh:
-        if existing is not None:
-            file_id, size, mtime_ns, inode, head_sha, tail_sha, cursor, lines, gone = existing
-            if (size == st.st_size and mtime_ns == st.st_mtime_ns and inode == st.st_ino
-                    and not gone):
-                return "unchanged"
-            status = "rewritten"
-            if inode == st.st_ino and st.st_size >= cursor and cursor > 0:
-                head, tail = _head_tail(fh, cursor)
-                if head == head_sha and tail == tail_sha:
-                    status = "grown" if st.st_size > cursor else "unchanged"
-            elif cursor == 0 and inode == st.st_ino and lines == 0:
-                status = "grown" if st.st_size > 0 else "unchanged"
-            if status == "unchanged":
-                conn.execute("UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
-                             (st.st_size, st.st_mtime_ns, file_id))
-                return "unchanged"
-            if status == "grown":
-                start_offset, start_line = cursor, lines + 1
-        fresh = status in ("new", "rewritten")
-        with transaction(conn):
-            if file_id is None:
-                file_id = conn.execute(
-                    "INSERT INTO files (path, root, project, kind, size) VALUES (?,?,?,?,0)",
-                    (path, found.root, found.project, found.kind),
-                ).lastrowid
-            elif status == "rewritten":
-                _delete_file_rows(conn, file_id)
-            ing = FileIngest(conn, file_id, found.kind, found.parent_session_id, path, fresh=fresh)
-            cursor = start_offset
-            next_line = start_line
-            for line in read_lines(fh, start_offset, start_line):
-                ing.add_line(line)
-                cursor = line.offset + line.length
-                next_line = line.number + 1
-            ing.flush()
-            if ing.unnamed_results:
-                _name_tool_results(conn, file_id)
-            _update_session(conn, ing, fresh, path, found.project)
-            _update_dangling(conn, ing, fresh, start_offset)
-            _update_chain(conn, ing, fresh)
-            head, tail = _head_tail(fh, cursor)
-            conn.execute(
-                "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-                "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
-                "refreshed_at = datetime('now') WHERE id = ?",
-                (found.root, found.project, found.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-                 head, tail, cursor, next_line - 1, file_id),
-            )
-    stats.lines += ing.lines
-    stats.parse_errors += ing.error_count
-    stats.bytes += cursor - start_offset
-    return status
+    if existing is None:
+        return Plan(found, "new", None)
+    file_id, size, mtime_ns, inode, head_sha, tail_sha, cursor, lines, gone = existing
+    if size == st.st_size and mtime_ns == st.st_mtime_ns and inode == st.st_ino and not gone:
+        return Plan(found, "unchanged", file_id)
+    status = "rewritten"
+    if inode == st.st_ino and st.st_size >= cursor and cursor > 0:
+        with open(found.path, "rb") as fh:
+            if head_tail(fh, cursor) == (head_sha, tail_sha):
+                status = "grown" if st.st_size > cursor else "unchanged"
+    elif cursor == 0 and inode == st.st_ino and lines == 0:
+        status = "grown" if st.st_size > 0 else "unchanged"
+    if status == "unchanged":
+        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
+                     (st.st_size, st.st_mtime_ns, file_id))
+        return Plan(found, "unchanged", file_id)
+    if status == "grown":
+        return Plan(found, "grown", file_id, cursor, lines + 1)
+    return Plan(found, "rewritten", file_id)
+
+
+def _begin_file(conn, plan: Plan, file_id: int | None) -> int:
+    """Inside the file's transaction: its files row, and no stale rows."""
+    f = plan.found
+    if plan.file_id is None:
+        return conn.execute(
+            "INSERT INTO files (id, path, root, project, kind, size) VALUES (?,?,?,?,?,0)",
+            (file_id, f.path, f.root, f.project, f.kind),
+        ).lastrowid
+    if plan.status == "rewritten":
+        _delete_file_rows(conn, plan.file_id)
+    return plan.file_id
+
+
+def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest | None,
+              cursor: int, next_line: int, hashes: tuple[str, str]) -> None:
+    """Inside the file's transaction: the session, dangling parents, chain
+    and the cursor (whose update also indexes the queued full text)."""
+    f = plan.found
+    if s.unnamed_results:
+        _name_tool_results(conn, file_id)
+    _update_session(conn, file_id, f, s, plan.from_start)
+    if plan.from_start:
+        _add_dangling(conn, file_id, s.dangling, True, 0)
+        _store_chain(conn, file_id, s.chain)
+    else:
+        _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
+        _update_chain(conn, file_id, ing.nodes)
+    st = f.stat
+    conn.execute(
+        "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
+        "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
+        "refreshed_at = datetime('now') WHERE id = ?",
+        (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
+         hashes[0], hashes[1], cursor, next_line - 1, file_id),
+    )
+
+
+def _count(stats: RefreshStats, plan: Plan, s: FileSummary, cursor: int) -> None:
+    stats.lines += s.lines
+    stats.parse_errors += s.error_count
+    stats.bytes += cursor - plan.start_offset
+    setattr(stats, plan.status, getattr(stats, plan.status) + 1)
+
+
+def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats) -> None:
+    """Read one file (in this process) and bring its rows up to date; its
+    rows and its cursor commit in one transaction."""
+    if plan.status == "unchanged":
+        stats.unchanged += 1
+        return
+    fresh = plan.from_start
+    with open(plan.found.path, "rb", buffering=READ_BUFFER) as fh, transaction(conn):
+        file_id = _begin_file(conn, plan, None)
+        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, fresh), fresh)
+        cursor, next_line = plan.start_offset, plan.start_line
+        for line in read_lines(fh, plan.start_offset, plan.start_line):
+            ing.add_line(line)
+            cursor = line.offset + line.length
+            next_line = line.number + 1
+        s = ing.finish()
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor))
+    _count(stats, plan, s, cursor)
+
+
+def ingest_parsed(conn: sqlite3.Connection, plan: Plan, file_id: int | None, parts, stats: RefreshStats) -> None:
+    """Write one file read from its start by a parse worker: ``parts`` yields
+    its row batches, then ("end", summary, cursor, next_line, hashes)."""
+    part = next(parts)
+    if part[0] == "skip":  # vanished or unreadable
+        return
+    with transaction(conn):
+        file_id = _begin_file(conn, plan, file_id)
+        while part[0] == "rows":
+            _write_rows(conn, part[1], True)
+            part = next(parts)
+        _, s, cursor, next_line, hashes = part
+        _end_file(conn, plan, file_id, s, None, cursor, next_line, hashes)
+    _count(stats, plan, s, cursor)
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -520,16 +391,22 @@ def _existing(conn) -> dict[str, tuple]:
 
 
 def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> RefreshStats:
-    """Refresh every session file under ``roots``."""
+            progress: Callable[[int, int], None] | None = None,
+            parallel: bool | None = None,
+            fts_sidecar: tuple[str, str] | None = None) -> RefreshStats:
+    """Refresh every session file under ``roots``.
+
+    ``parallel``: parse files read from their start in a worker process
+    while this one writes (None: when there is enough to read to be worth it).
+    ``fts_sidecar``: (path, CREATE statement): a bulk build's worker indexes
+    the block text there (see txdb.ingest.fts).
+    """
     t0 = time.perf_counter()
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
     found = discover(roots)
     existing = _existing(conn)
     stats.files = len(found)
-    seen = set()
-    total = sum(f.stat.st_size for f in found)
     # Checkpoint the WAL less often while refreshing: each checkpoint costs
     # two fsyncs, and a cold refresh wrote ~40 of them at the default 1000
     # pages. Durability is unchanged (same synchronous level, same commits).
@@ -537,10 +414,11 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
         conn.execute(f"PRAGMA wal_autocheckpoint = {REFRESH_CHECKPOINT_PAGES}")
     try:
-        _refresh_found(conn, found, existing, stats, seen, total, progress)
+        _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar)
     finally:
         if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
             conn.execute(f"PRAGMA wal_autocheckpoint = {int(ckpt)}")
+    seen = {f.path for f in found}
     root_strs = [str(r) for r in roots]
     missing = [
         (path, row[0]) for path, row in existing.items()
@@ -563,18 +441,52 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     return stats
 
 
-def _refresh_found(conn, found, existing, stats, seen, total, progress) -> None:
+def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar) -> None:
+    total = sum(f.stat.st_size for f in found)
     done = 0
+    plans: list[Plan] = []
     for f in found:
-        seen.add(f.path)
         try:
-            status = ingest_file(conn, f, existing.get(f.path), stats)
+            plan = plan_file(conn, f, existing.get(f.path))
+        except (FileNotFoundError, PermissionError):
+            continue  # vanished or unreadable since discovery
+        if plan.status == "unchanged":
+            stats.unchanged += 1
+            done += f.stat.st_size
+        else:
+            plans.append(plan)
+    if progress and done:
+        progress(done, total)
+    fresh = [p for p in plans if p.from_start]
+    use_worker = parallel if parallel is not None else (
+        sum(p.found.stat.st_size for p in fresh) >= worker.WORTH_IT_BYTES)
+    if not (use_worker and worker.available()):
+        fresh = []
+    in_process = [p for p in plans if not (p.from_start and fresh)]
+    for plan in in_process:
+        try:
+            ingest_file(conn, plan, stats)
         except (FileNotFoundError, PermissionError):
             continue  # vanished or unreadable between discovery and read
-        setattr(stats, status, getattr(stats, status) + 1)
-        done += f.stat.st_size
+        done += plan.found.stat.st_size
         if progress:
             progress(done, total)
+    if not fresh:
+        return
+    # New files get the next ids now, so the worker can write them into rows.
+    next_id = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
+    ids = []
+    for plan in fresh:
+        ids.append(plan.file_id if plan.file_id is not None else next_id)
+        next_id += plan.file_id is None
+    tasks = [(p.found.path, fid, p.found.kind) for p, fid in zip(fresh, ids)]
+    with worker.ParseWorker(tasks, fts_sidecar) as w:
+        for plan, fid in zip(fresh, ids):
+            ingest_parsed(conn, plan, fid, w.parts(), stats)
+            done += plan.found.stat.st_size
+            if progress:
+                progress(done, total)
+        w.finish()
 
 
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
@@ -586,8 +498,9 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
         root = row[0] if row else None
     project, kind, parent = classify(p, Path(root) if root else None)
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
-    existing = _existing_one(conn, str(p))
-    return ingest_file(conn, found, existing, RefreshStats())
+    plan = plan_file(conn, found, _existing_one(conn, str(p)))
+    ingest_file(conn, plan, RefreshStats())
+    return plan.status
 
 
 def _existing_one(conn, path: str):

@@ -1,0 +1,154 @@
+"""Refresh the catalog at a path; a catalog that does not exist yet is
+built in bulk.
+
+A first refresh reads every session a user has, often gigabytes, into an
+empty catalog. Nothing in that catalog exists anywhere else yet, so it is
+built in a scratch file beside the catalog without a journal (each page
+written once, not once to the WAL and again to the database), its secondary
+indexes and full-text index are built once at the end rather than row by
+row, and it is switched to WAL, synced, and published with a hard link,
+which never replaces a catalog another process published first (that one
+is then refreshed instead). If the build fails or is killed, the scratch
+file is removed (or, if killed, removed by the next run): no catalog is
+half-written, and the next refresh starts again.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .. import db
+from . import fts
+from .store import RefreshStats, refresh
+
+
+
+def refresh_db(path: str | Path, roots: list[Path], prune: bool = False,
+               progress: Callable[[int, int], None] | None = None,
+               parallel: bool | None = None) -> RefreshStats:
+    """Refresh the catalog at ``path``, building it in bulk if it is new."""
+    path = Path(path)
+    if not path.exists():
+        stats = build(path, roots, progress=progress, parallel=parallel)
+        if stats is not None:
+            return stats
+    conn = db.connect(path)
+    try:
+        return refresh(conn, roots, prune=prune, progress=progress, parallel=parallel)
+    finally:
+        conn.close()
+
+
+def _scratch_name(path: Path) -> str:
+    return f".{path.name}.building-"
+
+
+def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = None) -> RefreshStats | None:
+    """Build a new catalog at ``path`` from ``roots``. Returns None, having
+    built nothing, if another process published a catalog there first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_scratch(path)
+    scratch = path.with_name(f"{_scratch_name(path)}{os.getpid()}")
+    _unlink(scratch)
+    sidecar = scratch.with_name(scratch.name + "-fts")
+    try:
+        conn = sqlite3.connect(str(scratch), isolation_level=None)
+        try:
+            os.chmod(scratch, 0o600)
+            for pragma in ("journal_mode = OFF", "synchronous = OFF", "locking_mode = EXCLUSIVE",
+                           "temp_store = MEMORY", "cache_size = -65536"):
+                conn.execute(f"PRAGMA {pragma}")
+            db.register_functions(conn)
+            db.migrate(conn)
+            db.ensure_views(conn)
+            deferred = _defer(conn)
+            stats = refresh(conn, roots, progress=progress, parallel=parallel,
+                            fts_sidecar=(str(sidecar), fts.index_sql(conn)))
+            # Start writing the rows to disk while the indexes are built.
+            early_sync = threading.Thread(target=_fsync, args=(scratch,), daemon=True)
+            early_sync.start()
+            for sql in deferred:
+                conn.execute(sql)
+            conn.execute("PRAGMA locking_mode = NORMAL")
+            conn.execute("PRAGMA journal_mode = DELETE")
+            conn.execute("PRAGMA journal_mode = WAL")
+            early_sync.join()
+        finally:
+            conn.close()
+        fts.adopt_or_build(scratch, sidecar)
+        _fsync(scratch)
+        try:
+            os.link(scratch, path)  # publish; never over another catalog
+        except FileExistsError:
+            return None
+        _fsync_dir(path.parent)
+        return stats
+    finally:
+        _unlink(scratch)
+        _unlink(sidecar)
+
+
+def _defer(conn: sqlite3.Connection) -> list[str]:
+    """Drop the secondary indexes (built once at the end, from sorted keys)
+    and the triggers (they only keep the full-text index current, and it is
+    filled once at the end); return the SQL that recreates them."""
+    rows = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND "
+        "(type = 'trigger' OR (type = 'index' AND tbl_name NOT LIKE 'blocks_fts%'))"
+    ).fetchall()
+    for kind, name, _ in rows:
+        conn.execute(f'DROP {kind.upper()} "{name}"')
+    return [sql for _, _, sql in rows]
+
+
+def _remove_stale_scratch(path: Path) -> None:
+    """Scratch files (and full-text sidecars) of builds whose process is gone."""
+    prefix = str(path.with_name(_scratch_name(path)))
+    for name in glob.glob(glob.escape(prefix) + "*"):
+        pid = name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            _unlink(Path(name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _unlink(p: Path) -> None:
+    for name in (p, Path(f"{p}-journal"), Path(f"{p}-wal"), Path(f"{p}-shm")):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+
+
+def _fsync(p: Path) -> None:
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,277 @@
+"""Turn the lines of one session file into catalog rows.
+
+Nothing here touches the database: rows are handed to a sink in batches
+(the catalog writer in this process, or the pipe of a parse worker), so the
+same code parses in-process and in a worker. For a file read from its
+start, everything the catalog derives from it (dangling parents, the
+active chain) is computed here too; an appended tail needs the rows already
+in the catalog, and the writer works that out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import orjson
+
+from .. import chain as chainmod
+from ..policy import attachment_cost, policy_class
+from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
+from .lines import Line, parse_line
+
+# A batch of rows is handed on at this many lines or bytes, whichever comes
+# first: small enough that a parse worker and the writer take turns often
+# (a pipe holds 1 MB), large enough that per-batch costs stay small.
+BATCH = 2000
+BATCH_BYTES = 256 << 10
+
+TITLE_RANK = {"custom-title": 4, "agent-name": 3, "summary": 2, "ai-title": 1}
+TITLE_KEY = {
+    "custom-title": "customTitle",
+    "agent-name": "agentName",
+    "summary": "summary",
+    "ai-title": "aiTitle",
+}
+
+
+def _int(v):
+    return v if type(v) is int else None
+
+
+def _str(v):
+    return v if type(v) is str else None
+
+
+@dataclass(slots=True)
+class RowBatch:
+    """Rows for the catalog tables, in their column order. A record's raw
+    text is bytes when it is valid UTF-8 (the writer stores it as TEXT
+    without a round trip through ``str``), else the text with U+FFFD."""
+
+    records: list[tuple]
+    blocks: list[tuple]
+    attachments: list[tuple]
+    usage: list[tuple]
+    errors: list[tuple]
+    # With ``pack_raw``: the raw bytes of the records whose raw is None,
+    # end to end (each is ``length`` long); one object pickles far faster
+    # than thousands.
+    raw: bytes = b""
+    block_rowids: bool = False  # each block row starts with the rowid to store it under
+
+    def records_with_raw(self) -> list[tuple]:
+        if not self.raw:
+            return self.records
+        view = memoryview(self.raw)
+        pos = 0
+        out = []
+        for r in self.records:
+            if r[19] is None:
+                end = pos + r[2]
+                r = r[:19] + (view[pos:end],)
+                pos = end
+            out.append(r)
+        return out
+
+
+@dataclass
+class FileSummary:
+    """What one pass over a file adds to its session row and chain."""
+
+    lines: int = 0
+    error_count: int = 0
+    record_bytes: int = 0
+    journal_bytes: int = 0
+    messages: int = 0
+    first_ts: str | None = None
+    last_ts: str | None = None
+    meta: dict = field(default_factory=dict)
+    titles: dict = field(default_factory=dict)  # source -> value seen in these lines
+    unnamed_results: int = 0  # tool_results whose tool_use came earlier (named in SQL)
+    # Read from the start only: computed without the catalog.
+    dangling: list[tuple[int, str]] | None = None  # (offset, parent uuid in no line of the file)
+    chain: list[int] | None = None  # offsets of the active chain, root first
+
+
+class FileIngest:
+    """Rows of one file's lines, handed to ``sink`` in batches."""
+
+    def __init__(self, file_id: int, kind: str, sink: Callable[[RowBatch], None], from_start: bool,
+                 pack_raw: bool = False):
+        self.file_id = file_id
+        self.pack_raw = pack_raw
+        self.raw_pieces: list[bytes] = []
+        self.batch_bytes = 0
+        self.kind = kind
+        self.sink = sink
+        self.from_start = from_start
+        self.summary = FileSummary()
+        self.records: list[tuple] = []
+        self.blocks: list[tuple] = []
+        self.attachments: list[tuple] = []
+        self.usage: list[tuple] = []
+        self.errors: list[tuple] = []
+        self.nodes: list[chainmod.Node] = []
+        self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
+        self.uuids: set[str] = set()  # every uuid of the lines read now
+        self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
+
+    def add_line(self, line: Line) -> None:
+        self.summary.lines += 1
+        parsed = parse_line(line.raw)
+        if parsed.error:
+            self.summary.error_count += 0 if parsed.objects else 1
+            self.errors.append(
+                (self.file_id, line.number, line.offset, line.length, parsed.error,
+                 1 if parsed.objects else 0)
+            )
+        raw = line.raw
+        for start, length, obj in parsed.objects:
+            piece = raw[start:start + length] if (start or length != len(raw)) else raw
+            if parsed.recovered:
+                piece = piece.decode("utf-8", "replace")
+            elif self.pack_raw:
+                self.raw_pieces.append(piece)
+                piece = None
+            self.add_object(line.number, line.offset + start, length, obj, piece)
+        self.batch_bytes += line.length
+        if self.batch_bytes >= BATCH_BYTES or len(self.records) >= BATCH:
+            self.flush()
+
+    def add_object(self, number: int, offset: int, length: int, obj: dict, raw) -> None:
+        rtype, subtype = record_kind(obj)
+        fid = self.file_id
+        summary = self.summary
+        summary.record_bytes += length
+        if rtype in JOURNAL_TYPES:
+            summary.journal_bytes += length
+        get = obj.get
+        uuid = _str(get("uuid"))
+        parent = _str(get("parentUuid"))
+        ts = _str(get("timestamp"))
+        session_id = _str(get("sessionId")) or _str(get("session_id"))
+        request_id = _str(get("requestId"))
+        msg = get("message")
+        if type(msg) is dict:
+            role = _str(msg.get("role"))
+            model = _str(msg.get("model"))
+            message_id = _str(msg.get("id"))
+        else:
+            msg = role = model = message_id = None
+        tokens = 0
+
+        content = message_content(obj)
+        if content is not None:
+            append = self.blocks.append
+            for b in block_rows(content, role):
+                kind = b["kind"]
+                tool_name = b.get("tool_name")
+                tuid = b.get("tool_use_id")
+                if kind == "tool_use" and tuid:
+                    self.local_tools[tuid] = tool_name
+                elif kind == "tool_result":
+                    tool_name = self.local_tools.get(tuid)
+                    if tool_name is None and tuid:
+                        summary.unnamed_results += 1
+                btokens = b.get("tokens", 0)
+                tokens += btokens
+                append((
+                    fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
+                    tool_name, tuid, b.get("is_error"), b.get("chars", 0),
+                    b.get("signature_chars", 0), b.get("media_type"), b.get("width"),
+                    b.get("height"), b.get("image_sha256"), b.get("images", 0),
+                    btokens, b.get("text"),
+                ))
+        elif rtype == "attachment":
+            att = get("attachment")
+            if type(att) is not dict:
+                att = {}
+            cost, from_rendered, free = attachment_cost(obj)
+            pclass = policy_class(subtype)
+            # The system prompt is counted once per session, not per line.
+            tokens = 0 if pclass == "system-prompt" else cost
+            self.attachments.append((
+                fid, offset, session_id, subtype, ts, pclass, cost, 1 if from_rendered else 0,
+                1 if free else 0, _str(att.get("hookEvent")),
+            ))
+
+        if rtype == "assistant" and msg is not None and type(msg.get("usage")) is dict:
+            u = msg["usage"]
+            cc = u.get("cache_creation")
+            if type(cc) is not dict:
+                cc = {}
+            iterations = u.get("iterations")
+            self.usage.append((
+                fid, message_id or f"uuid:{uuid or offset}", offset, request_id,
+                session_id, ts, model, _int(u.get("input_tokens")), _int(u.get("output_tokens")),
+                _int(u.get("cache_read_input_tokens")), _int(u.get("cache_creation_input_tokens")),
+                _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens")),
+                _str(u.get("service_tier")),
+                orjson.dumps(iterations).decode() if type(iterations) is list else None,
+            ))
+
+        self.records.append((
+            fid, offset, length, number, session_id, rtype, subtype, uuid, parent,
+            _str(get("logicalParentUuid")), _str(get("leafUuid")), ts,
+            1 if get("isSidechain") else 0, 1 if get("isMeta") else None, role, model, message_id,
+            request_id, tokens, raw,
+        ))
+        if uuid:
+            self.uuids.add(uuid)
+        node = chainmod.node_from(offset, obj)
+        if node is not None:
+            self.nodes.append(node)
+            if uuid and parent and parent not in self.uuids:
+                self.parent_candidates.append((offset, parent))
+        self._meta(obj, rtype, ts, session_id, model)
+
+    def _meta(self, obj, rtype, ts, session_id, model) -> None:
+        s = self.summary
+        m = s.meta
+        if session_id and "session_id" not in m:
+            m["session_id"] = session_id
+        if rtype == "user" or rtype == "assistant":
+            s.messages += 1
+            for key, col in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
+                if col not in m:
+                    v = obj.get(key)
+                    if type(v) is str and v:
+                        m[col] = v
+            if rtype == "assistant" and model and model != "<synthetic>" and "model" not in m:
+                m["model"] = model
+            if "agent_id" not in m and type(obj.get("agentId")) is str:
+                m["agent_id"] = obj["agentId"]
+        if ts:
+            if s.first_ts is None or ts < s.first_ts:
+                s.first_ts = ts
+            if s.last_ts is None or ts > s.last_ts:
+                s.last_ts = ts
+        if rtype in TITLE_KEY:
+            v = obj.get(TITLE_KEY[rtype])
+            if type(v) is str and v.strip():
+                if rtype == "summary":
+                    s.titles.setdefault(rtype, v)  # the first summary
+                else:
+                    s.titles[rtype] = v  # the last one wins
+
+    def flush(self) -> None:
+        """Hand the rows gathered so far to the sink."""
+        if not (self.records or self.errors):
+            return
+        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors,
+                         b"".join(self.raw_pieces))
+        self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
+        self.raw_pieces = []
+        self.batch_bytes = 0
+        self.sink(batch)
+
+    def finish(self) -> FileSummary:
+        """Flush, and for a file read from its start, derive its dangling
+        parents and active chain."""
+        self.flush()
+        s = self.summary
+        if self.from_start:
+            s.dangling = [(o, p) for o, p in self.parent_candidates if p not in self.uuids]
+            s.chain = [n.offset for n in chainmod.active_chain(self.nodes)]
+        return s

@@ -196,7 +196,7 @@ WITH c AS (
     WHERE ch.file_id = :f
 ),
 run AS (
-    SELECT pos, type, model, message_id,
+    SELECT pos, type, model, message_id, timestamp,
            coalesce(sum(tokens) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
                AS before_tokens
     FROM c
@@ -210,9 +210,8 @@ boundary AS (
 ),
 turns AS (
     SELECT run.message_id, min(run.pos) AS pos FROM run
-    JOIN c ON c.pos = run.pos
     WHERE run.type = 'assistant' AND run.message_id IS NOT NULL AND run.model IS NOT '<synthetic>'
-      AND coalesce(c.timestamp, '~') >= (SELECT ts FROM boundary)
+      AND coalesce(run.timestamp, '~') >= (SELECT ts FROM boundary)
     GROUP BY run.message_id
 )
 SELECT t.pos, run.before_tokens, u.input_tokens, u.cache_read_input_tokens,

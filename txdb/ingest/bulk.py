@@ -3,14 +3,17 @@ built in bulk.
 
 A first refresh reads every session a user has, often gigabytes, into an
 empty catalog. Nothing in that catalog exists anywhere else yet, so it is
-built in a scratch file beside the catalog without a journal (each page
-written once, not once to the WAL and again to the database), its secondary
-indexes and full-text index are built once at the end rather than row by
-row, and it is switched to WAL, synced, and published with a hard link,
-which never replaces a catalog another process published first (that one
-is then refreshed instead). If the build fails or is killed, the scratch
-file is removed (or, if killed, removed by the next run): no catalog is
-half-written, and the next refresh starts again.
+built in a scratch file beside the catalog:
+- without a journal: each page is written once, not once to the WAL and
+  again to the database;
+- the parse worker fills the full-text index in a sidecar, adopted at the
+  end (txdb.ingest.fts), instead of this process indexing file by file;
+- then it is switched to WAL, synced, and published with a hard link, which
+  never replaces a catalog another process published first (that one is
+  then refreshed instead).
+If the build fails or is interrupted, the scratch file is removed (if the
+process is killed, by the next run): no catalog is half-written, and the
+next refresh starts again.
 """
 
 from __future__ import annotations
@@ -69,18 +72,22 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
             deferred = _defer(conn)
             stats = refresh(conn, roots, progress=progress, parallel=parallel,
                             fts_sidecar=(str(sidecar), fts.index_sql(conn)))
-            # Start writing the rows to disk while the indexes are built.
+            # Start writing the rows to disk while the build ends.
             early_sync = threading.Thread(target=_fsync, args=(scratch,), daemon=True)
             early_sync.start()
             for sql in deferred:
                 conn.execute(sql)
-            conn.execute("PRAGMA locking_mode = NORMAL")
-            conn.execute("PRAGMA journal_mode = DELETE")
-            conn.execute("PRAGMA journal_mode = WAL")
-            early_sync.join()
         finally:
             conn.close()
-        fts.adopt_or_build(scratch, sidecar)
+        # A fresh connection, which has not read the full-text index yet.
+        conn = sqlite3.connect(str(scratch), isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = OFF")  # synced once, before publishing
+            fts.adopt_or_build(conn, sidecar)
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        early_sync.join()
         _fsync(scratch)
         try:
             os.link(scratch, path)  # publish; never over another catalog
@@ -94,16 +101,12 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
 
 
 def _defer(conn: sqlite3.Connection) -> list[str]:
-    """Drop the secondary indexes (built once at the end, from sorted keys)
-    and the triggers (they only keep the full-text index current, and it is
-    filled once at the end); return the SQL that recreates them."""
-    rows = conn.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND "
-        "(type = 'trigger' OR (type = 'index' AND tbl_name NOT LIKE 'blocks_fts%'))"
-    ).fetchall()
-    for kind, name, _ in rows:
-        conn.execute(f'DROP {kind.upper()} "{name}"')
-    return [sql for _, _, sql in rows]
+    """Drop the triggers (they only keep the full-text index current, and
+    it is filled once at the end); return the SQL that recreates them."""
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    for name, _ in rows:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    return [sql for _, sql in rows]
 
 
 def _remove_stale_scratch(path: Path) -> None:

@@ -56,35 +56,31 @@ class SidecarWriter:
         self.conn.close()
 
 
-def adopt_or_build(catalog: Path, sidecar: Path) -> str:
+def adopt_or_build(conn: sqlite3.Connection, sidecar: Path) -> str:
     """Fill the catalog's empty full-text index: from the sidecar if it is
-    complete and matches, else from the catalog's own blocks. Returns
-    "sidecar" or "built"."""
-    conn = sqlite3.connect(str(catalog), isolation_level=None)
-    try:
-        documents, last_rowid = conn.execute(
-            f"SELECT count(*) FILTER (WHERE {INDEXED}), coalesce(max(rowid), 0) FROM blocks"
-        ).fetchone()
-        if sidecar.exists() and _sidecar_matches(conn, sidecar, documents, last_rowid):
-            conn.execute("ATTACH DATABASE ? AS fts_sidecar", (str(sidecar),))
+    complete and matches, else from the catalog's own blocks. ``conn`` must
+    not have read the index before. Returns "sidecar" or "built"."""
+    documents, last_rowid = conn.execute(
+        f"SELECT count(*) FILTER (WHERE {INDEXED}), coalesce(max(rowid), 0) FROM blocks"
+    ).fetchone()
+    if sidecar.exists() and _sidecar_matches(conn, sidecar, documents, last_rowid):
+        conn.execute("ATTACH DATABASE ? AS fts_sidecar", (str(sidecar),))
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for t in SHADOW_TABLES:
-                        conn.execute(f"DELETE FROM main.blocks_fts_{t}")
-                        conn.execute(f"INSERT INTO main.blocks_fts_{t} SELECT * FROM fts_sidecar.blocks_fts_{t}")
-                    conn.execute("COMMIT")
-                    return "sidecar"
-                except sqlite3.Error:
-                    conn.execute("ROLLBACK")  # e.g. shadow tables read-only: index here instead
-            finally:
-                conn.execute("DETACH DATABASE fts_sidecar")
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks WHERE {INDEXED}")
-        conn.execute("COMMIT")
-        return "built"
-    finally:
-        conn.close()
+                for t in SHADOW_TABLES:
+                    conn.execute(f"DELETE FROM main.blocks_fts_{t}")
+                    conn.execute(f"INSERT INTO main.blocks_fts_{t} SELECT * FROM fts_sidecar.blocks_fts_{t}")
+                conn.execute("COMMIT")
+                return "sidecar"
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")  # e.g. shadow tables read-only: index here instead
+        finally:
+            conn.execute("DETACH DATABASE fts_sidecar")
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks WHERE {INDEXED}")
+    conn.execute("COMMIT")
+    return "built"
 
 
 def _sidecar_matches(conn: sqlite3.Connection, sidecar: Path, documents: int, last_rowid: int) -> bool:

@@ -21,7 +21,7 @@ HEAD_BYTES = 4096
 TAIL_BYTES = 256
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     number: int  # 1-based line number in the file
     offset: int  # byte offset of the line's first byte

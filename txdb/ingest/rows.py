@@ -119,7 +119,24 @@ class FileIngest:
 
     def add_line(self, line: Line) -> None:
         self.summary.lines += 1
-        parsed = parse_line(line.raw)
+        raw = line.raw
+        if raw[:1] == b"{":  # the usual line: one object, strict JSON
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = None
+            if type(obj) is dict:
+                if self.pack_raw:
+                    self.raw_pieces.append(raw)
+                    self.add_object(line.number, line.offset, len(raw), obj, None)
+                else:
+                    self.add_object(line.number, line.offset, len(raw), obj, raw)
+                self._maybe_flush(line.length)
+                return
+        self._add_parsed(line, parse_line(raw))
+
+    def _add_parsed(self, line: Line, parsed) -> None:
+        """A line the strict parser refused, or that is not one object."""
         if parsed.error:
             self.summary.error_count += 0 if parsed.objects else 1
             self.errors.append(
@@ -135,7 +152,10 @@ class FileIngest:
                 self.raw_pieces.append(piece)
                 piece = None
             self.add_object(line.number, line.offset + start, length, obj, piece)
-        self.batch_bytes += line.length
+        self._maybe_flush(line.length)
+
+    def _maybe_flush(self, length: int) -> None:
+        self.batch_bytes += length
         if self.batch_bytes >= BATCH_BYTES or len(self.records) >= BATCH:
             self.flush()
 
@@ -147,11 +167,12 @@ class FileIngest:
         if rtype in JOURNAL_TYPES:
             summary.journal_bytes += length
         get = obj.get
-        uuid = _str(get("uuid"))
-        parent = _str(get("parentUuid"))
-        ts = _str(get("timestamp"))
-        session_id = _str(get("sessionId")) or _str(get("session_id"))
-        request_id = _str(get("requestId"))
+        uuid, parent, ts, session_id, request_id = (
+            v if type(v) is str else None
+            for v in (get("uuid"), get("parentUuid"), get("timestamp"), get("sessionId"), get("requestId"))
+        )
+        if session_id is None:
+            session_id = _str(get("session_id"))
         msg = get("message")
         if type(msg) is dict:
             role = _str(msg.get("role"))

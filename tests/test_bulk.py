@@ -1,0 +1,251 @@
+"""A new catalog is built in bulk, and new files are parsed by a worker
+process: both must give exactly the catalog the plain incremental refresh
+gives, full-text index included, and never leave a half-built catalog."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from txdb import db
+from txdb.errors import TxdbError
+from txdb.ingest import bulk, fts, rows, store, worker
+
+from conftest import copy_fixture_sessions
+
+needs_worker = pytest.mark.skipif(not worker.available(), reason="the parse worker needs fork on Linux")
+
+# Every table refresh fills, with the columns that do not depend on where
+# or when the catalog was built.
+TABLES = {
+    "records": "*",
+    "blocks": "*",
+    "attachments": "*",
+    "usage": "*",
+    "chain": "*",
+    "parse_errors": "*",
+    "dangling_parents": "*",
+    "sessions": "*",
+    "files": "id, path, project, kind, session_id, size, mtime_ns, inode, head_sha, tail_sha, cursor, lines, gone",
+}
+
+
+def build_plain(path: Path, roots: list[Path]) -> None:
+    conn = db.connect(path)
+    store.refresh(conn, roots, parallel=False)
+    conn.close()
+
+
+def assert_same_catalog(a: Path, b: Path, same_files: bool = True) -> None:
+    """``same_files``: both catalogs read the same files (paths, inodes and
+    mtimes agree), rather than copies of them."""
+    conn = sqlite3.connect(a)
+    conn.execute("ATTACH DATABASE ? AS other", (str(b),))
+    tables = dict(TABLES)
+    if not same_files:
+        tables["files"] = "id, project, kind, session_id, size, head_sha, tail_sha, cursor, lines, gone"
+    for table, cols in tables.items():
+        n = conn.execute(f"SELECT count(*) FROM main.{table}").fetchone()[0]
+        assert n == conn.execute(f"SELECT count(*) FROM other.{table}").fetchone()[0], table
+        for x, y in (("main", "other"), ("other", "main")):
+            diff = conn.execute(
+                f"SELECT count(*) FROM (SELECT {cols} FROM {x}.{table} EXCEPT SELECT {cols} FROM {y}.{table})"
+            ).fetchone()[0]
+            assert diff == 0, f"{table}: {diff} rows of {x} not in {y}"
+    # The block rowids key the full-text index: they must agree too.
+    assert conn.execute(
+        "SELECT count(*) FROM main.blocks m JOIN other.blocks o USING (file_id, offset, idx) "
+        "WHERE m.rowid <> o.rowid").fetchone()[0] == 0
+    # The full-text index: the same terms at the same places of the same rows.
+    conn.execute("CREATE VIRTUAL TABLE temp.vocab_a USING fts5vocab(main, blocks_fts, instance)")
+    conn.execute("CREATE VIRTUAL TABLE temp.vocab_b USING fts5vocab(other, blocks_fts, instance)")
+    for x, y in (("vocab_a", "vocab_b"), ("vocab_b", "vocab_a")):
+        assert conn.execute(f"SELECT count(*) FROM (SELECT * FROM {x} EXCEPT SELECT * FROM {y})").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM vocab_a").fetchone()[0] > 1000
+    conn.close()
+
+
+def assert_sound(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
+    assert conn.execute("SELECT count(*) FROM _blocks_fts_pending").fetchone()[0] == 0
+    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert {"blocks_fts_ai", "blocks_fts_bi", "blocks_fts_ad", "blocks_fts_au", "blocks_fts_flush"} <= triggers
+    conn.close()
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".building-" in p.name)
+
+
+@needs_worker
+@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
+def test_a_bulk_build_is_the_catalog_a_plain_refresh_makes(tmp_path, projects, parallel):
+    built = tmp_path / "new" / "catalog.db"
+    stats = bulk.refresh_db(built, [projects], parallel=parallel)
+    build_plain(tmp_path / "plain.db", [projects])
+    assert stats.new == len(list(projects.rglob("*.jsonl"))) and stats.unchanged == 0
+    assert_same_catalog(built, tmp_path / "plain.db")
+    assert_sound(built)
+    assert leftovers(built.parent) == []
+    # The next refresh is the plain incremental one.
+    again = bulk.refresh_db(built, [projects])
+    assert (again.new, again.unchanged) == (0, stats.new)
+
+
+@needs_worker
+def test_the_worker_sidecar_is_adopted_and_a_search_finds_the_same_rows(tmp_path, projects, monkeypatch):
+    ways = []
+    real = fts.adopt_or_build
+    monkeypatch.setattr(fts, "adopt_or_build", lambda *a: ways.append(real(*a)) or ways[-1])
+    built = tmp_path / "catalog.db"
+    bulk.refresh_db(built, [projects], parallel=True)
+    assert ways == ["sidecar"]
+    build_plain(tmp_path / "plain.db", [projects])
+    q = "SELECT file_id, offset, idx FROM blocks WHERE rowid IN (SELECT rowid FROM blocks_fts WHERE blocks_fts MATCH ?)"
+    for term in ('"tool_use_id"', "error", "prompt* NOT test"):
+        a = sqlite3.connect(built).execute(q, (term,)).fetchall()
+        b = sqlite3.connect(tmp_path / "plain.db").execute(q, (term,)).fetchall()
+        assert sorted(a) == sorted(b)
+    assert sqlite3.connect(built).execute(q, ("error",)).fetchall()
+
+
+def test_a_sidecar_that_does_not_match_is_not_adopted(tmp_path, projects):
+    # A sidecar indexing other blocks: its counts differ from the catalog's,
+    # so the catalog indexes its own blocks instead.
+    side = tmp_path / "side.db"
+    probe = db.connect(tmp_path / "probe.db")
+    writer = fts.SidecarWriter(str(side), fts.index_sql(probe))
+    writer.add([(1, "zqxjwvk beta"), (2, None), (3, "gamma")])
+    writer.finish()
+    probe.close()
+    build_plain(tmp_path / "cat.db", [projects])
+    conn = sqlite3.connect(tmp_path / "cat.db", isolation_level=None)
+    conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('delete-all')")  # empty, as in a bulk build
+    conn.close()
+    conn = sqlite3.connect(tmp_path / "cat.db", isolation_level=None)
+    assert fts.adopt_or_build(conn, side) == "built"
+    conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
+    assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'zqxjwvk'").fetchone()[0] == 0
+    conn.close()
+    build_plain(tmp_path / "plain.db", [projects])
+    assert_same_catalog(tmp_path / "cat.db", tmp_path / "plain.db")
+
+
+@needs_worker
+def test_new_files_parsed_by_the_worker_match_in_process_parsing(tmp_path, projects):
+    # Not a bulk build: an existing catalog gets new files through the worker.
+    folders = sorted(p for p in projects.iterdir() if p.is_dir())
+    for name, parallel in (("a", True), ("b", False)):
+        root = tmp_path / name / "projects"
+        shutil.copytree(folders[0], root / folders[0].name)
+        conn = db.connect(tmp_path / f"{name}.db")
+        assert store.refresh(conn, [root], parallel=False).new >= 1
+        for folder in folders[1:]:
+            shutil.copytree(folder, root / folder.name)
+        assert store.refresh(conn, [root], parallel=parallel).new >= 1
+        conn.close()
+    assert_same_catalog(tmp_path / "a.db", tmp_path / "b.db", same_files=False)
+
+
+def test_publishing_never_replaces_a_catalog_made_meanwhile(tmp_path, projects):
+    path = tmp_path / "catalog.db"
+    conn = db.connect(path)  # another process got there first
+    conn.execute("INSERT INTO _txdb_meta VALUES ('marker', 'theirs')")
+    conn.close()
+    assert bulk.build(path, [projects]) is None
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM _txdb_meta WHERE key = 'marker'").fetchone() == ("theirs",)
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+    conn.close()
+    assert leftovers(tmp_path) == []
+    # refresh_db then refreshes that catalog in place.
+    stats = bulk.refresh_db(path, [projects])
+    assert stats.new > 0
+    assert sqlite3.connect(path).execute("SELECT value FROM _txdb_meta WHERE key = 'marker'").fetchone() == ("theirs",)
+
+
+def test_scratch_files_of_dead_builds_are_removed(tmp_path, projects):
+    path = tmp_path / "catalog.db"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = [tmp_path / f".catalog.db.building-{dead}", tmp_path / f".catalog.db.building-{dead}-fts",
+             tmp_path / f".catalog.db.building-{dead}-journal"]
+    live = tmp_path / f".catalog.db.building-{os.getppid()}"  # a running build of another process
+    for p in [*stale, live]:
+        p.write_bytes(b"half a catalog")
+    bulk.refresh_db(path, [projects])
+    assert not any(p.exists() for p in stale)
+    assert live.exists()
+    assert_sound(path)
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
+def test_a_failing_build_leaves_no_catalog(tmp_path, projects, monkeypatch, parallel):
+    if parallel and not worker.available():
+        pytest.skip("no fork")
+    calls = {"n": 0}
+    real = store._write_rows
+
+    def failing(c, *batch):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(c, *batch)
+
+    monkeypatch.setattr(store, "_write_rows", failing)
+    path = tmp_path / "catalog.db"
+    with pytest.raises(sqlite3.OperationalError):
+        bulk.refresh_db(path, [projects], parallel=parallel)
+    assert not path.exists()
+    assert leftovers(tmp_path) == []
+    monkeypatch.setattr(store, "_write_rows", real)
+    assert bulk.refresh_db(path, [projects]).new > 0
+
+
+@needs_worker
+def test_a_worker_that_fails_is_one_error_and_no_catalog(tmp_path, projects, monkeypatch):
+    def broken(self, *a):
+        raise ValueError("cannot parse this")
+
+    monkeypatch.setattr(rows.FileIngest, "add_object", broken)  # inherited by the forked worker
+    path = tmp_path / "catalog.db"
+    with pytest.raises(TxdbError, match="the parse worker failed: ValueError: cannot parse this"):
+        bulk.refresh_db(path, [projects], parallel=True)
+    assert not path.exists() and leftovers(tmp_path) == []
+
+
+def test_the_cli_builds_then_refreshes(tmp_path, projects):
+    txdb = Path(sys.executable).with_name("txdb")
+    path = tmp_path / "sub" / "catalog.db"
+    first = subprocess.run([str(txdb), "refresh", "--root", str(projects), "--db", str(path)],
+                           capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert " new, 0 grown" in first.stdout and first.stderr == ""
+    second = subprocess.run([str(txdb), "refresh", "--root", str(projects), "--db", str(path)],
+                            capture_output=True, text=True)
+    assert second.stdout.startswith("0 new, 0 grown, 0 rewritten, ")
+    assert_sound(path)
+
+
+@needs_worker
+def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
+    roots = [copy_fixture_sessions(tmp_path / "fixtures")]
+    for name in ("real", "generated"):
+        if (corpus / name).is_dir():
+            shutil.copytree(corpus / name, tmp_path / name)
+            roots.append(tmp_path / name)
+    built = tmp_path / "bulk.db"
+    bulk.refresh_db(built, roots, parallel=True)
+    build_plain(tmp_path / "plain.db", roots)
+    assert_same_catalog(built, tmp_path / "plain.db")
+    assert_sound(built)

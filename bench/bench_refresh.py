@@ -16,7 +16,7 @@ folders in Claude Code's own layout, so that every tool reads the same tree):
 - peak RSS of the cold refresh and of the 100 MB refresh (and, with
   ``--big``, of a 1 GB file).
 
-Each timing is the median of 3 runs (1 with --quick). Results also go to
+Each timing is the median of 3 runs (cold refresh and mirror: 7 pairs; 1 with --quick). Results also go to
 bench/out/refresh.json. claude-code-log is installed on first use into a
 separate venv under ~/.cache/txdb-bench/ccl-venv, never into the project's.
 """

@@ -9,7 +9,6 @@ import io
 import os
 import sqlite3
 import sys
-import traceback
 
 import click
 import orjson
@@ -59,6 +58,8 @@ class TxdbGroup(click.Group):
             raise click.exceptions.Exit(130) from None
         except Exception as e:  # never a traceback for a user
             if os.environ.get("TXDB_DEBUG"):
+                import traceback
+
                 traceback.print_exc()
             raise click.ClickException(f"unexpected {type(e).__name__}: {e}") from None
 

@@ -93,6 +93,10 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
             os.link(scratch, path)  # publish; never over another catalog
         except FileExistsError:
             return None
+        except OSError:  # a file system without hard links: rename, unless one appeared
+            if path.exists():
+                return None
+            os.replace(scratch, path)
         _fsync_dir(path.parent)
         return stats
     finally:

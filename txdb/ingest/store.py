@@ -6,6 +6,11 @@ anything else is re-ingested from scratch. Each file's rows and its cursor
 commit in one transaction, so an interrupted run leaves a catalog the next
 refresh completes. A file that vanished keeps its rows, marked gone, until
 ``prune``.
+
+Rows come from txdb.ingest.rows, parsed here or, for files read from their
+start when there is enough to read, by a parse worker process
+(txdb.ingest.worker) while this process writes. A catalog that does not
+exist yet is built by txdb.ingest.bulk, on top of this module.
 """
 
 from __future__ import annotations

@@ -249,3 +249,55 @@ def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
     build_plain(tmp_path / "plain.db", roots)
     assert_same_catalog(built, tmp_path / "plain.db")
     assert_sound(built)
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
+def test_another_refresh_adding_files_meanwhile(tmp_path, projects, parallel):
+    """Another process commits between two of this refresh's files: it takes
+    the id the next file was to get, and adds a later file itself."""
+    if parallel and not worker.available():
+        pytest.skip("no fork")
+    path = tmp_path / "catalog.db"
+    conn = db.connect(path)
+    other = db.connect(path)
+    files = sorted(str(p) for p in projects.rglob("*.jsonl"))
+    state = {"done": False}
+
+    def interleave(done, total):
+        if state["done"]:
+            return
+        state["done"] = True
+        # the other refresh: a next id, and (all of) one file not yet ingested here
+        taken = {r[0] for r in other.execute("SELECT path FROM files")}
+        later = [f for f in files if f not in taken][-1]
+        store.refresh_path(other, later, root=str(projects))
+        with db.transaction(other):
+            nid = other.execute("SELECT max(id) + 1 FROM files").fetchone()[0]
+            other.execute("INSERT INTO files (id, path, kind, size) VALUES (?, ?, 'session', 0)",
+                          (nid, str(tmp_path / "elsewhere.jsonl")))
+            other.execute("INSERT INTO files (id, path, kind, size) VALUES (?, ?, 'session', 0)",
+                          (nid + 1, str(tmp_path / "elsewhere2.jsonl")))
+
+    stats = store.refresh(conn, [projects], progress=interleave, parallel=parallel)
+    assert stats.new + stats.unchanged == len(files)
+    conn.close()
+    other.close()
+    plain = tmp_path / "plain.db"
+    build_plain(plain, [projects])
+    c = sqlite3.connect(path)
+    c.execute("DELETE FROM files WHERE path LIKE '%elsewhere%'")
+    c.commit()
+    c.close()
+    # Same rows, though file ids differ: compare by path.
+    a, b = sqlite3.connect(path), sqlite3.connect(plain)
+    q = ("SELECT f.path, r.offset, r.line, r.type, r.uuid, r.tokens, length(r.raw) FROM records r "
+         "JOIN files f ON f.id = r.file_id ORDER BY 1, 2")
+    assert a.execute(q).fetchall() == b.execute(q).fetchall()
+    q = ("SELECT f.path, b.offset, b.idx, b.kind, b.tool_name, b.text FROM blocks b "
+         "JOIN files f ON f.id = b.file_id ORDER BY 1, 2, 3")
+    assert a.execute(q).fetchall() == b.execute(q).fetchall()
+    q = "SELECT f.path, c.pos, c.offset FROM chain c JOIN files f ON f.id = c.file_id ORDER BY 1, 2"
+    assert a.execute(q).fetchall() == b.execute(q).fetchall()
+    a.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
+    assert a.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'error'").fetchone() == \
+        b.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'error'").fetchone()

@@ -60,6 +60,16 @@ class RowBatch:
     raw: bytes = b""
     block_rowids: bool = False  # each block row starts with the rowid to store it under
 
+    def for_file(self, file_id: int) -> "RowBatch":
+        """The same rows under another file id (the rows' first column;
+        after the rowid when the blocks carry one)."""
+        def under(rows, at=0):
+            return [(*r[:at], file_id, *r[at + 1:]) for r in rows]
+
+        return RowBatch(under(self.records), under(self.blocks, 1 if self.block_rowids else 0),
+                        under(self.attachments), under(self.usage), under(self.errors),
+                        self.raw, self.block_rowids)
+
     def records_with_raw(self) -> list[tuple]:
         if not self.raw:
             return self.records

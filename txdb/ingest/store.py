@@ -306,10 +306,16 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     return Plan(found, "rewritten", file_id)
 
 
-def _begin_file(conn, plan: Plan, file_id: int | None) -> int:
-    """Inside the file's transaction: its files row, and no stale rows."""
+def _begin_file(conn, plan: Plan, file_id: int | None) -> int | None:
+    """Inside the file's transaction: its files row (under ``file_id`` if
+    that is still free), and no stale rows. None when another refresh has
+    added this new file meanwhile (its rows are then already current)."""
     f = plan.found
     if plan.file_id is None:
+        if conn.execute("SELECT 1 FROM files WHERE path = ?", (f.path,)).fetchone():
+            return None
+        if file_id is not None and conn.execute("SELECT 1 FROM files WHERE id = ?", (file_id,)).fetchone():
+            file_id = None  # taken by another refresh since the worker was given it
         return conn.execute(
             "INSERT INTO files (id, path, root, project, kind, size) VALUES (?,?,?,?,?,0)",
             (file_id, f.path, f.root, f.project, f.kind),
@@ -359,6 +365,9 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats) -> No
     fresh = plan.from_start
     with open(plan.found.path, "rb", buffering=READ_BUFFER) as fh, transaction(conn):
         file_id = _begin_file(conn, plan, None)
+        if file_id is None:
+            stats.unchanged += 1
+            return
         ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, fresh), fresh)
         cursor, next_line = plan.start_offset, plan.start_line
         for line in read_lines(fh, plan.start_offset, plan.start_line):
@@ -377,10 +386,16 @@ def ingest_parsed(conn: sqlite3.Connection, plan: Plan, file_id: int | None, par
     if part[0] == "skip":  # vanished or unreadable
         return
     with transaction(conn):
-        file_id = _begin_file(conn, plan, file_id)
+        given = file_id
+        file_id = _begin_file(conn, plan, given)
         while part[0] == "rows":
-            _write_rows(conn, part[1], True)
+            if file_id is not None:
+                batch = part[1]
+                _write_rows(conn, batch if file_id == given else batch.for_file(file_id), True)
             part = next(parts)
+        if file_id is None:  # another refresh added it meanwhile
+            stats.unchanged += 1
+            return
         _, s, cursor, next_line, hashes = part
         _end_file(conn, plan, file_id, s, None, cursor, next_line, hashes)
     _count(stats, plan, s, cursor)

@@ -33,8 +33,14 @@ PIPE_BYTES = 1 << 20  # Linux's default ceiling for an unprivileged pipe
 
 
 def available() -> bool:
-    """Forking is cheap and safe here (Linux, several cores)."""
-    return sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
+    """Forking is cheap and safe here (Linux), and this process may run on
+    two cores or more."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except (AttributeError, OSError):
+        return (os.cpu_count() or 1) >= 2
 
 
 _HEADER = struct.Struct("<Q")

@@ -63,8 +63,11 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
         conn = sqlite3.connect(str(scratch), isolation_level=None)
         try:
             os.chmod(scratch, 0o600)
+            # A small page cache: without a journal each commit writes its
+            # pages out anyway, and a large one only costs fresh memory
+            # (64 MB of it made a first build 10-15% slower).
             for pragma in ("journal_mode = OFF", "synchronous = OFF", "locking_mode = EXCLUSIVE",
-                           "temp_store = MEMORY", "cache_size = -65536"):
+                           "temp_store = MEMORY", "cache_size = -4096"):
                 conn.execute(f"PRAGMA {pragma}")
             db.register_functions(conn)
             db.migrate(conn)

@@ -477,12 +477,12 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
             plans.append(plan)
     if progress and done:
         progress(done, total)
-    fresh = [p for p in plans if p.from_start]
-    use_worker = parallel if parallel is not None else (
-        sum(p.found.stat.st_size for p in fresh) >= worker.WORTH_IT_BYTES)
-    if not (use_worker and worker.available()):
-        fresh = []
-    in_process = [p for p in plans if not (p.from_start and fresh)]
+    # Files read from their start go to the parse worker when it is worth it.
+    if parallel is None:
+        parallel = sum(p.found.stat.st_size for p in plans if p.from_start) >= worker.WORTH_IT_BYTES
+    by_worker = parallel and worker.available()
+    fresh = [p for p in plans if by_worker and p.from_start]
+    in_process = [p for p in plans if not (by_worker and p.from_start)]
     for plan in in_process:
         try:
             ingest_file(conn, plan, stats)

@@ -301,3 +301,19 @@ def test_another_refresh_adding_files_meanwhile(tmp_path, projects, parallel):
     a.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
     assert a.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'error'").fetchone() == \
         b.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'error'").fetchone()
+
+
+def test_no_worker_is_forked_beside_other_threads(tmp_path, projects):
+    import threading
+
+    release = threading.Event()
+    t = threading.Thread(target=release.wait)
+    t.start()
+    try:
+        assert not worker.available()
+        stats = bulk.refresh_db(tmp_path / "catalog.db", [projects], parallel=True)  # runs in-process
+        assert stats.new > 0
+    finally:
+        release.set()
+        t.join()
+    assert_sound(tmp_path / "catalog.db")

@@ -21,6 +21,7 @@ import pickle
 import signal
 import struct
 import sys
+import threading
 
 from ..errors import TxdbError
 from .lines import READ_BUFFER, head_tail, read_lines
@@ -33,9 +34,10 @@ PIPE_BYTES = 1 << 20  # Linux's default ceiling for an unprivileged pipe
 
 
 def available() -> bool:
-    """Forking is cheap and safe here (Linux), and this process may run on
-    two cores or more."""
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    """Forking is cheap and safe here (Linux, and no other thread that could
+    hold a lock the child would need), and this process may run on two cores
+    or more."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork") or threading.active_count() > 1:
         return False
     try:
         return len(os.sched_getaffinity(0)) >= 2

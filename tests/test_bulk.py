@@ -174,10 +174,9 @@ def test_publishing_never_replaces_a_catalog_made_meanwhile(tmp_path, projects):
     assert sqlite3.connect(path).execute("SELECT value FROM _txdb_meta WHERE key = 'marker'").fetchone() == ("theirs",)
 
 
-def test_scratch_files_of_dead_builds_are_removed(tmp_path, projects):
+def test_unsound_scratch_files_of_dead_builds_are_removed(tmp_path, projects):
     path = tmp_path / "catalog.db"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = dead_pid()
     stale = [tmp_path / f".catalog.db.building-{dead}", tmp_path / f".catalog.db.building-{dead}-fts",
              tmp_path / f".catalog.db.building-{dead}-journal"]
     live = tmp_path / f".catalog.db.building-{os.getppid()}"  # a running build of another process
@@ -189,8 +188,21 @@ def test_scratch_files_of_dead_builds_are_removed(tmp_path, projects):
     assert_sound(path)
 
 
+def dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+
+
+def as_if_dead(folder: Path) -> None:
+    """The scratch files this process left, renamed as a dead process's."""
+    pid = dead_pid()
+    for p in folder.iterdir():
+        if f".building-{os.getpid()}" in p.name:
+            p.rename(p.with_name(p.name.replace(f"-{os.getpid()}", f"-{pid}")))
+
+
 @pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
-def test_a_failing_build_leaves_no_catalog(tmp_path, projects, monkeypatch, parallel):
+def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch, parallel):
     if parallel and not worker.available():
         pytest.skip("no fork")
     calls = {"n": 0}
@@ -198,7 +210,7 @@ def test_a_failing_build_leaves_no_catalog(tmp_path, projects, monkeypatch, para
 
     def failing(c, *batch):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 4:
             raise sqlite3.OperationalError("disk I/O error")
         return real(c, *batch)
 
@@ -207,9 +219,45 @@ def test_a_failing_build_leaves_no_catalog(tmp_path, projects, monkeypatch, para
     with pytest.raises(sqlite3.OperationalError):
         bulk.refresh_db(path, [projects], parallel=parallel)
     assert not path.exists()
-    assert leftovers(tmp_path) == []
+    left = leftovers(tmp_path)
+    assert left and not any(n.endswith("-fts") for n in left)
     monkeypatch.setattr(store, "_write_rows", real)
-    assert bulk.refresh_db(path, [projects]).new > 0
+    as_if_dead(tmp_path)
+    stats = bulk.refresh_db(path, [projects], parallel=parallel)
+    assert stats.unchanged >= 1 and stats.new >= 1  # the files committed before the failure were kept
+    assert leftovers(tmp_path) == []
+    build_plain(tmp_path / "plain.db", [projects])
+    assert_same_catalog(path, tmp_path / "plain.db")
+    assert_sound(path)
+
+
+@needs_worker
+def test_a_build_killed_mid_file_is_resumed(tmp_path, projects):
+    # A real SIGKILL in the middle of a file's transaction, in another process.
+    path = tmp_path / "catalog.db"
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+from txdb.ingest import bulk, store
+real = store._write_rows
+calls = [0]
+def killing(c, *batch):
+    calls[0] += 1
+    real(c, *batch)
+    if calls[0] == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+store._write_rows = killing
+bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})], parallel=True)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr
+    assert not path.exists() and leftovers(tmp_path)
+    stats = bulk.refresh_db(path, [projects])
+    assert stats.unchanged >= 1 and stats.new >= 1
+    assert leftovers(tmp_path) == []
+    build_plain(tmp_path / "plain.db", [projects])
+    assert_same_catalog(path, tmp_path / "plain.db")
+    assert_sound(path)
 
 
 @needs_worker
@@ -221,7 +269,7 @@ def test_a_worker_that_fails_is_one_error_and_no_catalog(tmp_path, projects, mon
     path = tmp_path / "catalog.db"
     with pytest.raises(TxdbError, match="the parse worker failed: ValueError: cannot parse this"):
         bulk.refresh_db(path, [projects], parallel=True)
-    assert not path.exists() and leftovers(tmp_path) == []
+    assert not path.exists()
 
 
 def test_the_cli_builds_then_refreshes(tmp_path, projects):

@@ -78,6 +78,8 @@ def adopt_or_build(conn: sqlite3.Connection, sidecar: Path) -> str:
         finally:
             conn.execute("DETACH DATABASE fts_sidecar")
     conn.execute("BEGIN IMMEDIATE")
+    if conn.execute("SELECT 1 FROM blocks_fts_docsize LIMIT 1").fetchone():
+        conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('delete-all')")  # a resumed build's
     conn.execute(f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks WHERE {INDEXED}")
     conn.execute("COMMIT")
     return "built"

@@ -555,3 +555,11 @@ def test_open_db_gives_a_sqlite_utils_database_of_the_catalog(tmp_path, projects
     assert "session_costs" in catalog.view_names()
     assert catalog["records"].pks == ["file_id", "offset"]
     assert catalog["records"].count == catalog.execute("SELECT count(*) FROM records").fetchone()[0] > 0
+
+
+def test_a_root_given_twice_or_inside_another_lists_each_file_once(conn, projects):
+    inner = sorted(p for p in projects.iterdir() if p.is_dir())[0]
+    n = len(list(projects.rglob("*.jsonl")))
+    s = refresh(conn, [projects, projects, inner])
+    assert (s.files, s.new, s.unchanged) == (n, n, 0)
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == n

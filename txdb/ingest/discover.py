@@ -51,6 +51,7 @@ def discover(roots: list[Path]) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
     folders and symlinked folders (symlinked files still count)."""
     found: list[Found] = []
+    seen: set[str] = set()  # a root given twice, or inside another, lists its files once
     for root in roots:
         if not root.is_dir():
             continue
@@ -74,6 +75,9 @@ def discover(roots: list[Path]) -> list[Found]:
                     st = entry.stat(follow_symlinks=True)
                 except OSError:
                     continue
+                if entry.path in seen:
+                    continue
+                seen.add(entry.path)
                 path = Path(entry.path)
                 project, kind, parent = classify(path, root)
                 found.append(Found(entry.path, str(root), project, kind, parent, st))

@@ -563,3 +563,18 @@ def test_a_root_given_twice_or_inside_another_lists_each_file_once(conn, project
     s = refresh(conn, [projects, projects, inner])
     assert (s.files, s.new, s.unchanged) == (n, n, 0)
     assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == n
+
+
+def test_a_catalog_before_chain_timestamps_is_backfilled(catalog, db_path):
+    # As a catalog written before migration 007 was: no chain.timestamp.
+    expected = catalog.execute(
+        "SELECT c.file_id, c.pos, r.timestamp FROM chain c JOIN records r "
+        "ON r.file_id = c.file_id AND r.offset = c.offset ORDER BY 1, 2").fetchall()
+    assert sum(ts is not None for _, _, ts in expected) > 100
+    for (view,) in catalog.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
+        catalog.execute(f'DROP VIEW "{view}"')
+    catalog.execute("ALTER TABLE chain DROP COLUMN timestamp")
+    catalog.execute("DELETE FROM _txdb_migrations WHERE name = '007_chain_timestamp'")
+    c = db.connect(db_path)
+    assert c.execute("SELECT file_id, pos, timestamp FROM chain ORDER BY 1, 2").fetchall() == expected
+    c.close()

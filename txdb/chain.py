@@ -45,6 +45,7 @@ class Node:
     message_id: str | None = None  # assistant lines: message.id
     tool_result: bool = False  # user lines carrying a tool_result block
     preserved: tuple | None = None  # compact boundary: (head, anchor, tail) uuids
+    timestamp: str | None = None
 
 
 def _s(v):
@@ -74,7 +75,8 @@ def node_from(offset: int, obj: dict) -> Node | None:
             if head and anchor and tail:
                 preserved = (head, anchor, tail)
     return Node(offset, uuid, _s(obj.get("parentUuid")), rtype if isinstance(rtype, str) else None,
-                bool(obj.get("isSidechain")), _s(obj.get("leafUuid")), message_id, tool_result, preserved)
+                bool(obj.get("isSidechain")), _s(obj.get("leafUuid")), message_id, tool_result, preserved,
+                _s(obj.get("timestamp")))
 
 
 def index(nodes: list[Node]) -> dict[str, Node]:

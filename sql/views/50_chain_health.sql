@@ -53,12 +53,9 @@ JOIN chain c ON c.file_id = t.file_id AND c.pos = coalesce(t.result_pos, t.use_p
 JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
 WHERE t.uses = 0 OR t.results = 0
 UNION ALL
-SELECT file_id, session_id, line, uuid, 'timestamp_out_of_order',
-       timestamp || ' is before its chain predecessor ' || previous, 'note'
-FROM (
-    SELECT c.file_id, c.pos, r.session_id, r.line, r.uuid, r.timestamp,
-           lag(r.timestamp) OVER (PARTITION BY c.file_id ORDER BY c.pos) AS previous
-    FROM chain c
-    CROSS JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
-)
-WHERE timestamp IS NOT NULL AND previous IS NOT NULL AND timestamp < previous;
+SELECT r.file_id, r.session_id, r.line, r.uuid, 'timestamp_out_of_order',
+       c.timestamp || ' is before its chain predecessor ' || p.timestamp, 'note'
+FROM chain c
+CROSS JOIN chain p ON p.file_id = c.file_id AND p.pos = c.pos - 1
+CROSS JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+WHERE c.timestamp < p.timestamp;

@@ -101,7 +101,7 @@ class FileSummary:
     unnamed_results: int = 0  # tool_results whose tool_use came earlier (named in SQL)
     # Read from the start only: computed without the catalog.
     dangling: list[tuple[int, str]] | None = None  # (offset, parent uuid in no line of the file)
-    chain: list[int] | None = None  # offsets of the active chain, root first
+    chain: list[tuple[int, str | None]] | None = None  # (offset, timestamp) of the active chain, root first
 
 
 class FileIngest:
@@ -304,5 +304,5 @@ class FileIngest:
         s = self.summary
         if self.from_start:
             s.dangling = [(o, p) for o, p in self.parent_candidates if p not in self.uuids]
-            s.chain = [n.offset for n in chainmod.active_chain(self.nodes)]
+            s.chain = [(n.offset, n.timestamp) for n in chainmod.active_chain(self.nodes)]
         return s

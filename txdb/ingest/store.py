@@ -207,30 +207,32 @@ def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
         "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
         "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
         "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
-        "  CASE WHEN subtype = 'compact_boundary' THEN raw END "
+        "  CASE WHEN subtype = 'compact_boundary' THEN raw END, timestamp "
         "FROM records r WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
         (file_id,),
     )
     nodes = []
-    for o, u, p, t, s, lf, mid, tr, boundary in rows:
+    for o, u, p, t, s, lf, mid, tr, boundary, ts in rows:
         if boundary is not None:
             node = chainmod.node_from(o, orjson.loads(boundary))
         else:
-            node = chainmod.Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr))
+            node = chainmod.Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr),
+                                 timestamp=ts)
         nodes.append(node)
     return nodes
 
 
-def _store_chain(conn, file_id: int, offsets: list[int], start: int = 0) -> None:
-    """Write chain positions from ``start`` on, and the session's chain sums."""
+def _store_chain(conn, file_id: int, positions: list[tuple[int, str | None]], start: int = 0) -> None:
+    """Write chain positions, (offset, timestamp) each, from ``start`` on,
+    and the session's chain sums."""
     if start == 0:
         conn.execute("DELETE FROM chain WHERE file_id = ?", (file_id,))
     conn.executemany(
-        "INSERT OR REPLACE INTO chain VALUES (?,?,?)",
-        [(file_id, start + i, o) for i, o in enumerate(offsets)],
+        "INSERT OR REPLACE INTO chain VALUES (?,?,?,?)",
+        [(file_id, start + i, o, ts) for i, (o, ts) in enumerate(positions)],
     )
     leaf = conn.execute("SELECT uuid FROM records WHERE file_id = ? AND offset = ?",
-                        (file_id, offsets[-1])).fetchone()[0] if offsets else None
+                        (file_id, positions[-1][0])).fetchone()[0] if positions else None
     tokens, length = conn.execute(
         "SELECT coalesce(sum(r.tokens), 0), coalesce(sum(r.length), 0) FROM chain c "
         "JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset WHERE c.file_id = ? AND c.pos >= ?",
@@ -240,13 +242,13 @@ def _store_chain(conn, file_id: int, offsets: list[int], start: int = 0) -> None
         conn.execute(
             "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = ?, chain_bytes = ? "
             "WHERE file_id = ?",
-            (leaf, len(offsets), tokens, length, file_id),
+            (leaf, len(positions), tokens, length, file_id),
         )
     else:
         conn.execute(
             "UPDATE sessions SET leaf_uuid = ?, chain_length = ?, chain_tokens = chain_tokens + ?, "
             "chain_bytes = chain_bytes + ? WHERE file_id = ?",
-            (leaf, start + len(offsets), tokens, length, file_id),
+            (leaf, start + len(positions), tokens, length, file_id),
         )
 
 
@@ -261,9 +263,9 @@ def _update_chain(conn, file_id: int, nodes: list[chainmod.Node]) -> None:
     extension = chainmod.extend(nodes, old_leaf) if old_len else None
     if extension is not None:
         if extension:
-            _store_chain(conn, file_id, [n.offset for n in extension], start=old_len)
+            _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in extension], start=old_len)
         return
-    _store_chain(conn, file_id, [n.offset for n in chainmod.active_chain(_load_nodes(conn, file_id))])
+    _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in chainmod.active_chain(_load_nodes(conn, file_id))])
 
 
 @dataclass(slots=True)

@@ -65,6 +65,26 @@ def corpus() -> Path:
     return CORPUS
 
 
+def fail_nth_write(monkeypatch, n: int):
+    """Make the n-th batch of rows the catalog writes fail as a full or
+    broken disk would; returns a function that puts the writer back."""
+    import sqlite3
+
+    from txdb.ingest import store
+
+    real = store._write_rows
+    calls = {"n": 0}
+
+    def failing(c, *batch):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(c, *batch)
+
+    monkeypatch.setattr(store, "_write_rows", failing)
+    return lambda: monkeypatch.setattr(store, "_write_rows", real)
+
+
 def rows(conn, sql, params=()):
     cur = conn.execute(sql, params)
     cols = [d[0] for d in cur.description]

@@ -17,7 +17,7 @@ from txdb import db
 from txdb.errors import TxdbError
 from txdb.ingest import bulk, fts, rows, store, worker
 
-from conftest import copy_fixture_sessions
+from conftest import copy_fixture_sessions, fail_nth_write
 
 needs_worker = pytest.mark.skipif(not worker.available(), reason="the parse worker needs fork on Linux")
 
@@ -205,23 +205,14 @@ def as_if_dead(folder: Path) -> None:
 def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch, parallel):
     if parallel and not worker.available():
         pytest.skip("no fork")
-    calls = {"n": 0}
-    real = store._write_rows
-
-    def failing(c, *batch):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise sqlite3.OperationalError("disk I/O error")
-        return real(c, *batch)
-
-    monkeypatch.setattr(store, "_write_rows", failing)
+    restore = fail_nth_write(monkeypatch, 4)
     path = tmp_path / "catalog.db"
     with pytest.raises(sqlite3.OperationalError):
         bulk.refresh_db(path, [projects], parallel=parallel)
     assert not path.exists()
     left = leftovers(tmp_path)
     assert left and not any(n.endswith("-fts") for n in left)
-    monkeypatch.setattr(store, "_write_rows", real)
+    restore()
     as_if_dead(tmp_path)
     stats = bulk.refresh_db(path, [projects], parallel=parallel)
     assert stats.unchanged >= 1 and stats.new >= 1  # the files committed before the failure were kept

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import rows
+from conftest import fail_nth_write, rows
 from sessions import append, assistant, conversation, user, write
 from txdb import db
 from txdb.ingest import store
@@ -29,22 +29,13 @@ def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch):
     root = tmp_path / "projects"
     write(root / "-p" / "a.jsonl", conversation(2, session="a"))
     write(root / "-p" / "b.jsonl", conversation(2, session="b"))
-    real = store._write_rows
-    calls = {"n": 0}
-
-    def failing(c, *batch):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise sqlite3.OperationalError("disk I/O error")
-        return real(c, *batch)
-
-    monkeypatch.setattr(store, "_write_rows", failing)
+    restore = fail_nth_write(monkeypatch, 2)
     with pytest.raises(sqlite3.OperationalError):
         refresh(conn, [root])
     assert not conn.in_transaction
     assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 8
-    monkeypatch.setattr(store, "_write_rows", real)
+    restore()
     assert refresh(conn, [root]).new == 1
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
 

@@ -49,6 +49,8 @@ def _native_binary() -> Path | None:
         for pkg in sorted(scope.iterdir()):
             exe = pkg / "bin" / ("ccusage.exe" if os.name == "nt" else "ccusage")
             if pkg.name.startswith("ccusage-") and exe.is_file():
+                if not os.access(exe, os.X_OK):  # some npm versions unpack it without the exec bit
+                    exe.chmod(exe.stat().st_mode | 0o111)
                 return exe
     return None
 

@@ -209,53 +209,60 @@ def chain_estimate(chain: Iterable[dict]) -> int:
     return sum(recmod.record_tokens(r) for r in chain if _counts(r))
 
 
-_PAIRS_SQL = """
-WITH c AS (
-    SELECT ch.pos, r.type, r.model, r.message_id, r.is_sidechain, r.timestamp,
-           CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END AS tokens
-    FROM chain ch
-    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
-    LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
-    WHERE ch.file_id = :f
-),
-run AS (
-    SELECT pos, type, model, message_id, timestamp,
-           coalesce(sum(tokens) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-               AS before_tokens
-    FROM c
-),
-boundary AS (
-    -- turns recorded before the latest compaction on the chain (a preserved
-    -- segment) measured the old context: not calibration points
-    SELECT coalesce(max(r.timestamp), '') AS ts FROM chain ch
-    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
-    WHERE ch.file_id = :f AND r.subtype = 'compact_boundary'
-),
-turns AS (
-    SELECT run.message_id, min(run.pos) AS pos FROM run
-    WHERE run.type = 'assistant' AND run.message_id IS NOT NULL AND run.model IS NOT '<synthetic>'
-      AND coalesce(run.timestamp, '~') >= (SELECT ts FROM boundary)
-    GROUP BY run.message_id
-)
--- Only turns whose figures in the file are still the API's: a usage reset
--- lowered the others to an estimate (usage.gauge_* below usage's own).
-SELECT t.pos, run.before_tokens, u.input_tokens, u.cache_read_input_tokens,
-       u.cache_creation_input_tokens, u.iterations
-FROM turns t
-JOIN run ON run.pos = t.pos
-JOIN usage u ON u.file_id = :f AND u.message_id = t.message_id
-WHERE u.gauge_input_tokens IS u.input_tokens
-  AND u.gauge_cache_read_input_tokens IS u.cache_read_input_tokens
-  AND u.gauge_cache_creation_input_tokens IS u.cache_creation_input_tokens
-  AND u.gauge_iterations IS u.iterations
-ORDER BY t.pos
+# The active chain from its leaf back, with what a turn needs. Read newest
+# first so a refresh can stop after the turns a fit uses, whatever the
+# session's length. System-prompt snapshots are stored at 0 tokens (they
+# count once per session, in the overhead).
+_CHAIN_DESC_SQL = """
+SELECT ch.pos, r.type, r.model, r.message_id, r.timestamp, r.tokens
+FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+WHERE ch.file_id = ? ORDER BY ch.pos DESC
+"""
+# Turns recorded before the latest compaction on the chain (a preserved
+# segment) measured the old context: not calibration points.
+_BOUNDARY_SQL = """
+SELECT coalesce(max(r.timestamp), '') FROM records r
+JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
+WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
+"""
+# Only turns whose figures in the file are still the API's: a usage reset
+# lowered the others to an estimate (usage.gauge_* below usage's own).
+_USAGE_SQL = """
+SELECT input_tokens, cache_read_input_tokens, cache_creation_input_tokens, iterations FROM usage
+WHERE file_id = ? AND message_id = ?
+  AND gauge_input_tokens IS input_tokens AND gauge_cache_read_input_tokens IS cache_read_input_tokens
+  AND gauge_cache_creation_input_tokens IS cache_creation_input_tokens AND gauge_iterations IS iterations
 """
 
 
-def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int]]:
-    """``(estimate, recorded)`` per assistant turn on a session's stored chain."""
+def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int]]:
+    """``(estimate, recorded)`` per assistant turn on a session's stored
+    chain, root first; with ``last``, only the last ``last`` turns (read
+    from the leaf back, so the cost does not grow with the session)."""
+    boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
+    first_pos: dict[str, int] = {}  # message id -> its first chain position
+    after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
+    suffix = 0
+    for pos, rtype, model, mid, ts, tokens in conn.execute(_CHAIN_DESC_SQL, (file_id,)):
+        suffix += tokens or 0
+        if rtype != "assistant" or mid is None or model == "<synthetic>":
+            continue
+        if mid not in first_pos and last is not None and len(first_pos) >= last + 1:
+            break  # the oldest kept message's first line is behind us
+        if (ts or "~") < boundary:
+            continue
+        first_pos[mid] = pos
+        after[mid] = suffix
+    total = suffix if last is None else catalog_chain_tokens(conn, file_id)
+    turns = sorted(first_pos.items(), key=lambda kv: kv[1])
+    if last is not None:
+        turns = turns[-last:]
     pairs = []
-    for _pos, before, inp, cr, cc, its in conn.execute(_PAIRS_SQL, {"f": file_id}):
+    for mid, _pos in turns:
+        row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
+        if row is None:
+            continue
+        inp, cr, cc, its = row
         usage = {"input_tokens": inp, "cache_read_input_tokens": cr, "cache_creation_input_tokens": cc}
         if its:
             try:
@@ -264,7 +271,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(before or 0), rc))
+            pairs.append((int(total - after[mid]), rc))
     return pairs
 
 
@@ -295,7 +302,8 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     the context recorded for the last turn; ``last_turn_predicted``: the
     leave-last-out prediction of that value (fit without it), the
     accuracy check."""
-    pairs = catalog_pairs(conn, file_id)
+    # a fit uses the last MAX_TURNS turns; leave-last-out one more
+    pairs = catalog_pairs(conn, file_id, last=MAX_TURNS + 1)
     raw = catalog_chain_tokens(conn, file_id)
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)

@@ -14,7 +14,10 @@ Per session of ../shared/corpus (generated + real), prints:
   estimate of the whole chain (what ``txdb analyze`` reports).
 
 Then the mean absolute percentage error of raw and calibrated, per corpus.
-The goal (issue 4): within 10% of the recorded tokens.
+The goal: within 10% of the recorded tokens. Last, the medians of the
+per-session fits (factor, overhead as a share of the system-prompt
+snapshot, overhead without one): the source of ``txdb.estimate.prior``,
+used where a session has no recorded turn to fit on.
 
     .venv/bin/python bench/bench_estimate.py [--no-cli] [--corpus ../shared/corpus]
 """
@@ -91,17 +94,20 @@ def main() -> int:
             pairs = estimate.catalog_pairs(conn, fid)
             if not pairs:
                 continue
-            prior = estimate.catalog_system_prompt_tokens(conn, fid)
-            loo = estimate.leave_last_out(pairs, prior)
+            sp = estimate.catalog_system_prompt_tokens(conn, fid)
+            loo = estimate.leave_last_out(pairs, *estimate.prior(sp))
             rec = loo["recorded"]
-            raw = loo["estimate"] + prior
+            raw = loo["estimate"] + sp
             cal = loo["predicted"]
             f = loo["fit"]
             full = estimate.session_estimate(conn, fid)["calibrated"]
             res = resume_request_tokens(p, binary) if binary else None
             raw_err = abs(raw - rec) / rec
             cal_err = abs(cal - rec) / rec
-            s = stats.setdefault(kind, {"raw": [], "cal": [], "cal_fitted": [], "resume": []})
+            s = stats.setdefault(kind, {"raw": [], "cal": [], "cal_fitted": [], "resume": [], "fits": []})
+            full_fit = estimate.fit(pairs)
+            if full_fit.method == "lsq":
+                s["fits"].append((full_fit.factor, full_fit.overhead, sp))
             s["raw"].append(raw_err)
             s["cal"].append(cal_err)
             if f.turns_used >= 2:
@@ -118,6 +124,13 @@ def main() -> int:
             print(f"{kind:9} MAPE vs recorded last turn: raw chars/4 {mape(s['raw'])}")
             print(f"{'':9}                             calibrated {mape(s['cal'])}")
             print(f"{'':9}          calibrated, >=2 turns to fit {mape(s['cal_fitted'])}")
+            fits = s["fits"]
+            if fits:
+                med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")  # noqa: E731
+                share = [o / p for _, o, p in fits if p > 0]
+                print(f"{'':9}  prior: median factor {med([f for f, _, _ in fits]):.2f} over {len(fits)} fits; "
+                      f"overhead / snapshot {med(share):.2f} (n={len(share)}); overhead without snapshot "
+                      f"{med([o for _, o, p in fits if p == 0]):,.0f} (n={sum(p == 0 for _, _, p in fits)})")
             if s["resume"]:
                 print(f"{'':9}  calibrated full chain vs resume request chars/4 {mape(s['resume'])}")
         conn.close()

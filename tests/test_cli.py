@@ -183,14 +183,28 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
 
 
 def test_catalog_and_surgery_estimates_never_disagree(catalog):
-    """analyze, the views and the surgery plan show one figure per session."""
+    """analyze, the views, the session list and the surgery plan show one
+    figure per session: the calibrated estimate (and one raw chars/4)."""
+    from txdb import catalog as cat
     from txdb import estimate
+    from txdb.surgery.engine import run_surgery
     from txdb.surgery.ops import chain_estimate
     from txdb.surgery.transcript import Transcript
+    from txdb.surgery.usage import context_estimator
 
-    rows = catalog.execute("SELECT file_id, path, est_context_tokens FROM session_costs").fetchall()
+    rows = catalog.execute("SELECT file_id, path, est_context_tokens, raw_context_tokens FROM session_costs"
+                           ).fetchall()
     assert len(rows) >= 10
-    for file_id, path, est in rows:
-        assert chain_estimate(Transcript.load(path)) == est, path
+    listed = {r["path"]: r["est_context_tokens"] for r in cat.list_sessions(catalog, include_subagents=True)}
+    for file_id, path, est, raw in rows:
+        t = Transcript.load(path)
+        assert chain_estimate(t) == raw, path
         assert (estimate.catalog_chain_tokens(catalog, file_id)
-                + estimate.catalog_system_prompt_tokens(catalog, file_id)) == est, path
+                + estimate.catalog_system_prompt_tokens(catalog, file_id)) == raw, path
+        assert cat.analyze(catalog, file_id)["estimate"]["calibrated"] == est, path
+        assert listed[path] == est, path
+        assert context_estimator(t)(t) == est, path
+    # the plan's "before" is that figure too
+    file_id, path, est, _ = rows[0]
+    rep = run_surgery(path, "strip-all", lambda t, o: {}, dry_run=True)
+    assert rep.tokens_before == rep.tokens_base == est

@@ -517,6 +517,31 @@ def test_plan_json_and_table(tree):
         assert col in head
 
 
+def test_a_later_pass_counts_its_own_savings_only(tree):
+    """Issue 9 item 14: a second --where pass on the same pending copy that
+    changes nothing saves nothing; one that changes something reports what
+    it removed from the pending copy, not the sum of every earlier pass."""
+    projects, dbp = tree
+    cond = "on_chain = 1 and kind = 'tool_result'"
+    first = json.loads(run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--json").output)
+    done = [s for s in first["sessions"] if s["status"] == "pending"]
+    assert done and sum(s["tokens_before"] - s["tokens_after"] for s in done) > 0
+    again = run("strip-tools", "--where", cond, "--only-results", "--db", dbp)
+    assert again.exit_code == 0, again.output
+    assert "0 changed; ~0 estimated tokens saved (0 bytes removed) by this pass." in again.output
+    again = json.loads(run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--json").output)
+    for s in again["sessions"]:
+        assert s["changed"] == 0 and s["tokens_before"] == s["tokens_after"]
+        assert s["bytes_before"] == s["bytes_after"]
+    # a new pass on top: its "before" is where the first pass ended
+    ends = {s["path"]: s["tokens_after"] for s in done}
+    third = json.loads(run("strip-thinking", "--where", "on_chain = 1 and kind = 'thinking'", "--db", dbp,
+                           "--json").output)
+    for s in third["sessions"]:
+        if s["path"] in ends and s["tokens_before"] is not None:
+            assert s["tokens_before"] == ends[s["path"]]
+
+
 # -- the surgeries log ---------------------------------------------------------
 
 def test_surgeries_rows_are_whole_and_correct(tree):

@@ -274,10 +274,17 @@ def analyze(db_path, session, as_json):
     click.echo(
         f"Lines: {s.get('lines')}  chain: {s.get('chain_length')}  file: {s.get('file_bytes', 0):,} bytes"
     )
+    e = report["estimate"]
+    how = {"lsq": f"fitted on {e['turns_used']} recorded turns", "ratio": f"fitted on {e['turns_used']} recorded turns",
+           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior"}.get(e["method"], "")
     click.echo(
-        f"Estimated context: {s.get('est_context_tokens', 0):,} tokens "
-        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
+        f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
+    )
+    click.echo(
+        f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
+        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
     )
     for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
                        ("On disk", "on_disk"), ("Chain health", "health")):

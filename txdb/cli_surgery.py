@@ -177,12 +177,16 @@ def _print_where(command, selection, outcomes, *, dry_run, do_apply):
     rows = []
     for o in outcomes:
         tok = "" if o.tokens_before is None else f"{o.tokens_before:,} -> {o.tokens_after:,}"
-        rows.append([_short(o.session_id), _title(o.title), o.targets, o.changed, tok, o.status])
-    click.echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "status"]))
+        freed = "" if o.bytes_before is None else f"{o.bytes_before - o.bytes_after:,}"
+        rows.append([_short(o.session_id), _title(o.title), o.targets, o.changed, tok, freed, o.status])
+    click.echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "bytes removed",
+                                       "status"]))
     ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
     saved = sum(o.tokens_before - o.tokens_after for o in ok)
+    freed = sum(o.bytes_before - o.bytes_after for o in ok if o.bytes_before is not None)
     click.echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
-               f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved.")
+               f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved "
+               f"({freed:,} bytes removed) by this pass.")
     for o in outcomes:
         if o.error:
             click.echo(f"Refused: {o.path}: {o.error}", err=True)

@@ -271,14 +271,9 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     if not head:
         return None
     session = head[0]
-    gauge = _rows(conn, """
-        SELECT r.model, u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens,
-               coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
-                 + coalesce(u.cache_creation_input_tokens, 0) AS gauge_tokens
-        FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
-        LEFT JOIN usage u ON u.file_id = r.file_id AND u.message_id = r.message_id
-        WHERE c.file_id = ? AND r.type = 'assistant' AND r.model IS NOT '<synthetic>'
-        ORDER BY c.pos DESC LIMIT 1""", (file_id,))
+    # The gauge and the calibrated estimate as every view shows them.
+    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens FROM session_costs "
+                        "WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
     first = conn.execute("""
         SELECT substr(b.text, 1, 200) FROM chain c
@@ -292,8 +287,9 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     by_tool = _rows(conn, """
         SELECT tool_name, calls, errors, input_tokens, result_tokens, tokens FROM analyze_by_tool
         WHERE file_id = ? ORDER BY tokens DESC LIMIT 12""", (file_id,))
-    est = sum(r["tokens"] or 0 for r in by_type)
-    session["est_context_tokens"] = est
+    est = sum(r["tokens"] or 0 for r in by_type)  # the raw breakdown's total
+    session["est_context_tokens"] = gauge[0]["est_context_tokens"] if gauge else est
+    session["raw_context_tokens"] = est
     total = session["chain_length"] or 0
     before = conn.execute(
         "SELECT coalesce(sum(r.tokens), 0) FROM chain c JOIN records r ON r.file_id = c.file_id "

@@ -43,6 +43,28 @@ MAX_FACTOR = 8.0
 # tool list drift over a long session, the last turns say most about now.
 MAX_TURNS = 40
 
+# The prior, for a session with no recorded turn to fit on: the medians of
+# the per-session fits that bench/bench_estimate.py prints for the corpus
+# (see README). Sessions that recorded a system-prompt snapshot (newer CLIs)
+# send a fixed part (system prompt, tool schemas) of about
+# PRIOR_SNAPSHOT_SHARE of the snapshot's chars/4, and their content costs
+# about PRIOR_SNAPSHOT_FACTOR tokens per chars/4 token. Older sessions hold
+# no snapshot: their fixed part is about PRIOR_OVERHEAD tokens, and their
+# content (more code and JSON, which tokenize denser than prose) about
+# PRIOR_FACTOR tokens per chars/4 token.
+PRIOR_SNAPSHOT_SHARE = 0.71
+PRIOR_SNAPSHOT_FACTOR = 1.06
+PRIOR_OVERHEAD = 20_000
+PRIOR_FACTOR = 1.32
+
+
+def prior(system_prompt_tokens: int | None) -> tuple[float, float]:
+    """(overhead, factor) to use when a session has no recorded turn."""
+    sp = int(system_prompt_tokens or 0)
+    if sp > 0:
+        return PRIOR_SNAPSHOT_SHARE * sp, PRIOR_SNAPSHOT_FACTOR
+    return float(PRIOR_OVERHEAD), PRIOR_FACTOR
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -74,16 +96,16 @@ def _usable(pairs: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
-        prior_overhead: float = 0.0) -> Fit:
+        prior_overhead: float = 0.0, prior_factor: float = 1.0) -> Fit:
     """Calibrate over ``(estimate, recorded)`` pairs of untouched turns, in
     chain order. Pairs where either side is missing or not positive are
     ignored. The most recent usable pair is the anchor of :func:`predict`.
-    With no usable pair the fit is ``raw``: factor 1 and ``prior_overhead``
-    (e.g. the tokens of the session's latest system-prompt snapshot)."""
+    With no usable pair the fit is ``raw``: ``prior_factor`` and
+    ``prior_overhead`` (see :func:`prior`)."""
     usable = _usable(pairs)[-max_turns:] if max_turns else _usable(pairs)
     n = len(usable)
     if n == 0:
-        return Fit(overhead=max(0.0, float(prior_overhead or 0)))
+        return Fit(overhead=max(0.0, float(prior_overhead or 0)), factor=float(prior_factor or 1.0))
     anchor_e, anchor_r = usable[-1]
     if n == 1:
         return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor",
@@ -107,7 +129,7 @@ def predict(f: Fit, estimate: float) -> int:
     """A calibrated token count for a raw ``estimate`` of the same chain."""
     estimate = max(0.0, float(estimate or 0))
     if f.method == "raw":
-        value = f.overhead + estimate
+        value = f.overhead + f.factor * estimate
     elif f.anchor_estimate is not None and f.anchor_recorded is not None:
         value = f.anchor_recorded + f.factor * (estimate - f.anchor_estimate)
     else:
@@ -115,14 +137,15 @@ def predict(f: Fit, estimate: float) -> int:
     return max(0, int(round(value)))
 
 
-def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0) -> dict:
+def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
+                   prior_factor: float = 1.0) -> dict:
     """Fit on every usable pair but the last; predict the last. The honest
     check of the calibration: it never sees the value it is judged on."""
     usable = _usable(pairs)
     if not usable:
         return {"fit": Fit(), "estimate": None, "predicted": None, "recorded": None}
     *train, (last_e, last_r) = usable
-    f = fit(train, prior_overhead=prior_overhead)
+    f = fit(train, prior_overhead=prior_overhead, prior_factor=prior_factor)
     return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e), "recorded": last_r}
 
 
@@ -186,47 +209,60 @@ def chain_estimate(chain: Iterable[dict]) -> int:
     return sum(recmod.record_tokens(r) for r in chain if _counts(r))
 
 
-_PAIRS_SQL = """
-WITH c AS (
-    SELECT ch.pos, r.type, r.model, r.message_id, r.is_sidechain, r.timestamp,
-           CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END AS tokens
-    FROM chain ch
-    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
-    LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
-    WHERE ch.file_id = :f
-),
-run AS (
-    SELECT pos, type, model, message_id, timestamp,
-           coalesce(sum(tokens) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-               AS before_tokens
-    FROM c
-),
-boundary AS (
-    -- turns recorded before the latest compaction on the chain (a preserved
-    -- segment) measured the old context: not calibration points
-    SELECT coalesce(max(r.timestamp), '') AS ts FROM chain ch
-    JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
-    WHERE ch.file_id = :f AND r.subtype = 'compact_boundary'
-),
-turns AS (
-    SELECT run.message_id, min(run.pos) AS pos FROM run
-    WHERE run.type = 'assistant' AND run.message_id IS NOT NULL AND run.model IS NOT '<synthetic>'
-      AND coalesce(run.timestamp, '~') >= (SELECT ts FROM boundary)
-    GROUP BY run.message_id
-)
-SELECT t.pos, run.before_tokens, u.input_tokens, u.cache_read_input_tokens,
-       u.cache_creation_input_tokens, u.iterations
-FROM turns t
-JOIN run ON run.pos = t.pos
-JOIN usage u ON u.file_id = :f AND u.message_id = t.message_id
-ORDER BY t.pos
+# The active chain from its leaf back, with what a turn needs. Read newest
+# first so a refresh can stop after the turns a fit uses, whatever the
+# session's length. System-prompt snapshots are stored at 0 tokens (they
+# count once per session, in the overhead).
+_CHAIN_DESC_SQL = """
+SELECT ch.pos, r.type, r.model, r.message_id, r.timestamp, r.tokens
+FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+WHERE ch.file_id = ? ORDER BY ch.pos DESC
+"""
+# Turns recorded before the latest compaction on the chain (a preserved
+# segment) measured the old context: not calibration points.
+_BOUNDARY_SQL = """
+SELECT coalesce(max(r.timestamp), '') FROM records r
+JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
+WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
+"""
+# Only turns whose figures in the file are still the API's: a usage reset
+# lowered the others to an estimate (usage.gauge_* below usage's own).
+_USAGE_SQL = """
+SELECT input_tokens, cache_read_input_tokens, cache_creation_input_tokens, iterations FROM usage
+WHERE file_id = ? AND message_id = ?
+  AND gauge_input_tokens IS input_tokens AND gauge_cache_read_input_tokens IS cache_read_input_tokens
+  AND gauge_cache_creation_input_tokens IS cache_creation_input_tokens AND gauge_iterations IS iterations
 """
 
 
-def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int]]:
-    """``(estimate, recorded)`` per assistant turn on a session's stored chain."""
+def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int]]:
+    """``(estimate, recorded)`` per assistant turn on a session's stored
+    chain, root first; with ``last``, only the last ``last`` turns (read
+    from the leaf back, so the cost does not grow with the session)."""
+    boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
+    first_pos: dict[str, int] = {}  # message id -> its first chain position
+    after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
+    suffix = 0
+    for pos, rtype, model, mid, ts, tokens in conn.execute(_CHAIN_DESC_SQL, (file_id,)):
+        suffix += tokens or 0
+        if rtype != "assistant" or mid is None or model == "<synthetic>":
+            continue
+        if mid not in first_pos and last is not None and len(first_pos) >= last + 1:
+            break  # the oldest kept message's first line is behind us
+        if (ts or "~") < boundary:
+            continue
+        first_pos[mid] = pos
+        after[mid] = suffix
+    total = suffix if last is None else catalog_chain_tokens(conn, file_id)
+    turns = sorted(first_pos.items(), key=lambda kv: kv[1])
+    if last is not None:
+        turns = turns[-last:]
     pairs = []
-    for _pos, before, inp, cr, cc, its in conn.execute(_PAIRS_SQL, {"f": file_id}):
+    for mid, _pos in turns:
+        row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
+        if row is None:
+            continue
+        inp, cr, cc, its = row
         usage = {"input_tokens": inp, "cache_read_input_tokens": cr, "cache_creation_input_tokens": cc}
         if its:
             try:
@@ -235,7 +271,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, int
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(before or 0), rc))
+            pairs.append((int(total - after[mid]), rc))
     return pairs
 
 
@@ -243,18 +279,18 @@ def catalog_system_prompt_tokens(conn: sqlite3.Connection, file_id: int) -> int:
     """Tokens of the system prompt as session_costs counts them (the latest
     snapshot of each system-prompt type in the file; 0 when none): the prior
     overhead when no turn was recorded."""
-    row = conn.execute("SELECT system_prompt_tokens FROM session_costs WHERE file_id = ?", (file_id,)).fetchone()
+    row = conn.execute(
+        "SELECT coalesce(sum(a.tokens), 0) FROM attachments a WHERE a.file_id = ? AND a.policy = 'system-prompt' "
+        "AND a.offset = (SELECT max(m.offset) FROM attachments m WHERE m.file_id = a.file_id AND m.type = a.type)",
+        (file_id,)).fetchone()
     return int(row[0] or 0) if row else 0
 
 
 def catalog_chain_tokens(conn: sqlite3.Connection, file_id: int) -> int:
-    row = conn.execute(
-        "SELECT coalesce(sum(CASE WHEN a.policy = 'system-prompt' THEN 0 ELSE r.tokens END), 0) "
-        "FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset "
-        "LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset WHERE ch.file_id = ?",
-        (file_id,),
-    ).fetchone()
-    return int(row[0] or 0)
+    """chars/4 of the active chain, system-prompt snapshots left out (they
+    are stored at 0 tokens and counted once, above): kept on ``sessions``."""
+    row = conn.execute("SELECT chain_tokens FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
@@ -262,14 +298,16 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
 
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
     left out); ``calibrated``: :func:`predict` of it, fitted on every
-    recorded turn; ``recorded_last``: the context recorded for the last
-    turn (the gauge); ``last_turn_predicted``: the leave-last-out prediction
-    of that value (fit without it), the accuracy check."""
-    pairs = catalog_pairs(conn, file_id)
+    recorded turn (with no turn: the :func:`prior`); ``recorded_last``:
+    the context recorded for the last turn; ``last_turn_predicted``: the
+    leave-last-out prediction of that value (fit without it), the
+    accuracy check."""
+    # a fit uses the last MAX_TURNS turns; leave-last-out one more
+    pairs = catalog_pairs(conn, file_id, last=MAX_TURNS + 1)
     raw = catalog_chain_tokens(conn, file_id)
-    prior = catalog_system_prompt_tokens(conn, file_id)
-    f = fit(pairs, prior_overhead=prior)
-    loo = leave_last_out(pairs, prior_overhead=prior)
+    overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
+    f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
     return {
         "raw": raw,
         "calibrated": predict(f, raw),
@@ -282,8 +320,17 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     }
 
 
+def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
+    """Compute the calibrated estimate and keep it on ``sessions`` (refresh
+    calls this for every file it changed); returns it."""
+    e = session_estimate(conn, file_id)
+    conn.execute("UPDATE sessions SET est_context_tokens = ?, est_method = ?, est_turns = ? WHERE file_id = ?",
+                 (e["calibrated"], e["method"], e["turns_used"], file_id))
+    return e["calibrated"]
+
+
 __all__ = [
     "Fit", "fit", "predict", "leave_last_out", "recorded_context", "transcript_pairs",
     "chain_estimate", "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
-    "session_estimate",
+    "session_estimate", "store_session_estimate", "prior",
 ]

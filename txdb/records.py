@@ -113,7 +113,7 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["kind"] = "thinking"
             row["chars"] = len(text)
             row["signature_chars"] = len(sig) if isinstance(sig, str) else 0
-            row["tokens"] = tokens.text_tokens(len(text))
+            row["tokens"] = tokens.thinking_tokens(len(text), row["signature_chars"])
             row["text"] = text
         elif btype in ("tool_use", "server_tool_use"):
             inp = orjson.dumps(block.get("input")).decode()

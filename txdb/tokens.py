@@ -4,7 +4,7 @@ Everything that reports or writes a token figure (the catalog's stored
 columns, the SQL functions registered on every connection, ``analyze`` and
 the surgery plan) calls these functions, so they never disagree.
 
-The base rule is chars/4. Images cost (width * height) / 750 tokens, capped
+The base rule is chars/4 (thinking: text + signature). Images cost (width * height) / 750 tokens, capped
 at 1600, as the API bills them; base64 length says nothing about that.
 Calibrating these raw estimates against the usage the API recorded is
 ``txdb.estimate``'s job (used by ``analyze`` and ``reset-usage`` alike).
@@ -27,6 +27,13 @@ def text_tokens(chars: int) -> int:
     if chars <= 0:
         return 0
     return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def thinking_tokens(text_chars: int, signature_chars: int) -> int:
+    """A thinking block is sized as its text plus its signature: newer CLIs
+    record thinking with empty text and only the signature, which is what
+    a resumed request carries back (and what a strip removes)."""
+    return text_tokens(max(0, text_chars) + max(0, signature_chars))
 
 
 def image_tokens(width: int | None, height: int | None) -> int:

@@ -1,6 +1,8 @@
 -- The context gauge as Claude Code reads it: input + cache read + cache
 -- creation recorded on the last assistant turn of the active chain (newer
 -- builds read the same three fields from usage.iterations[], when present).
+-- It reads the figures the file holds now (usage.gauge_*: lowered by a
+-- usage reset), not the API's (usage's own columns, kept for the record).
 -- Correlated per session, so a filter on file_id touches one session only.
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
@@ -19,25 +21,28 @@ SELECT
     r.timestamp,
     r.message_id,
     r.model,
-    u.input_tokens,
-    u.cache_read_input_tokens,
-    u.cache_creation_input_tokens,
+    u.gauge_input_tokens AS input_tokens,
+    u.gauge_cache_read_input_tokens AS cache_read_input_tokens,
+    u.gauge_cache_creation_input_tokens AS cache_creation_input_tokens,
     u.output_tokens,
-    coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
-        + coalesce(u.cache_creation_input_tokens, 0) AS recorded_context,
-    CASE WHEN u.iterations IS NOT NULL AND json_array_length(u.iterations) > 0 THEN
-        coalesce(json_extract(u.iterations, '$[#-1].input_tokens'), 0)
-        + coalesce(json_extract(u.iterations, '$[#-1].cache_read_input_tokens'), 0)
-        + coalesce(json_extract(u.iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    coalesce(u.gauge_input_tokens, 0) + coalesce(u.gauge_cache_read_input_tokens, 0)
+        + coalesce(u.gauge_cache_creation_input_tokens, 0) AS recorded_context,
+    CASE WHEN u.gauge_iterations IS NOT NULL AND json_array_length(u.gauge_iterations) > 0 THEN
+        coalesce(json_extract(u.gauge_iterations, '$[#-1].input_tokens'), 0)
+        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_read_input_tokens'), 0)
+        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_creation_input_tokens'), 0)
     END AS iterations_context,
-    CASE WHEN u.iterations IS NOT NULL AND json_array_length(u.iterations) > 0 THEN
-        coalesce(json_extract(u.iterations, '$[#-1].input_tokens'), 0)
-        + coalesce(json_extract(u.iterations, '$[#-1].cache_read_input_tokens'), 0)
-        + coalesce(json_extract(u.iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    CASE WHEN u.gauge_iterations IS NOT NULL AND json_array_length(u.gauge_iterations) > 0 THEN
+        coalesce(json_extract(u.gauge_iterations, '$[#-1].input_tokens'), 0)
+        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_read_input_tokens'), 0)
+        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_creation_input_tokens'), 0)
     ELSE
-        coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
-        + coalesce(u.cache_creation_input_tokens, 0)
-    END AS gauge_tokens
+        coalesce(u.gauge_input_tokens, 0) + coalesce(u.gauge_cache_read_input_tokens, 0)
+        + coalesce(u.gauge_cache_creation_input_tokens, 0)
+    END AS gauge_tokens,
+    -- what the API recorded for that turn (differs after a usage reset)
+    coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+        + coalesce(u.cache_creation_input_tokens, 0) AS api_context
 FROM last_turn lt
 -- CROSS JOIN fixes the order: sessions first, never a scan of chain or records
 CROSS JOIN chain c ON c.file_id = lt.file_id AND c.pos = lt.pos

@@ -1,10 +1,16 @@
 -- One row per session file: size on disk, the active chain's estimated
 -- context (chain records + the latest system-prompt snapshot, counted
 -- once), what lies off the chain, the request journal, and the gauge.
+-- est_context_tokens is the calibrated estimate refresh keeps on
+-- `sessions` (txdb.estimate: the raw figure fitted against the context the
+-- API recorded on the session's own turns); raw_context_tokens is chars/4
+-- (txdb.tokens) of the chain plus the system prompt, the figure the
+-- analyze breakdowns add up to.
 -- The sums are kept on `sessions` by refresh; the rest is looked up per
 -- session, so a filter on file_id (analyze) computes one session only.
 CREATE VIEW session_costs AS
-SELECT *, chain_tokens + system_prompt_tokens AS est_context_tokens
+SELECT *, coalesce(calibrated_tokens, chain_tokens + system_prompt_tokens) AS est_context_tokens,
+       chain_tokens + system_prompt_tokens AS raw_context_tokens
 FROM (
     SELECT
         s.file_id,
@@ -23,6 +29,9 @@ FROM (
         s.first_timestamp,
         s.last_timestamp,
         s.chain_tokens,
+        s.est_context_tokens AS calibrated_tokens,
+        s.est_method,
+        s.est_turns,
         -- The system prompt (and deferred tool schemas) go with every
         -- request, wherever their latest snapshot lies: counted once each.
         (SELECT coalesce(sum(a.tokens), 0) FROM attachments a

@@ -25,6 +25,7 @@ from typing import Callable
 import orjson
 
 from .. import chain as chainmod
+from .. import estimate
 from ..db import transaction
 from . import worker
 from .discover import Found, classify, discover
@@ -34,15 +35,29 @@ from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 # One row per API message. Older CLIs wrote one line per content block with
 # output_tokens growing line by line: the line with the largest total wins
 # (as ccusage counts), and the row keeps the offset of the first line.
+# The row's own figures are the API's and are never lowered: a file that
+# txdb's usage reset rewrote is re-ingested over the rows it had (see
+# _begin_file), and only the gauge_* columns take the file's lower figures.
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
+_API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations")
+_GROWS = _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
 USAGE_UPSERT = (
-    "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "INSERT INTO usage (file_id, message_id, offset, request_id, session_id, timestamp, model, "
+    "input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, "
+    "ephemeral_5m_input_tokens, ephemeral_1h_input_tokens, service_tier, iterations, "
+    "gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, "
+    "gauge_iterations, in_file) "
+    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,1) "
     "ON CONFLICT (file_id, message_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in (
-        "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
-        "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations"))
-    + " WHERE " + _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
+    + ", ".join(f"{c} = CASE WHEN {_GROWS} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
+    + ", offset = CASE WHEN usage.in_file THEN usage.offset ELSE excluded.offset END, in_file = 1, "
+    # The gauge follows the same line as the API's figures while the file is
+    # as the API wrote it; in a rewritten file, the message's first line.
+    + ", ".join(f"gauge_{c} = CASE WHEN NOT usage.in_file OR {_GROWS} THEN excluded.gauge_{c} "
+                f"ELSE usage.gauge_{c} END"
+                for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
@@ -142,9 +157,16 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
             c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
 
 
-def _delete_file_rows(conn: sqlite3.Connection, file_id: int) -> None:
+def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False) -> None:
+    """``keep_usage``: a rewritten file keeps its usage rows (the API's
+    figures), marked not in the file until its lines name them again."""
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
                   "records", "sessions"):
+        if table == "usage" and keep_usage:
+            conn.execute("UPDATE usage SET in_file = 0, gauge_input_tokens = NULL, "
+                         "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
+                         "gauge_iterations = NULL WHERE file_id = ?", (file_id,))
+            continue
         conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 
 
@@ -323,7 +345,7 @@ def _begin_file(conn, plan: Plan, file_id: int | None) -> int | None:
             (file_id, f.path, f.root, f.project, f.kind),
         ).lastrowid
     if plan.status == "rewritten":
-        _delete_file_rows(conn, plan.file_id)
+        _delete_file_rows(conn, plan.file_id, keep_usage=True)
     return plan.file_id
 
 
@@ -341,6 +363,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest | 
     else:
         _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
         _update_chain(conn, file_id, ing.nodes)
+    estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "

@@ -26,10 +26,9 @@ from typing import Callable
 from ..errors import SurgeryError
 from . import fork as forkmod
 from . import pending as pend
-from .ops import chain_estimate
 from .thinking import dropped_thinking, remove_dropped
 from .transcript import Transcript, write_atomic
-from .usage import reset_usage
+from .usage import context_estimator, reset_usage
 
 Op = Callable[[Transcript, Transcript], dict]
 
@@ -98,8 +97,11 @@ def run_surgery(
         report.target = str(t.path)
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].obj.get("customTitle") if t.records else None
-    report.tokens_before = chain_estimate(original)
-    report.tokens_base = report.tokens_before if not had_pending or fork else chain_estimate(t)
+    # Token figures are the calibrated estimate (the one `sessions` and
+    # `analyze` show), fitted on the original's recorded turns.
+    calibrated = context_estimator(original)
+    report.tokens_before = calibrated(original)
+    report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     report.result = op(t, original) or {}
     t.refresh()
     changed = t.changed_lines()
@@ -114,7 +116,7 @@ def run_surgery(
     report.lines = len(t.lines)
     data = t.to_bytes()
     report.bytes_after = len(data)
-    report.tokens_after = chain_estimate(t)
+    report.tokens_after = calibrated(t)
     if dry_run:
         return report
     if fork:

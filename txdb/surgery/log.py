@@ -23,7 +23,7 @@ from ..db import transaction
 from ..ingest.store import refresh_path
 from . import pending as pend
 from .engine import SurgeryReport
-from .ops import chain_estimate
+from .usage import context_estimator
 from .transcript import Transcript
 
 
@@ -61,7 +61,7 @@ def _fallback_pass(orig: Path) -> dict:
         else:
             changed += 1
     return {"command": "apply", "arguments": {}, "records_changed": changed,
-            "tokens_before": chain_estimate(before), "tokens_after": chain_estimate(after)}
+            "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after)}
 
 
 def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, backup: bool = True,

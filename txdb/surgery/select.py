@@ -307,8 +307,10 @@ class SessionOutcome:
     rows: int
     targets: int = 0
     changed: int = 0  # blocks / attachments actually changed
-    tokens_before: int | None = None
+    tokens_before: int | None = None  # estimate of the copy this pass started from
     tokens_after: int | None = None
+    bytes_before: int | None = None
+    bytes_after: int | None = None
     status: str = "planned"  # pending | unchanged | fork | dry-run | refused | applied | apply-refused
     error: str | None = None
     pending: str | None = None
@@ -356,7 +358,10 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o.not_strippable = stats.get("not_strippable", 0)
         o.after_snapshot = stats.get("after_snapshot", 0)
         o.changed = _changed(command, rep.result)
-        o.tokens_before, o.tokens_after = rep.tokens_before, rep.tokens_after
+        # This pass only: from the copy it started from (an earlier pass's
+        # pending copy, when there is one), not from the original.
+        o.tokens_before, o.tokens_after = rep.tokens_base, rep.tokens_after
+        o.bytes_before, o.bytes_after = rep.bytes_before, rep.bytes_after
         o.report = rep.as_dict()
         if dry_run:
             o.status = "dry-run"

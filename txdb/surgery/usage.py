@@ -18,7 +18,7 @@ estimate of what remains.
 from __future__ import annotations
 
 from .. import estimate
-from .ops import MARK, THINKING_PLACEHOLDER, chain_prefix_estimates
+from .ops import MARK, THINKING_PLACEHOLDER, chain_estimate, chain_prefix_estimates, system_prompt_tokens
 from .transcript import Record, Transcript
 
 CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -115,12 +115,11 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     return out
 
 
-def calibration(ref: Transcript) -> estimate.Fit:
-    """recorded ~= overhead + factor * estimate, fitted by ``estimate.fit``
-    on the turns of ``ref`` that no earlier strip touched (a touched record
-    makes every later recorded count stale: it was lowered by txdb, it is no
-    longer what the API measured)."""
-    est = chain_prefix_estimates(ref)
+def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]:
+    """(estimate before the turn, recorded context) for the turns of ``ref``
+    that no earlier strip touched (a touched record makes every later
+    recorded count stale: it was lowered by txdb, it is no longer what the
+    API measured)."""
     first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
     # Turns recorded before the latest compaction on the chain (a preserved
     # segment relinked below the summary) measured the old context.
@@ -135,7 +134,30 @@ def calibration(ref: Transcript) -> estimate.Fit:
         if pos < first_touched and rc > 0 and pos != last_pos:
             pairs.append((est[pos], rc))
             last_pos = pos
-    return estimate.fit(pairs)
+    return pairs
+
+
+def calibration(ref: Transcript) -> estimate.Fit:
+    """recorded ~= overhead + factor * estimate, fitted by ``estimate.fit``
+    on the untouched turns of ``ref`` (estimates include the system prompt)."""
+    return estimate.fit(_calibration_pairs(ref, chain_prefix_estimates(ref)))
+
+
+def context_estimator(ref: Transcript):
+    """The calibrated context estimate of a transcript, fitted on ``ref``'s
+    recorded turns exactly as the catalog fits a session (system prompt
+    counted apart; with no recorded turn, ``estimate.prior``): the figure
+    ``sessions`` and ``analyze`` show, for the surgery reports."""
+    est = chain_prefix_estimates(ref)
+    sp = system_prompt_tokens(ref)
+    pairs = [(e - sp, r) for e, r in _calibration_pairs(ref, est)]
+    overhead, factor = estimate.prior(sp)
+    fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
+
+    def calibrated(t: Transcript) -> int:
+        return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t))
+
+    return calibrated
 
 
 def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:

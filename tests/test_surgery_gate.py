@@ -345,3 +345,31 @@ def test_fork_of_a_subagent_transcript_is_refused(tmp_path, monkeypatch):
         assert len(lines) == 1 and lines[0].startswith("Error: ")
         assert "subagent transcript" in lines[0] and f"fork its parent session {parent_id}" in lines[0]
         assert {p: p.read_bytes() for p in proj.rglob("*") if p.is_file()} == state
+
+
+# -- judged by the real CLI ---------------------------------------------------
+
+@needs_d8
+@pytest.mark.realcli
+def test_real_cli_refused_apply_resumes_as_before_and_strip_resumes_whole(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from realcli.oracle import resume
+
+    def sent(r):
+        assert r.loaded and not r.compacted, r.summary()
+        return [m["role"] for m in r.user_assistant_messages()]
+
+    base = sent(resume(D8, "ping", workdir=tmp_path / "r0"))
+    f = _copy(tmp_path / "broken", D8)
+    pend.snapshot(f)
+    _break_parent(pend.pending_path(f), 989)
+    would = _copy(tmp_path / "would", pend.pending_path(f))
+    would = would.rename(would.with_name(f.name))
+    assert len(sent(resume(would, "ping", workdir=tmp_path / "r1"))) < len(base) // 10  # what apply refused
+    with pytest.raises(SurgeryError, match="would lose"):
+        pend.apply(f, settle=0.0)
+    assert sent(resume(f, "ping", workdir=tmp_path / "r2")) == base
+    s = _copy(tmp_path / "strip", D8)
+    _strip_attachments(s)
+    assert pend.apply(s, settle=0.0).applied
+    assert sent(resume(s, "ping", workdir=tmp_path / "r3")) == base  # every message still sent

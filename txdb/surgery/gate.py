@@ -90,4 +90,6 @@ def check_chain(original: Transcript, result: Transcript, removed: set[str], *, 
     """Raise ``SurgeryError`` when ``result`` loses part of ``original``'s active chain."""
     loss = chain_loss(original, result, removed, via_fork)
     if loss is not None:
-        raise SurgeryError(loss.message(what))
+        hint = f"; nothing was changed (`txdb snapshot --refresh {original.path}` starts again)" \
+            if original.path is not None else ""
+        raise SurgeryError(loss.message(what) + hint)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
@@ -83,6 +84,11 @@ def _check_one(tmp: Path, src: str, cmd: str, prm: dict, flg: dict) -> None:
     shutil.copyfile(src, f)
     f.chmod(0o640)
     before = f.read_bytes()
+    if flg["fork"] and Path(src).parent.name == "subagents":
+        with pytest.raises(SurgeryError, match="subagent transcript"):  # claude -r could not resume it
+            run_surgery(f, cmd, _op(cmd, prm), fork=True)
+        assert sorted(p.name for p in work.iterdir()) == [f.name]
+        return
     for i in range(flg["passes"]):
         rep = run_surgery(f, cmd, _op(cmd, prm), fork=flg["fork"], usage_reset=flg["usage_reset"],
                           keep_dropped_thinking=flg["keep_dropped_thinking"])

@@ -36,7 +36,7 @@ _SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
 def check_forkable(path: str | Path) -> None:
     """Refuse a subagent transcript: its fork could not be resumed."""
     p = Path(path)
-    if p.parent.name == "subagents":
+    if p.parent.name == "subagents" and p.name.startswith("agent-"):
         parent_id = p.parent.parent.name
         parent = p.parent.parent.parent / f"{parent_id}.jsonl"
         raise SurgeryError(

@@ -180,6 +180,7 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     if pend.exists() and meta is not None and not refresh:
         return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False, meta.get("left_out_bytes", 0))
     data, meta = take_snapshot(orig)
+    clean_stale_temps(orig.parent)
     write_snapshot(orig, data, meta)
     return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 

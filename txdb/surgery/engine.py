@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
-
 from . import fork as forkmod
 from . import gate
 from . import pending as pend

@@ -116,7 +116,7 @@ def test_apply_refuses_rewritten_original(tmp_path):
     assert _state(f.parent) == state
 
 
-def test_apply_refuses_pending_that_fails_verify(tmp_path):
+def test_apply_refuses_pending_that_loses_the_chain(tmp_path):
     f = _copy(tmp_path)
     _strip(f)
     p = pend.pending_path(f)
@@ -128,6 +128,19 @@ def test_apply_refuses_pending_that_fails_verify(tmp_path):
             o["parentUuid"] = "00000000-dead-beef-0000-000000000000"
             lines[i] = orjson.dumps(o)
             break
+    p.write_bytes(b"\n".join(lines))
+    state = _state(f.parent)
+    with pytest.raises(SurgeryError, match=r"would lose 25 of the 26 records .* from chain position 0 \(line 3\)"):
+        pend.apply(f, settle=0.0)
+    assert _state(f.parent) == state
+
+
+def test_apply_refuses_pending_that_fails_verify(tmp_path):
+    f = _copy(tmp_path)
+    _strip(f)
+    p = pend.pending_path(f)
+    lines = p.read_bytes().split(b"\n")
+    lines.insert(3, b'{"type":"user","message":')  # an unparseable line the original did not have
     p.write_bytes(b"\n".join(lines))
     state = _state(f.parent)
     with pytest.raises(SurgeryError, match="fails verify"):
@@ -257,32 +270,43 @@ def test_snapshot_during_live_writes_is_never_torn(tmp_path):
 
 
 _APPLY_SCRIPT = """
-import sys
+import os, signal, sys
 from txdb.surgery import pending
+if len(sys.argv) > 2:  # kill this process at that step (the test-only seam)
+    def hook(step, at=sys.argv[2]):
+        if step == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    pending._step_hook = hook
 pending.apply(sys.argv[1], settle=0.0)
 """
 
 
-def _apply_proc(f: Path, env_extra: dict | None = None) -> subprocess.Popen:
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    return subprocess.Popen([sys.executable, "-c", _APPLY_SCRIPT, str(f)], cwd=str(ROOT), env=env)
+def _apply_proc(f: Path, kill_at: str | None = None) -> subprocess.Popen:
+    args = [sys.executable, "-c", _APPLY_SCRIPT, str(f)] + ([kill_at] if kill_at else [])
+    return subprocess.Popen(args, cwd=str(ROOT))
 
 
-@pytest.mark.parametrize("step", ["checked", "backup", "temp", "swapped"])
+def _temps(folder: Path) -> list[str]:
+    return [x.name for x in folder.iterdir() if x.name.endswith(".txdb-tmp")]
+
+
+@pytest.mark.parametrize("step", ["checked", "backup", "temp", "renaming", "swapped"])
 def test_killed_at_each_step_leaves_old_or_new(tmp_path, step):
     f = _copy(tmp_path)
     old = f.read_bytes()
     _strip(f)
     new = pend.pending_path(f).read_bytes()
-    p = _apply_proc(f, {pend.CRASH_ENV: step})
+    p = _apply_proc(f, step)
     assert p.wait(timeout=60) == -signal.SIGKILL
     data = f.read_bytes()
     assert data == (new if step == "swapped" else old)
+    left = _temps(f.parent)
+    assert bool(left) == (step in ("temp", "renaming"))  # killed between the temp write and the rename
     if step != "swapped":
-        # the surgery can simply be applied again
+        # the surgery can simply be applied again, and it removes the dead run's temp file
         pend.apply(f, settle=0.0)
         assert f.read_bytes() == new
+        assert _temps(f.parent) == []
 
 
 def test_killed_at_random_moments_leaves_old_or_new(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
@@ -81,7 +82,13 @@ def _check_one(tmp: Path, src: str, cmd: str, prm: dict, flg: dict) -> None:
     work.mkdir(parents=True, exist_ok=True)
     f = work / Path(src).name
     shutil.copyfile(src, f)
+    f.chmod(0o640)
     before = f.read_bytes()
+    if flg["fork"] and Path(src).parent.name == "subagents":
+        with pytest.raises(SurgeryError, match="subagent transcript"):  # claude -r could not resume it
+            run_surgery(f, cmd, _op(cmd, prm), fork=True)
+        assert sorted(p.name for p in work.iterdir()) == [f.name]
+        return
     for i in range(flg["passes"]):
         rep = run_surgery(f, cmd, _op(cmd, prm), fork=flg["fork"], usage_reset=flg["usage_reset"],
                           keep_dropped_thinking=flg["keep_dropped_thinking"])
@@ -101,7 +108,7 @@ def _check_one(tmp: Path, src: str, cmd: str, prm: dict, flg: dict) -> None:
     # apply swaps in exactly the pending bytes
     pend.apply(f, settle=0.0)
     assert f.read_bytes() == after
-    assert (f.stat().st_mode & 0o777) == 0o600
+    assert (f.stat().st_mode & 0o777) == 0o640  # the original's mode, kept
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

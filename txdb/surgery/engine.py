@@ -10,7 +10,17 @@
 4. preserved thinking: later thinking blocks the API will drop are counted
    and removed (unless ``keep_dropped_thinking``);
 5. usage reset (unless ``usage_reset=False``);
-6. the pending copy (or the fork file) is written; ``dry_run`` writes nothing.
+6. nothing lost (``gate``): the result must keep every record of the
+   original's active chain that a pass removed on purpose, in order (a fork
+   through ``forkedFrom``); else ``SurgeryError`` and nothing is written
+   (``dry_run`` refuses the same way);
+7. the pending copy (or the fork file) is written, with the uuids this pass
+   removed recorded in the sidecar for ``apply``'s same check; ``dry_run``
+   writes nothing.
+
+Temp files an earlier, killed txdb left beside the session are removed
+first. A fork of a subagent transcript is refused: ``claude -r`` resumes
+top-level sessions only.
 
 The bulk ``--where`` path calls this per session with an ``op`` closing over
 its targets (see ``ops``).
@@ -18,6 +28,7 @@ its targets (see ``ops``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,9 +36,10 @@ from typing import Callable
 
 from ..errors import SurgeryError
 from . import fork as forkmod
+from . import gate
 from . import pending as pend
 from .thinking import dropped_thinking, remove_dropped
-from .transcript import Transcript, write_atomic
+from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
 from .usage import context_estimator, reset_usage
 
 Op = Callable[[Transcript, Transcript], dict]
@@ -89,11 +101,16 @@ def run_surgery(
     """``arguments`` (the command's options, JSON-able) are remembered with the
     pass in the pending copy's sidecar; ``apply`` logs them in ``surgeries``."""
     orig = pend.original_path(path)
+    if fork:
+        forkmod.check_forkable(pend.session_path(path))
+    if not dry_run:
+        clean_stale_temps(orig.parent)
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
     report.bytes_before = t.size
     if fork:
-        t = forkmod.make_fork(t, operation=operation, folder=orig.parent, title=fork_title)
+        # Beside the session as named: claude -r looks in the project folder, where a link lives.
+        t = forkmod.make_fork(t, operation=operation, folder=pend.session_path(path).parent, title=fork_title)
         report.target = str(t.path)
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].obj.get("customTitle") if t.records else None
@@ -102,6 +119,7 @@ def run_surgery(
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
+    base_uuids = gate.uuids(t)
     report.result = op(t, original) or {}
     t.refresh()
     changed = t.changed_lines()
@@ -117,10 +135,13 @@ def run_surgery(
     data = t.to_bytes()
     report.bytes_after = len(data)
     report.tokens_after = calibrated(t)
+    removed = base_uuids - gate.uuids(t)
+    gate.check_chain(original, Transcript.from_bytes(data, t.path), gate.recorded_removals(meta) | removed,
+                     what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
     if dry_run:
         return report
     if fork:
-        write_atomic(t.path, data)
+        write_atomic(t.path, data, owner=owner_of(os.stat(orig)))
         report.written = True
         return report
     if report.changed_lines == 0:
@@ -128,13 +149,13 @@ def run_surgery(
         return report
     entry = {"command": operation, "arguments": arguments or {}, "at": _now(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
-             "tokens_after": report.tokens_after}
+             "tokens_after": report.tokens_after, "removed": sorted(removed)}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
         pend.write_snapshot(orig, data, dict(meta, passes=[entry]))
         report.snapshot_created = True
     else:
-        write_atomic(pend.pending_path(orig), data)
+        pend.write_pending(orig, data)
         pend.record_pass(orig, entry)
     report.written = True
     return report

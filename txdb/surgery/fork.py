@@ -9,6 +9,10 @@
   ``(Stripped 2)``... on collision with a sibling session; ``title``
   overrides;
 - ``strippedBy = {tool, operation, at}`` on every envelope.
+
+Only top-level sessions fork: ``claude -r`` never finds a subagent
+transcript (``<session>/subagents/agent-*.jsonl``), so ``check_forkable``
+refuses one and names the parent session to fork instead.
 """
 
 from __future__ import annotations
@@ -21,11 +25,23 @@ from pathlib import Path
 
 import orjson
 
+from ..errors import SurgeryError
 from ..records import CHAIN_TYPES
 from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
 _SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
+
+
+def check_forkable(path: str | Path) -> None:
+    """Refuse a subagent transcript: its fork could not be resumed."""
+    p = Path(path)
+    if p.parent.name == "subagents" and p.name.startswith("agent-"):
+        parent_id = p.parent.parent.name
+        parent = p.parent.parent.parent / f"{parent_id}.jsonl"
+        raise SurgeryError(
+            f"{p.name} is a subagent transcript and `claude -r` resumes only top-level sessions: "
+            f"fork its parent session {parent_id} instead (txdb fork {parent})")
 
 
 def now_iso() -> str:

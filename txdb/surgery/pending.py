@@ -10,15 +10,28 @@ sha256 of that prefix. ``apply`` is the one write to the real file:
    every 100 ms);
 2. prefix hash: the original must still begin with the snapshot's bytes
    (else it was rewritten and the copy no longer descends from it);
-3. verify: the pending copy must not fail ``verify`` in any way the
+3. whole: the pending copy's last line must be complete (a pending copy is
+   never being written; one cut short is refused);
+4. nothing lost (``gate``): every record on the original's active chain
+   that no recorded pass removed is still on the copy's active chain, in
+   order;
+5. verify: the pending copy must not fail ``verify`` in any way the
    original did not already fail;
-4. one enumerated backup (``.bak``, ``.bak.1``, ...) unless ``backup=False``;
-5. the verified bytes go to a temp file in the same folder, fsync, one
-   ``os.replace`` onto the original, fsync of the folder.
+6. one enumerated backup (``.bak``, ``.bak.1``, ...) unless ``backup=False``;
+7. the checked bytes go to a temp file in the same folder, fsync; right
+   before the one ``os.replace`` onto the original the original is stat'ed
+   again and must not have changed since it was read (else the backup and
+   the temp file are removed and apply refuses); fsync of the folder.
 
-Lines appended to the original after the snapshot are discarded (counted in
-the report). A refusal raises ``SurgeryError`` and changes no file. A
-process killed at any point leaves the old file or the new one, whole.
+Lines appended to the original after the snapshot are discarded, counted
+as of the rename (read from the old inode). A refusal raises
+``SurgeryError`` and changes no file. A process killed at any point leaves
+the old file or the new one, whole; the next run removes its temp file.
+
+A session that is a symlink is operated on through the link: pending copy,
+sidecar, backups and temp files live beside the real file, the link stays a
+link. The result and the backup keep the original's mode, and its owner
+when txdb runs as root.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
-import signal
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,19 +48,37 @@ import orjson
 
 from ..errors import SurgeryError
 from ..verify import Report, verify_file
-from .transcript import FILE_MODE, write_atomic
+from . import gate
+from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
 
 PENDING = ".pending"
 META = ".pending.json"
 SETTLE_SECONDS = 0.4
-CRASH_ENV = "TXDB_APPLY_CRASH_AT"  # test hook: checked, backup, temp, swapped
+READ_CHUNK = 1 << 20
+
+# Tests set this to a callable(step) to act at each step of apply
+# ("checked", "backup", "temp", "renaming", "swapped"): kill the process,
+# append to the original in the window... Never set in use.
+_step_hook = None
 
 
-def original_path(path: str | Path) -> Path:
+def _step(name: str) -> None:
+    if _step_hook is not None:
+        _step_hook(name)
+
+
+def session_path(path: str | Path) -> Path:
+    """The session file as named (``.pending`` taken off), links not followed."""
     p = Path(path).expanduser()
     if p.name.endswith(".jsonl" + PENDING):
         p = p.with_name(p.name[: -len(PENDING)])
     return p
+
+
+def original_path(path: str | Path) -> Path:
+    """The real session file: a symlink is followed, so that every file
+    surgery writes lives beside the file the link points at."""
+    return Path(os.path.realpath(session_path(path)))
 
 
 def pending_path(path: str | Path) -> Path:
@@ -58,11 +89,6 @@ def pending_path(path: str | Path) -> Path:
 def meta_path(path: str | Path) -> Path:
     o = original_path(path)
     return o.with_name(o.name + META)
-
-
-def _crash(step: str) -> None:
-    if os.environ.get(CRASH_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def complete_prefix(data: bytes) -> int:
@@ -125,9 +151,15 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
 
 def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
     """Sidecar first, then the pending copy: a crash in between leaves a
-    sidecar without a copy, which the next snapshot overwrites."""
-    write_atomic(meta_path(path), orjson.dumps(meta))
-    write_atomic(pending_path(path), data)
+    sidecar without a copy, which the next snapshot overwrites. Both go to
+    the session's owner (when root writes them)."""
+    owner = owner_of(os.stat(original_path(path)))
+    write_atomic(meta_path(path), orjson.dumps(meta), owner=owner)
+    write_atomic(pending_path(path), data, owner=owner)
+
+
+def write_pending(path: str | Path, data: bytes) -> None:
+    write_atomic(pending_path(path), data, owner=owner_of(os.stat(original_path(path))))
 
 
 def record_pass(path: str | Path, entry: dict) -> None:
@@ -137,7 +169,7 @@ def record_pass(path: str | Path, entry: dict) -> None:
     if meta is None:
         return
     meta["passes"] = list(meta.get("passes") or []) + [entry]
-    write_atomic(meta_path(path), orjson.dumps(meta))
+    write_atomic(meta_path(path), orjson.dumps(meta), owner=owner_of(os.stat(original_path(path))))
 
 
 def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
@@ -148,6 +180,7 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     if pend.exists() and meta is not None and not refresh:
         return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False, meta.get("left_out_bytes", 0))
     data, meta = take_snapshot(orig)
+    clean_stale_temps(orig.parent)
     write_snapshot(orig, data, meta)
     return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
@@ -205,6 +238,31 @@ class ApplyReport:
         return asdict(self)
 
 
+def _tail(fd: int, start: int) -> tuple[int, int]:
+    """(lines, bytes) of an open file from ``start`` to its end, streamed."""
+    lines = size = 0
+    last = b"\n"
+    pos = start
+    while True:
+        chunk = os.pread(fd, READ_CHUNK, pos)
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        size += len(chunk)
+        last = chunk[-1:]
+        pos += len(chunk)
+    return lines + (1 if last != b"\n" else 0), size
+
+
+def _fingerprint(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _refuse_changed(orig: Path, when: str) -> SurgeryError:
+    return SurgeryError(f"{orig.name} changed {when}: a live Claude Code is appending; "
+                        "nothing was changed: stop it and apply again")
+
+
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
           settle: float = SETTLE_SECONDS) -> ApplyReport:
     """Swap the pending copy in for the original, after every check. See the module doc."""
@@ -214,10 +272,14 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise SurgeryError(f"no session file at {orig}")
     if not pend.is_file():
         raise SurgeryError(f"no pending copy for {orig.name}: run a strip command (or `txdb snapshot`) first")
+    if pend.is_symlink():
+        raise SurgeryError(f"{pend.name} is a symlink, not a pending copy txdb wrote: remove it and redo the surgery")
     meta = read_meta(orig)
     if meta is None:
         raise SurgeryError(f"the snapshot record {meta_path(orig).name} is missing or unreadable: "
                            f"run `txdb snapshot --refresh {orig}`")
+    if not dry_run:
+        clean_stale_temps(orig.parent)
     st1 = os.stat(orig)
     time.sleep(settle)
     st2 = os.stat(orig)
@@ -226,12 +288,25 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
             f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle check): "
             "a live Claude Code is appending; stop it (or wait) and apply again"
         )
-    data = check_descends(orig, meta)
+    with open(orig, "rb") as fh:
+        data = fh.read()
+        seen = os.fstat(fh.fileno())
+    if seen.st_size != len(data):
+        raise _refuse_changed(orig, "while apply read it")
+    check_descends(orig, meta, data)
     size = meta["size"]
     tail = data[size:]
     discarded_lines = tail.count(b"\n") + (1 if tail and not tail.endswith(b"\n") else 0)
     with open(pend, "rb") as fh:
         new = fh.read()
+    whole = complete_prefix(new)
+    if whole != len(new):
+        raise SurgeryError(
+            f"the pending copy {pend.name} ends in an unfinished line ({len(new) - whole:,} bytes after its last "
+            f"newline): it was cut short; run `txdb snapshot --refresh {orig}` and redo the surgery")
+    original_t = Transcript.from_bytes(data[:size], orig)
+    gate.check_chain(original_t, Transcript.from_bytes(new, pend), gate.recorded_removals(meta),
+                     what="the pending copy")
     before = verify_file(orig, data=data[:size])
     after = verify_file(pend, data=new)
     added = new_errors(before, after)
@@ -243,25 +318,43 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                          list(meta.get("passes") or []))
     if dry_run:
         return report
-    _crash("checked")
-    if os.stat(orig).st_size != len(data):
-        raise SurgeryError(f"{orig.name} grew while apply was checking it: a live Claude Code is appending; "
-                           "stop it and apply again")
+    _step("checked")
+    if _fingerprint(os.stat(orig)) != _fingerprint(seen):
+        raise _refuse_changed(orig, "while apply was checking it")
+    owner = owner_of(seen)
+    mode = stat.S_IMODE(seen.st_mode)
+    bak = None
     if backup:
         bak = next_backup(orig)
         try:
-            os.link(orig, bak)  # the original inode itself: instant, and whole
+            os.link(orig, bak)  # the original inode itself: instant, whole, same owner and mode
         except OSError:
-            write_atomic(bak, data)
+            write_atomic(bak, data, mode=mode, owner=owner)
         report.backup = str(bak)
-    _crash("backup")
-    write_atomic(orig, new, before_replace=lambda: _crash("temp"))
-    _crash("swapped")
-    if report.backup:
+    _step("backup")
+    old = os.open(orig, os.O_RDONLY)  # the old inode: what it holds at the rename is what is discarded
+
+    def last_check():
+        _step("temp")
+        if _fingerprint(os.stat(orig)) != _fingerprint(seen) or _fingerprint(os.fstat(old)) != _fingerprint(seen):
+            raise _refuse_changed(orig, "while apply was writing the new file")
+        _step("renaming")
+
+    try:
         try:
-            os.chmod(report.backup, FILE_MODE)  # the old inode, now only the backup
-        except OSError:
-            pass
+            write_atomic(orig, new, mode=mode, owner=owner, before_replace=last_check)
+        except BaseException:
+            if bak is not None:
+                try:
+                    os.unlink(bak)  # a link to (or copy of) the untouched original
+                except OSError:
+                    pass
+            raise
+        _step("swapped")
+        report.discarded_lines, report.discarded_bytes = _tail(old, size)
+        report.size_before = size + report.discarded_bytes
+    finally:
+        os.close(old)
     for p in (pend, meta_path(orig)):
         try:
             os.unlink(p)

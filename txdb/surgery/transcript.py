@@ -343,14 +343,29 @@ def _check_tool_partner(t: Transcript, rec: Record, removing: set[int]) -> None:
                     )
 
 
+TEMP_SUFFIX = ".txdb-tmp"
+# ".<target name>.<writer pid>.<random>.txdb-tmp": the pid says whether the writer still runs.
+_TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
+
+
+def owner_of(st: os.stat_result) -> tuple[int, int] | None:
+    """(uid, gid) to give files written for this one: only root can (and must)
+    hand them back to the session's owner; anyone else writes as themselves."""
+    return (st.st_uid, st.st_gid) if os.geteuid() == 0 else None
+
+
 def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE,
-                 before_replace=None) -> None:
+                 before_replace=None, owner: tuple[int, int] | None = None) -> None:
     """Write ``data`` to ``path`` whole or not at all: temp file in the same
-    folder, fsync, one rename, fsync of the folder. Mode 0600.
-    ``before_replace`` runs between the fsync and the rename (a test hook)."""
+    folder, fsync, one rename, fsync of the folder. Mode 0600 unless given;
+    ``owner`` (uid, gid) is set on the temp file before the rename.
+    ``before_replace`` runs between the fsync and the rename; an exception
+    it raises leaves ``path`` as it was and no temp file behind."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".txdb-tmp", dir=str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
     try:
+        if owner is not None:
+            os.fchown(fd, *owner)
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -366,6 +381,40 @@ def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE,
             pass
         raise
     fsync_dir(path.parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def clean_stale_temps(folder: str | Path) -> list[str]:
+    """Remove temp files an earlier txdb run left in ``folder`` when it was
+    killed mid-write: only names of ``write_atomic``'s own pattern whose
+    writer process is gone. Returns the names removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        m = _TEMP_RE.match(e.name)
+        if m is None or not e.is_file(follow_symlinks=False):
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        try:
+            os.unlink(e.path)
+            removed.append(e.name)
+        except OSError:
+            pass
+    return removed
 
 
 def fsync_dir(folder: str | Path) -> None:

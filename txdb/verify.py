@@ -112,8 +112,9 @@ def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) 
         more = f" (and {_plural(len(dangling) - 1, 'other missing parent')})" if len(dangling) > 1 else ""
         add(Finding("error", "cut_off_messages",
                     f"parent {first.parent_uuid} is not in the file{more}: "
-                    f"{_plural(len(lost), 'user/assistant line')} (lines {lines[0]}-{lines[-1]}) "
-                    "are not on the chain resume sends", line_of.get(first.offset)))
+                    f"{_plural(len(lost), 'user/assistant line')} "
+                    + (f"(line {lines[0]}) is" if len(lines) == 1 else f"(lines {lines[0]}-{lines[-1]}) are")
+                    + " not on the chain resume sends", line_of.get(first.offset)))
     on_chain = {n.offset for n in chain}
     for n in dangling:
         where = line_of.get(n.offset)

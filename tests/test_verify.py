@@ -131,6 +131,31 @@ def test_a_subagent_transcript_hanging_off_its_parent_is_a_note(tmp_path):
     assert lines_of(r)[0][:3] == ("note", "parent_outside_file", 1)
 
 
+def test_a_missing_parent_is_bridged_to_the_latest_record_written_before_on_the_same_side():
+    # What CLI 2.1.328 sent for these shapes: the record with the latest
+    # timestamp at or before the orphan (not the line above it), never a
+    # sidechain record for a main-chain orphan, never more than 5 s back.
+    def u(n, parent, t, **kw):
+        return user(f"q{n}", parent, uid=uid(n), session=SID, timestamp=at(t), **kw)
+
+    def a(n, parent, t):
+        return assistant(f"a{n}", parent, uid=uid(n), session=SID, timestamp=at(t))
+
+    root, ans = u(0, None, 0), a(1, uid(0), 1)
+    early_branch = [u(2, uid(1), 2), a(3, uid(2), 3)]       # written first, placed last in the file
+    late_branch = [u(4, uid(1), 4), a(5, uid(4), 5)]
+    side = u(6, None, 5.5, isSidechain=True)
+    orphan = [u(7, "0badf00d-0000-4000-8000-000000000000", 6), a(8, uid(7), 7)]
+
+    def chain(objs):
+        return [n.uuid for n in chainmod.active_chain([chainmod.node_from(i, o) for i, o in enumerate(objs)])]
+
+    got = chain([root, ans, *late_branch, *early_branch, side, *orphan])
+    assert got == [uid(0), uid(1), uid(4), uid(5), uid(7), uid(8)]
+    far = [u(7, "0badf00d-0000-4000-8000-000000000000", 10.5), a(8, uid(7), 11)]
+    assert chain([root, ans, *late_branch, *far]) == [uid(7), uid(8)]
+
+
 def test_a_tail_cut_off_from_every_message_leaves_the_conversation_to_resume():
     # Deleting the first of two trailing /model lines: CLI 2.1.328 resumes the
     # conversation (the last branch-ending message), not the orphaned line.

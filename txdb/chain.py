@@ -233,17 +233,30 @@ class _Bridge:
                 if t is not None:
                     timed.append((t, -i, n))  # equal times: the earliest line is taken
             timed.sort(key=lambda x: (x[0], x[1]))
-            self.sides[sidechain] = ([t for t, _, _ in timed], [n for _, _, n in timed])
+            # skip[i]: where to look instead of i once i is walked (path-compressed,
+            # so a file of orphans bridged one after another stays linear).
+            self.sides[sidechain] = ([t for t, _, _ in timed], [n for _, _, n in timed], list(range(len(timed))))
         return self.sides[sidechain]
 
     def find(self, child: Node, seen: set[str]) -> Node | None:
         t = _ms(child.timestamp)
         if t is None:
             return None
-        times, entries = self._side(child.is_sidechain)
+        times, entries, skip = self._side(child.is_sidechain)
         i = bisect_right(times, t) - 1
-        while i >= 0 and entries[i].uuid in seen:
-            i -= 1
+        passed = []
+        while i >= 0:
+            if skip[i] != i:
+                passed.append(i)
+                i = skip[i]
+            elif entries[i].uuid in seen:
+                skip[i] = i - 1
+                passed.append(i)
+                i -= 1
+            else:
+                break
+        for k in passed:
+            skip[k] = i
         return entries[i] if i >= 0 and t - times[i] <= BRIDGE_MS else None
 
 

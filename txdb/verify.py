@@ -17,6 +17,7 @@ from .ingest.lines import READ_BUFFER, parse_line, read_lines
 from .records import message_content
 
 MESSAGE_TYPES = ("user", "assistant")
+MAX_GAPS_LISTED = 20  # a file of orphans is reported, not listed line by line
 
 
 @dataclass
@@ -115,11 +116,15 @@ def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) 
                     f"{_plural(len(lost), 'user/assistant line')} "
                     + (f"(line {lines[0]}) is" if len(lines) == 1 else f"(lines {lines[0]}-{lines[-1]}) are")
                     + " not on the chain resume sends", line_of.get(first.offset)))
+    if lost:
+        return
     on_chain = {n.offset for n in chain}
-    for n in dangling:
+    for k, n in enumerate(dangling):
         where = line_of.get(n.offset)
-        if lost:
-            continue
+        if k == MAX_GAPS_LISTED:
+            add(Finding("warning", "more_missing_parents",
+                        f"{_plural(len(dangling) - k, 'more record')} whose parent is not in the file", where))
+            break
         if chain and n is chain[0]:
             add(Finding("warning", "dangling_parent",
                         f"the chain starts below parent {n.parent_uuid}, which is not in the file "

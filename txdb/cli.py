@@ -307,14 +307,22 @@ def analyze(db_path, session, as_json):
 def verify(db_path, session, as_json):
     """Check a session's chain; exit 1 when Claude Code would not resume it whole.
 
-    SESSION is a session id, a .jsonl path, or a .jsonl.pending copy.
+    SESSION is a session id, a .jsonl path, or a .jsonl.pending copy (which
+    must exist, and must end with a whole line).
 
     Example:
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
     target = session
-    if not (session.endswith(".pending") and os.path.isfile(session)):
+    if session.endswith(".pending"):
+        if not os.path.isfile(session):
+            original = session[: -len(".pending")]
+            raise click.ClickException(
+                f"no pending copy at {session}: nothing to verify (the original is {original}; "
+                "a strip command or `txdb snapshot` makes a pending copy)"
+            )
+    else:
         conn, _ = _open(db_path)
         target = catalog.resolve_session(conn, session).path
     report = verify_file(target)

@@ -25,7 +25,6 @@ from wcwidth import wcswidth
 
 from txdb import db
 from txdb.cli_serve import metadata_path
-from txdb.hostcheck import loopback_host
 from txdb.ingest.bulk import refresh_db
 
 from conftest import DATA
@@ -169,6 +168,8 @@ def test_plain_datasette_without_a_catalog_is_left_alone(tmp_path):
     ("[::1", 8001, False), ("localhost:", 8001, False), ("", 8001, False), (None, 8001, False),
 ])
 def test_loopback_host_names(host, port, ok):
+    from txdb.hostcheck import loopback_host
+
     assert loopback_host(host, port) is ok
 
 

@@ -193,12 +193,17 @@ _ACTION_NAMES = {getattr(sqlite3, n): n[len("SQLITE_"):].replace("_", " ")
 
 
 class QueryConnection(sqlite3.Connection):
-    """A read-only connection that remembers what its authorizer refused."""
+    """A read-only connection that remembers what its authorizer refused
+    (``refused``: the first refusal of the statement being run, if any)."""
 
-    refused: str | None = None
+    refusals: list[str]
+
+    @property
+    def refused(self) -> str | None:
+        return self.refusals[0] if self.refusals else None
 
 
-def _query_authorizer(conn: QueryConnection):
+def _query_authorizer(refusals: list[str]):
     def authorize(action, arg1, arg2, _db, _trigger):
         if action in _QUERY_ACTIONS:
             return sqlite3.SQLITE_OK
@@ -217,8 +222,7 @@ def _query_authorizer(conn: QueryConnection):
             name = f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
         elif action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE) and arg1:
             name = f"{name} on {arg1}"
-        if conn.refused is None:  # the first refusal says best what the statement tried
-            conn.refused = name
+        refusals.append(name)  # the first one says best what the statement tried
         return sqlite3.SQLITE_DENY
 
     return authorize
@@ -242,7 +246,8 @@ def connect_readonly(path: str | Path) -> QueryConnection:
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=QueryConnection)
     conn.execute("PRAGMA busy_timeout = 10000")
     register_functions(conn)
-    conn.set_authorizer(_query_authorizer(conn))
+    conn.refusals = []
+    conn.set_authorizer(_query_authorizer(conn.refusals))
     conn.set_progress_handler(_let_signals_in, 20_000)
     return conn
 
@@ -253,7 +258,7 @@ def run_query(conn: QueryConnection, sql: str, params=()) -> tuple[list[str], li
     QueryError for a statement SQLite rejects or the authorizer refuses;
     KeyboardInterrupt when Ctrl-C interrupted it.
     """
-    conn.refused = None
+    conn.refusals.clear()
     try:
         cur = conn.execute(sql, params)
         columns = [d[0] for d in cur.description] if cur.description else []

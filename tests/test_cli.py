@@ -61,7 +61,7 @@ def test_query_is_read_only_and_errors_are_one_line(run, home):
     run("refresh")
     r = run("query", "delete from records", ok=False)
     assert r.exit_code != 0
-    assert r.output.startswith("Error: query failed:") and "readonly" in r.output
+    assert r.output.startswith("Error: query refused: DELETE on records is not allowed")
     assert len(r.output.strip().splitlines()) == 1
     r = run("query", "select nope from nowhere", ok=False)
     assert r.exit_code == 1 and r.output.count("\n") == 1

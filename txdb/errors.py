@@ -17,5 +17,9 @@ class QueryError(TxdbError):
     pass
 
 
+class QueryRefused(QueryError):
+    """A user's query tried something other than reading (the query connection's authorizer)."""
+
+
 class SurgeryError(TxdbError):
     """A surgery refused or failed; no file was changed."""

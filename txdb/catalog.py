@@ -251,13 +251,15 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
 def analyze_session(conn: sqlite3.Connection, ref: SessionRef) -> dict:
     """The analyze report of a resolved SESSION. A file that is not a
     session (the pending copy, a backup) is never catalogued: it is indexed
-    into a throwaway in-memory catalog and the same report runs there, so
-    its chain positions are the file's own (for a pending copy, the ones
-    the next pass uses)."""
+    into a throwaway catalog and the same report runs there, so its chain
+    positions are the file's own (for a pending copy, the ones the next
+    pass uses)."""
     file_info = {"path": ref.path, "catalogued": ref.catalogued, "kind": ref.kind, "copy_of": ref.copy_of}
     if ref.catalogued:
         return {"file": file_info, **analyze(conn, ref.file_id)}
-    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    # A private temporary database: in memory while small, spilled to a
+    # temporary file (deleted on close) when the copy is large.
+    scratch = sqlite3.connect("", isolation_level=None)
     try:
         db.register_functions(scratch)
         db.migrate(scratch)

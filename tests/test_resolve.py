@@ -206,3 +206,17 @@ def test_prefixes_and_ids_match_literally(two_sessions):
     for ref, sid in (("ab_d", "ab_d2222-bbbb"), ("abxd", "abxd3333-cccc"), ("5bcd", "5bcd1111-aaaa"),
                      ("ab_d2222-bbbb", "ab_d2222-bbbb")):
         assert json.loads(run("analyze", ref, "--json").output)["session"]["session_id"] == sid
+
+
+def test_surgery_by_the_target_path_of_a_symlinked_session_keeps_one_row(env, tmp_path):
+    real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
+    link = env / "-home-me-app" / "s9.jsonl"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    run("refresh")
+    run("strip-all", real)
+    run("apply", real)
+    assert paths(tmp_path) == [str(link)]
+    report = json.loads(run("analyze", "s9", "--json").output)
+    assert report["session"]["project"] == "-home-me-app" and report["file"]["path"] == str(link)
+    assert report["session"]["file_bytes"] < 40_000  # the catalog saw the applied result

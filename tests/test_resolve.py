@@ -160,15 +160,20 @@ def test_a_symlinked_session_is_one_row_under_the_path_discovery_found(env, tmp_
     assert paths(tmp_path) == [str(link)]
 
 
-def test_a_target_catalogued_first_is_taken_over_by_the_link_discovery_finds(env, tmp_path):
+@pytest.mark.parametrize("replaced", [False, True], ids=["same-file", "target-replaced"])
+def test_a_target_catalogued_first_is_taken_over_by_the_link_discovery_finds(env, tmp_path, replaced):
     real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
     run("analyze", real)  # catalogued under its own path first
     assert paths(tmp_path) == [str(real)]
+    if replaced:  # a new file (a new inode) at the target's path, as a rename writes it
+        tmp = real.with_name("tmp")
+        tmp.write_bytes(real.read_bytes())
+        os.replace(tmp, real)
     link = env / "-home-me-app" / "s9.jsonl"
     link.parent.mkdir(parents=True)
     link.symlink_to(real)
     out = json.loads(run("refresh", "--json").output)
-    assert out["new"] == 0 and out["unchanged"] == 1
+    assert out["new"] == 0 and out["unchanged"] + out["rewritten"] == 1
     assert paths(tmp_path) == [str(link)]
     report = json.loads(run("analyze", "s9", "--json").output)
     assert report["session"]["project"] == "-home-me-app"
@@ -220,3 +225,7 @@ def test_surgery_by_the_target_path_of_a_symlinked_session_keeps_one_row(env, tm
     report = json.loads(run("analyze", "s9", "--json").output)
     assert report["session"]["project"] == "-home-me-app" and report["file"]["path"] == str(link)
     assert report["session"]["file_bytes"] < 40_000  # the catalog saw the applied result
+    conn = db.connect(tmp_path / "catalog.db")
+    logged = conn.execute("SELECT DISTINCT s.file_id, f.path FROM surgeries s LEFT JOIN files f ON f.id = s.file_id")
+    assert logged.fetchall() == [(report["session"]["file_id"], str(link))]
+    conn.close()

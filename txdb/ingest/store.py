@@ -568,7 +568,10 @@ def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
             by_inode.setdefault(row[3], []).append(path)
     found_paths = {f.path for f in found}
     for f in new:
-        for old in by_inode.get(f.stat.st_ino, ()):
+        real = os.path.realpath(f.path)
+        candidates = [real] if real != f.path and real in existing else []
+        candidates += by_inode.get(f.stat.st_ino, ())
+        for old in candidates:
             if old in found_paths or not _same_file(old, f.stat):
                 continue
             file_id = existing[old][0]
@@ -577,7 +580,6 @@ def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
                              (f.path, f.root, f.project, f.kind, file_id))
                 conn.execute("UPDATE sessions SET project = ? WHERE file_id = ?", (f.project, file_id))
             existing[f.path] = existing.pop(old)
-            by_inode[f.stat.st_ino].remove(old)
             break
 
 
@@ -642,7 +644,8 @@ def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_resu
     its real path, or another path to the same file (a symlink to it, or
     its target); None when the catalog lacks the file."""
     p = Path(path)
-    for candidate in dict.fromkeys((str(p), os.path.realpath(p))):
+    real = os.path.realpath(p)
+    for candidate in dict.fromkeys((str(p), real)):
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (candidate,)).fetchone():
             return candidate
     try:
@@ -651,6 +654,11 @@ def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_resu
         return None
     for (other,) in conn.execute("SELECT path FROM files WHERE inode = ?", (st.st_ino,)).fetchall():
         if _same_file(other, st):
+            return other
+    # A link whose target was replaced since (a surgery wrote through it):
+    # its row still has the old inode. Only paths the catalog lacks get here.
+    for (other,) in conn.execute("SELECT path FROM files").fetchall():
+        if os.path.realpath(other) == real and _same_file(other, st):
             return other
     return None
 

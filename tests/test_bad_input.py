@@ -250,3 +250,26 @@ def test_a_record_whose_blocks_cannot_be_derived_is_still_stored(conn, tmp_path,
     assert stats.parse_errors == 0
     assert rows(conn, "SELECT chain_length FROM sessions") == [{"chain_length": 3}]
     assert conn.execute("SELECT count(*) FROM blocks").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_fork_of_a_deep_session(tmp_path, monkeypatch, depth, place):
+    """A fork rewrites every line (a new session id): the deep value comes
+    through whole."""
+    from click.testing import CliRunner
+
+    from txdb.cli import cli
+
+    data, deep_line = deep_session(depth, place)
+    path = tmp_path / "projects" / "-p" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "c.db"))
+    result = CliRunner().invoke(cli, ["fork", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (fork,) = [p for p in path.parent.glob("*.jsonl") if p != path]
+    lines = fork.read_bytes().splitlines()
+    assert len(lines) == len(data.splitlines()) + 1  # and its title
+    assert nested_json(depth).encode() in lines[deep_line - 1]
+    assert b'"sessionId":"' + fork.stem.encode() + b'"' in lines[deep_line - 1]

@@ -114,7 +114,7 @@ def test_a_pending_copy_that_does_not_exist_is_said_so(env, tmp_path):
     sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
     pending = sess.with_name("s1.jsonl.pending")
     for command in ("verify", "analyze", "strip-all", "apply"):
-        assert one_error_line(run(command, pending, ok=False)) == f"Error: no pending copy at {pending}"
+        assert one_error_line(run(command, pending, ok=False)).startswith(f"Error: no pending copy at {pending}")
 
 
 def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):

@@ -329,20 +329,27 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 def analyze(db_path, session, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 
-    SESSION is a session id or the path of its .jsonl file.
+    SESSION is a session id or the path of its .jsonl file. A pending copy
+    (X.jsonl.pending) or a backup (X.jsonl.bak) is read as it is and never
+    catalogued; for a pending copy the positions are those the next pass uses.
 
     Example:
 
         txdb analyze 3f2a9c1e-...
+        txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
     conn, _ = _open(db_path)
     ref = catalog.resolve_session(conn, session)
-    report = catalog.analyze(conn, ref.file_id)
+    report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(_json(report))
         return
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
+    if not ref.catalogued:
+        of = f" of {ref.copy_of}" if ref.copy_of else ""
+        echo(f"This is {ref.kind}{of}, read as it is (not catalogued)"
+             + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(

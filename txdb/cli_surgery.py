@@ -23,7 +23,7 @@ from .surgery.usage import reset_usage
 
 def _resolve(db_path, session: str):
     conn, _ = _open(db_path)
-    ref = resolve_session(conn, session)
+    ref = resolve_session(conn, session, mutating=True)
     return conn, pend.original_path(ref.path)
 
 

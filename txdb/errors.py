@@ -23,3 +23,8 @@ class QueryRefused(QueryError):
 
 class SurgeryError(TxdbError):
     """A surgery refused or failed; no file was changed."""
+
+
+class NotASession(TxdbError):
+    """A file that is not a session (a backup, a pending copy, ...) named
+    where only a session will do."""

@@ -17,7 +17,6 @@ refuses one and names the parent session to fork instead.
 
 from __future__ import annotations
 
-import copy
 import re
 import uuid as uuidlib
 from datetime import datetime, timezone
@@ -120,7 +119,7 @@ def make_fork(
         o = r.obj
         if o.get("type") in SESSION_BOUND_TYPES:
             continue
-        o = copy.deepcopy(o)
+        o = dict(o)  # only top-level keys change; a deep copy would recurse through deep lines
         if "sessionId" in o:
             o["sessionId"] = new_sid
         if o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str):

@@ -17,17 +17,15 @@ byte.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from .. import chain as chainmod
 from ..errors import SurgeryError
+from ..ingest import deep
 from ..ingest.lines import parse_line
 from ..records import message_content
 
@@ -41,12 +39,9 @@ SESSION_BOUND_TYPES = frozenset(
 
 
 def dumps(obj) -> bytes:
-    """Compact JSON the way Claude Code writes it: no spaces, UTF-8, key order kept."""
-    try:
-        return orjson.dumps(obj)
-    except (TypeError, orjson.JSONEncodeError):
-        # Integers beyond 64 bits and the like: the standard library, compact.
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    """Compact JSON the way Claude Code writes it: no spaces, UTF-8, key order
+    kept; at any depth a session line can hold (integers beyond 64 bits too)."""
+    return deep.dumps(obj)
 
 
 # Any "</" before a letter may start a closing tag (a payload could end with

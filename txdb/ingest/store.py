@@ -70,7 +70,9 @@ BLOCKS_INSERT = "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,
 # kept by the refresh itself, in each file's transaction: its new blocks
 # are indexed in one statement once they are written (FTS5 writes its
 # pending terms at the end of every statement, so one per file, not one per
-# row), and blocks leave the index before they leave the table.
+# row), and blocks leave the index before they leave the table. A first
+# build instead indexes everything once at its end (txdb.ingest.bulk):
+# one statement writes far fewer index segments than one per file.
 _INDEXED = "text IS NOT NULL AND text <> ''"
 FTS_INDEX = (f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks "
              f"WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
@@ -172,10 +174,12 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
             c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
 
 
-def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False) -> None:
+def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False,
+                      index_text: bool = True) -> None:
     """``keep_usage``: a rewritten file keeps its usage rows (the API's
     figures), marked not in the file until its lines name them again."""
-    conn.execute(FTS_UNINDEX, (file_id, 0))
+    if index_text:
+        conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
                   "records", "sessions"):
         if table == "usage" and keep_usage:
@@ -346,7 +350,7 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     return Plan(found, "rewritten", file_id)
 
 
-def _begin_file(conn, plan: Plan) -> int | None:
+def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     """Inside the file's transaction: its files row, and no stale rows.
     None when another refresh has added this new file meanwhile (its rows
     are then already current)."""
@@ -359,19 +363,21 @@ def _begin_file(conn, plan: Plan) -> int | None:
             (f.path, f.root, f.project, f.kind),
         ).lastrowid
     if plan.status == "rewritten":
-        _delete_file_rows(conn, plan.file_id, keep_usage=True)
+        _delete_file_rows(conn, plan.file_id, keep_usage=True, index_text=index_text)
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
-        conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
+        if index_text:
+            conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
         conn.execute("DELETE FROM blocks WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple[str, str]) -> None:
+              cursor: int, next_line: int, hashes: tuple[str, str], index_text: bool) -> None:
     """Inside the file's transaction: the full-text index of its new
     blocks, the session, dangling parents, chain and the cursor."""
     f = plan.found
-    conn.execute(FTS_INDEX, (file_id, plan.start_offset))
+    if index_text:
+        conn.execute(FTS_INDEX, (file_id, plan.start_offset))
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
@@ -399,15 +405,16 @@ def _count(stats: RefreshStats, plan: Plan, s: FileSummary, cursor: int) -> None
     setattr(stats, plan.status, getattr(stats, plan.status) + 1)
 
 
-def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats) -> None:
+def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index_text: bool = True) -> None:
     """Read one file and bring its rows up to date, full-text index
-    included; its rows and its cursor commit in one transaction. The one
-    write path of a refresh, for a new catalog as for an existing one."""
+    included (unless ``index_text`` is False: a first build indexes at its
+    end); its rows and its cursor commit in one transaction. The one write
+    path of a refresh, for a new catalog as for an existing one."""
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
     with open(plan.found.path, "rb", buffering=READ_BUFFER) as fh, transaction(conn):
-        file_id = _begin_file(conn, plan)
+        file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
             stats.unchanged += 1
             return
@@ -418,7 +425,7 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats) -> No
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor))
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor), index_text)
     _count(stats, plan, s, cursor)
 
 
@@ -432,8 +439,10 @@ def _existing(conn) -> dict[str, tuple]:
 
 
 def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> RefreshStats:
-    """Refresh every session file under ``roots``."""
+            progress: Callable[[int, int], None] | None = None, index_text: bool = True) -> RefreshStats:
+    """Refresh every session file under ``roots``. ``index_text=False``
+    leaves the full-text index alone, for a first build that then rebuilds
+    it whole (txdb.ingest.bulk)."""
     t0 = time.perf_counter()
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
@@ -451,7 +460,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
         conn.execute(f"PRAGMA wal_autocheckpoint = {REFRESH_CHECKPOINT_PAGES}")
     try:
-        _refresh_found(conn, found, existing, stats, progress)
+        _refresh_found(conn, found, existing, stats, progress, index_text)
     finally:
         if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
             conn.execute(f"PRAGMA wal_autocheckpoint = {int(ckpt)}")
@@ -539,7 +548,7 @@ def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
             break
 
 
-def _refresh_found(conn, found, existing, stats, progress) -> None:
+def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
     total = sum(f.stat.st_size for f in found)
     done = 0
     plans: list[Plan] = []
@@ -560,7 +569,7 @@ def _refresh_found(conn, found, existing, stats, progress) -> None:
         progress(done, total)
     for plan in plans:
         try:
-            ingest_file(conn, plan, stats)
+            ingest_file(conn, plan, stats, index_text)
         except FileNotFoundError:
             continue  # vanished between discovery and read
         except sqlite3.Error:

@@ -318,7 +318,7 @@ def test_another_refresh_adding_files_meanwhile(tmp_path, projects):
 
 def previous_schema(path: Path) -> None:
     """Turn a catalog back into what migration 008 left: 003's queue and
-    triggers, and 009 not applied."""
+    triggers, and 010 not applied."""
     fts_sql = dict(db.migrations())["003_fts"]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
@@ -326,7 +326,7 @@ def previous_schema(path: Path) -> None:
         if statement.lstrip().startswith(("CREATE TABLE", "CREATE TRIGGER")) or "CREATE TABLE" in statement \
                 or "CREATE TRIGGER" in statement:
             conn.execute(statement)
-    conn.execute("DELETE FROM _txdb_migrations WHERE name >= '009'")
+    conn.execute("DELETE FROM _txdb_migrations WHERE name = '010_fts_by_refresh'")
     conn.execute("COMMIT")
     conn.close()
 
@@ -350,8 +350,8 @@ def test_the_migration_drops_the_queue_and_indexes_what_it_held(tmp_path, projec
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' OR name = '_blocks_fts_pending'"
                         ).fetchall() == []
-    assert conn.execute("SELECT name FROM _txdb_migrations WHERE name >= '009'").fetchall() == [
-        ("009_fts_by_refresh",)]
+    assert conn.execute("SELECT name FROM _txdb_migrations WHERE name = '010_fts_by_refresh'").fetchall() == [
+        ("010_fts_by_refresh",)]
     conn.close()
     assert_same_catalog(path, tmp_path / "plain.db")
     assert_sound(path)
@@ -368,7 +368,7 @@ def test_the_migration_indexes_an_older_build_that_deferred_its_index(tmp_path, 
     build_plain(path, [projects])
     build_plain(tmp_path / "plain.db", [projects])
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DELETE FROM _txdb_migrations WHERE name >= '009'")
+    conn.execute("DELETE FROM _txdb_migrations WHERE name = '010_fts_by_refresh'")
     conn.execute("CREATE TABLE _blocks_fts_pending (block_rowid INTEGER PRIMARY KEY)")
     conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('delete-all')")
     conn.execute("INSERT INTO _txdb_meta VALUES ('bulk_deferred_triggers', '{}')")

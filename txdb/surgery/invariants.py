@@ -109,13 +109,13 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
 
     # Usage never raised.
     for r in a.live():
-        if r.obj.get("type") != "assistant" or not r.uuid:
+        if r.type != "assistant" or not r.uuid:
             continue
         old = b.by_uuid.get(r.uuid)
         if old is None:
             continue
-        was = dict(_usage_fields(old.obj))
-        for k, v in _usage_fields(r.obj):
+        was = dict(_usage_fields(old.parse()))
+        for k, v in _usage_fields(r.parse()):
             if k in was and v > was[k]:
                 problems.append(f"usage {k} of {r.uuid} raised: {was[k]} -> {v}")
 

@@ -6,11 +6,12 @@ single-session commands and the bulk ``--where`` path call the same code:
 - ``strip_tools(t, ..., tool_use_ids=None)``: None means every tool call
   the filters (tools, range) allow; a set restricts to those ids.
 - ``strip_thinking(t, ..., blocks=None)``: blocks as ``BlockRef``
-  (record uuid, block idx); ``refs_from_offsets`` maps catalog rows
-  (offset, idx) of the same file onto them.
+  (record uuid, block idx), which stay valid on the pending copy.
 - ``strip_attachments(t, ..., uuids=None)``: attachment record uuids.
 
-Every function mutates ``t`` (``touch``/``remove``) and returns a plain dict
+Every function walks the records, parses each one it looks at
+(``Record.parse``), hands the ones it changes to ``t.touch`` (or
+``t.remove``s them) and lets the others' dicts go; it returns a plain dict
 describing what it did; nothing here prints or writes a file.
 """
 
@@ -23,7 +24,7 @@ import orjson
 
 from .. import tokens
 from ..policy import SYSTEM_PROMPT, attachment_cost, policy_class
-from ..records import block_rows, is_wrapped_thinking
+from ..records import block_rows, is_wrapped_thinking, message_content
 from .transcript import Record, Transcript
 
 MARK = "[stripped by txdb"
@@ -43,8 +44,8 @@ def placeholder(chars: int, extra: str = "") -> str:
     return f"{MARK}: {chars:,} chars{extra}]"
 
 
-def _content_list(rec: Record):
-    msg = rec.obj.get("message")
+def _content_list(obj: dict):
+    msg = obj.get("message")
     if isinstance(msg, dict) and isinstance(msg.get("content"), list):
         return msg["content"]
     return None
@@ -56,21 +57,10 @@ def _chars(value) -> int:
     return len(orjson.dumps(value))
 
 
-def refs_from_offsets(t: Transcript, rows: Iterable[tuple[int, int]]) -> set[BlockRef]:
-    """Catalog target rows (record offset, block idx) of the file ``t`` was loaded
-    from -> BlockRefs, which stay valid on the pending copy of that file."""
-    out = set()
-    for offset, idx in rows:
-        rec = t.record_at(offset)
-        if rec is not None and rec.uuid:
-            out.add(BlockRef(rec.uuid, idx))
-    return out
-
-
 def tool_names(t: Transcript) -> dict[str, str]:
     names: dict[str, str] = {}
     for rec in t.live():
-        for b in _content_list(rec) or ():
+        for b in _content_list(rec.parse()) or ():
             if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
                 names[b["id"]] = str(b.get("name") or "")
     return names
@@ -161,12 +151,15 @@ def strip_tools(
     tools = [s for s in (tools or []) if s]
     do_inputs = not only_results
     do_results = not only_inputs
-    names = tool_names(t)
+    names = tool_names(t) if tools else {}
     out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
            "tokens_saved": 0}
     for rec in list(t.live()):
-        content = _content_list(rec)
-        if not content or not t.in_range(rec, positions):
+        if not t.in_range(rec, positions):
+            continue
+        obj = rec.parse()
+        content = _content_list(obj)
+        if not content:
             continue
         changed = False
         for b in content:
@@ -224,7 +217,7 @@ def strip_tools(
                 out["tokens_saved"] += old_tokens - new_tokens
                 changed = True
         if changed:
-            t.touch(rec)
+            t.touch(rec, obj)
             out["records"] += 1
     return out
 
@@ -247,8 +240,8 @@ def _thinking_size(b: dict) -> int:
     return n
 
 
-def _role(rec: Record) -> str | None:
-    msg = rec.obj.get("message")
+def _role(obj: dict) -> str | None:
+    msg = obj.get("message")
     return msg.get("role") if isinstance(msg, dict) else None
 
 
@@ -263,11 +256,17 @@ def strip_thinking(
     re-parented); the leaf keeps a one-line placeholder text instead."""
     out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
     empty: list[Record] = []
+    wanted = {b.uuid for b in blocks} if blocks is not None else None
     for rec in list(t.live()):
-        content = _content_list(rec)
-        if not content or not t.in_range(rec, positions):
+        if not t.in_range(rec, positions):
             continue
-        role = _role(rec)
+        if blocks is not None and rec.uuid not in wanted:
+            continue
+        obj = rec.parse()
+        content = _content_list(obj)
+        if not content:
+            continue
+        role = _role(obj)
         keep = []
         removed = 0
         for idx, b in enumerate(content):
@@ -281,13 +280,13 @@ def strip_thinking(
         out["blocks"] += removed
         out["records"] += 1
         if keep:
-            rec.obj["message"]["content"] = keep
-            t.touch(rec)
+            obj["message"]["content"] = keep
+            t.touch(rec, obj)
         elif t.removable(rec):
             empty.append(rec)
         else:
-            rec.obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
-            t.touch(rec)
+            obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
+            t.touch(rec, obj)
     if empty:
         out["records_removed"] = t.remove(empty)
     out["tokens_saved"] = tokens.text_tokens(out["chars"])
@@ -324,20 +323,18 @@ def attachment_plan(
     types = set(types or ())
     if drop_all and not types:
         raise ValueError("drop_all needs explicit types")
-    atts = [r for r in t.live() if r.obj.get("type") == "attachment"]
+    atts = [r for r in t.live() if r.type == "attachment"]
     rank: dict[int, int] = {}
-    seen: dict[str, int] = {}
+    seen: dict[str | None, int] = {}
     for r in reversed(atts):
-        a = r.obj.get("attachment")
-        at = a.get("type") if isinstance(a, dict) else None
+        at = r.attachment_type
         seen[at] = seen.get(at, 0) + 1
         rank[r.rid] = seen[at]
     plan = []
     for r in atts:
-        a = r.obj.get("attachment")
-        at = a.get("type") if isinstance(a, dict) else None
+        at = r.attachment_type
         pclass = policy_class(at)
-        cost, from_rendered, free = attachment_cost(r.obj)
+        cost, from_rendered, free = attachment_cost(r.parse())
         action, reason = "keep", pclass
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
@@ -400,27 +397,31 @@ def _count(items) -> dict:
 
 def record_estimate(rec: Record) -> int:
     """Estimated context tokens of one record (system-prompt records count 0;
-    they are added once per session by ``system_prompt_tokens``)."""
-    o = rec.obj
-    if o.get("type") == "attachment":
-        a = o.get("attachment")
-        if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
+    they are added once per session by ``system_prompt_tokens``). Kept on
+    the record until it changes."""
+    if rec.tokens is None:
+        rec.tokens = _estimate(rec)
+    return rec.tokens
+
+
+def _estimate(rec: Record) -> int:
+    if rec.type == "attachment":
+        if rec.attachment_type in SYSTEM_PROMPT:
             return 0
-        return attachment_cost(o)[0]
-    content = rec.content
+        return attachment_cost(rec.parse())[0]
+    o = rec.parse()
+    content = message_content(o)
     if content is None:
         return 0
-    return sum(b.get("tokens", 0) for b in block_rows(content, _role(rec)))
+    return sum(b.get("tokens", 0) for b in block_rows(content, _role(o)))
 
 
 def system_prompt_tokens(t: Transcript) -> int:
     latest: dict[str, Record] = {}
     for r in t.live():
-        if r.obj.get("type") == "attachment":
-            a = r.obj.get("attachment")
-            if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
-                latest[a["type"]] = r
-    return sum(attachment_cost(r.obj)[0] for r in latest.values())
+        if r.attachment_type in SYSTEM_PROMPT:
+            latest[r.attachment_type] = r
+    return sum(attachment_cost(r.parse())[0] for r in latest.values())
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

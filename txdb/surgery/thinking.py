@@ -41,21 +41,20 @@ class DroppedThinking:
         return {"edit_pos": self.edit_pos, "count": self.count, "chars": self.chars, "first_pos": self.first_pos}
 
 
-def _sans_thinking(rec: Record) -> bytes:
-    o = rec.obj
-    content = _content_list(rec)
+def _sans_thinking(o: dict) -> bytes:
+    content = _content_list(o)
     if content is not None:
-        role = _role(rec)
+        role = _role(o)
         return orjson.dumps([b for b in content if not is_thinking_block(b, role)])
     body = {k: v for k, v in o.items() if k in ("attachment", "content", "message", "rendered")}
     return orjson.dumps(body)
 
 
-def _thinking_count(rec: Record) -> int:
-    content = _content_list(rec)
+def _thinking_count(o: dict) -> int:
+    content = _content_list(o)
     if not content:
         return 0
-    role = _role(rec)
+    role = _role(o)
     return sum(1 for b in content if is_thinking_block(b, role))
 
 
@@ -65,20 +64,22 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
     surviving_before = False
     for pos, o in enumerate(original.chain):
         r = result.by_uuid.get(o.uuid) if o.uuid else None
+        oo = o.parse()
         if r is None:
-            content = _content_list(o)
-            only_thinking = bool(content) and _thinking_count(o) == len(content)
+            content = _content_list(oo)
+            only_thinking = bool(content) and _thinking_count(oo) == len(content)
             if not only_thinking or surviving_before:
                 edit = pos
                 break
             continue
-        if _sans_thinking(o) != _sans_thinking(r):
+        ro = oo if o.same_bytes(r) else r.parse()
+        if ro is not oo and _sans_thinking(oo) != _sans_thinking(ro):
             edit = pos
             break
-        if _thinking_count(r) < _thinking_count(o) and surviving_before:
+        if _thinking_count(ro) < _thinking_count(oo) and surviving_before:
             edit = pos
             break
-        if _thinking_count(r):
+        if _thinking_count(ro):
             surviving_before = True
     out.edit_pos = edit
     if edit is None:
@@ -92,10 +93,11 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
             continue
         if not model_binds_thinking(rec.model):
             continue
-        content = _content_list(rec)
+        obj = rec.parse()
+        content = _content_list(obj)
         if not content:
             continue
-        role = _role(rec)
+        role = _role(obj)
         for idx, b in enumerate(content):
             if is_thinking_block(b, role):
                 out.count += 1

@@ -1,5 +1,5 @@
 """Property tests: any surgery command, any flags, on generated and real sessions,
-keeps the contract (txdb.surgery.invariants)."""
+keeps the contract (tests/invariants.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from invariants import contract_violations
 
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
-from txdb.surgery.invariants import contract_violations
 from txdb.surgery.transcript import Transcript
 
 DATA = Path(__file__).parent / "data"

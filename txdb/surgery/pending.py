@@ -56,6 +56,7 @@ PENDING = ".pending"
 META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
+HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
 # ("checked", "backup", "temp", "renaming", "swapped"): kill the process,
@@ -189,14 +190,15 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
 def _prefix_sha256(orig: Path, size: int) -> str | None:
     """sha256 of the file's first ``size`` bytes, read in chunks; None when it is shorter."""
     h = hashlib.sha256()
+    view = memoryview(bytearray(HASH_CHUNK))
     left = size
-    with open(orig, "rb") as fh:
+    with open(orig, "rb", buffering=0) as fh:
         while left > 0:
-            chunk = fh.read(min(READ_CHUNK, left))
-            if not chunk:
+            n = fh.readinto(view[:min(HASH_CHUNK, left)])
+            if not n:
                 return None
-            h.update(chunk)
-            left -= len(chunk)
+            h.update(view[:n])
+            left -= n
     return h.hexdigest()
 
 

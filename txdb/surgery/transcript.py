@@ -21,10 +21,12 @@ endings included); only lines holding a changed record are re-serialised.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -83,7 +85,7 @@ class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
     __slots__ = ("rid", "line", "offset", "length", "node", "chained", "model", "attachment_type", "tokens",
-                 "new", "dirty", "removed", "_buf", "_obj")
+                 "pos", "new", "dirty", "removed", "_buf", "_obj")
 
     def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes):
         self.rid = rid  # index in Transcript.records
@@ -100,9 +102,11 @@ class Record:
         self.model: str | None = None
         self.attachment_type: str | None = None
         self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
+        self.pos: int | None = None  # position on the active chain
 
-    def describe(self, obj: dict) -> None:
-        """(Re)read the fields kept per record from its object."""
+    def describe(self, obj: dict, names: dict[str, str] | None = None) -> None:
+        """(Re)read the fields kept per record from its object. ``names``
+        (uuid -> itself) lets a parent pointer share its parent's string."""
         node = chainmod.node_from(self.offset, obj)
         self.chained = node is not None
         if node is None:
@@ -110,6 +114,13 @@ class Record:
             node = chainmod.Node(self.offset, None, _s(obj.get("parentUuid")),
                                  rtype if isinstance(rtype, str) else None, bool(obj.get("isSidechain")),
                                  _s(obj.get("leafUuid")))
+        if node.type is not None:
+            node.type = sys.intern(node.type)
+        if names is not None:
+            if node.uuid is not None:
+                node.uuid = names.setdefault(node.uuid, node.uuid)
+            if node.parent_uuid is not None:
+                node.parent_uuid = names.get(node.parent_uuid, node.parent_uuid)
         self.node = node
         msg = obj.get("message")
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
@@ -119,8 +130,9 @@ class Record:
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
-        for k in Record.__slots__:
-            setattr(r, k, getattr(self, k))
+        r.rid, r.line, r.offset, r.length, r._buf = self.rid, self.line, self.offset, self.length, self._buf
+        r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
+        r.tokens, r.pos, r.new, r.dirty, r.removed = self.tokens, self.pos, self.new, self.dirty, self.removed
         r._obj = None
         return r
 
@@ -176,17 +188,22 @@ class Record:
 class Line:
     """One line of the file: where it lies and which records it holds."""
 
-    __slots__ = ("number", "offset", "size", "length", "records", "error", "recovered", "_buf")
+    __slots__ = ("number", "offset", "size", "end", "first", "count", "error", "recovered", "_buf")
 
-    def __init__(self, number: int, offset: int, size: int, length: int, buf: bytes):
+    def __init__(self, number: int, offset: int, size: int, length: int, first: int, buf: bytes):
         self.number = number  # 1-based
         self.offset = offset
         self.size = size  # bytes without the line ending
-        self.length = length  # bytes with the line ending
-        self.records: list[int] = []
+        self.end = length - size  # bytes of the line ending
+        self.first = first  # index of its first record in Transcript.records
+        self.count = 0  # how many records it holds
         self.error: str | None = None
         self.recovered = False  # parsed only by the forgiving path: written re-serialised when changed
         self._buf = buf
+
+    @property
+    def records(self) -> range:
+        return range(self.first, self.first + self.count)
 
     @property
     def raw(self) -> bytes:
@@ -194,8 +211,9 @@ class Line:
 
     @property
     def ending(self) -> bytes:
-        """b"\n", b"\r\n" or b"" (a final line without newline)."""
-        return self._buf[self.offset + self.size:self.offset + self.length]
+        """The line ending: newline, CR LF, or nothing (a final line without one)."""
+        start = self.offset + self.size
+        return self._buf[start:start + self.end]
 
 
 class Transcript:
@@ -207,9 +225,11 @@ class Transcript:
         self.size = len(data)
         self.lines: list[Line] = []
         self.records: list[Record] = []
+        self._rid_at: dict[int, int] = {}  # offset -> index in records (shared by copies)
+        names: dict[str, str] = {}
         for ln in read_lines(io.BytesIO(data), every_byte=True):
             body = ln.raw
-            line = Line(ln.number, ln.offset, len(body), ln.length, data)
+            line = Line(ln.number, ln.offset, len(body), ln.length, len(self.records), data)
             li = len(self.lines)
             self.lines.append(line)
             if body.strip():
@@ -220,8 +240,9 @@ class Transcript:
                     rec = Record(len(self.records), li, ln.offset + start, length, data)
                     if parsed.recovered:
                         rec.new = _stored(obj)  # what the forgiving parse made of it
-                    rec.describe(obj)
-                    line.records.append(rec.rid)
+                    rec.describe(obj, names)
+                    line.count += 1
+                    self._rid_at[rec.offset] = rec.rid
                     self.records.append(rec)
             elif body:
                 line.error = "blank line"
@@ -245,6 +266,7 @@ class Transcript:
         t.size = self.size
         t.lines = self.lines  # never changed after loading
         t.records = [r.clone() for r in self.records]
+        t._rid_at = self._rid_at
         t._reindex()
         return t
 
@@ -252,20 +274,24 @@ class Transcript:
     def _reindex(self) -> None:
         """(Re)compute uuid index, leaf and chain positions."""
         live = [r for r in self.records if not r.removed]
-        self._rec_at: dict[int, Record] = {r.offset: r for r in live}
         nodes = [r.node for r in live if r.chained]
         self.nodes = nodes
+        at = self.record_at
         by = chainmod.index(nodes)
-        self.by_uuid: dict[str, Record] = {u: self._rec_at[nd.offset] for u, nd in by.items()}
+        self.by_uuid: dict[str, Record] = {u: at(nd.offset) for u, nd in by.items()}
         leaf = chainmod.find_leaf(nodes, by, chainmod.relinks(nodes, by))
-        self.leaf: Record | None = self._rec_at[leaf.offset] if leaf is not None else None
-        self.chain: list[Record] = [self._rec_at[nd.offset] for nd in chainmod.active_chain(nodes)]
-        self.pos_of: dict[int, int] = {r.rid: i for i, r in enumerate(self.chain)}
-        self.uuid_count: dict[str, int] = {}
+        self.leaf: Record | None = at(leaf.offset) if leaf is not None else None
+        self.chain: list[Record] = [at(nd.offset) for nd in chainmod.active_chain(nodes)]
+        for r in self.records:
+            r.pos = None
+        for i, r in enumerate(self.chain):
+            r.pos = i
+        seen: set[str] = set()
+        self.repeated: set[str] = set()  # uuids on more than one live record
         for r in live:
             u = r.node.uuid
             if u:
-                self.uuid_count[u] = self.uuid_count.get(u, 0) + 1
+                (self.repeated if u in seen else seen).add(u)
 
     def refresh(self) -> None:
         """Recompute the chain after operations changed parents or removed records."""
@@ -276,16 +302,19 @@ class Transcript:
 
     def record_at(self, offset: int) -> Record | None:
         """The record the catalog keys by (file, offset), in the loaded file."""
-        return self._rec_at.get(offset)
+        rid = self._rid_at.get(offset)
+        if rid is None or self.records[rid].removed:
+            return None
+        return self.records[rid]
 
     def position(self, rec: Record) -> int | None:
-        return self.pos_of.get(rec.rid)
+        return rec.pos
 
     def in_range(self, rec: Record, positions: tuple[int | None, int | None] | None) -> bool:
         """True when no range is given, or ``rec`` sits on the active chain inside it."""
         if positions is None or positions == (None, None):
             return True
-        pos = self.pos_of.get(rec.rid)
+        pos = rec.pos
         if pos is None:
             return False
         lo, hi = positions
@@ -321,7 +350,7 @@ class Transcript:
             return False
         if self.leaf is not None and rec is self.leaf:
             return False
-        if rec.uuid and self.uuid_count.get(rec.uuid, 0) > 1:
+        if rec.uuid and rec.uuid in self.repeated:
             return False
         return True
 
@@ -402,8 +431,12 @@ class Transcript:
     def byte_size(self) -> int:
         return sum(len(c) for c in self.chunks())
 
-    def write(self, path: str | Path) -> None:
-        write_atomic(path, self.chunks())
+    def digest(self) -> str:
+        """sha256 of the bytes ``chunks`` would write, without joining them."""
+        h = hashlib.sha256()
+        for c in self.chunks():
+            h.update(c)
+        return h.hexdigest()
 
 
 def _hashable(v) -> bool:

@@ -4,8 +4,8 @@
 contract of DESIGN.md relative to ``before`` (both raw bytes): untouched
 lines byte-identical (in order), rewritten lines compact JSON, the chain no
 less whole, tool pairs intact, no recorded usage raised, verify passing
-wherever it passed before. Used by the tests and usable by the bulk path as
-a last guard before writing.
+wherever it passed before. The tests' oracle (the library checks what it
+must before writing: ``txdb.surgery.gate`` and ``pending.apply``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import bisect
 
 import orjson
 
-from ..verify import verify_file
-from .pending import new_errors
-from .transcript import Transcript, dumps
-from .usage import CONTEXT_FIELDS
+from txdb.surgery.pending import new_errors
+from txdb.surgery.transcript import Transcript, dumps
+from txdb.surgery.usage import CONTEXT_FIELDS
+from txdb.verify import verify_file
 
 
 def _tool_ids(t: Transcript) -> tuple[set[str], set[str]]:

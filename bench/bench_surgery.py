@@ -1,9 +1,9 @@
 """Surgery benchmarks for txdb: strip-all on a ~100 MB session, and bulk
 ``--where`` plans and applies across the benchmark corpus.
 
-    .venv/bin/python bench/bench_surgery.py [--corpus DIR ...] [--quick] [--keep]
+    .venv/bin/python bench/bench_surgery.py [--corpus DIR ...] [--quick] [--size-mb N] [--keep]
 
-1. A ~100 MB session (25 MB with --quick) is built by ``build_big_session``
+1. A ~100 MB session (25 MB with --quick, N MB with --size-mb) is built by ``build_big_session``
    of bench/bench_refresh.py (generated-corpus sessions repeated with fresh
    uuids, each pass chained below the previous leaf). On it:
    - ``run_surgery(..., strip-all)`` in-process: load, strip tools and
@@ -229,6 +229,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append", type=Path, help="corpus folder (repeatable)")
     ap.add_argument("--quick", action="store_true", help="1 run each, 25 MB session instead of 100 MB")
+    ap.add_argument("--size-mb", type=int, default=None, help="size of the big session (default 100, 25 with --quick)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "surgery.json")
     args = ap.parse_args(argv)
@@ -242,7 +243,7 @@ def main(argv=None) -> int:
                      "machine": platform.platform(), "cpus": os.cpu_count(),
                      "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
-        bench_big(corpora, scratch, reps, 25 if args.quick else 100, results)
+        bench_big(corpora, scratch, reps, args.size_mb or (25 if args.quick else 100), results)
         bench_bulk(corpora, scratch, results)
     finally:
         if not args.keep:

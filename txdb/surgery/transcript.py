@@ -64,13 +64,7 @@ def _stored(obj) -> bytes:
 
 
 def load_object(raw: bytes) -> dict:
-    """The object of one record's bytes: orjson, else the forgiving ``parse_line``."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict):
-        return obj
+    """The object of one record's bytes, parsed as the file was (``parse_line``)."""
     parsed = parse_line(raw)
     if not parsed.objects:
         raise SurgeryError(f"a record no longer parses: {parsed.error}")

@@ -148,78 +148,156 @@ def strip_tools(
     strings become a placeholder, long lists ``[]``. Ids never change, so
     every pair stays paired.
     """
-    tools = [s for s in (tools or []) if s]
-    do_inputs = not only_results
-    do_results = not only_inputs
-    names = tool_names(t) if tools else {}
-    out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
-           "tokens_saved": 0}
+    opts = _ToolOptions([s for s in (tools or []) if s], not only_results, not only_inputs, keep_last_lines,
+                        tool_use_ids)
+    return _strip(t, positions, opts, thinking=False)[0]
+
+
+def strip_thinking(
+    t: Transcript,
+    *,
+    positions: Range = None,
+    blocks: set[BlockRef] | None = None,
+) -> dict:
+    """Remove thinking blocks (text + signature), wrapped ``<thinking>``/``<think>``
+    text blocks included. A message left empty goes (its children are
+    re-parented); the leaf keeps a one-line placeholder text instead."""
+    return _strip(t, positions, None, thinking=True, blocks=blocks)[1]
+
+
+def strip_all(t: Transcript, *, tools=None, keep_last_lines=None, positions: Range = None) -> dict:
+    opts = _ToolOptions([s for s in (tools or []) if s], True, True, keep_last_lines, None)
+    a, b = _strip(t, positions, opts, thinking=True)
+    return {"tools": a, "thinking": b, "tokens_saved": a["tokens_saved"] + b["tokens_saved"]}
+
+
+class _ToolOptions(NamedTuple):
+    tools: list[str]
+    inputs: bool
+    results: bool
+    keep_last_lines: int | None
+    tool_use_ids: set[str] | None
+
+
+def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, thinking: bool,
+           blocks: set[BlockRef] | None = None) -> tuple[dict, dict]:
+    """One walk over the records for tool blocks (``tool_opts``) and/or
+    thinking blocks: each record is parsed once and touched once."""
+    tools_out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
+                 "tokens_saved": 0}
+    think_out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
+    names = tool_names(t) if tool_opts is not None and tool_opts.tools else {}
+    wanted = {b.uuid for b in blocks} if blocks is not None else None
+    empty: list[Record] = []
     for rec in list(t.live()):
         if not t.in_range(rec, positions):
+            continue
+        if tool_opts is None and wanted is not None and rec.uuid not in wanted:
             continue
         obj = rec.parse()
         content = _content_list(obj)
         if not content:
             continue
         changed = False
-        for b in content:
-            if not isinstance(b, dict):
-                continue
-            btype = b.get("type")
-            if do_inputs and btype in ("tool_use", "server_tool_use"):
-                tid = b.get("id")
-                if tool_use_ids is not None and tid not in tool_use_ids:
-                    continue
-                if not _tool_match(b.get("name"), tools):
-                    continue
-                inp = b.get("input")
-                counter = [0]
-                new = _shrink_input(inp, counter) if isinstance(inp, dict) else {}
-                if counter[0] == 0 and isinstance(inp, dict):
-                    continue
-                before, after = _chars(inp), _chars(new)
-                out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
-                b["input"] = new
-                out["inputs"] += 1
-                out["chars_before"] += before
-                out["chars_after"] += after
-                changed = True
-            elif do_results and btype == "tool_result":
-                tid = b.get("tool_use_id")
-                if tool_use_ids is not None and tid not in tool_use_ids:
-                    continue
-                if not _tool_match(names.get(tid), tools):
-                    continue
-                c = b.get("content")
-                if b.get("is_error"):
-                    out["kept_errors"] += 1
-                    continue
-                if c is None or _is_stripped_result(c) or _loads_tools(c):
-                    continue
-                size = _chars(c)
-                if keep_last_lines:
-                    text = _result_text(c)
-                    kept = _keep_last(text, keep_last_lines, size)
-                    if kept is None:
-                        continue
-                    new_c = kept
+        if tool_opts is not None and _strip_tool_blocks(content, names, tool_opts, tools_out):
+            tools_out["records"] += 1
+            changed = True
+        if thinking:
+            keep = _strip_thinking_blocks(rec, _role(obj), content, blocks, think_out)
+            if keep is not None:
+                think_out["records"] += 1
+                if keep:
+                    obj["message"]["content"] = keep
+                    changed = True
+                elif t.removable(rec):
+                    empty.append(rec)
                 else:
-                    new_c = placeholder(size)
-                old_tokens = _block_tokens(b)
-                new_block = dict(b, content=new_c)
-                new_tokens = _block_tokens(new_block)
-                if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
-                    continue  # stripping would not shrink it
-                b["content"] = new_c
-                out["results"] += 1
-                out["chars_before"] += size
-                out["chars_after"] += len(new_c)
-                out["tokens_saved"] += old_tokens - new_tokens
-                changed = True
+                    obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
+                    changed = True
         if changed:
             t.touch(rec, obj)
-            out["records"] += 1
-    return out
+    if empty:
+        think_out["records_removed"] = t.remove(empty)
+    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"])
+    return tools_out, think_out
+
+
+def _strip_tool_blocks(content: list, names: dict[str, str], opts: _ToolOptions, out: dict) -> bool:
+    """Strip the tool blocks ``opts`` selects in ``content``; True when any changed."""
+    changed = False
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        btype = b.get("type")
+        if opts.inputs and btype in ("tool_use", "server_tool_use"):
+            tid = b.get("id")
+            if opts.tool_use_ids is not None and tid not in opts.tool_use_ids:
+                continue
+            if not _tool_match(b.get("name"), opts.tools):
+                continue
+            inp = b.get("input")
+            counter = [0]
+            new = _shrink_input(inp, counter) if isinstance(inp, dict) else {}
+            if counter[0] == 0 and isinstance(inp, dict):
+                continue
+            before, after = _chars(inp), _chars(new)
+            out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
+            b["input"] = new
+            out["inputs"] += 1
+            out["chars_before"] += before
+            out["chars_after"] += after
+            changed = True
+        elif opts.results and btype == "tool_result":
+            tid = b.get("tool_use_id")
+            if opts.tool_use_ids is not None and tid not in opts.tool_use_ids:
+                continue
+            if not _tool_match(names.get(tid), opts.tools):
+                continue
+            c = b.get("content")
+            if b.get("is_error"):
+                out["kept_errors"] += 1
+                continue
+            if c is None or _is_stripped_result(c) or _loads_tools(c):
+                continue
+            size = _chars(c)
+            if opts.keep_last_lines:
+                text = _result_text(c)
+                kept = _keep_last(text, opts.keep_last_lines, size)
+                if kept is None:
+                    continue
+                new_c = kept
+            else:
+                new_c = placeholder(size)
+            old_tokens = _block_tokens(b)
+            new_block = dict(b, content=new_c)
+            new_tokens = _block_tokens(new_block)
+            if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
+                continue  # stripping would not shrink it
+            b["content"] = new_c
+            out["results"] += 1
+            out["chars_before"] += size
+            out["chars_after"] += len(new_c)
+            out["tokens_saved"] += old_tokens - new_tokens
+            changed = True
+    return changed
+
+
+def _strip_thinking_blocks(rec: Record, role: str | None, content: list, blocks: set[BlockRef] | None,
+                           out: dict) -> list | None:
+    """The blocks of ``content`` to keep when its thinking blocks (those in
+    ``blocks``, or all) go; None when there is none to remove."""
+    keep = []
+    removed = 0
+    for idx, b in enumerate(content):
+        if is_thinking_block(b, role) and (blocks is None or (rec.uuid and BlockRef(rec.uuid, idx) in blocks)):
+            removed += 1
+            out["chars"] += _thinking_size(b)
+        else:
+            keep.append(b)
+    if not removed:
+        return None
+    out["blocks"] += removed
+    return keep
 
 
 def is_thinking_block(b, role: str | None) -> bool:
@@ -243,60 +321,6 @@ def _thinking_size(b: dict) -> int:
 def _role(obj: dict) -> str | None:
     msg = obj.get("message")
     return msg.get("role") if isinstance(msg, dict) else None
-
-
-def strip_thinking(
-    t: Transcript,
-    *,
-    positions: Range = None,
-    blocks: set[BlockRef] | None = None,
-) -> dict:
-    """Remove thinking blocks (text + signature), wrapped ``<thinking>``/``<think>``
-    text blocks included. A message left empty goes (its children are
-    re-parented); the leaf keeps a one-line placeholder text instead."""
-    out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
-    empty: list[Record] = []
-    wanted = {b.uuid for b in blocks} if blocks is not None else None
-    for rec in list(t.live()):
-        if not t.in_range(rec, positions):
-            continue
-        if blocks is not None and rec.uuid not in wanted:
-            continue
-        obj = rec.parse()
-        content = _content_list(obj)
-        if not content:
-            continue
-        role = _role(obj)
-        keep = []
-        removed = 0
-        for idx, b in enumerate(content):
-            if is_thinking_block(b, role) and (blocks is None or (rec.uuid and BlockRef(rec.uuid, idx) in blocks)):
-                removed += 1
-                out["chars"] += _thinking_size(b)
-            else:
-                keep.append(b)
-        if not removed:
-            continue
-        out["blocks"] += removed
-        out["records"] += 1
-        if keep:
-            obj["message"]["content"] = keep
-            t.touch(rec, obj)
-        elif t.removable(rec):
-            empty.append(rec)
-        else:
-            obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
-            t.touch(rec, obj)
-    if empty:
-        out["records_removed"] = t.remove(empty)
-    out["tokens_saved"] = tokens.text_tokens(out["chars"])
-    return out
-
-
-def strip_all(t: Transcript, *, tools=None, keep_last_lines=None, positions: Range = None) -> dict:
-    a = strip_tools(t, tools=tools, keep_last_lines=keep_last_lines, positions=positions)
-    b = strip_thinking(t, positions=positions)
-    return {"tools": a, "thinking": b, "tokens_saved": a["tokens_saved"] + b["tokens_saved"]}
 
 
 # -- attachments -------------------------------------------------------------

@@ -267,6 +267,7 @@ class Transcript:
     # -- the chain ---------------------------------------------------------
     def _reindex(self) -> None:
         """(Re)compute uuid index, leaf and chain positions."""
+        self._stale = False
         live = [r for r in self.records if not r.removed]
         nodes = [r.node for r in live if r.chained]
         self.nodes = nodes
@@ -289,7 +290,8 @@ class Transcript:
 
     def refresh(self) -> None:
         """Recompute the chain after operations changed parents or removed records."""
-        self._reindex()
+        if self._stale:
+            self._reindex()
 
     def live(self):
         return (r for r in self.records if not r.removed)
@@ -335,7 +337,10 @@ class Transcript:
         rec.new = _stored(obj)
         rec._obj = None
         rec.dirty = True
+        node = rec.node
         rec.describe(obj)
+        if rec.node != node:
+            self._stale = True  # its chain fields changed: refresh() recomputes the chain
 
     def removable(self, rec: Record) -> bool:
         """A record may go when it is not the leaf and its uuid is unique in the file
@@ -397,7 +402,8 @@ class Transcript:
 
     def chunks(self) -> Iterator[bytes | memoryview]:
         """The file as it is now, in pieces: runs of untouched lines are views
-        of the loaded bytes; a changed line is its records' compact JSON."""
+        of the loaded bytes; a changed line is its records' compact JSON, then
+        its line ending."""
         view = memoryview(self.data)
         recs = self.records
         last = len(self.lines) - 1
@@ -413,9 +419,12 @@ class Transcript:
             parts = [r.raw for r in (recs[i] for i in ln.records) if not r.removed]
             if not parts:
                 continue  # every object of the line removed: the line goes
-            ending = ln.ending or (b"\n" if li != last else b"")
             # Objects glued on one line come apart as separate lines.
-            yield b"\n".join(parts) + ending
+            for part in parts[:-1]:
+                yield part
+                yield b"\n"
+            yield parts[-1]
+            yield ln.ending or (b"\n" if li != last else b"")
         if run is not None:
             yield view[run:]
 

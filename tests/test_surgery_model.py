@@ -11,8 +11,10 @@ from __future__ import annotations
 import tracemalloc
 
 import orjson
+import pytest
 from sessions import assistant, user, write
 
+from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
@@ -87,3 +89,23 @@ def test_a_line_nested_deeper_than_orjson_reads_survives_surgery(tmp_path):
     assert rep.written
     out = pend.pending_path(f).read_bytes()
     assert deep in out
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_an_original_changed_while_the_pass_works_is_refused(tmp_path, how):
+    """The snapshot check before the first pending copy is written reads the
+    original in chunks now: a shorter or rewritten original still refuses."""
+    f = _tool_session(tmp_path / "p" / "s.jsonl", 30)
+    data = f.read_bytes()
+
+    def op(t, _original):
+        out = ops.strip_all(t)
+        if how == "truncated":
+            f.write_bytes(data[: len(data) // 2])
+        else:
+            f.write_bytes(data.replace(b'"type":"user"', b'"type":"user" ', 1))
+        return out
+
+    with pytest.raises(SurgeryError, match="rewritten since the snapshot"):
+        run_surgery(f, "strip-all", op)
+    assert not pend.pending_path(f).exists() and not pend.meta_path(f).exists()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
-from .transcript import Record, Transcript
+from .transcript import Transcript
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.

@@ -13,10 +13,11 @@
 6. nothing lost (``gate``): the result must keep every record of the
    original's active chain that a pass removed on purpose, in order (a fork
    through ``forkedFrom``); else ``SurgeryError`` and nothing is written
-   (``dry_run`` refuses the same way);
-7. the pending copy (or the fork file) is written, with the uuids this pass
-   removed recorded in the sidecar for ``apply``'s same check; ``dry_run``
-   writes nothing.
+   (``dry_run`` refuses the same way). The check reads the records' chain
+   fields, which ``touch`` takes from the very objects written;
+7. the pending copy (or the fork file) is streamed out (``Transcript.chunks``),
+   with the uuids this pass removed recorded in the sidecar for ``apply``'s
+   same check; ``dry_run`` writes nothing.
 
 Temp files an earlier, killed txdb left beside the session are removed
 first. A fork of a subagent transcript is refused: ``claude -r`` resumes

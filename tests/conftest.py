@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sessions import CORPUS, DATA
 from txdb import db
 from txdb.ingest.store import refresh
 
@@ -18,8 +19,6 @@ from txdb.ingest.store import refresh
 subprocess._USE_VFORK = False
 
 TESTS = Path(__file__).resolve().parent
-DATA = TESTS / "data"
-CORPUS = TESTS.parent.parent / "shared" / "corpus"
 
 
 def copy_fixture_sessions(root: Path) -> Path:

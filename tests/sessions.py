@@ -1,4 +1,17 @@
-"""Build small session files line by line, the way Claude Code writes them."""
+"""Session files for tests: where the shipped and the corpus sessions are,
+and small ones built line by line, the way Claude Code writes them.
+
+Shipped in ``tests/data`` (present in every clone; see ``tests/data/README.md``):
+
+- ``cli/``: sessions the pinned CLI wrote for these tests;
+- ``generated/``: sessions of ``../shared/corpus/generated`` (CLI 2.1.328);
+- ``projects/`` and ``real/``: real sessions from MIT-licensed repositories.
+
+``../shared/corpus`` (developers' machines only) holds the large corpus;
+tests that need it skip without it. :func:`session_path` prefers the copy
+shipped here, so a test naming a corpus session runs in any clone when that
+session is shipped.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +20,46 @@ import uuid as uuidlib
 from pathlib import Path
 
 import orjson
+
+DATA = Path(__file__).resolve().parent / "data"
+CORPUS = DATA.parents[2] / "shared" / "corpus"
+_SHIPPED = {"cli": ("cli",), "generated": ("generated",), "real": ("projects", "real")}
+
+
+def shipped_files(kind: str) -> list[Path]:
+    """Every ``.jsonl`` of one kind (``cli``, ``generated``, ``real``) shipped
+    in tests/data, subagent transcripts included."""
+    return sorted(p for d in _SHIPPED[kind] for p in (DATA / d).rglob("*.jsonl"))
+
+
+def is_main_session(p: Path, min_size: int = 1024) -> bool:
+    """A top-level session file (not a subagent's), big enough to resume."""
+    return "subagents" not in p.parts and not p.name.startswith("agent-") and p.stat().st_size >= min_size
+
+
+def shipped_sessions(kind: str) -> list[Path]:
+    """The top-level sessions of one kind shipped in tests/data."""
+    return [p for p in shipped_files(kind) if is_main_session(p)]
+
+
+def corpus_files(kind: str) -> list[Path]:
+    """Every ``.jsonl`` of ``../shared/corpus/<kind>`` (``generated`` or
+    ``real``) that tests/data does not ship a copy of; [] without the corpus."""
+    root = CORPUS / kind
+    if not root.is_dir():
+        return []
+    shipped = {p.name for p in shipped_files(kind)}
+    return sorted(p for p in root.rglob("*.jsonl") if p.name not in shipped)
+
+
+def session_path(corpus_rel: str) -> Path:
+    """A corpus session named by its path under ``../shared/corpus``: the copy
+    shipped in tests/data when there is one, else the corpus path (which may
+    not exist: callers skip then)."""
+    kind, name = corpus_rel.split("/", 1)[0], Path(corpus_rel).name
+    shipped = [p for p in shipped_files(kind) if p.name == name] if kind in _SHIPPED else []
+    return shipped[0] if shipped else CORPUS / corpus_rel
+
 
 _counter = itertools.count()
 

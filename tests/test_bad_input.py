@@ -117,3 +117,159 @@ def test_unknown_types_and_odd_fields_are_kept(conn, tmp_path):
     assert errs == [] and len(recs) == 9
     assert recs[4]["type"] == "brand-new-type"
     assert recs[5]["type"] == "5" and recs[5]["uuid"] is None
+
+
+# -- valid lines nested deeper than orjson goes (it reads 1,024 levels, writes 254) --
+
+DEPTHS = (300, 1000, 2000)
+PLACES = ("tool_use", "tool_result", "attachment", "envelope")
+
+
+def nested_json(depth: int) -> str:
+    return "[" * depth + '"x"' + "]" * depth
+
+
+def deep_session(depth: int, place: str) -> tuple[bytes, int]:
+    """A small session, valid JSON throughout, with one value nested
+    ``depth`` levels deep at ``place``; and the 1-based number of that line.
+    A second tool call carries a large result, so strip-all has work to do
+    on every variant."""
+    from sessions import assistant, attachment
+
+    u = user("hi", None)
+    a = assistant([{"type": "tool_use", "id": "toolu_deep", "name": "Bash", "input": {"command": "ls"}}],
+                  u["uuid"])
+    r = user([{"type": "tool_result", "tool_use_id": "toolu_deep", "content": "ok"}], a["uuid"])
+    at = attachment({"type": "task_reminder", "content": []}, r["uuid"])
+    a2 = assistant([{"type": "tool_use", "id": "toolu_big", "name": "Read", "input": {"file_path": "/f"}}],
+                   at["uuid"])
+    r2 = user([{"type": "tool_result", "tool_use_id": "toolu_big", "content": "y" * 20_000}], a2["uuid"])
+    a3 = assistant("done", r2["uuid"])
+    objs = [u, a, r, at, a2, r2, a3]
+    hole = "DEEP-VALUE-HERE"
+    if place == "tool_use":
+        a["message"]["content"][0]["input"] = {"x": hole}
+        line = 2
+    elif place == "tool_result":
+        r["message"]["content"][0]["content"] = [{"type": "text", "text": "t"}, {"type": "json", "v": hole}]
+        line = 3
+    elif place == "attachment":
+        at["attachment"]["content"] = hole
+        line = 4
+    else:  # the envelope: the CLI's structured tool result beside the message
+        r["toolUseResult"] = hole
+        line = 3
+    text = "".join(orjson.dumps(o).decode() + "\n" for o in objs)
+    return text.replace(f'"{hole}"', nested_json(depth)).encode(), line
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_valid_deep_nesting_is_stored_whole(conn, tmp_path, depth, place):
+    data, deep_line = deep_session(depth, place)
+    stats, recs, errs = ingest(conn, tmp_path, data)
+    lines = data.decode().splitlines()
+    assert errs == [] and stats.parse_errors == 0 and stats.unreadable == []
+    assert [r["raw"] for r in recs] == lines  # every line, its raw text as written
+    (chain,) = rows(conn, "SELECT chain_length FROM sessions")
+    assert chain["chain_length"] == len(lines)
+    if place == "tool_use":
+        (b,) = rows(conn, "SELECT chars FROM blocks WHERE kind = 'tool_use' AND tool_use_id = 'toolu_deep'")
+        assert b["chars"] == len('{"x":' + nested_json(depth) + "}")
+    if place == "tool_result":
+        (b,) = rows(conn, "SELECT text FROM blocks WHERE kind = 'tool_result' AND tool_use_id = 'toolu_deep'")
+        assert nested_json(depth) in b["text"]
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_deep_file_stops_no_other_file(conn, tmp_path, parallel):
+    root = tmp_path / "projects"
+    names = []
+    for depth in DEPTHS:
+        for place in PLACES:
+            p = root / "-p" / f"{place}-{depth}.jsonl"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(deep_session(depth, place)[0])
+            names.append(p)
+    (root / "-p" / "plain.jsonl").write_bytes(good() + b"\n")
+    stats = refresh(conn, [root], parallel=parallel)
+    assert stats.new == len(names) + 1 and stats.unreadable == [] and stats.parse_errors == 0
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 7 * len(names) + 1
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_strip_all_on_a_deep_session(tmp_path, monkeypatch, depth, place):
+    """strip-all writes a pending copy; an untouched deep line stays byte for
+    byte, a rewritten one is valid JSON that lost only what was stripped."""
+    from click.testing import CliRunner
+
+    from txdb.cli import cli
+    from txdb.ingest import deep
+
+    data, deep_line = deep_session(depth, place)
+    path = tmp_path / "projects" / "-p" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "c.db"))
+    result = CliRunner().invoke(cli, ["strip-all", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    pending = path.with_name("s.jsonl.pending").read_bytes().split(b"\n")
+    original = data.split(b"\n")
+    assert len(pending) == len(original)
+    assert b"y" * 20_000 not in pending[5]  # the large result went
+    before, after = original[deep_line - 1], pending[deep_line - 1]
+    if place in ("attachment", "envelope"):
+        assert after == before
+    else:
+        assert deep.loads(after)["uuid"] == deep.loads(before)["uuid"]
+    verify = CliRunner().invoke(cli, ["verify", str(path) + ".pending"], catch_exceptions=False)
+    assert verify.exit_code == 0, verify.output
+
+
+def test_a_record_whose_blocks_cannot_be_derived_is_still_stored(conn, tmp_path, monkeypatch):
+    """Derived columns are best effort: the record and its place on the
+    chain stay, the line is noted (recovered) in parse_errors."""
+    from txdb.ingest import rows as rowsmod
+
+    real = rowsmod.block_rows
+
+    def fussy(content, role):
+        if content == "odd":
+            raise ValueError("no blocks for you")
+        return real(content, role)
+
+    monkeypatch.setattr(rowsmod, "block_rows", fussy)
+    a = user("first", None)
+    b = user("odd", a["uuid"])
+    c = user("third", b["uuid"])
+    stats, recs, errs = ingest(conn, tmp_path, b"".join(dumps(o) + b"\n" for o in (a, b, c)))
+    assert [r["uuid"] for r in recs] == [a["uuid"], b["uuid"], c["uuid"]]
+    assert errs == [{"line": 2, "message": "stored without its blocks: ValueError: no blocks for you",
+                     "recovered": 1}]
+    assert stats.parse_errors == 0
+    assert rows(conn, "SELECT chain_length FROM sessions") == [{"chain_length": 3}]
+    assert conn.execute("SELECT count(*) FROM blocks").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_fork_of_a_deep_session(tmp_path, monkeypatch, depth, place):
+    """A fork rewrites every line (a new session id): the deep value comes
+    through whole."""
+    from click.testing import CliRunner
+
+    from txdb.cli import cli
+
+    data, deep_line = deep_session(depth, place)
+    path = tmp_path / "projects" / "-p" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "c.db"))
+    result = CliRunner().invoke(cli, ["fork", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (fork,) = [p for p in path.parent.glob("*.jsonl") if p != path]
+    lines = fork.read_bytes().splitlines()
+    assert len(lines) == len(data.splitlines()) + 1  # and its title
+    assert nested_json(depth).encode() in lines[deep_line - 1]
+    assert b'"sessionId":"' + fork.stem.encode() + b'"' in lines[deep_line - 1]

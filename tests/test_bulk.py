@@ -252,15 +252,41 @@ bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})], parallel=True)
 
 
 @needs_worker
-def test_a_worker_that_fails_is_one_error_and_no_catalog(tmp_path, projects, monkeypatch):
-    def broken(self, *a):
-        raise ValueError("cannot parse this")
+def test_a_file_the_worker_cannot_index_stops_no_other(tmp_path, projects, monkeypatch):
+    """Nothing in one file stops the others: a file whose lines the worker
+    fails on is named in the summary, keeps no half of its rows, and is
+    read again by the next refresh."""
+    from sessions import conversation, write
+
+    bad = projects / "-p-bad" / "bad.jsonl"
+    write(bad, conversation(2, session="bad"))
+    real = rows.FileIngest.add_object
+
+    def broken(self, number, offset, length, obj, raw):
+        if obj.get("sessionId") == "bad" and number == 3:
+            raise ValueError("cannot parse this")
+        return real(self, number, offset, length, obj, raw)
 
     monkeypatch.setattr(rows.FileIngest, "add_object", broken)  # inherited by the forked worker
     path = tmp_path / "catalog.db"
-    with pytest.raises(TxdbError, match="the parse worker failed: ValueError: cannot parse this"):
-        bulk.refresh_db(path, [projects], parallel=True)
-    assert not path.exists()
+    stats = bulk.refresh_db(path, [projects], parallel=True)
+    assert stats.unreadable == [{"path": str(bad), "error": "could not be indexed: ValueError: cannot parse this"}]
+    assert "1 could not be read: " + str(bad) in stats.summary()
+    monkeypatch.undo()
+    build_plain(tmp_path / "plain.db", [projects])
+    conn = db.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM files WHERE path = ?", (str(bad),)).fetchone()[0] == 0
+        again = store.refresh(conn, [projects])
+    finally:
+        conn.close()
+    assert again.new == 1 and again.unreadable == []
+    per_file = ("SELECT f.path, count(r.offset), count(DISTINCT r.uuid) FROM files f "
+                "LEFT JOIN records r ON r.file_id = f.id GROUP BY f.path ORDER BY f.path")
+    built, plain = sqlite3.connect(path), sqlite3.connect(tmp_path / "plain.db")
+    assert built.execute(per_file).fetchall() == plain.execute(per_file).fetchall()
+    built.close(), plain.close()
+    assert_sound(path)
 
 
 def test_the_cli_builds_then_refreshes(tmp_path, projects):

@@ -1,7 +1,8 @@
 """The catalog's active chain is what the real CLI sends on ``--resume``.
 
 For sessions written by the CLI (the ``tests/data/cli`` fixtures, the
-generated corpus, and the real corpus when ``../shared/corpus`` exists) we
+generated and real sessions shipped in ``tests/data``, and the rest of
+``../shared/corpus`` when it exists) we
 refresh a catalog in ``tmp_path``, turn its ``active_chain`` into the
 messages the CLI would build from it (:func:`api_messages`), resume the same
 file with the pinned CLI and compare: roles in order, and per message the
@@ -71,6 +72,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from realcli import DATA_DIR, claude_binary, content_blocks, resume  # noqa: E402
+from sessions import corpus_files, is_main_session, shipped_sessions  # noqa: E402
 
 from txdb import chain as chainmod  # noqa: E402
 from txdb import db  # noqa: E402
@@ -257,12 +259,8 @@ def _sessions() -> list:
         out.append(pytest.param(p, id="cli/" + p.parent.name.removeprefix("-tmp-txdb-cli-fixtures-"),
                                 marks=_gap_marks(p)))
     for sub in ("generated", "real"):
-        root = CORPUS / sub
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*.jsonl")):
-            if "subagents" in p.parts or p.name.startswith("agent-") or p.stat().st_size < 1024:
-                continue
+        # shipped in tests/data (any clone), then the rest of ../shared/corpus when here
+        for p in shipped_sessions(sub) + [p for p in corpus_files(sub) if is_main_session(p)]:
             out.append(pytest.param(p, id=f"{sub}/{p.parent.name[-24:]}/{p.stem[:8]}", marks=_gap_marks(p)))
     return out
 

@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from realcli import (  # noqa: E402
     CLAUDE_CODE_VERSION,
-    CORPUS_DIR,
     DATA_DIR,
     Sandbox,
     claude_binary,
@@ -35,6 +34,7 @@ from realcli import scenarios  # noqa: E402
 from realcli.driver import clean_env  # noqa: E402
 from realcli.install import ClaudeUnavailable, cached_install, install_claude  # noqa: E402
 from realcli.fake_api import FakeAPI, bash, classify, text, thinking  # noqa: E402
+from sessions import session_path  # noqa: E402
 
 realcli = pytest.mark.realcli
 
@@ -393,7 +393,8 @@ def test_missing_session_does_not_load(claude, tmp_path):
 
 
 # --------------------------------------------------------------------------
-# corpus sessions (read-only source, resumed from a scratch copy)
+# corpus sessions (read-only source, resumed from a scratch copy); demo-9 and
+# demo-14 are shipped in tests/data/generated, the others need ../shared/corpus
 
 GENERATED = [
     "-home-user-src-demo-1/91f27d20-32b7-42f9-8096-f776eb39baf6.jsonl",  # has subagents/
@@ -408,7 +409,8 @@ REAL = [
 
 
 def corpus_file(rel: str) -> Path:
-    p = CORPUS_DIR / rel
+    """The session shipped in tests/data when it is, else ../shared/corpus's."""
+    p = session_path(rel)
     if not p.is_file():
         pytest.skip(f"corpus not available: {p}")
     return p

@@ -126,6 +126,7 @@ def test_apply_refuses_pending_that_loses_the_chain(tmp_path):
         if b'"parentUuid":"' in lines[i] and b'"type":"assistant"' in lines[i]:
             o = orjson.loads(lines[i])
             o["parentUuid"] = "00000000-dead-beef-0000-000000000000"
+            o["timestamp"] = "2000-01-01T00:00:00.000Z"  # nothing written just before: resume cannot bridge it
             lines[i] = orjson.dumps(o)
             break
     p.write_bytes(b"\n".join(lines))

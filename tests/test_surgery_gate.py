@@ -52,6 +52,9 @@ def _break_parent(p: Path, line_no: int) -> None:
     lines = p.read_bytes().split(b"\n")
     o = orjson.loads(lines[line_no - 1])
     o["parentUuid"] = "00000000-dead-beef-0000-000000000000"
+    # Older than every record: resume cannot bridge the gap (it links an orphan
+    # only to a record written at most 5 s before it).
+    o["timestamp"] = "2000-01-01T00:00:00.000Z"
     lines[line_no - 1] = orjson.dumps(o)
     p.write_bytes(b"\n".join(lines))
 
@@ -66,6 +69,7 @@ def _breaker(line_index: int = 1):
     def op(t, _original):
         rec = t.chain[line_index]
         rec.obj["parentUuid"] = "00000000-dead-beef-0000-000000000000"
+        rec.obj["timestamp"] = "2000-01-01T00:00:00.000Z"  # too old for resume to bridge
         t.touch(rec)
         return {}
     return op

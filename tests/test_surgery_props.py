@@ -1,5 +1,8 @@
 """Property tests: any surgery command, any flags, on generated and real sessions,
-keeps the contract (tests/invariants.py)."""
+keeps the contract (tests/invariants.py).
+
+The real and generated sessions shipped in tests/data run in any clone; a
+sample of ../shared/corpus joins them when it is present."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from invariants import contract_violations
 
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
@@ -17,23 +19,22 @@ from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.transcript import Transcript
 
+from invariants import contract_violations
+from sessions import corpus_files, is_main_session, shipped_files
+
 DATA = Path(__file__).parent / "data"
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
 LOCAL = sorted(str(p) for p in (DATA / "cli").rglob("*.jsonl")) + sorted(
     str(p) for p in (DATA / "surgery").glob("*.jsonl"))
 
 
-def _corpus_files() -> list[str]:
-    if not CORPUS.is_dir():
-        return []
-    out = []
-    gen = sorted((CORPUS / "generated").glob("*/*.jsonl"), key=lambda p: p.stat().st_size)[:3]
-    out += [str(p) for p in gen]
-    real = [p for p in sorted((CORPUS / "real").rglob("*.jsonl")) if p.stat().st_size < 700_000
-            and "entireio-cli/37" not in str(p)]
-    out += [str(p) for p in real[:10]]
-    return out
+def _session_files() -> list[str]:
+    """Real and generated sessions: those shipped in tests/data (any clone),
+    then a sample of ../shared/corpus when it is here."""
+    out = [str(p) for p in shipped_files("generated") + shipped_files("real")]
+    gen = sorted((p for p in corpus_files("generated") if is_main_session(p)), key=lambda p: p.stat().st_size)[:1]
+    real = [p for p in corpus_files("real") if p.stat().st_size < 700_000 and "entireio-cli/37" not in str(p)]
+    return out + [str(p) for p in gen + real[:10]]
 
 
 def _op(name: str, params: dict):
@@ -117,10 +118,9 @@ def test_contract_on_local_fixtures(tmp_path_factory, src, cmd, prm, flg):
     _check_one(tmp_path_factory.mktemp("p"), src, cmd, prm, flg)
 
 
-CORPUS_FILES = _corpus_files()
+CORPUS_FILES = _session_files()
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="shared corpus not present")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(src=st.sampled_from(CORPUS_FILES or ["-"]), cmd=commands, prm=params, flg=flags)
 def test_contract_on_corpus(tmp_path_factory, src, cmd, prm, flg):

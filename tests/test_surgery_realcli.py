@@ -15,6 +15,7 @@ import pytest
 
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
+from sessions import shipped_sessions
 from txdb.surgery.engine import run_surgery
 
 pytestmark = pytest.mark.realcli
@@ -22,9 +23,10 @@ pytestmark = pytest.mark.realcli
 DATA = Path(__file__).parent / "data"
 FIXTURES = [next((DATA / "cli" / d).glob("*.jsonl")) for d in (
     "-tmp-txdb-cli-fixtures-tools-demo", "-tmp-txdb-cli-fixtures-compact-demo")]
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-if (CORPUS / "generated").is_dir():  # the two smallest generated sessions (CLI 2.1.328)
-    FIXTURES += sorted((CORPUS / "generated").glob("*/*.jsonl"), key=lambda p: p.stat().st_size)[:2]
+# shipped in tests/data: the two smallest generated sessions (CLI 2.1.328) and a
+# real one (CLI 2.1.114: attachments, thinking, parallel tool calls)
+FIXTURES += shipped_sessions("generated") + [
+    DATA / "projects" / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"]
 
 COMMANDS = {
     "strip-all": lambda t, o: ops.strip_all(t),

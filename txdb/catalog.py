@@ -7,17 +7,23 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
-from .errors import AmbiguousSession, SessionNotFound
-from .ingest.store import refresh_path
+from . import config, db
+from .errors import AmbiguousSession, NotASession, SessionNotFound
+from .ingest.discover import is_session_file, is_session_path
+from .ingest.store import catalogued_path, refresh_path
 
 
 @dataclass
 class SessionRef:
-    file_id: int
+    file_id: int | None  # None: a file that is not a session, read directly, never catalogued
     path: str
     session_id: str | None
-    kind: str
+    kind: str  # 'session', 'subagent', or for a file that is not a session: what it is
+    copy_of: str | None = None  # the session file a pending copy or backup belongs to
+
+    @property
+    def catalogued(self) -> bool:
+        return self.file_id is not None
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
@@ -48,38 +54,66 @@ def _stale(conn, path: str) -> bool:
     return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
 
 
-def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None) -> SessionRef:
-    """A session given by path or id; a file the catalog lacks, or that
-    changed since it was indexed, is refreshed first."""
-    if _looks_like_path(ref):
-        p = Path(ref).expanduser()
-        if p.name.endswith(".jsonl.pending"):
-            p = p.with_name(p.name[: -len(".pending")])
-        if not p.is_file():
-            raise SessionNotFound(f"no session file at {ref}")
-        p = p.resolve()
-        if _stale(conn, str(p)):
-            refresh_path(conn, p)
-        return _ref(conn, str(p))
+PENDING = ".pending"
 
+
+def copy_kind(path: str | Path) -> str:
+    """What a file that is not a session is, in words."""
+    name = Path(path).name
+    if name.endswith(".jsonl" + PENDING):
+        return "the pending copy"
+    if ".jsonl.bak" in name:
+        return "a backup"
+    if is_session_file(name):
+        return "a file inside a tool-results folder"
+    return "not a session file"
+
+
+def _copy_of(p: Path) -> str | None:
+    name = p.name
+    at = name.rfind(".jsonl")
+    if at <= 0 or name.endswith(".jsonl"):
+        return None
+    return str(p.with_name(name[: at + len(".jsonl")]))
+
+
+def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
+                    mutating: bool = False) -> SessionRef:
+    """A session given by path or id; a file the catalog lacks, or that
+    changed since it was indexed, is refreshed first. Ids and prefixes match
+    literally. A path to a file the catalog has under another path (a
+    symlink and its target) resolves to that row.
+
+    A path discovery would not call a session (a backup, a pending copy, a
+    file in a tool-results folder) is never catalogued. For a ``mutating``
+    command, ``X.jsonl.pending`` names the session X.jsonl (the next pass
+    goes on that pending copy) and any other such path is an error; for
+    readers (verify, analyze) it comes back uncatalogued (``file_id`` None),
+    to be read directly."""
+    if "\x00" in ref or not ref.strip():
+        raise SessionNotFound(f"no session {ref!r}")
+    if _looks_like_path(ref):
+        return _resolve_path(conn, ref, mutating)
+
+    suffix = f"{os.sep}{ref}.jsonl"
     rows = conn.execute(
         "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-        "WHERE f.session_id = ? OR f.path LIKE ? ORDER BY f.kind = 'session' DESC, f.gone",
-        (ref, f"%{os.sep}{ref}.jsonl"),
+        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+        (ref, len(suffix), suffix),
     ).fetchall()
     if not rows and len(ref) >= 4:
         rows = conn.execute(
             "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-            "WHERE f.session_id LIKE ? ORDER BY f.kind = 'session' DESC, f.gone",
-            (ref.replace("%", "").replace("_", "\\_") + "%",),
+            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+            (len(ref), ref),
         ).fetchall()
-        rows = [r for r in rows if r[2] and r[2].startswith(ref)]
+    rows = [r for r in rows if is_session_path(r[1])]  # an older catalog's backup rows
     if not rows:
         for root in roots or config.projects_roots():
-            if root.is_dir():
-                for p in root.glob(f"*/{ref}.jsonl"):
-                    refresh_path(conn, p, str(root))
-                    return _ref(conn, str(p.resolve()))
+            p = _find_in_root(root, f"{ref}.jsonl")
+            if p is not None:
+                refresh_path(conn, p, str(root))
+                return _ref(conn, catalogued_path(conn, p))
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
     live = [r for r in rows if r[3] == "session" and not r[4]] or rows
     paths = {r[1] for r in live}
@@ -89,6 +123,41 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     path = live[0][1]
     if _stale(conn, path):
         refresh_path(conn, path)
+    return _ref(conn, path)
+
+
+def _find_in_root(root: Path, name: str) -> Path | None:
+    """``<root>/<project>/<name>``, the name taken literally."""
+    try:
+        projects = sorted(d for d in root.iterdir() if d.is_dir())
+    except OSError:
+        return None
+    for d in projects:
+        p = d / name
+        if p.is_file():
+            return p
+    return None
+
+
+def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
+    p = Path(ref).expanduser().absolute()
+    if p.name.endswith(".jsonl" + PENDING) and not p.is_file():
+        raise SessionNotFound(f"no pending copy at {ref}")
+    if not is_session_path(p):
+        if not mutating:
+            if not p.is_file():
+                raise SessionNotFound(f"no file at {ref}")
+            return SessionRef(None, str(p), None, copy_kind(p), _copy_of(p))
+        if not p.name.endswith(".jsonl" + PENDING):
+            raise NotASession(f"{ref} is {copy_kind(p)}, not a session: txdb never changes it "
+                              "(name the session instead)")
+        p = p.with_name(p.name[: -len(PENDING)])
+    if not p.is_file():
+        raise SessionNotFound(f"no session file at {ref}")
+    path = catalogued_path(conn, p)
+    if path is None or _stale(conn, path):
+        refresh_path(conn, path or p)
+        path = catalogued_path(conn, p)
     return _ref(conn, path)
 
 
@@ -177,3 +246,26 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "cut_points": cut_points,
         "health": health,
     }
+
+
+def analyze_session(conn: sqlite3.Connection, ref: SessionRef) -> dict:
+    """The analyze report of a resolved SESSION. A file that is not a
+    session (the pending copy, a backup) is never catalogued: it is indexed
+    into a throwaway catalog and the same report runs there, so its chain
+    positions are the file's own (for a pending copy, the ones the next
+    pass uses)."""
+    file_info = {"path": ref.path, "catalogued": ref.catalogued, "kind": ref.kind, "copy_of": ref.copy_of}
+    if ref.catalogued:
+        return {"file": file_info, **analyze(conn, ref.file_id)}
+    # A private temporary database: in memory while small, spilled to a
+    # temporary file (deleted on close) when the copy is large.
+    scratch = sqlite3.connect("", isolation_level=None)
+    try:
+        db.register_functions(scratch)
+        db.migrate(scratch)
+        db.ensure_views(scratch)
+        refresh_path(scratch, ref.path)
+        (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
+        return {"file": file_info, **analyze(scratch, file_id)}
+    finally:
+        scratch.close()

@@ -14,8 +14,18 @@ Rules, from the format seed and what the real CLI does:
   checkpoint written when a prompt is submitted, and rows appended after
   it extend that branch (CLI 2.1.328 resumes the last row then, e.g. a
   real session whose final ``last-prompt`` names a row 1,800 lines up);
-- the walk stops at a null parent (a root, e.g. a compact boundary), at a
-  parent that is not in the file, or on a cycle;
+  when the row so chosen reaches no user or assistant record (a tail of
+  system lines whose parent is gone), the leaf is the main-chain message
+  ending a branch that was written last, as CLI 2.1.328 picks it;
+- the walk stops at a null parent (a root, e.g. a compact boundary) or on
+  a cycle. A parent that is not in the file (or already walked) is bridged
+  as CLI 2.1.328 bridges it: to the participant on the same side (main or
+  sidechain), not yet walked, whose timestamp is the latest at or before
+  the record's own, when it is at most 5 s older; with none, the walk stops
+  there (a deleted line mid-file is bridged over when its neighbours were
+  written within seconds, and cuts the chain otherwise). Choosing the leaf
+  never bridges: a last row that descends from the ``last-prompt`` leaf
+  only across a missing parent does not win over it;
 - a compact boundary whose ``compactMetadata.preservedSegment`` names a
   head, tail and anchor (the summary) relinks that segment below the
   anchor: head's parent becomes the anchor, and the anchor's other children
@@ -29,9 +39,13 @@ Rules, from the format seed and what the real CLI does:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from datetime import datetime
 
 from .records import CHAIN_TYPES
+
+BRIDGE_MS = 5000  # how much older a bridged-to record may be than the record whose parent is missing
 
 
 @dataclass(slots=True)
@@ -109,7 +123,49 @@ def relinks(nodes: list[Node], by_uuid: dict[str, Node]) -> dict[str, str]:
     return out
 
 
-def find_leaf(nodes: list[Node], by_uuid: dict[str, Node], parents: dict[str, str] | None = None) -> Node | None:
+MESSAGE_TYPES = ("user", "assistant")
+
+
+def _first_message(node: Node | None, by_uuid: dict[str, Node]) -> Node | None:
+    """The first user or assistant record at or above ``node`` (no bridging)."""
+    seen: set[str] = set()
+    while node is not None and node.uuid not in seen:
+        if node.type in MESSAGE_TYPES:
+            return node
+        seen.add(node.uuid)
+        node = by_uuid.get(node.parent_uuid) if node.parent_uuid else None
+    return None
+
+
+def _latest_end_of_branch(nodes: list[Node], by_uuid: dict[str, Node]) -> Node | None:
+    """CLI 2.1.328's leaf when the row it would resume from reaches no
+    message: the main-chain message that ends a branch (the first message
+    above a record nothing hangs off, with no message below it) written
+    last; on equal timestamps the first in the file."""
+    has_child: set[str] = set()
+    has_message_child: set[str] = set()
+    for n in nodes:
+        if n.uuid and n.parent_uuid:
+            has_child.add(n.parent_uuid)
+            if n.type in MESSAGE_TYPES:
+                has_message_child.add(n.parent_uuid)
+    ends: set[str] = set()
+    for n in by_uuid.values():
+        if n.uuid not in has_child:
+            m = _first_message(n, by_uuid)
+            if m is not None and not m.is_sidechain and m.uuid not in has_message_child:
+                ends.add(m.uuid)
+    best, best_t = None, None
+    for n in by_uuid.values():
+        if n.uuid in ends:
+            t = _ms(n.timestamp)
+            if t is not None and (best_t is None or t > best_t):
+                best, best_t = n, t
+    return best
+
+
+def find_leaf(nodes: list[Node], by_uuid: dict[str, Node], parents: dict[str, str] | None = None,
+              whole_file: bool = True) -> Node | None:
     last_main = last_side = None
     last_prompt = None
     for n in nodes:
@@ -125,6 +181,10 @@ def find_leaf(nodes: list[Node], by_uuid: dict[str, Node], parents: dict[str, st
         target = by_uuid.get(last_prompt.leaf_uuid)
         if target is not None and target.type in CHAIN_TYPES and not _descends(leaf, target, by_uuid, parents):
             leaf = target
+    if whole_file and leaf is not None and not leaf.is_sidechain and _first_message(leaf, by_uuid) is None:
+        # A tail cut off from every message (its parent deleted, say): the CLI
+        # resumes the latest branch end instead.
+        leaf = _latest_end_of_branch(nodes, by_uuid) or leaf
     return leaf
 
 
@@ -147,17 +207,79 @@ def _descends(node: Node | None, ancestor: Node, by_uuid: dict[str, Node],
     return False
 
 
+def _ms(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts).timestamp() * 1000
+    except ValueError:
+        return None
+
+
+class _Bridge:
+    """Where the walk goes when a parent is missing: the participant on the
+    same side written last at or before the record, if within BRIDGE_MS.
+    Built on first use (most files never need it)."""
+
+    def __init__(self, by_uuid: dict[str, Node]):
+        self.by_uuid = by_uuid
+        self.sides: dict[bool, tuple[list[float], list[Node]]] = {}
+
+    def _side(self, sidechain: bool):
+        if sidechain not in self.sides:
+            timed = []
+            for i, n in enumerate(self.by_uuid.values()):  # file order of first appearance
+                t = _ms(n.timestamp) if n.type in CHAIN_TYPES and n.is_sidechain == sidechain else None
+                if t is not None:
+                    timed.append((t, -i, n))  # equal times: the earliest line is taken
+            timed.sort(key=lambda x: (x[0], x[1]))
+            # skip[i]: where to look instead of i once i is walked (path-compressed,
+            # so a file of orphans bridged one after another stays linear).
+            self.sides[sidechain] = ([t for t, _, _ in timed], [n for _, _, n in timed], list(range(len(timed))))
+        return self.sides[sidechain]
+
+    def find(self, child: Node, seen: set[str]) -> Node | None:
+        t = _ms(child.timestamp)
+        if t is None:
+            return None
+        times, entries, skip = self._side(child.is_sidechain)
+        i = bisect_right(times, t) - 1
+        passed = []
+        while i >= 0:
+            if skip[i] != i:
+                passed.append(i)
+                i = skip[i]
+            elif entries[i].uuid in seen:
+                skip[i] = i - 1
+                passed.append(i)
+                i -= 1
+            else:
+                break
+        for k in passed:
+            skip[k] = i
+        return entries[i] if i >= 0 and t - times[i] <= BRIDGE_MS else None
+
+
 def walk(leaf: Node | None, by_uuid: dict[str, Node], parents: dict[str, str] | None = None) -> list[Node]:
-    """The parentUuid path from root (index 0) to ``leaf``, progress lines left out."""
+    """The parentUuid path from root (index 0) to ``leaf``, progress lines
+    left out, missing parents bridged (see the module doc)."""
     out: list[Node] = []
     seen: set[str] = set()
+    bridge = None
     node = leaf
     while node is not None and node.uuid not in seen:
         seen.add(node.uuid)
         if node.type in CHAIN_TYPES:
             out.append(node)
         parent = _parent(node, parents)
-        node = by_uuid.get(parent) if parent else None
+        if not parent:
+            break
+        nxt = by_uuid.get(parent)
+        if nxt is None or nxt.uuid in seen:
+            bridge = bridge or _Bridge(by_uuid)
+            # A progress line is no record to the CLI: its child asks.
+            nxt = bridge.find(out[-1] if node.type not in CHAIN_TYPES and out else node, seen)
+        node = nxt
     out.reverse()
     return out
 
@@ -221,7 +343,7 @@ def extend(new_nodes: list[Node], old_leaf_uuid: str | None) -> list[Node] | Non
     if not old_leaf_uuid or any(n.preserved for n in new_nodes):
         return None
     by_new = index(new_nodes)
-    leaf = find_leaf(new_nodes, by_new)
+    leaf = find_leaf(new_nodes, by_new, whole_file=False)
     if leaf is None:
         return [] if not any(n.type == "last-prompt" for n in new_nodes) else None
     last_prompt = next((n for n in reversed(new_nodes) if n.type == "last-prompt" and n.leaf_uuid), None)

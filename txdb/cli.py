@@ -7,6 +7,7 @@ import csv
 import importlib
 import io
 import os
+import re
 import sqlite3
 import sys
 
@@ -14,7 +15,7 @@ import click
 import orjson
 
 from . import catalog, config, db
-from .errors import TxdbError
+from .errors import QueryRefused, TxdbError
 from .ingest.bulk import refresh_db
 from .verify import verify_file
 
@@ -46,8 +47,17 @@ class TxdbGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.ClickException as e:
+            e.message = terminal_safe(e.message)  # it may quote a title, a path, an argument
             raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BrokenPipeError:
+            # The reader went away (`txdb query ... | head`): it has what it
+            # wanted, so stop quietly with status 0 (which is also what a
+            # single large write ending on a closed pipe gives in Python).
+            _silence_stdout()
+            raise click.exceptions.Exit(0) from None
         except TxdbError as e:
             raise click.ClickException(str(e)) from None
         except sqlite3.Error as e:
@@ -89,8 +99,45 @@ def _open(db_path):
     return db.connect(path), path
 
 
-def _json(value) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the final flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+# Control characters a terminal would act on: C0 but newline and tab, DEL,
+# and C1 (0x9b alone starts a sequence on some terminals). Shown as \xNN.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN``: a session
+    title holding ESC ] 8 (a link) or ESC [ 2 J (clear screen) prints as
+    inert text. Every line txdb prints as text goes through this."""
+    if not isinstance(text, str) or not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def echo(message="", err: bool = False, nl: bool = True) -> None:
+    """click.echo of text made terminal-safe (JSON needs nothing: orjson escapes control characters)."""
+    click.echo(terminal_safe(str(message)), err=err, nl=nl)
+
+
+def _json(value, indent: bool = True) -> str:
+    """JSON text with no raw control character: orjson escapes C0; DEL and C1,
+    valid raw in JSON, are escaped here too (\\u007f...), so printing JSON to a
+    terminal is as safe as the text outputs and loses nothing."""
+    opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    text = orjson.dumps(value, option=opts).decode()
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text
+
+
+_JSON_RAW = re.compile("[\x7f-\x9f]")
 
 
 def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None) -> None:
@@ -99,30 +146,57 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
     if columns is None:
         columns = list(rows[0].keys()) if rows else []
     if fmt == "json":
-        click.echo(_json(rows))
+        echo(_json(rows))
     elif fmt == "nl":
         for r in rows:
-            click.echo(orjson.dumps(r, option=orjson.OPT_NON_STR_KEYS).decode())
+            echo(_json(r, indent=False))
     elif fmt == "csv":
+        # Values made terminal-safe like any text (JSON is the lossless format).
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(columns)
+        w.writerow([terminal_safe(c) for c in columns])
         for r in rows:
-            w.writerow([r.get(c) for c in columns])
+            w.writerow([terminal_safe(r.get(c)) for c in columns])
         click.echo(buf.getvalue(), nl=False)
     else:
-        click.echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
+        echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
 
 
 def tabulate(rows, headers):
+    """An aligned text table: cells made terminal-safe first (so widths are
+    those printed), columns padded by display width (CJK counts 2)."""
     from tabulate import tabulate as _tabulate  # imported when a table is printed
 
-    return _tabulate(rows, headers=headers)
+    return _tabulate([[terminal_safe(v) for v in row] for row in rows],
+                     headers=[terminal_safe(h) for h in headers])
+
+
+def display_width(text: str) -> int:
+    from wcwidth import wcswidth
+
+    w = wcswidth(text)
+    return w if w >= 0 else len(text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` display columns, with an ellipsis when cut."""
+    if display_width(text) <= width:
+        return text
+    from wcwidth import wcwidth
+
+    out, used = [], 0
+    for ch in text:
+        w = max(wcwidth(ch), 0)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "\u2026"
 
 
 def _cell(v):
-    if isinstance(v, str) and len(v) > 80:
-        return v[:77] + "..."
+    if isinstance(v, str):
+        return clip(terminal_safe(v), 80)
     if isinstance(v, bytes):
         return f"<{len(v)} bytes>"
     return v
@@ -159,7 +233,7 @@ def path(db_path):
 
         sqlite3 "$(txdb path)" ".tables"
     """
-    click.echo(str(db_path or config.default_db_path()))
+    echo(str(db_path or config.default_db_path()))
 
 
 @cli.command()
@@ -194,11 +268,11 @@ def refresh(db_path, roots, prune, as_json):
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
-        click.echo(_json(d))
+        echo(_json(d))
         return
     for r in stats.roots_missing:
-        click.echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
-    click.echo(stats.summary())
+        echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
+    echo(stats.summary())
 
 
 @cli.command()
@@ -217,12 +291,12 @@ def query(db_path, sql, params, fmt):
     conn.close()
     ro = db.connect_readonly(path)
     try:
-        cur = ro.execute(sql, dict(params))
-    except sqlite3.Error as e:
+        columns, values = db.run_query(ro, sql, dict(params))
+    except QueryRefused as e:
+        raise click.ClickException(f"query refused: {e}") from None
+    except TxdbError as e:
         raise click.ClickException(f"query failed: {e}") from None
-    columns = [d[0] for d in cur.description] if cur.description else []
-    rows = [dict(zip(columns, r)) for r in cur.fetchall()]
-    emit_rows(rows, fmt, columns)
+    emit_rows([dict(zip(columns, r)) for r in values], fmt, columns)
 
 
 @cli.command()
@@ -255,34 +329,41 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 def analyze(db_path, session, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 
-    SESSION is a session id or the path of its .jsonl file.
+    SESSION is a session id or the path of its .jsonl file. A pending copy
+    (X.jsonl.pending) or a backup (X.jsonl.bak) is read as it is and never
+    catalogued; for a pending copy the positions are those the next pass uses.
 
     Example:
 
         txdb analyze 3f2a9c1e-...
+        txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
     conn, _ = _open(db_path)
     ref = catalog.resolve_session(conn, session)
-    report = catalog.analyze(conn, ref.file_id)
+    report = catalog.analyze_session(conn, ref)
     if as_json:
-        click.echo(_json(report))
+        echo(_json(report))
         return
     s = report["session"] or {}
-    click.echo(f"Session {s.get('session_id')}  ({ref.path})")
+    echo(f"Session {s.get('session_id')}  ({ref.path})")
+    if not ref.catalogued:
+        of = f" of {ref.copy_of}" if ref.copy_of else ""
+        echo(f"This is {ref.kind}{of}, read as it is (not catalogued)"
+             + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
     if s.get("title"):
-        click.echo(f"Title: {s['title']}")
-    click.echo(
+        echo(f"Title: {s['title']}")
+    echo(
         f"Lines: {s.get('lines')}  chain: {s.get('chain_length')}  file: {s.get('file_bytes', 0):,} bytes"
     )
     e = report["estimate"]
     how = {"lsq": f"fitted on {e['turns_used']} recorded turns", "ratio": f"fitted on {e['turns_used']} recorded turns",
            "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior"}.get(e["method"], "")
-    click.echo(
+    echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
         f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
-    click.echo(
+    echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
         f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
     )
@@ -290,13 +371,13 @@ def analyze(db_path, session, as_json):
                        ("On disk", "on_disk"), ("Chain health", "health")):
         rows = report[key]
         if rows:
-            click.echo(f"\n{title}:")
-            click.echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+            echo(f"\n{title}:")
+            echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
     cuts = report["cut_points"]
     if cuts:
-        click.echo("\nCut points (user prompts: pos, line, tokens before):")
+        echo("\nCut points (user prompts: pos, line, tokens before):")
         shown = cuts if len(cuts) <= 12 else cuts[:6] + cuts[-6:]
-        click.echo(tabulate([[c["pos"], c["line"], c["before_tokens"] or 0] for c in shown],
+        echo(tabulate([[c["pos"], c["line"], c["before_tokens"] or 0] for c in shown],
                             headers=["pos", "line", "tokens before"]))
 
 
@@ -307,26 +388,34 @@ def analyze(db_path, session, as_json):
 def verify(db_path, session, as_json):
     """Check a session's chain; exit 1 when Claude Code would not resume it whole.
 
-    SESSION is a session id, a .jsonl path, or a .jsonl.pending copy.
+    SESSION is a session id, a .jsonl path, or a .jsonl.pending copy (which
+    must exist, and must end with a whole line).
 
     Example:
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
     target = session
-    if not (session.endswith(".pending") and os.path.isfile(session)):
+    if session.endswith(".pending"):
+        if not os.path.isfile(session):
+            original = session[: -len(".pending")]
+            raise click.ClickException(
+                f"no pending copy at {session}: nothing to verify (the original is {original}; "
+                "a strip command or `txdb snapshot` makes a pending copy)"
+            )
+    else:
         conn, _ = _open(db_path)
         target = catalog.resolve_session(conn, session).path
     report = verify_file(target)
     if as_json:
-        click.echo(_json(report.as_dict()))
+        echo(_json(report.as_dict()))
     else:
         c = report.counts()
         for f in report.findings:
             where = f" line {f.line}:" if f.line else ""
-            click.echo(f"{f.severity}:{where} {f.message}")
+            echo(f"{f.severity}:{where} {f.message}")
         status = "OK" if report.ok else "BROKEN"
-        click.echo(
+        echo(
             f"{status}: {report.path}: {report.lines} lines, chain of {report.chain_length}; "
             f"{c['error']} errors, {c['warning']} warnings, {c['note']} notes"
         )
@@ -352,9 +441,9 @@ def current(db_path, quiet):
     conn, _ = _open(db_path)
     ref = catalog.resolve_session(conn, sid)
     if quiet:
-        click.echo(ref.path)
+        echo(ref.path)
     else:
-        click.echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+        echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
 
 
 def main():

@@ -19,7 +19,8 @@ from pathlib import Path
 import click
 
 from . import config, db
-from .cli import cli, db_option
+from .cli import cli, db_option, echo
+from .hostcheck import refuse_foreign_hosts
 
 SETTINGS = {
     # Views over the whole catalog can take a few hundred ms on big catalogs.
@@ -69,7 +70,7 @@ def _free_port(host: str) -> int:
 
 @cli.command()
 @db_option
-@click.option("-p", "--port", type=int, default=8001, show_default=True,
+@click.option("-p", "--port", type=click.IntRange(0, 65535), default=8001, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the catalog in a web browser.")
 @click.option("--print-metadata-path", is_flag=True,
@@ -86,7 +87,7 @@ def serve(db_path, port, open_browser, print_metadata_path):
         txdb refresh && txdb serve --open
     """
     if print_metadata_path:
-        click.echo(metadata_path())
+        echo(metadata_path())
         return
     import uvicorn
 
@@ -106,7 +107,9 @@ def serve(db_path, port, open_browser, print_metadata_path):
                 ) from None
     ds = make_datasette(path)
     url = f"http://{host}:{port}/"
-    click.echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
+    echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, [url]).start()
-    uvicorn.run(ds.app(), host=host, port=port, log_level="warning", lifespan="on")
+    # Requests naming another host are refused here, whatever plugins load
+    # (the txdb plugin does the same for plain `datasette serve`).
+    uvicorn.run(refuse_foreign_hosts(ds.app()), host=host, port=port, log_level="warning", lifespan="on")

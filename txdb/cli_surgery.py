@@ -7,10 +7,12 @@ SESSION (id or path) through the catalog, calls the library in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from .catalog import resolve_session
-from .cli import _json, _open, cli, db_option
+from .cli import _json, _open, cli, clip, db_option, echo, tabulate
 from .surgery import ops
 from .surgery import pending as pend
 from .surgery import select as sel
@@ -21,7 +23,7 @@ from .surgery.usage import reset_usage
 
 def _resolve(db_path, session: str):
     conn, _ = _open(db_path)
-    ref = resolve_session(conn, session)
+    ref = resolve_session(conn, session, mutating=True)
     return conn, pend.original_path(ref.path)
 
 
@@ -114,7 +116,7 @@ def _run(db_path, session, operation, op, *, dry_run, fork, fork_title, no_usage
     if do_apply and report.written and not report.fork_session_id:
         rep, ids = apply_logged(conn, orig, backup=not no_backup)
         if as_json:
-            click.echo(_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
+            echo(_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
             return
         _print_report(report, False, applied=True)
         _print_apply(rep, False)
@@ -127,8 +129,25 @@ def _short(sid: str | None) -> str:
 
 
 def _title(t: str | None, n: int = 40) -> str:
-    t = (t or "").replace("\n", " ")
-    return t if len(t) <= n else t[: n - 1] + "\u2026"
+    """A title on one line, at most ``n`` display columns (a CJK character takes 2)."""
+    return clip(" ".join((t or "").split()), n)
+
+
+def _session_label(conn, o) -> tuple[str, str | None]:
+    """(session column, title) of a plan row: a subagent transcript
+    (``<session>/subagents/agent-<id>.jsonl``, whose records carry the parent's
+    sessionId) shows as ``agent-<id> of <parent>``, titled by its own title or
+    else its parent's."""
+    p = Path(o.path)
+    if p.parent.name != "subagents":
+        return _short(o.session_id), o.title
+    title = o.title
+    if not title:
+        row = conn.execute("SELECT s.title FROM sessions s JOIN files f ON f.id = s.file_id "
+                           "WHERE f.kind = 'session' AND s.session_id = ? AND s.title IS NOT NULL LIMIT 1",
+                           (o.session_id,)).fetchone()
+        title = row[0] if row else None
+    return f"{p.stem} of {_short(o.session_id)}", title
 
 
 def _run_where(db_path, command, where, options, *, dry_run, fork, fork_title, no_usage_reset,
@@ -153,59 +172,59 @@ def _run_where(db_path, command, where, options, *, dry_run, fork, fork_title, n
                 o.backup, o.surgery_ids = a.backup, a.surgery_ids
     refused = [o for o in outcomes if o.status in ("refused", "apply-refused")]
     if as_json:
-        click.echo(_json({
+        echo(_json({
             "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
             "sessions": [o.as_dict() for o in outcomes], "refreshed": selection.refreshed,
             "gone": selection.gone, "dry_run": dry_run, "applied": sum(o.status == "applied" for o in outcomes),
             "refused": len(refused),
         }))
     else:
-        _print_where(command, selection, outcomes, dry_run=dry_run, do_apply=do_apply)
+        _print_where(conn, command, selection, outcomes, dry_run=dry_run, do_apply=do_apply)
     if refused:
         raise click.exceptions.Exit(1)
 
 
-def _print_where(command, selection, outcomes, *, dry_run, do_apply):
-    from tabulate import tabulate
+def _print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
     for p in selection.refreshed:
-        click.echo(f"Refreshed (changed since indexed; query re-run): {p}")
+        echo(f"Refreshed (changed since indexed; query re-run): {p}")
     for p in selection.gone:
-        click.echo(f"Skipped (file no longer on disk): {p}")
+        echo(f"Skipped (file no longer on disk): {p}")
     if not outcomes:
-        click.echo(f"No rows of {selection.view} match: nothing to do.")
+        echo(f"No rows of {selection.view} match: nothing to do.")
         return
     rows = []
     for o in outcomes:
         tok = "" if o.tokens_before is None else f"{o.tokens_before:,} -> {o.tokens_after:,}"
+        label, title = _session_label(conn, o)
         freed = "" if o.bytes_before is None else f"{o.bytes_before - o.bytes_after:,}"
-        rows.append([_short(o.session_id), _title(o.title), o.targets, o.changed, tok, freed, o.status])
-    click.echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "bytes removed",
-                                       "status"]))
+        rows.append([label, _title(title), o.targets, o.changed, tok, freed, o.status])
+    echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "bytes removed",
+                                 "status"]))
     ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
     saved = sum(o.tokens_before - o.tokens_after for o in ok)
     freed = sum(o.bytes_before - o.bytes_after for o in ok if o.bytes_before is not None)
-    click.echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
-               f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved "
-               f"({freed:,} bytes removed) by this pass.")
+    echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
+         f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved "
+         f"({freed:,} bytes removed) by this pass.")
     for o in outcomes:
         if o.error:
-            click.echo(f"Refused: {o.path}: {o.error}", err=True)
+            echo(f"Refused: {o.path}: {o.error}", err=True)
     if dry_run:
-        click.echo("Dry run: nothing written.")
+        echo("Dry run: nothing written.")
     elif any(o.status == "fork" for o in outcomes):
-        click.echo("Forks written next to each original (no apply needed).")
+        echo("Forks written next to each original (no apply needed).")
     elif do_apply:
         n = sum(o.status == "applied" for o in outcomes)
-        click.echo(f"Applied {n} of {sum(o.status in ('applied', 'apply-refused') for o in outcomes)}; "
+        echo(f"Applied {n} of {sum(o.status in ('applied', 'apply-refused') for o in outcomes)}; "
                    "backups kept as .bak; logged in the surgeries table.")
     elif any(o.status == "pending" for o in outcomes):
-        click.echo("Pending copies written; the originals are untouched. Next: txdb apply --all-pending "
+        echo("Pending copies written; the originals are untouched. Next: txdb apply --all-pending "
                    "(or run again with --apply).")
 
 
 def _print_report(r: SurgeryReport, as_json: bool, applied: bool = False) -> None:
     if as_json:
-        click.echo(_json(r.as_dict()))
+        echo(_json(r.as_dict()))
         return
     res = r.result
     parts = []
@@ -222,30 +241,30 @@ def _print_report(r: SurgeryReport, as_json: bool, applied: bool = False) -> Non
         parts.append(f"{res['removed']} of {res['attachments']} attachments dropped")
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
-    click.echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
+    echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
     d = r.dropped_thinking
     if d.get("count"):
         verb = "kept (--keep-dropped-thinking)" if not r.dropped_thinking_removed else "removed"
-        click.echo(f"Preserved thinking: the edit at chain position {d['edit_pos']} makes the API drop "
+        echo(f"Preserved thinking: the edit at chain position {d['edit_pos']} makes the API drop "
                    f"{d['count']} later thinking blocks ({d['chars']:,} chars, first at position {d['first_pos']}); "
                    f"{verb}.")
     if r.usage and r.usage.get("capped"):
         u = r.usage
-        click.echo(f"Usage reset: {u['capped']} turns capped; context gauge {u['last_before']:,} -> "
+        echo(f"Usage reset: {u['capped']} turns capped; context gauge {u['last_before']:,} -> "
                    f"{u['last_after']:,} tokens (never raised)")
-    click.echo(f"Estimated context: {r.tokens_before:,} -> {r.tokens_after:,} tokens; "
+    echo(f"Estimated context: {r.tokens_before:,} -> {r.tokens_after:,} tokens; "
                f"file {r.bytes_before:,} -> {r.bytes_after:,} bytes; {r.changed_lines} lines rewritten")
     if r.dry_run:
-        click.echo("Dry run: nothing written.")
+        echo("Dry run: nothing written.")
     elif r.fork_session_id:
-        click.echo(f"Fork written: {r.target}\nTitle: {r.fork_title}\nResume it with: claude -r {r.fork_session_id}")
+        echo(f"Fork written: {r.target}\nTitle: {r.fork_title}\nResume it with: claude -r {r.fork_session_id}")
     elif r.written and not applied:
-        click.echo(f"Pending copy: {r.target}\nThe original is untouched. Next: txdb verify {r.target} && "
+        echo(f"Pending copy: {r.target}\nThe original is untouched. Next: txdb verify {r.target} && "
                    f"txdb apply {r.original}")
     elif r.written:
         pass
     else:
-        click.echo("Nothing to change: no pending copy written.")
+        echo("Nothing to change: no pending copy written.")
 
 
 def _dispatch(command, session, where, op_single, options, params, *, db_path, frm, to, dry_run, fork,
@@ -388,11 +407,10 @@ def strip_attachments_cmd(session, where, do_apply, db_path, frm, to, dry_run, f
         t, _original, _had, _meta = load_base(orig)
         rows = ops.attachment_listing(ops.attachment_plan(t, **kw))
         if as_json:
-            click.echo(_json(rows))
+            echo(_json(rows))
             return
-        from tabulate import tabulate
-        click.echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys()) if rows else []))
-        click.echo(f"Policy drops {sum(r['drop'] for r in rows)} attachments, "
+        echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys()) if rows else []))
+        echo(f"Policy drops {sum(r['drop'] for r in rows)} attachments, "
                    f"~{sum(r['drop_tokens'] for r in rows):,} rendered tokens.")
         return
     options = dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=None)
@@ -454,12 +472,12 @@ def snapshot_cmd(session, db_path, refresh, as_json):
     _conn, orig = _resolve(db_path, session)
     snap = pend.snapshot(orig, refresh=refresh)
     if as_json:
-        click.echo(_json(snap.as_dict()))
+        echo(_json(snap.as_dict()))
         return
     verb = "Snapshot taken" if snap.created else "Pending copy reused (--refresh to retake)"
-    click.echo(f"{verb}: {snap.pending} ({snap.size:,} bytes of the original)")
+    echo(f"{verb}: {snap.pending} ({snap.size:,} bytes of the original)")
     if snap.left_out_bytes:
-        click.echo(f"Left out an unfinished last line ({snap.left_out_bytes:,} bytes).")
+        echo(f"Left out an unfinished last line ({snap.left_out_bytes:,} bytes).")
 
 
 @cli.command("apply")
@@ -497,20 +515,20 @@ def apply_cmd(session, db_path, all_pending, dry_run, no_backup, as_json):
     if as_json:
         d = rep.as_dict()
         d["surgery_ids"] = ids
-        click.echo(_json(d))
+        echo(_json(d))
         return
     _print_apply(rep, dry_run)
 
 
 def _print_apply(rep, dry_run: bool) -> None:
     if dry_run:
-        click.echo(f"Dry run: every check passed; {rep.original} would go from {rep.size_before:,} to "
+        echo(f"Dry run: every check passed; {rep.original} would go from {rep.size_before:,} to "
                    f"{rep.size_after:,} bytes.")
     else:
-        click.echo(f"Applied: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes)")
-        click.echo(f"Backup: {rep.backup}" if rep.backup else "No backup (--no-backup).")
+        echo(f"Applied: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes)")
+        echo(f"Backup: {rep.backup}" if rep.backup else "No backup (--no-backup).")
     if rep.discarded_lines:
-        click.echo(f"Discarded {rep.discarded_lines} line(s) appended after the snapshot "
+        echo(f"Discarded {rep.discarded_lines} line(s) appended after the snapshot "
                    f"({rep.discarded_bytes:,} bytes).")
 
 
@@ -520,20 +538,20 @@ def _apply_all(db_path, *, dry_run, no_backup, as_json):
     outs = sel.apply_all(conn, paths, dry_run=dry_run, backup=not no_backup)
     refused = [o for o in outs if o.error]
     if as_json:
-        click.echo(_json([o.as_dict() for o in outs]))
+        echo(_json([o.as_dict() for o in outs]))
     else:
         if not outs:
-            click.echo("No pending copies.")
+            echo("No pending copies.")
         for o in outs:
             if o.error:
                 continue
             verb = "Checked (dry run)" if dry_run else "Applied"
-            click.echo(f"{verb}: {o.path} ({o.size_before:,} -> {o.size_after:,} bytes)"
+            echo(f"{verb}: {o.path} ({o.size_before:,} -> {o.size_after:,} bytes)"
                        + (f"; backup {o.backup}" if o.backup else ""))
         for o in refused:
-            click.echo(f"Refused: {o.path}: {o.error}", err=True)
+            echo(f"Refused: {o.path}: {o.error}", err=True)
         if outs:
-            click.echo(f"{len(outs) - len(refused)} of {len(outs)} pending copies "
+            echo(f"{len(outs) - len(refused)} of {len(outs)} pending copies "
                        f"{'passed every check' if dry_run else 'applied'}; {len(refused)} refused.")
     if refused:
         raise click.exceptions.Exit(1)

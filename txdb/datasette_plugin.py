@@ -23,6 +23,8 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
+from .hostcheck import refuse_foreign_hosts
+
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
 # Views and tables whose `text` column holds block text (long: excerpted).
@@ -39,6 +41,7 @@ ROW_JSON_CHARS = 400_000     # ... and on a row page
 CELL_TEXT_CHARS = 400        # text excerpt on table pages
 ROW_TEXT_CHARS = 400_000
 
+SQLITE_MAX_INT = 2**63 - 1
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
 TOOL_CHARS = 2_000           # tool input / output shown per block on the session page
@@ -61,18 +64,47 @@ def _template_source() -> str:
 @hookimpl
 def asgi_wrapper(datasette):
     def wrap(app):
+        guarded = refuse_foreign_hosts(app)
+
         async def inner(scope, receive, send):
-            if scope.get("type") != "http":
+            if scope.get("type") not in ("http", "websocket"):
                 return await app(scope, receive, send)
+            # A server that holds a txdb catalog answers loopback Host names
+            # only (DNS rebinding); other Datasette servers are left alone.
+            target = guarded if await _serves_catalog(datasette) else app
             token = _scope.set(scope)
             try:
-                await app(scope, receive, send)
+                await target(scope, receive, send)
             finally:
                 _scope.reset(token)
 
         return inner
 
     return wrap
+
+
+async def _is_catalog(db) -> bool:
+    return "_txdb_migrations" in await db.table_names()
+
+
+async def _serves_catalog(datasette) -> bool:
+    """True when any database served is a txdb catalog (checked once per database)."""
+    known = datasette.__dict__.setdefault("_txdb_is_catalog", {})
+    for name, db in list(datasette.databases.items()):
+        if name in known:
+            if known[name]:
+                return True
+            continue
+        if db.is_memory:
+            known[name] = False
+            continue
+        try:
+            known[name] = await _is_catalog(db)
+        except Exception:
+            return True  # unreadable now: guard it, and look again next time
+        if known[name]:
+            return True
+    return False
 
 
 @hookimpl
@@ -83,7 +115,7 @@ def extra_css_urls(datasette):
 @hookimpl
 def register_routes():
     return [
-        (r"^/-/txdb/session/(?P<file_id>\d+)$", session_page),
+        (r"^/-/txdb/session/(?P<file_id>[0-9]+)$", session_page),
         (r"^/-/txdb/txdb\.css$", css_route),
     ]
 
@@ -196,13 +228,14 @@ async def css_route(request, datasette):
 async def _catalog_db(datasette, name: str | None):
     if name:
         try:
-            return datasette.get_database(name)
+            db = datasette.get_database(name)
         except KeyError:
             return None
+        return db if not db.is_memory and await _is_catalog(db) else None
     for db_name, db in datasette.databases.items():
-        if db_name == "_internal":
+        if db_name == "_internal" or db.is_memory:
             continue
-        if "sessions" in await db.table_names():
+        if await _is_catalog(db):
             return db
     return None
 
@@ -215,10 +248,14 @@ def _int_arg(request, name: str, default: int, low: int, high: int) -> int:
 
 
 async def session_page(request, datasette):
-    file_id = int(request.url_vars["file_id"])
+    digits = request.url_vars["file_id"].lstrip("0") or "0"  # digits only (the route)
     db = await _catalog_db(datasette, request.args.get("db"))
     if db is None:
         return Response.html("<h1>No txdb catalog is being served</h1>", status=404)
+    if len(digits) > 19 or int(digits) > SQLITE_MAX_INT:  # no such row: SQLite could not even take it
+        return Response.html(f"<h1>No session file #{html.escape(digits[:40])} in {html.escape(db.name)}</h1>",
+                             status=404)
+    file_id = int(digits)
     start = _int_arg(request, "start", 0, 0, 10**9)
     limit = _int_arg(request, "limit", PAGE_RECORDS, 1, 5000)
     data = await db.execute_fn(lambda conn: load_session(conn, file_id, start, limit))

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 from pathlib import Path
 
 from . import sql as _sql_package
 from . import tokens
+from .errors import QueryError, QueryRefused
+
+# Transcripts are private: every file txdb creates is readable by its owner only.
+FILE_MODE = 0o600
 
 SQL_DIR = Path(_sql_package.__file__).parent  # the sql/ folder, installed as txdb.sql
 
@@ -128,19 +133,34 @@ def ensure_views(conn: sqlite3.Connection) -> bool:
     return True
 
 
+def create_private(path: str | Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists (then make it 0600).
+
+    Done before SQLite opens a database: SQLite gives the database's
+    ``-wal``, ``-shm`` and ``-journal`` files the mode of the database file,
+    so they are private too.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+    except FileExistsError:
+        try:
+            os.chmod(path, FILE_MODE)
+        except OSError:
+            pass  # not ours to change (another user's file): SQLite reports what matters
+        return
+    os.close(fd)
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     _pragmas(conn)
     register_functions(conn)
     migrate(conn)
     ensure_views(conn)
-    try:
-        path.chmod(0o600)
-    except OSError:
-        pass
     return conn
 
 
@@ -151,10 +171,103 @@ def open_db(path: str | Path):
     return sqlite_utils.Database(connect(path))
 
 
-def connect_readonly(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection for user queries (after ``connect`` migrated it)."""
+# What a user's query (`txdb query`, a --where condition) may do: read.
+# Everything else is refused by the authorizer, notably ATTACH (which
+# creates a file, and which VACUUM INTO runs internally to write a copy of
+# the catalog anywhere); the connection is also opened read-only.
+_QUERY_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+# PRAGMAs that only describe the schema, with or without an argument ...
+_SCHEMA_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+                   "foreign_key_list", "function_list", "module_list", "pragma_list", "collation_list",
+                   "database_list", "compile_options"}
+# ... and settings that are read when given no value (set when given one).
+_SETTING_PRAGMAS = {"page_count", "page_size", "freelist_count", "user_version", "schema_version",
+                    "application_id", "encoding", "data_version", "journal_mode"}
+_ACTION_NAMES = {getattr(sqlite3, n): n[len("SQLITE_"):].replace("_", " ")
+                 for n in dir(sqlite3) if n.startswith("SQLITE_") and n[len("SQLITE_"):] in (
+                     "ATTACH", "DETACH", "INSERT", "UPDATE", "DELETE", "CREATE_TABLE", "CREATE_TEMP_TABLE",
+                     "CREATE_INDEX", "CREATE_TEMP_INDEX", "CREATE_VIEW", "CREATE_TEMP_VIEW", "CREATE_TRIGGER",
+                     "CREATE_TEMP_TRIGGER", "CREATE_VTABLE", "DROP_TABLE", "DROP_TEMP_TABLE", "DROP_INDEX",
+                     "DROP_TEMP_INDEX", "DROP_VIEW", "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_TEMP_TRIGGER",
+                     "DROP_VTABLE", "ALTER_TABLE", "REINDEX", "ANALYZE", "TRANSACTION", "SAVEPOINT", "PRAGMA")}
+
+
+class QueryConnection(sqlite3.Connection):
+    """A read-only connection that remembers what its authorizer refused
+    (``refused``: the first refusal of the statement being run, if any)."""
+
+    refusals: list[str]
+
+    @property
+    def refused(self) -> str | None:
+        return self.refusals[0] if self.refusals else None
+
+
+def _query_authorizer(refusals: list[str]):
+    def authorize(action, arg1, arg2, _db, _trigger):
+        if action in _QUERY_ACTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and (
+                arg1 in _SCHEMA_PRAGMAS or (arg1 in _SETTING_PRAGMAS and arg2 is None)):
+            return sqlite3.SQLITE_OK
+        # Table-valued pragmas (pragma_table_info(...)) are checked as an
+        # update of sqlite_master's columns: nothing is written (the
+        # connection is read-only), so they stay usable.
+        if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+            return sqlite3.SQLITE_OK
+        name = _ACTION_NAMES.get(action, f"action {action}")
+        if action == sqlite3.SQLITE_ATTACH:  # VACUUM runs an ATTACH too
+            name = "ATTACH or VACUUM" + (f" (it would write {arg1})" if arg1 else "")
+        elif action == sqlite3.SQLITE_PRAGMA:
+            name = f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
+        elif action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE) and arg1:
+            name = f"{name} on {arg1}"
+        refusals.append(name)  # the first one says best what the statement tried
+        return sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+def _let_signals_in() -> int:
+    """SQLite calls this every few thousand steps of a statement: running
+    Python code lets a Ctrl-C be handled (the statement is then interrupted)
+    instead of waiting for a runaway query to end."""
+    return 0
+
+
+def connect_readonly(path: str | Path) -> QueryConnection:
+    """A read-only connection for user queries (after ``connect`` migrated it).
+
+    Only reads are authorized: no ATTACH/DETACH, VACUUM (INTO), writes,
+    schema changes, transactions or PRAGMAs that set something; run
+    statements with ``run_query``.
+    """
     uri = Path(path).resolve().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=QueryConnection)
     conn.execute("PRAGMA busy_timeout = 10000")
     register_functions(conn)
+    conn.refusals = []
+    conn.set_authorizer(_query_authorizer(conn.refusals))
+    conn.set_progress_handler(_let_signals_in, 20_000)
     return conn
+
+
+def run_query(conn: QueryConnection, sql: str, params=()) -> tuple[list[str], list[tuple]]:
+    """Run a user's read-only statement: (column names, rows).
+
+    QueryError for a statement SQLite rejects or the authorizer refuses;
+    KeyboardInterrupt when Ctrl-C interrupted it.
+    """
+    conn.refusals.clear()
+    try:
+        cur = conn.execute(sql, params)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        return columns, cur.fetchall()
+    except sqlite3.Error as e:
+        msg = (str(e).splitlines() or [""])[0] or type(e).__name__
+        if msg == "interrupted":
+            raise KeyboardInterrupt from None
+        if conn.refused:
+            raise QueryRefused(f"{conn.refused} is not allowed: queries only read "
+                               "(SELECT, WITH, schema PRAGMAs)") from None
+        raise QueryError(msg) from None

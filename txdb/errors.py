@@ -17,5 +17,14 @@ class QueryError(TxdbError):
     pass
 
 
+class QueryRefused(QueryError):
+    """A user's query tried something other than reading (the query connection's authorizer)."""
+
+
 class SurgeryError(TxdbError):
     """A surgery refused or failed; no file was changed."""
+
+
+class NotASession(TxdbError):
+    """A file that is not a session (a backup, a pending copy, ...) named
+    where only a session will do."""

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 
-import orjson
-
 from . import tokens
+from .ingest.deep import dumps_text
 from .policy import attachment_cost
 
 # Line types that take part in the parentUuid chain. progress lines carry a
@@ -58,7 +57,7 @@ def _result_text(content) -> tuple[str, list[dict]]:
     if not isinstance(content, list):
         if content is None:
             return "", []
-        return orjson.dumps(content).decode(), []
+        return dumps_text(content), []
     parts: list[str] = []
     images: list[dict] = []
     for item in content:
@@ -71,7 +70,7 @@ def _result_text(content) -> tuple[str, list[dict]]:
         elif t == "image" and isinstance(item.get("source"), dict):
             images.append(item["source"])
         else:
-            parts.append(orjson.dumps(item).decode())
+            parts.append(dumps_text(item))
     return "\n".join(parts), images
 
 
@@ -116,7 +115,7 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["tokens"] = tokens.thinking_tokens(len(text), row["signature_chars"])
             row["text"] = text
         elif btype in ("tool_use", "server_tool_use"):
-            inp = orjson.dumps(block.get("input")).decode()
+            inp = dumps_text(block.get("input"))
             row["kind"] = "tool_use"
             row["tool_name"] = block.get("name")
             row["tool_use_id"] = block.get("id")
@@ -144,7 +143,7 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["chars"] = len(source.get("data") or "")
             row["tokens"] = info["tokens"]
         else:
-            dumped = orjson.dumps(block).decode()
+            dumped = dumps_text(block)
             row["chars"] = len(dumped)
             row["tokens"] = tokens.text_tokens(len(dumped))
         rows.append(row)

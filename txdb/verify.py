@@ -9,12 +9,15 @@ what real CLI-written files also contain and never fail verification.
 from __future__ import annotations
 
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import chain as chainmod
 from .ingest.lines import READ_BUFFER, parse_line, read_lines
 from .records import message_content
+
+MESSAGE_TYPES = ("user", "assistant")
+MAX_GAPS_LISTED = 20  # a file of orphans is reported, not listed line by line
 
 
 @dataclass
@@ -56,10 +59,100 @@ def _blocks(obj):
     return content if isinstance(content, list) else []
 
 
-def verify_file(path: str | Path, sidechain_file: bool | None = None, data: bytes | None = None) -> Report:
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _lost_to_missing_parents(nodes, by_uuid, parents, chain, dangling) -> list[chainmod.Node]:
+    """User and assistant lines the chain would carry if the missing parents
+    were there, and does not. Each record whose parent is gone is hung back
+    below the record written before it on its side (main or sidechain): where
+    the deleted line's own parent was, since Claude Code writes a child right
+    after its parent. A start of file (a partial transcript) has nothing
+    before it and is left as it is."""
+    relink: dict[int, str] = {}
+    previous: dict[bool, str] = {}
+    missing = {id(n) for n in dangling}
+    for n in nodes:
+        if not n.uuid or by_uuid.get(n.uuid) is not n:
+            continue
+        if id(n) in missing and n.is_sidechain in previous:
+            relink[n.offset] = previous[n.is_sidechain]
+        previous[n.is_sidechain] = n.uuid
+    if not relink:
+        return []
+    repaired = [replace(n, parent_uuid=relink[n.offset]) if n.offset in relink else n for n in nodes]
+    kept = {n.uuid for n in chain}
+    return [n for n in chainmod.active_chain(repaired)
+            if n.type in MESSAGE_TYPES and not n.is_sidechain and n.uuid not in kept]
+
+
+def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) -> None:
+    """Records whose parentUuid is not in the file. Resume bridges such a gap
+    when a record was written within seconds before (see ``chain``); when it
+    cannot, or when the gap moves the leaf resume walks from, user and
+    assistant lines drop out of the conversation: an error. A partial
+    transcript's first line, a branch before a compact boundary, a subagent
+    transcript hanging off its parent session lose nothing: warnings and
+    notes."""
+    parents = chainmod.relinks(nodes, by_uuid)
+    dangling = [n for n in nodes if n.uuid and by_uuid.get(n.uuid) is n
+                and parents.get(n.uuid, n.parent_uuid) and parents.get(n.uuid, n.parent_uuid) not in by_uuid]
+    if not dangling:
+        return
+    if sidechain_file:
+        for n in dangling[:1]:
+            add(Finding("note", "parent_outside_file",
+                        f"parent {n.parent_uuid} lies outside this file "
+                        "(subagent transcripts hang off their parent session)", line_of.get(n.offset)))
+        return
+    lost = _lost_to_missing_parents(nodes, by_uuid, parents, chain, dangling)
+    if lost:
+        first = dangling[0]
+        lines = sorted(line_of[n.offset] for n in lost)
+        more = f" (and {_plural(len(dangling) - 1, 'other missing parent')})" if len(dangling) > 1 else ""
+        add(Finding("error", "cut_off_messages",
+                    f"parent {first.parent_uuid} is not in the file{more}: "
+                    f"{_plural(len(lost), 'user/assistant line')} "
+                    + (f"(line {lines[0]}) is" if len(lines) == 1 else f"(lines {lines[0]}-{lines[-1]}) are")
+                    + " not on the chain resume sends", line_of.get(first.offset)))
+    if lost:
+        return
+    on_chain = {n.offset for n in chain}
+    for k, n in enumerate(dangling):
+        where = line_of.get(n.offset)
+        if k == MAX_GAPS_LISTED:
+            add(Finding("warning", "more_missing_parents",
+                        f"{_plural(len(dangling) - k, 'more record')} whose parent is not in the file", where))
+            break
+        if chain and n is chain[0]:
+            add(Finding("warning", "dangling_parent",
+                        f"the chain starts below parent {n.parent_uuid}, which is not in the file "
+                        "(nothing before it in the file is lost: a partial transcript?)", where))
+        elif n.offset in on_chain:
+            add(Finding("warning", "bridged_parent",
+                        f"parent {n.parent_uuid} is not in the file; resume bridges over it to the record "
+                        f"written just before (within {chainmod.BRIDGE_MS // 1000} s)", where))
+        else:
+            add(Finding("warning", "dangling_parent_off_chain",
+                        f"parent {n.parent_uuid} is not in the file (off the active chain; "
+                        "resume would not send this branch with its parent either)", where))
+
+
+PENDING_SUFFIX = ".jsonl.pending"
+
+
+def verify_file(path: str | Path, sidechain_file: bool | None = None, data: bytes | None = None,
+                pending: bool | None = None) -> Report:
     """Verify the file at ``path``, or ``data`` (its bytes, e.g. a snapshot
-    prefix or an unwritten copy) reported under that path."""
+    prefix or an unwritten copy) reported under that path. A pending copy
+    (``pending``; by default, a path ending in ``.jsonl.pending``) is never
+    being written: an unfinished last line is an error there, and so is an
+    empty copy of a non-empty original."""
     path = Path(path)
+    if pending is None:
+        pending = path.name.endswith(PENDING_SUFFIX)
+    end = 0  # where the last whole line ends
     report = Report(str(path))
     nodes: list[chainmod.Node] = []
     line_of: dict[int, int] = {}
@@ -71,6 +164,7 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     with (open(path, "rb", buffering=READ_BUFFER) if data is None else io.BytesIO(data)) as fh:
         for line in read_lines(fh):
             report.lines += 1
+            end = line.offset + line.length
             parsed = parse_line(line.raw)
             if parsed.error:
                 sev = "error" if not parsed.objects or len(parsed.objects) > 1 else "warning"
@@ -95,6 +189,25 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
                     last_prompts.append((line.number, leaf))
                 elif rtype == "summary" and leaf:
                     summaries.append((line.number, leaf))
+        # read_lines leaves out a last line that has no newline and is no whole object.
+        fh.seek(end)
+        unfinished = len(fh.read().strip())
+    if unfinished:
+        if pending:
+            add(Finding("error", "unfinished_last_line",
+                        f"the last line is cut short ({_plural(unfinished, 'byte')} without a newline that are "
+                        "no whole JSON object); a pending copy is never being written", report.lines + 1))
+        else:
+            add(Finding("note", "unfinished_last_line",
+                        f"the last line is unfinished ({_plural(unfinished, 'byte')} without a newline): "
+                        "being written? left out", report.lines + 1))
+    if pending and report.records == 0:
+        original = path.with_name(path.name[: -len(".pending")])
+        size = original.stat().st_size if original.is_file() else 0
+        if size:
+            add(Finding("error", "empty_pending_copy",
+                        f"the pending copy holds no record while its original {original.name} "
+                        f"holds {_plural(size, 'byte')}"))
     by_uuid = chainmod.index(nodes)
     chain = chainmod.active_chain(nodes)
     leaf = chain[-1] if chain else None
@@ -105,36 +218,9 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
 
     if not chain:
         add(Finding("note", "no_chain", "no conversation to resume in this file"))
-    else:
-        root = chain[0]
-        # Walk again with progress lines to find where the chain really stops.
-        top = root
-        seen = set()
-        while top.parent_uuid and top.parent_uuid in by_uuid and top.uuid not in seen:
-            seen.add(top.uuid)
-            top = by_uuid[top.parent_uuid]
-        if top.parent_uuid and top.parent_uuid not in by_uuid:
-            where = line_of.get(top.offset)
-            if sidechain_file:
-                add(Finding("note", "parent_outside_file",
-                            f"chain root's parent {top.parent_uuid} lies outside this file "
-                            "(subagent transcripts hang off their parent session)", where))
-            else:
-                add(Finding("error", "dangling_parent",
-                            f"active chain broken: parent {top.parent_uuid} is not in the file; "
-                            f"resume would drop everything before line {where}", where))
-        if not any(objs[n.offset].get("type") in ("user", "assistant") for n in chain):
-            add(Finding("note", "no_messages", "the active chain holds no user or assistant message"))
-
-    # Dangling parents off the active chain cut a branch nobody resumes.
-    on_chain = {n.offset for n in chain}
-    for n in nodes:
-        if n.uuid and n.parent_uuid and n.parent_uuid not in by_uuid and n.offset not in on_chain:
-            if n.offset == (chain[0].offset if chain else None):
-                continue
-            add(Finding("warning" if not sidechain_file else "note", "dangling_parent_off_chain",
-                        f"parent {n.parent_uuid} is not in the file (off the active chain)",
-                        line_of.get(n.offset)))
+    elif not any(objs[n.offset].get("type") in MESSAGE_TYPES for n in chain):
+        add(Finding("note", "no_messages", "the active chain holds no user or assistant message"))
+    _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add)
 
     roots = [n for n in nodes if n.uuid and n.parent_uuid is None and n.type in chainmod.CHAIN_TYPES
              and not (n.type == "system" and objs[n.offset].get("subtype") == "compact_boundary")]
@@ -164,9 +250,15 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     last = len(chain) - 1
     for tid, pos in uses.items():
         if tid not in results:
-            sev = "note" if pos >= last - 1 else "warning"
-            add(Finding(sev, "tool_use_without_result",
-                        f"tool_use {tid} has no tool_result on the active chain", line_of.get(chain[pos].offset)))
+            # Mid-conversation, resume drops a call that was never answered (and with it
+            # a line holding nothing else); the last turn's may still be running.
+            if pos >= last - 1:
+                add(Finding("note", "tool_use_without_result",
+                            f"tool_use {tid} has no tool_result on the active chain", line_of.get(chain[pos].offset)))
+            else:
+                add(Finding("error", "tool_use_without_result",
+                            f"tool_use {tid} has no tool_result on the active chain; resume drops the call",
+                            line_of.get(chain[pos].offset)))
 
     for number, leaf_uuid in last_prompts[-1:]:
         if leaf_uuid not in by_uuid:

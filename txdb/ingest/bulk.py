@@ -65,9 +65,9 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
     _unlink(sidecar)
     published = False
     try:
+        db.create_private(scratch)
         conn = sqlite3.connect(str(scratch), isolation_level=None)
         try:
-            os.chmod(scratch, 0o600)
             # A rollback journal without syncs: nearly free here (new pages
             # are not journaled), and a killed build can be resumed. A small
             # page cache: each commit writes its pages out anyway, and fresh

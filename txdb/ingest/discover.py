@@ -47,11 +47,45 @@ def is_session_file(name: str) -> bool:
     return name.endswith(".jsonl")
 
 
-def discover(roots: list[Path]) -> list[Found]:
+def is_session_path(path: str | Path) -> bool:
+    """Whether discovery would call the file at ``path`` a session: a
+    ``.jsonl`` name outside any ``tool-results`` folder. Backups, pending
+    copies and every other file are read directly when asked for, never
+    catalogued."""
+    p = Path(path)
+    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
+
+
+def session_stem(path: str | Path) -> str:
+    """The session's name in a session file's name, also for its copies
+    (``X.jsonl.pending``, ``X.jsonl.bak.2`` -> ``X``)."""
+    name = Path(path).name
+    at = name.rfind(".jsonl")
+    return name[:at] if at > 0 else name
+
+
+@dataclass(slots=True)
+class Unreadable:
+    path: str
+    error: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "error": self.error}
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
-    folders and symlinked folders (symlinked files still count)."""
+    folders and symlinked folders (symlinked files still count). A file
+    reached by two paths (a symlink beside its target) is listed once, under
+    the path that is not a link. Folders that cannot be listed and files
+    that cannot be looked at are added to ``unreadable``."""
     found: list[Found] = []
     seen: set[str] = set()  # a root given twice, or inside another, lists its files once
+    by_file: dict[tuple[int, int], int] = {}  # (device, inode) -> index in found
     for root in roots:
         if not root.is_dir():
             continue
@@ -60,7 +94,11 @@ def discover(roots: list[Path]) -> list[Found]:
             folder = stack.pop()
             try:
                 entries = list(os.scandir(folder))
-            except OSError:
+            except FileNotFoundError:
+                continue  # vanished meanwhile
+            except OSError as e:
+                if unreadable is not None:
+                    unreadable.append(Unreadable(folder, _reason(e)))
                 continue
             for entry in entries:
                 try:
@@ -73,12 +111,23 @@ def discover(roots: list[Path]) -> list[Found]:
                     if not entry.is_file(follow_symlinks=True):
                         continue
                     st = entry.stat(follow_symlinks=True)
-                except OSError:
+                except FileNotFoundError:
+                    continue  # vanished, or a link to nothing
+                except OSError as e:
+                    if unreadable is not None:
+                        unreadable.append(Unreadable(entry.path, _reason(e)))
                     continue
                 if entry.path in seen:
                     continue
                 seen.add(entry.path)
                 path = Path(entry.path)
                 project, kind, parent = classify(path, root)
-                found.append(Found(entry.path, str(root), project, kind, parent, st))
+                f = Found(entry.path, str(root), project, kind, parent, st)
+                key = (st.st_dev, st.st_ino)
+                if key in by_file:
+                    if not entry.is_symlink():
+                        found[by_file[key]] = f  # the real path wins over a link to it
+                    continue
+                by_file[key] = len(found)
+                found.append(f)
     return found

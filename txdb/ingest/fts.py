@@ -33,6 +33,9 @@ class SidecarWriter:
     """Index (rowid, text) pairs into a sidecar database (in the worker)."""
 
     def __init__(self, path: str, create_sql: str):
+        from ..db import create_private  # private like the catalog it is adopted into
+
+        create_private(path)
         self.conn = sqlite3.connect(path, isolation_level=None)
         for pragma in ("journal_mode = OFF", "synchronous = OFF", "locking_mode = EXCLUSIVE"):
             self.conn.execute(f"PRAGMA {pragma}")

@@ -2,8 +2,9 @@
 
 Reading streams: memory is bounded by the longest line, never the file.
 Parsing is strict first (orjson) and forgiving second, so that what the JSON
-grammar allows but orjson refuses (lone surrogate escapes) is not lost, and
-two objects glued on one line are split as a recovery step.
+grammar allows but orjson refuses (lone surrogate escapes, nesting deeper
+than 1,024 levels) is not lost, and two objects glued on one line are split
+as a recovery step.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import orjson
+
+from . import deep
 
 BOM = b"\xef\xbb\xbf"
 READ_BUFFER = 1 << 20
@@ -122,9 +125,6 @@ def _scrub(value):
     return value
 
 
-_decoder = json.JSONDecoder(strict=False)
-
-
 def parse_line(raw: bytes) -> Parsed:
     """Parse one line into zero or more JSON objects."""
     body = raw[3:] if raw.startswith(BOM) else raw
@@ -152,9 +152,9 @@ def parse_line(raw: bytes) -> Parsed:
         if pos >= n:
             break
         try:
-            obj, end = _decoder.raw_decode(text, pos)
-        except RecursionError:
-            error = "nesting too deep to parse"
+            obj, end = deep.raw_decode(text, pos)
+        except deep.TooDeep as e:
+            error = str(e)
             break
         except json.JSONDecodeError as e:
             error = f"invalid JSON: {e.msg} at column {e.colno}"
@@ -169,7 +169,9 @@ def parse_line(raw: bytes) -> Parsed:
         else:
             byte_start = len(text[:pos].encode("utf-8"))
             byte_len = len(text[pos:end].encode("utf-8"))
-        objects.append((shift + byte_start, byte_len, _scrub(obj)))
+        with deep.nesting():
+            obj = _scrub(obj)
+        objects.append((shift + byte_start, byte_len, obj))
         pos = end
     if error and objects:
         error = f"{error} (after {len(objects)} object(s))"

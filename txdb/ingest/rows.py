@@ -18,6 +18,7 @@ import orjson
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
 from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
+from . import deep
 from .lines import Line, parse_line
 
 # A batch of rows is handed on at this many lines or bytes, whichever comes
@@ -190,57 +191,12 @@ class FileIngest:
             message_id = _str(msg.get("id"))
         else:
             msg = role = model = message_id = None
-        tokens = 0
-
-        content = message_content(obj)
-        if content is not None:
-            append = self.blocks.append
-            for b in block_rows(content, role):
-                kind = b["kind"]
-                tool_name = b.get("tool_name")
-                tuid = b.get("tool_use_id")
-                if kind == "tool_use" and tuid:
-                    self.local_tools[tuid] = tool_name
-                elif kind == "tool_result":
-                    tool_name = self.local_tools.get(tuid)
-                    if tool_name is None and tuid:
-                        summary.unnamed_results += 1
-                btokens = b.get("tokens", 0)
-                tokens += btokens
-                append((
-                    fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
-                    tool_name, tuid, b.get("is_error"), b.get("chars", 0),
-                    b.get("signature_chars", 0), b.get("media_type"), b.get("width"),
-                    b.get("height"), b.get("image_sha256"), b.get("images", 0),
-                    btokens, b.get("text"),
-                ))
-        elif rtype == "attachment":
-            att = get("attachment")
-            if type(att) is not dict:
-                att = {}
-            cost, from_rendered, free = attachment_cost(obj)
-            pclass = policy_class(subtype)
-            # The system prompt is counted once per session, not per line.
-            tokens = 0 if pclass == "system-prompt" else cost
-            self.attachments.append((
-                fid, offset, session_id, subtype, ts, pclass, cost, 1 if from_rendered else 0,
-                1 if free else 0, _str(att.get("hookEvent")),
-            ))
-
-        if rtype == "assistant" and msg is not None and type(msg.get("usage")) is dict:
-            u = msg["usage"]
-            cc = u.get("cache_creation")
-            if type(cc) is not dict:
-                cc = {}
-            iterations = u.get("iterations")
-            self.usage.append((
-                fid, message_id or f"uuid:{uuid or offset}", offset, request_id,
-                session_id, ts, model, _int(u.get("input_tokens")), _int(u.get("output_tokens")),
-                _int(u.get("cache_read_input_tokens")), _int(u.get("cache_creation_input_tokens")),
-                _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens")),
-                _str(u.get("service_tier")),
-                orjson.dumps(iterations).decode() if type(iterations) is list else None,
-            ))
+        args = (obj, rtype, subtype, offset, session_id, role, ts, msg, message_id, uuid, request_id, model)
+        try:
+            tokens = self._derive(*args)
+        except Exception as e:
+            # Derived columns are best effort: the record itself is always stored.
+            tokens = self._derive_again(number, offset, length, args, e)
 
         self.records.append((
             fid, offset, length, number, session_id, rtype, subtype, uuid, parent,
@@ -256,6 +212,90 @@ class FileIngest:
             if uuid and parent and parent not in self.uuids:
                 self.parent_candidates.append((offset, parent))
         self._meta(obj, rtype, ts, session_id, model)
+
+    def _derive(self, obj, rtype, subtype, offset, session_id, role, ts, msg, message_id, uuid,
+                request_id, model) -> int:
+        """The record's blocks, attachment and usage rows; returns its tokens.
+        Rows are added only once all of them are made, so a failure adds none."""
+        fid = self.file_id
+        tokens = 0
+        blocks = attachment = usage = None
+        unnamed = 0
+        content = message_content(obj)
+        if content is not None:
+            blocks = []
+            append = blocks.append
+            local_tools = self.local_tools
+            for b in block_rows(content, role):
+                kind = b["kind"]
+                tool_name = b.get("tool_name")
+                tuid = b.get("tool_use_id")
+                if kind == "tool_use" and tuid:
+                    local_tools[tuid] = tool_name
+                elif kind == "tool_result":
+                    tool_name = local_tools.get(tuid)
+                    if tool_name is None and tuid:
+                        unnamed += 1
+                btokens = b.get("tokens", 0)
+                tokens += btokens
+                append((
+                    fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
+                    tool_name, tuid, b.get("is_error"), b.get("chars", 0),
+                    b.get("signature_chars", 0), b.get("media_type"), b.get("width"),
+                    b.get("height"), b.get("image_sha256"), b.get("images", 0),
+                    btokens, b.get("text"),
+                ))
+        elif rtype == "attachment":
+            att = obj.get("attachment")
+            if type(att) is not dict:
+                att = {}
+            cost, from_rendered, free = attachment_cost(obj)
+            pclass = policy_class(subtype)
+            # The system prompt is counted once per session, not per line.
+            tokens = 0 if pclass == "system-prompt" else cost
+            attachment = (
+                fid, offset, session_id, subtype, ts, pclass, cost, 1 if from_rendered else 0,
+                1 if free else 0, _str(att.get("hookEvent")),
+            )
+
+        if rtype == "assistant" and msg is not None and type(msg.get("usage")) is dict:
+            u = msg["usage"]
+            cc = u.get("cache_creation")
+            if type(cc) is not dict:
+                cc = {}
+            iterations = u.get("iterations")
+            usage = (
+                fid, message_id or f"uuid:{uuid or offset}", offset, request_id,
+                session_id, ts, model, _int(u.get("input_tokens")), _int(u.get("output_tokens")),
+                _int(u.get("cache_read_input_tokens")), _int(u.get("cache_creation_input_tokens")),
+                _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens")),
+                _str(u.get("service_tier")),
+                deep.dumps_text(iterations) if type(iterations) is list else None,
+            )
+        if blocks:
+            self.blocks.extend(blocks)
+        if attachment is not None:
+            self.attachments.append(attachment)
+        if usage is not None:
+            self.usage.append(usage)
+        self.summary.unnamed_results += unnamed
+        return tokens
+
+    def _derive_again(self, number: int, offset: int, length: int, args: tuple, error: Exception) -> int:
+        """After ``_derive`` failed: once more with room for deep nesting (a
+        valid line may nest deeper than the interpreter's default recursion
+        limit allows); failing that, the record is stored without its
+        blocks, attachment and usage rows, and the line noted in
+        parse_errors (recovered)."""
+        if isinstance(error, RecursionError):
+            try:
+                with deep.nesting():
+                    return self._derive(*args)
+            except Exception as e:
+                error = e
+        self.errors.append((self.file_id, number, offset, length,
+                            f"stored without its blocks: {type(error).__name__}: {error}", 1))
+        return 0
 
     def _meta(self, obj, rtype, ts, session_id, model) -> None:
         s = self.summary

@@ -28,7 +28,7 @@ from .. import chain as chainmod
 from .. import estimate
 from ..db import transaction
 from . import worker
-from .discover import Found, classify, discover
+from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
@@ -87,6 +87,9 @@ class RefreshStats:
     seconds: float = 0.0
     files: int = 0
     roots_missing: list[str] = field(default_factory=list)
+    # Files and folders that could not be read ({"path", "error"}): their
+    # rows stay as they were.
+    unreadable: list[dict] = field(default_factory=list)
 
     @property
     def mb_per_s(self) -> float:
@@ -101,7 +104,22 @@ class RefreshStats:
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
             + f" ({self.mb_per_s:.1f} MB/s)"
+            + self._unreadable_summary()
         )
+
+    def _unreadable_summary(self, named: int = 3) -> str:
+        if not self.unreadable:
+            return ""
+        shown = ", ".join(f"{u['path']} ({u['error']})" for u in self.unreadable[:named])
+        more = len(self.unreadable) - named
+        return f"; {len(self.unreadable)} could not be read: {shown}" + (f" and {more} more" if more > 0 else "")
+
+    def add_unreadable(self, path: str, error: BaseException | str) -> None:
+        if isinstance(error, OSError):
+            error = error.strerror or type(error).__name__
+        elif isinstance(error, BaseException):
+            error = f"could not be indexed: {type(error).__name__}: {error}"
+        self.unreadable.append({"path": path, "error": error})
 
 
 def _write_rows(c: sqlite3.Connection, batch: RowBatch, fresh: bool) -> None:
@@ -184,7 +202,7 @@ def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: boo
         first_ts = last_ts = agent_id = None
         lines = messages = 0
     m = s.meta
-    stem = Path(found.path).name[: -len(".jsonl")]
+    stem = session_stem(found.path)
     file_session = session_id or m.get("session_id") or stem
     parent_session = None
     if found.kind == "subagent":
@@ -408,22 +426,36 @@ def ingest_parsed(conn: sqlite3.Connection, plan: Plan, file_id: int | None, par
     """Write one file read from its start by a parse worker: ``parts`` yields
     its row batches, then ("end", summary, cursor, next_line, hashes)."""
     part = next(parts)
-    if part[0] == "skip":  # vanished or unreadable
+    if part[0] == "skip":  # vanished (no reason) or unreadable
+        if part[1]:
+            stats.add_unreadable(plan.found.path, part[1])
         return
-    with transaction(conn):
-        given = file_id
-        file_id = _begin_file(conn, plan, given)
-        while part[0] == "rows":
-            if file_id is not None:
-                batch = part[1]
-                _write_rows(conn, batch if file_id == given else batch.for_file(file_id), True)
-            part = next(parts)
-        if file_id is None:  # another refresh added it meanwhile
-            stats.unchanged += 1
-            return
-        _, s, cursor, next_line, hashes = part
-        _end_file(conn, plan, file_id, s, None, cursor, next_line, hashes)
+    try:
+        with transaction(conn):
+            given = file_id
+            file_id = _begin_file(conn, plan, given)
+            while part[0] == "rows":
+                if file_id is not None:
+                    batch = part[1]
+                    _write_rows(conn, batch if file_id == given else batch.for_file(file_id), True)
+                part = next(parts)
+            if part[0] == "skip":  # failed part way: none of its rows stay
+                raise _Skipped(part[1])
+            if file_id is None:  # another refresh added it meanwhile
+                stats.unchanged += 1
+                return
+            _, s, cursor, next_line, hashes = part
+            _end_file(conn, plan, file_id, s, None, cursor, next_line, hashes)
+    except _Skipped as e:
+        if e.reason:
+            stats.add_unreadable(plan.found.path, e.reason)
+        return
     _count(stats, plan, s, cursor)
+
+
+class _Skipped(Exception):
+    def __init__(self, reason: str | None):
+        self.reason = reason
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -449,8 +481,12 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     t0 = time.perf_counter()
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
-    found = discover(roots)
+    unreadable: list[Unreadable] = []
+    found = discover(roots, unreadable)
+    stats.unreadable = [u.as_dict() for u in unreadable]
     existing = _existing(conn)
+    if existing:
+        _follow_links(conn, found, existing)
     stats.files = len(found)
     # Checkpoint the WAL less often while refreshing: each checkpoint costs
     # two fsyncs, and a cold refresh wrote ~40 of them at the default 1000
@@ -469,14 +505,20 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
         (path, row[0]) for path, row in existing.items()
         if path not in seen and any(path.startswith(r.rstrip(os.sep) + os.sep) for r in root_strs)
     ]
-    if missing:
+    # Files an older txdb catalogued that are not sessions (a backup, a
+    # pending copy) go with --prune, wherever they are.
+    not_sessions = [(path, row[0]) for path, row in existing.items() if not is_session_path(path)] if prune else []
+    if missing or not_sessions:
         with transaction(conn):
+            for path, file_id in not_sessions:
+                _delete_file(conn, file_id)
+                stats.pruned += 1
+            pruned = {path for path, _ in not_sessions}
             for path, file_id in missing:
-                if os.path.exists(path):
-                    continue
+                if path in pruned or not _vanished(path):
+                    continue  # still there (under a folder that cannot be listed, ...)
                 if prune:
-                    _delete_file_rows(conn, file_id)
-                    conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+                    _delete_file(conn, file_id)
                     stats.pruned += 1
                 else:
                     if not existing[path][8]:
@@ -486,6 +528,61 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     return stats
 
 
+def _delete_file(conn, file_id: int) -> None:
+    _delete_file_rows(conn, file_id)
+    conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+
+def _vanished(path: str) -> bool:
+    """Gone from disk. A file that cannot be looked at (a folder on the way
+    cannot be searched) is not known to be gone: its rows stay."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _same_file(path: str, st: os.stat_result) -> bool:
+    try:
+        other = os.stat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
+    """One row per real file: a path discovery found that the catalog lacks,
+    but whose file the catalog has under another path (the link's target
+    given to a command, the link before its target was found, ...), takes
+    over that row; the row keeps the path discovery found, so its project
+    folder is the one the session lives in."""
+    new = [f for f in found if f.path not in existing]
+    if not new:
+        return
+    by_inode: dict[int, list[str]] = {}
+    for path, row in existing.items():
+        if row[3] is not None:
+            by_inode.setdefault(row[3], []).append(path)
+    found_paths = {f.path for f in found}
+    for f in new:
+        real = os.path.realpath(f.path)
+        candidates = [real] if real != f.path and real in existing else []
+        candidates += by_inode.get(f.stat.st_ino, ())
+        for old in candidates:
+            if old in found_paths or not _same_file(old, f.stat):
+                continue
+            file_id = existing[old][0]
+            with transaction(conn):
+                conn.execute("UPDATE files SET path = ?, root = ?, project = ?, kind = ? WHERE id = ?",
+                             (f.path, f.root, f.project, f.kind, file_id))
+                conn.execute("UPDATE sessions SET project = ? WHERE file_id = ?", (f.project, file_id))
+            existing[f.path] = existing.pop(old)
+            break
+
+
 def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar) -> None:
     total = sum(f.stat.st_size for f in found)
     done = 0
@@ -493,8 +590,11 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
     for f in found:
         try:
             plan = plan_file(conn, f, existing.get(f.path))
-        except (FileNotFoundError, PermissionError):
-            continue  # vanished or unreadable since discovery
+        except FileNotFoundError:
+            continue  # vanished since discovery
+        except OSError as e:
+            stats.add_unreadable(f.path, e)
+            continue
         if plan.status == "unchanged":
             stats.unchanged += 1
             done += f.stat.st_size
@@ -511,8 +611,13 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
     for plan in in_process:
         try:
             ingest_file(conn, plan, stats)
-        except (FileNotFoundError, PermissionError):
-            continue  # vanished or unreadable between discovery and read
+        except FileNotFoundError:
+            continue  # vanished between discovery and read
+        except sqlite3.Error:
+            raise  # the catalog failed, not the file (each file committed whole)
+        except Exception as e:  # this file only: nothing in one file stops the others
+            stats.add_unreadable(plan.found.path, e)
+            continue
         done += plan.found.stat.st_size
         if progress:
             progress(done, total)
@@ -534,10 +639,36 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
         w.finish()
 
 
+def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_result | None = None) -> str | None:
+    """The path under which the catalog has the file at ``path``: that path,
+    its real path, or another path to the same file (a symlink to it, or
+    its target); None when the catalog lacks the file."""
+    p = Path(path)
+    real = os.path.realpath(p)
+    for candidate in dict.fromkeys((str(p), real)):
+        if conn.execute("SELECT 1 FROM files WHERE path = ?", (candidate,)).fetchone():
+            return candidate
+    try:
+        st = st or os.stat(p)
+    except OSError:
+        return None
+    for (other,) in conn.execute("SELECT path FROM files WHERE inode = ?", (st.st_ino,)).fetchall():
+        if _same_file(other, st):
+            return other
+    # A link whose target was replaced since (a surgery wrote through it):
+    # its row still has the old inode. Only paths the catalog lacks get here.
+    for (other,) in conn.execute("SELECT path FROM files").fetchall():
+        if os.path.realpath(other) == real and _same_file(other, st):
+            return other
+    return None
+
+
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
-    """Refresh one file (given by path) and return its status."""
-    p = Path(path).resolve()
-    st = p.stat()
+    """Refresh one file (given by path) and return its status. A file the
+    catalog has under another path (a symlink) is refreshed under that path."""
+    given = Path(path).expanduser().absolute()
+    st = given.stat()
+    p = Path(catalogued_path(conn, given, st) or given.resolve())
     if root is None:
         row = conn.execute("SELECT root FROM files WHERE path = ?", (str(p),)).fetchone()
         root = row[0] if row else None

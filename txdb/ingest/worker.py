@@ -123,7 +123,8 @@ class _Rows:
 
 def _parse_files(tasks, out, fts_sidecar: tuple[str, str] | None = None) -> None:
     """The worker: for each (path, file_id, kind), its row batches and then
-    ("end", summary, cursor, next_line, hashes), or ("skip",); at the end
+    ("end", summary, cursor, next_line, hashes), or ("skip", reason or None
+    when the file vanished), also after some of its rows; at the end
     ("done",). ``fts_sidecar``: (path, CREATE statement) of the full-text
     sidecar to index the blocks into."""
     try:
@@ -132,18 +133,31 @@ def _parse_files(tasks, out, fts_sidecar: tuple[str, str] | None = None) -> None
         for path, file_id, kind in tasks:
             try:
                 fh = open(path, "rb", buffering=READ_BUFFER)
-            except (FileNotFoundError, PermissionError):
-                _send(out, ("skip",))
+            except FileNotFoundError:
+                _send(out, ("skip", None))
+                continue
+            except OSError as e:
+                _send(out, ("skip", e.strerror or type(e).__name__))
                 continue
             with fh:
-                ing = FileIngest(file_id, kind, sink, True, pack_raw=True)
-                cursor, next_line = 0, 1
-                for line in read_lines(fh, 0, 1):
-                    ing.add_line(line)
-                    cursor = line.offset + line.length
-                    next_line = line.number + 1
-                summary = ing.finish()
-                _send(out, ("end", pickle.dumps(summary), cursor, next_line, head_tail(fh, cursor)))
+                try:
+                    ing = FileIngest(file_id, kind, sink, True, pack_raw=True)
+                    cursor, next_line = 0, 1
+                    for line in read_lines(fh, 0, 1):
+                        ing.add_line(line)
+                        cursor = line.offset + line.length
+                        next_line = line.number + 1
+                    summary = ing.finish()
+                    hashes = head_tail(fh, cursor)
+                except BrokenPipeError:
+                    raise
+                except OSError as e:  # this file only; the writer drops what it sent
+                    _send(out, ("skip", e.strerror or type(e).__name__))
+                    continue
+                except Exception as e:
+                    _send(out, ("skip", f"could not be indexed: {type(e).__name__}: {e}"))
+                    continue
+                _send(out, ("end", pickle.dumps(summary), cursor, next_line, hashes))
         if sidecar is not None:
             sidecar.finish()
         _send(out, ("done",))

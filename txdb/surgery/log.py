@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from ..db import transaction
-from ..ingest.store import refresh_path
+from ..ingest.store import catalogued_path, refresh_path
 from . import pending as pend
 from .engine import SurgeryReport
 from .usage import context_estimator
@@ -32,7 +32,8 @@ def now_iso() -> str:
 
 
 def _file_row(conn: sqlite3.Connection, path: str | Path) -> tuple[int | None, str | None]:
-    row = conn.execute("SELECT id, session_id FROM files WHERE path = ?", (str(Path(path).resolve()),)).fetchone()
+    row = conn.execute("SELECT id, session_id FROM files WHERE path = ?",
+                       (catalogued_path(conn, path) or str(Path(path).resolve()),)).fetchone()
     return (row[0], row[1]) if row else (None, None)
 
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 import fnmatch
 from typing import Iterable, NamedTuple
 
-import orjson
-
 from .. import tokens
 from ..policy import SYSTEM_PROMPT, attachment_cost, policy_class
 from ..records import block_rows, is_wrapped_thinking, message_content
-from .transcript import Record, Transcript
+from .transcript import Record, Transcript, dumps
 
 MARK = "[stripped by txdb"
 THINKING_PLACEHOLDER = "[thinking stripped by txdb]"
@@ -54,7 +52,7 @@ def _content_list(obj: dict):
 def _chars(value) -> int:
     if isinstance(value, str):
         return len(value)
-    return len(orjson.dumps(value))
+    return len(dumps(value))
 
 
 def tool_names(t: Transcript) -> dict[str, str]:
@@ -82,7 +80,7 @@ def _shrink_input(value, counter: list[int]):
     if isinstance(value, dict):
         return {k: _shrink_input(v, counter) for k, v in value.items()}
     if isinstance(value, list):
-        if len(orjson.dumps(value)) > INPUT_VALUE_LIMIT:
+        if len(dumps(value)) > INPUT_VALUE_LIMIT:
             counter[0] += 1
             return []
         return value

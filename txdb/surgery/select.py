@@ -55,8 +55,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..db import connect_readonly
-from ..errors import QueryError, SurgeryError, TxdbError
+from ..db import connect_readonly, run_query
+from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
 from ..ingest.store import refresh_path
 from . import ops
 from . import pending as pend
@@ -133,12 +133,10 @@ def query_rows(ro: sqlite3.Connection, view: str, cond: str) -> list[dict]:
            f"AS record_uuid FROM (SELECT {_COLUMNS[view]} FROM {view} WHERE ({cond})) t "
            f"ORDER BY t.file_id, t.offset, t.idx")
     try:
-        cur = ro.execute(sql)
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
-    except sqlite3.Error as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise QueryError(f"--where over {view}: {msg}") from None
+        cols, values = run_query(ro, sql)  # read-only and authorized like `txdb query`; Ctrl-C stops it
+    except QueryError as e:
+        raise type(e)(f"--where over {view}: {'refused: ' if isinstance(e, QueryRefused) else ''}{e}") from None
+    return [dict(zip(cols, r)) for r in values]
 
 
 # -- selection ---------------------------------------------------------------

@@ -15,10 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import orjson
-
 from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
-from .transcript import Transcript
+from .transcript import Transcript, dumps
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.
@@ -45,9 +43,9 @@ def _sans_thinking(o: dict) -> bytes:
     content = _content_list(o)
     if content is not None:
         role = _role(o)
-        return orjson.dumps([b for b in content if not is_thinking_block(b, role)])
+        return dumps([b for b in content if not is_thinking_block(b, role)])
     body = {k: v for k, v in o.items() if k in ("attachment", "content", "message", "rendered")}
-    return orjson.dumps(body)
+    return dumps(body)
 
 
 def _thinking_count(o: dict) -> int:

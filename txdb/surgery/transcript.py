@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import sys
@@ -31,10 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import orjson
-
 from .. import chain as chainmod
 from ..errors import SurgeryError
+from ..ingest import deep
 from ..ingest.lines import parse_line, read_lines
 from ..records import message_content
 
@@ -48,12 +46,9 @@ SESSION_BOUND_TYPES = frozenset(
 
 
 def dumps(obj) -> bytes:
-    """Compact JSON the way Claude Code writes it: no spaces, UTF-8, key order kept."""
-    try:
-        return orjson.dumps(obj)
-    except (TypeError, orjson.JSONEncodeError):
-        # Integers beyond 64 bits and the like: the standard library, compact.
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    """Compact JSON the way Claude Code writes it: no spaces, UTF-8, key order
+    kept; at any depth a session line can hold (integers beyond 64 bits too)."""
+    return deep.dumps(obj)
 
 
 def _stored(obj) -> bytes:

@@ -1,0 +1,231 @@
+"""Which files are sessions, and how SESSION (an id, a prefix or a path)
+finds one: backups and pending copies are read, never catalogued, never
+changed; a symlinked session is one row; ids match literally."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessions import conversation, write
+from txdb import db
+from txdb.cli import cli
+from txdb.ingest import store
+from txdb.ingest.store import refresh
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    root = tmp_path / "claude" / "projects"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    return root
+
+
+def run(*args, ok=True):
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert r.exit_code == 0, r.output
+    return r
+
+
+def one_error_line(r) -> str:
+    assert r.exit_code != 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
+    return lines[0]
+
+
+def paths(tmp_path) -> list[str]:
+    conn = db.connect(tmp_path / "catalog.db")
+    try:
+        return [r[0] for r in conn.execute("SELECT path FROM files ORDER BY path")]
+    finally:
+        conn.close()
+
+
+def session_with_big_result(path: Path, session: str) -> Path:
+    objs = conversation(3, session=session)
+    objs[2]["message"]["content"][0]["content"] = "z" * 40_000  # a result strip-all clears
+    return write(path, objs)
+
+
+# -- backups and pending copies (item 4, item 15) --------------------------------
+
+def test_a_backup_is_read_by_verify_and_analyze_never_catalogued(env, tmp_path):
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    run("refresh")
+    bak = sess.with_name("s1.jsonl.bak")
+    bak.write_bytes(sess.read_bytes() + sess.read_bytes().splitlines(keepends=True)[0])  # differs
+    v = run("verify", bak)
+    assert str(bak) in v.output
+    a = run("analyze", bak, "--json")
+    report = json.loads(a.output)
+    assert report["file"] == {"path": str(bak), "catalogued": False, "kind": "a backup", "copy_of": str(sess)}
+    assert report["session"]["lines"] == 13
+    assert "This is a backup of " in run("analyze", bak).output
+    assert paths(tmp_path) == [str(sess)]
+
+
+@pytest.mark.parametrize("command", [["strip-all"], ["strip-tools", "--tools", "Bash"], ["strip-thinking"],
+                                     ["reset-usage"], ["fork"], ["snapshot"], ["apply"]])
+def test_a_backup_is_never_a_surgery_target(env, tmp_path, command):
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    bak = sess.with_name("s1.jsonl.bak.2")
+    bak.write_bytes(sess.read_bytes())
+    before = sorted(os.listdir(sess.parent))
+    line = one_error_line(run(command[0], bak, *command[1:], ok=False))
+    assert line == f"Error: {bak} is a backup, not a session: txdb never changes it (name the session instead)"
+    assert sorted(os.listdir(sess.parent)) == before
+    assert bak.read_bytes() == sess.read_bytes()
+    assert paths(tmp_path) == []
+
+
+def test_a_file_in_tool_results_is_not_a_session(env, tmp_path):
+    f = write(env / "-p" / "s1" / "tool-results" / "x.jsonl", conversation(1, session="t"))
+    assert "not a session" not in run("verify", f).output
+    assert json.loads(run("analyze", f, "--json").output)["file"]["catalogued"] is False
+    assert "a file inside a tool-results folder" in one_error_line(run("strip-all", f, ok=False))
+    assert paths(tmp_path) == []
+
+
+def test_analyze_of_the_pending_copy_reports_the_pending_copy(env, tmp_path):
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    run("strip-all", sess)
+    pending = sess.with_name("s1.jsonl.pending")
+    original = json.loads(run("analyze", sess, "--json").output)
+    copy = json.loads(run("analyze", pending, "--json").output)
+    assert copy["file"]["kind"] == "the pending copy" and copy["file"]["path"] == str(pending)
+    assert copy["session"]["file_bytes"] == pending.stat().st_size < original["session"]["file_bytes"]
+    assert copy["session"]["chain_tokens"] < original["session"]["chain_tokens"] - 9000
+    text = run("analyze", pending).output
+    assert f"This is the pending copy of {sess}" in text and "positions are the ones the next pass uses" in text
+    assert paths(tmp_path) == [str(sess)]
+    # A mutating command given the pending copy goes on with it (its session).
+    run("strip-tools", pending, "--tools", "Bash")
+    assert paths(tmp_path) == [str(sess)]
+
+
+def test_a_pending_copy_that_does_not_exist_is_said_so(env, tmp_path):
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    pending = sess.with_name("s1.jsonl.pending")
+    for command in ("verify", "analyze", "strip-all", "apply"):
+        assert one_error_line(run(command, pending, ok=False)).startswith(f"Error: no pending copy at {pending}")
+
+
+def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    bak = sess.with_name("s1.jsonl.bak")
+    bak.write_bytes(sess.read_bytes())
+    pending = sess.with_name("s1.jsonl.pending")
+    pending.write_bytes(sess.read_bytes())
+    run("refresh")
+    conn = db.connect(tmp_path / "catalog.db")
+    store.refresh_path(conn, bak)  # as `txdb verify X.jsonl.bak` did before
+    store.refresh_path(conn, pending)
+    conn.close()
+    assert len(paths(tmp_path)) == 3
+    # The session still resolves by id to the session, not to its copies.
+    assert json.loads(run("analyze", "s1", "--json").output)["file"]["path"] == str(sess)
+    out = json.loads(run("refresh", "--json").output)
+    assert out["pruned"] == 0 and len(paths(tmp_path)) == 3
+    out = json.loads(run("refresh", "--prune", "--json").output)
+    assert out["pruned"] == 2 and paths(tmp_path) == [str(sess)]
+    conn = db.connect(tmp_path / "catalog.db")
+    orphans = conn.execute("SELECT count(*) FROM records WHERE file_id NOT IN (SELECT id FROM files)").fetchone()
+    conn.close()
+    assert orphans == (0,)
+
+
+# -- symlinked sessions (item 5) -------------------------------------------------
+
+def test_a_symlinked_session_is_one_row_under_the_path_discovery_found(env, tmp_path):
+    real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
+    link = env / "-home-me-app" / "s9.jsonl"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    run("refresh")
+    assert paths(tmp_path) == [str(link)]
+    for given in (real, link, "s9"):
+        report = json.loads(run("analyze", given, "--json").output)
+        assert report["file"]["path"] == str(link)
+        assert report["session"]["project"] == "-home-me-app"
+    conn = db.connect(tmp_path / "catalog.db")
+    store.refresh_path(conn, real)  # what apply does after writing through the link
+    conn.close()
+    assert paths(tmp_path) == [str(link)]
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["same-file", "target-replaced"])
+def test_a_target_catalogued_first_is_taken_over_by_the_link_discovery_finds(env, tmp_path, replaced):
+    real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
+    run("analyze", real)  # catalogued under its own path first
+    assert paths(tmp_path) == [str(real)]
+    if replaced:  # a new file (a new inode) at the target's path, as a rename writes it
+        tmp = real.with_name("tmp")
+        tmp.write_bytes(real.read_bytes())
+        os.replace(tmp, real)
+    link = env / "-home-me-app" / "s9.jsonl"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    out = json.loads(run("refresh", "--json").output)
+    assert out["new"] == 0 and out["unchanged"] + out["rewritten"] == 1
+    assert paths(tmp_path) == [str(link)]
+    report = json.loads(run("analyze", "s9", "--json").output)
+    assert report["session"]["project"] == "-home-me-app"
+
+
+def test_a_link_beside_its_target_is_one_row_the_real_path(env, tmp_path):
+    real = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    (env / "-q").mkdir()
+    (env / "-q" / "s1.jsonl").symlink_to(real)
+    conn = db.connect(tmp_path / "catalog.db")
+    stats = refresh(conn, [env])
+    conn.close()
+    assert stats.new == 1 and paths(tmp_path) == [str(real)]
+
+
+# -- ids and prefixes match literally --------------------------------------------
+
+@pytest.fixture
+def two_sessions(env, tmp_path):
+    for sid in ("5bcd1111-aaaa", "ab_d2222-bbbb", "abxd3333-cccc"):
+        write(env / "-p" / f"{sid}.jsonl", conversation(1, session=sid))
+    return env
+
+
+@pytest.mark.parametrize("ref", ["*", "[5b]*", "%x%", "%", "_", "ab?d*", "%1111-aaaa", "5bcd_111"])
+def test_patterns_match_nothing(two_sessions, tmp_path, ref):
+    for catalogued in (False, True):  # found on disk under the roots, then in the catalog
+        r = run("analyze", ref, ok=False)
+        assert one_error_line(r) == f"Error: no session {ref!r} in the catalog (run `txdb refresh`?)"
+        run("refresh")
+
+
+def test_prefixes_and_ids_match_literally(two_sessions):
+    run("refresh")
+    for ref, sid in (("ab_d", "ab_d2222-bbbb"), ("abxd", "abxd3333-cccc"), ("5bcd", "5bcd1111-aaaa"),
+                     ("ab_d2222-bbbb", "ab_d2222-bbbb")):
+        assert json.loads(run("analyze", ref, "--json").output)["session"]["session_id"] == sid
+
+
+def test_surgery_by_the_target_path_of_a_symlinked_session_keeps_one_row(env, tmp_path):
+    real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
+    link = env / "-home-me-app" / "s9.jsonl"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    run("refresh")
+    run("strip-all", real)
+    run("apply", real)
+    assert paths(tmp_path) == [str(link)]
+    report = json.loads(run("analyze", "s9", "--json").output)
+    assert report["session"]["project"] == "-home-me-app" and report["file"]["path"] == str(link)
+    assert report["session"]["file_bytes"] < 40_000  # the catalog saw the applied result
+    conn = db.connect(tmp_path / "catalog.db")
+    logged = conn.execute("SELECT DISTINCT s.file_id, f.path FROM surgeries s LEFT JOIN files f ON f.id = s.file_id")
+    assert logged.fetchall() == [(report["session"]["file_id"], str(link))]
+    conn.close()

@@ -1,0 +1,82 @@
+"""JSON nested deeper than orjson goes.
+
+orjson reads 1,024 levels and writes 254. Claude Code reads any depth, and
+it records a tool's input even when validation fails, so a valid session
+line can nest hundreds or thousands of levels (in a tool input, a tool
+result, an attachment, the envelope). The standard library's ``json`` reads
+and writes as deep as the interpreter's recursion limit allows; ``nesting``
+raises that limit for the duration of one call, by ``MAX_DEPTH`` levels,
+which each cost a few hundred bytes of C stack (a thread's 8 MB holds ten
+times that). Deeper than that a line is not handled: it is a parse error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+import orjson
+
+MAX_DEPTH = 5000
+
+_decoder = json.JSONDecoder(strict=False)
+
+
+class TooDeep(ValueError):
+    """Nested deeper than MAX_DEPTH levels."""
+
+    def __init__(self):
+        super().__init__(f"nesting deeper than {MAX_DEPTH:,} levels")
+
+
+@contextmanager
+def nesting():
+    """Room for MAX_DEPTH more levels of recursion (a RecursionError inside
+    becomes TooDeep)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + MAX_DEPTH + 100)
+    try:
+        yield
+    except RecursionError:
+        raise TooDeep() from None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def raw_decode(text: str, pos: int = 0):
+    """(object, end) of the JSON value at ``pos`` of ``text``, at any depth up
+    to MAX_DEPTH (lenient about control characters in strings, as Claude
+    Code's JSON.parse is not, so that nothing readable is refused)."""
+    with nesting():
+        return _decoder.raw_decode(text, pos)
+
+
+def loads(data: bytes | str):
+    """orjson.loads, and deeper than orjson reads."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+        with nesting():
+            return json.loads(text)
+
+
+def dumps(obj) -> bytes:
+    """Compact JSON, UTF-8, key order kept (as Claude Code writes it); what
+    orjson refuses (too deep, integers beyond 64 bits, lone surrogates) goes
+    through the standard library."""
+    try:
+        return orjson.dumps(obj)
+    except (TypeError, orjson.JSONEncodeError):
+        with nesting():
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", "surrogatepass")
+
+
+def dumps_text(obj) -> str:
+    """``dumps`` as text (lone surrogates replaced)."""
+    try:
+        return orjson.dumps(obj).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return dumps(obj).decode("utf-8", "replace")

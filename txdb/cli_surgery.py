@@ -434,7 +434,7 @@ def reset_usage_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usa
     """
     def op(t, original):
         # Standalone (no earlier pass in a pending copy): no "before" to compare with.
-        standalone = getattr(t, "fork_of", None) is not None or t.to_bytes() == original.to_bytes()
+        standalone = getattr(t, "fork_of", None) is not None or t.digest() == original.digest()
         return reset_usage(t, None if standalone else original)
     _run(db_path, session, "reset-usage", op, dry_run=dry_run, fork=fork, fork_title=fork_title,
          no_usage_reset=True, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)

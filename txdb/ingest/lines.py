@@ -29,11 +29,12 @@ class Line:
     number: int  # 1-based line number in the file
     offset: int  # byte offset of the line's first byte
     raw: bytes  # the line's bytes, without the line ending
-    length: int  # bytes consumed, line ending included
+    length: int  # bytes consumed, line ending included (the ending is the last length - len(raw) bytes)
 
 
 def read_lines(
-    fh: BinaryIO, start_offset: int = 0, start_number: int = 1, final_partial: bool = True
+    fh: BinaryIO, start_offset: int = 0, start_number: int = 1, final_partial: bool = True,
+    every_byte: bool = False,
 ) -> Iterator[Line]:
     """Yield complete lines from ``start_offset``.
 
@@ -41,7 +42,9 @@ def read_lines(
     true and it parses as a whole JSON object (published files often lack the
     final newline; a line Claude Code is still writing does not parse). When
     such a line was read earlier and its newline arrives later, that newline
-    is consumed here without counting a line.
+    is consumed here without counting a line. With ``every_byte`` a last
+    line without a newline is always yielded (surgery keeps every byte of
+    the copy it rewrites).
     """
     ends_previous = False
     if start_offset > 0:
@@ -61,7 +64,7 @@ def read_lines(
                 offset += len(chunk)
                 continue
         if chunk[-1:] != b"\n":
-            if final_partial and _is_whole_object(chunk):
+            if every_byte or (final_partial and _is_whole_object(chunk)):
                 yield Line(number, offset, chunk.rstrip(b"\r"), len(chunk))
             return
         body = chunk[:-1]

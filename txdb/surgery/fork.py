@@ -52,8 +52,10 @@ def session_title(t: Transcript) -> str | None:
     """custom-title > ai-title > summary > first user prompt (as CC lists sessions)."""
     custom = ai = summary = prompt = None
     for r in t.live():
-        o = r.obj
-        typ = o.get("type")
+        typ = r.type
+        if typ not in ("custom-title", "ai-title", "summary", "user") or (typ == "user" and prompt is not None):
+            continue
+        o = r.parse()
         if typ == "custom-title" and isinstance(o.get("customTitle"), str):
             custom = o["customTitle"]
         elif typ == "ai-title" and isinstance(o.get("aiTitle"), str):
@@ -116,10 +118,9 @@ def make_fork(
     stamp = {"tool": TOOL, "operation": operation, "at": at}
     objs = []
     for r in t.live():
-        o = r.obj
-        if o.get("type") in SESSION_BOUND_TYPES:
+        if r.type in SESSION_BOUND_TYPES:
             continue
-        o = dict(o)  # only top-level keys change; a deep copy would recurse through deep lines
+        o = r.parse()  # a fresh dict: the fork's own
         if "sessionId" in o:
             o["sessionId"] = new_sid
         if o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str):

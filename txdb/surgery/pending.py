@@ -43,6 +43,7 @@ import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterable
 
 import orjson
 
@@ -55,6 +56,7 @@ PENDING = ".pending"
 META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
+HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
 # ("checked", "backup", "temp", "renaming", "swapped"): kill the process,
@@ -149,7 +151,7 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
     return data[:size], meta
 
 
-def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
+def write_snapshot(path: str | Path, data: bytes | Iterable[bytes], meta: dict) -> None:
     """Sidecar first, then the pending copy: a crash in between leaves a
     sidecar without a copy, which the next snapshot overwrites. Both go to
     the session's owner (when root writes them)."""
@@ -158,7 +160,7 @@ def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
     write_atomic(pending_path(path), data, owner=owner)
 
 
-def write_pending(path: str | Path, data: bytes) -> None:
+def write_pending(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     write_atomic(pending_path(path), data, owner=owner_of(os.stat(original_path(path))))
 
 
@@ -185,13 +187,30 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
 
-def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> bytes:
-    """The original's current bytes, after checking they still begin with the snapshot."""
-    if data is None:
-        with open(orig, "rb") as fh:
-            data = fh.read()
+def _prefix_sha256(orig: Path, size: int) -> str | None:
+    """sha256 of the file's first ``size`` bytes, read in chunks; None when it is shorter."""
+    h = hashlib.sha256()
+    view = memoryview(bytearray(HASH_CHUNK))
+    left = size
+    with open(orig, "rb", buffering=0) as fh:
+        while left > 0:
+            n = fh.readinto(view[:min(HASH_CHUNK, left)])
+            if not n:
+                return None
+            h.update(view[:n])
+            left -= n
+    return h.hexdigest()
+
+
+def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
+    """Refuse unless the original (``data``, its bytes, or the file read in
+    chunks) still begins with the snapshot."""
     size = meta["size"]
-    if len(data) < size or sha256(data[:size]) != meta["sha256"]:
+    if data is None:
+        digest = _prefix_sha256(orig, size)
+    else:
+        digest = sha256(memoryview(data)[:size]) if len(data) >= size else None
+    if digest != meta["sha256"]:
         raise SurgeryError(
             f"{orig.name} was rewritten since the snapshot (prefix hash differs); "
             f"the pending copy no longer descends from it: run `txdb snapshot --refresh {orig}`"

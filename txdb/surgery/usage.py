@@ -79,9 +79,9 @@ def cap_usage(u: dict, target: int) -> bool:
     return changed
 
 
-def _usage(rec: Record) -> dict | None:
-    msg = rec.obj.get("message")
-    if rec.obj.get("type") != "assistant" or not isinstance(msg, dict):
+def _usage(obj: dict) -> dict | None:
+    msg = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(msg, dict):
         return None
     if msg.get("model") == "<synthetic>":
         return None
@@ -90,9 +90,8 @@ def _usage(rec: Record) -> dict | None:
 
 
 def _message_key(rec: Record) -> str:
-    msg = rec.obj.get("message") or {}
-    mid = msg.get("id") if isinstance(msg, dict) else None
-    return mid if isinstance(mid, str) else f"rid:{rec.rid}"
+    mid = rec.node.message_id
+    return mid if mid is not None else f"rid:{rec.rid}"
 
 
 def _touched(rec: Record) -> bool:
@@ -106,7 +105,9 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     first: dict[str, int] = {}
     out = []
     for pos, rec in enumerate(t.chain):
-        u = _usage(rec)
+        if rec.type != "assistant" or rec.model == "<synthetic>":
+            continue
+        u = _usage(rec.parse())
         if u is None:
             continue
         key = _message_key(rec)
@@ -123,13 +124,13 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
     first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
     # Turns recorded before the latest compaction on the chain (a preserved
     # segment relinked below the summary) measured the old context.
-    boundary = max((r.obj.get("timestamp") or "" for r in ref.chain
-                    if r.obj.get("subtype") == "compact_boundary"), default="")
+    boundary = max((r.node.timestamp or "" for r in ref.chain
+                    if r.type == "system" and r.parse().get("subtype") == "compact_boundary"), default="")
     pairs: list[tuple[int, int]] = []
     last_pos = None
     for pos, rec, u in _turns(ref):
         rc = gauge_context(u)
-        if estimate.before_compaction(rec.obj.get("timestamp"), boundary):
+        if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
         if pos < first_touched and rc > 0 and pos != last_pos:
             pairs.append((est[pos], rc))
@@ -183,8 +184,9 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
            "method": fit.method, "turns": len(turns), "capped": 0,
            "estimate": estimate.predict(fit, est[-1]), "last_before": None, "last_after": None}
+    last_usage = turns[-1][2] if turns else None
     if turns:
-        out["last_before"] = gauge_context(turns[-1][2])
+        out["last_before"] = gauge_context(last_usage)
     for pos, rec, u in turns:
         new_raw = est[pos]
         if original is not None:
@@ -200,9 +202,13 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
         else:
             target = estimate.predict(fit, new_raw)
+        obj = rec.parse()
+        u = _usage(obj)
         if cap_usage(u, target):
-            t.touch(rec)
+            t.touch(rec, obj)
             out["capped"] += 1
+            if rec is turns[-1][1]:
+                last_usage = u
     if turns:
-        out["last_after"] = gauge_context(turns[-1][2])
+        out["last_after"] = gauge_context(last_usage)
     return out

@@ -20,8 +20,9 @@ import fnmatch
 from typing import Iterable, NamedTuple
 
 from .. import tokens
-from ..policy import SYSTEM_PROMPT, attachment_cost, policy_class
-from ..records import block_rows, is_wrapped_thinking
+from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
+from .. import records
+from ..records import block_rows, is_wrapped_thinking, record_tokens
 from .transcript import Record, Transcript, dumps
 
 MARK = "[stripped by txdb"
@@ -304,7 +305,7 @@ def attachment_plan(
     t: Transcript,
     *,
     types: Iterable[str] | None = None,
-    keep_recent: int = 1,
+    keep_recent: int = DEFAULT_KEEP_RECENT,
     drop_all: bool = False,
     include_free: bool = False,
     positions: Range = None,
@@ -336,19 +337,13 @@ def attachment_plan(
         at = a.get("type") if isinstance(a, dict) else None
         pclass = policy_class(at)
         cost, from_rendered, free = attachment_cost(r.obj)
-        action, reason = "keep", pclass
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
-            reason = "not selected"
+            action, reason = "keep", "not selected"
         elif drop_all:
             action, reason = "drop", "drop-all"
-        elif pclass == "superseded":
-            if rank[r.rid] <= keep_recent:
-                reason = f"newest {keep_recent}"
-            elif free and not include_free:
-                reason = "free (renders to nothing)"
-            else:
-                action, reason = "drop", "superseded"
+        else:
+            action, reason = attachment_decision(pclass, rank[r.rid], free, keep_recent, include_free)
         if action == "drop" and not t.removable(r):
             action, reason = "keep", "leaf or repeated uuid"
         plan.append({
@@ -397,28 +392,14 @@ def _count(items) -> dict:
 # -- sizes -------------------------------------------------------------------
 
 def record_estimate(rec: Record) -> int:
-    """Estimated context tokens of one record (system-prompt records count 0;
-    they are added once per session by ``system_prompt_tokens``)."""
-    o = rec.obj
-    if o.get("type") == "attachment":
-        a = o.get("attachment")
-        if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
-            return 0
-        return attachment_cost(o)[0]
-    content = rec.content
-    if content is None:
-        return 0
-    return sum(b.get("tokens", 0) for b in block_rows(content, _role(rec)))
+    """Estimated context tokens of one record: the catalog's per-record
+    figure (system-prompt records count 0; they are added once per session
+    by ``system_prompt_tokens``)."""
+    return record_tokens(rec.obj)
 
 
 def system_prompt_tokens(t: Transcript) -> int:
-    latest: dict[str, Record] = {}
-    for r in t.live():
-        if r.obj.get("type") == "attachment":
-            a = r.obj.get("attachment")
-            if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
-                latest[a["type"]] = r
-    return sum(attachment_cost(r.obj)[0] for r in latest.values())
+    return records.system_prompt_tokens(r.obj for r in t.live())
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

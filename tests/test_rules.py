@@ -267,3 +267,53 @@ def test_stored_record_tokens_and_system_prompt_are_the_records_rules(catalog):
         if costs:
             assert costs[0] == sp
     assert n > 100
+
+
+# -- --where and apply --all-pending never target a copy's catalog rows ---------
+
+def _catalogue_as(conn, src_path: Path, copy_path: Path) -> None:
+    """What an older txdb did: catalogue a backup or pending copy as if it
+    were a session (its files row and every row keyed by it, copied)."""
+    (fid,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(src_path),)).fetchone()
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(files)") if r[1] not in ("id", "path")]
+    with db.transaction(conn):
+        cur = conn.execute(f"INSERT INTO files (path, {', '.join(cols)}) SELECT ?, {', '.join(cols)} "
+                           "FROM files WHERE id = ?", (str(copy_path), fid))
+        new = cur.lastrowid
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                     "AND name IN ('records', 'blocks', 'attachments', 'usage', 'sessions', "
+                                     "'chain', 'dangling_parents')").fetchall():
+            tcols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] != "file_id"]
+            conn.execute(f"INSERT INTO {table} (file_id, {', '.join(tcols)}) "
+                         f"SELECT ?, {', '.join(tcols)} FROM {table} WHERE file_id = ?", (new, fid))
+
+
+def test_where_and_all_pending_skip_catalog_rows_of_backups_and_pending_copies(tmp_path):
+    project = tmp_path / "projects" / "-tmp-demo"
+    project.mkdir(parents=True)
+    path = project / "0b6f1c3e-0000-4000-8000-000000000002.jsonl"
+    _session_with_iterations(path)
+    catalog = tmp_path / "catalog.db"
+    conn = db.connect(catalog)
+    refresh(conn, [tmp_path / "projects"])
+    bak = path.with_name(path.name + ".bak")
+    shutil.copyfile(path, bak)
+    _catalogue_as(conn, path, bak)
+    conn.close()
+    bak_bytes = bak.read_bytes()
+
+    r = CliRunner().invoke(cli, ["strip-tools", "--where", "tool_name = 'Read'", "--db", str(catalog)])
+    assert r.exit_code == 0, r.output
+    assert bak.read_bytes() == bak_bytes
+    assert not Path(str(bak) + ".pending").exists()  # the backup was never a target
+    pending = Path(str(path) + ".pending")
+    assert pending.is_file()
+
+    # the older catalog also holds a row for the pending copy itself
+    conn = db.connect(catalog)
+    _catalogue_as(conn, path, pending)
+    conn.close()
+    r = CliRunner().invoke(cli, ["apply", "--all-pending", "--db", str(catalog)])
+    assert r.exit_code == 0, r.output
+    assert "1 of 1 pending copies applied" in r.output, r.output
+    assert not pending.exists() and bak.read_bytes() == bak_bytes

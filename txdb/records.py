@@ -7,6 +7,7 @@ Shared by the catalog (which stores these as rows) and the surgery engine
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Iterable
 
 from . import tokens
@@ -184,6 +185,12 @@ def message_content(obj: dict):
         content = obj.get("content")
         return content if isinstance(content, str) else None
     return None
+
+
+def now_timestamp() -> str:
+    """Now, as Claude Code writes a record's timestamp (UTC, milliseconds,
+    ``Z``): forks, the surgeries log and the snapshot record all use it."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def is_system_prompt(obj: dict) -> bool:

@@ -21,7 +21,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from txdb import db, estimate, records
+from txdb import catalog, db, estimate, records
+from txdb.verify import verify_file
 from txdb.cli import cli
 from txdb.cli_serve import make_datasette
 from txdb.ingest.store import refresh
@@ -317,3 +318,74 @@ def test_where_and_all_pending_skip_catalog_rows_of_backups_and_pending_copies(t
     assert r.exit_code == 0, r.output
     assert "1 of 1 pending copies applied" in r.output, r.output
     assert not pending.exists() and bak.read_bytes() == bak_bytes
+
+
+# -- chain health: verify, analyze and the views judge alike --------------------
+
+CHAIN_CODES = {"cut_off_messages", "bridged_parent", "dangling_parent", "dangling_parent_off_chain",
+               "more_missing_parents", "parent_outside_file", "orphan_tool_result", "tool_result_before_use",
+               "tool_use_without_result"}
+
+
+def _gap_session(path: Path, gap_seconds: int) -> None:
+    """Two turns, then a user line whose parent was deleted, written
+    ``gap_seconds`` after the line before it."""
+    objs, parent = [], None
+    for i, (kind, ts) in enumerate([("user", "10:00:00"), ("assistant", "10:00:05"),
+                                    ("user", "10:01:00"), ("assistant", "10:01:05")]):
+        objs.append({"type": kind, "uuid": f"{kind[0]}{i}", "parentUuid": parent, "sessionId": "s",
+                     "timestamp": f"2026-11-01T{ts}.000Z",
+                     "message": {"role": kind, "content": [{"type": "text", "text": f"turn {i}"}],
+                                 **({"id": f"m{i}", "model": "claude-x"} if kind == "assistant" else {})}})
+        parent = objs[-1]["uuid"]
+    t = 65 + gap_seconds
+    objs.append({"type": "user", "uuid": "u9", "parentUuid": "deleted-line", "sessionId": "s",
+                 "timestamp": f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}.000Z",
+                 "message": {"role": "user", "content": "after the gap"}})
+    objs.append({"type": "assistant", "uuid": "a9", "parentUuid": "u9", "sessionId": "s",
+                 "timestamp": f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}.500Z",
+                 "message": {"id": "m9", "role": "assistant", "model": "claude-x",
+                             "content": [{"type": "text", "text": "ok"}]}})
+    path.write_text("".join(_line(o) for o in objs))
+
+
+def _judged(conn, fid: int, path: Path):
+    by_verify = sorted((f.code, f.severity, f.line) for f in verify_file(path).findings
+                       if f.code in CHAIN_CODES and f.severity in ("error", "warning"))
+    by_view = sorted(tuple(r) for r in conn.execute(
+        "SELECT problem, severity, line FROM chain_problems WHERE file_id = ?", (fid,)))
+    by_analyze = sorted((h["problem"], h["severity"], h["count"]) for h in catalog.analyze(conn, fid)["health"]
+                        if h["severity"] in ("error", "warning"))
+    counted: dict = {}
+    for code, sev, _line in by_verify:
+        counted[(code, sev)] = counted.get((code, sev), 0) + 1
+    return by_verify, by_view, by_analyze, sorted((c, s, n) for (c, s), n in counted.items())
+
+
+def test_verify_analyze_and_chain_health_agree_on_gaps_and_the_corpus(tmp_path):
+    root = tmp_path / "projects"
+    project = root / "-tmp-gaps"
+    project.mkdir(parents=True)
+    bridged = project / "0b6f1c3e-0000-4000-8000-00000000000b.jsonl"
+    cut = project / "0b6f1c3e-0000-4000-8000-00000000000c.jsonl"
+    _gap_session(bridged, 2)  # resume bridges it (within 5 s)
+    _gap_session(cut, 40)  # it cannot: turns 0-3 drop out of what resume sends
+    files = shipped_files("cli") + shipped_files("real") + shipped_files("generated")
+    if (CORPUS / "real").is_dir():
+        files += sorted((CORPUS / "real").rglob("*.jsonl"))
+    for i, f in enumerate(files):
+        d = root / f"p{i}" / Path(*f.parent.parts[-2:]) if "subagents" in f.parts else root / f"p{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, d / f.name)
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [root])
+    seen = set()
+    for fid, path in conn.execute("SELECT id, path FROM files WHERE kind = 'session'").fetchall():
+        by_verify, by_view, by_analyze, counted = _judged(conn, fid, Path(path))
+        assert by_view == by_verify, path
+        assert by_analyze == counted, path
+        seen.update(code for code, _s, _l in by_verify)
+    fid = lambda p: conn.execute("SELECT id FROM files WHERE path = ?", (str(p),)).fetchone()[0]  # noqa: E731
+    assert _judged(conn, fid(bridged), bridged)[1] == [("bridged_parent", "warning", 5)]
+    assert [(c, s) for c, s, _l in _judged(conn, fid(cut), cut)[1]] == [("cut_off_messages", "error")]
+    assert {"bridged_parent", "cut_off_messages"} <= seen

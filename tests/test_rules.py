@@ -389,3 +389,28 @@ def test_verify_analyze_and_chain_health_agree_on_gaps_and_the_corpus(tmp_path):
     assert _judged(conn, fid(bridged), bridged)[1] == [("bridged_parent", "warning", 5)]
     assert [(c, s) for c, s, _l in _judged(conn, fid(cut), cut)[1]] == [("cut_off_messages", "error")]
     assert {"bridged_parent", "cut_off_messages"} <= seen
+
+
+@pytest.mark.parametrize("usage", [
+    {"input_tokens": -5, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": True},
+    {"input_tokens": 7, "cache_read_input_tokens": 100, "iterations": [{"input_tokens": "9"}, 3]},
+    {"input_tokens": 7, "iterations": [{"input_tokens": 2, "cache_read_input_tokens": -4,
+                                        "cache_creation_input_tokens": False, "output_tokens": 99}]},
+    {"input_tokens": 7, "iterations": []},
+    {"output_tokens": 5, "iterations": [{"output_tokens": 5}]},
+], ids=["negative-and-bool", "last-iteration-not-an-object", "odd-iteration-fields", "no-iterations", "none"])
+def test_the_gauge_view_is_the_python_rule_on_odd_usage(tmp_path, usage):
+    project = tmp_path / "projects" / "-tmp-odd"
+    project.mkdir(parents=True)
+    path = project / "0b6f1c3e-0000-4000-8000-0000000000dd.jsonl"
+    objs = [{"type": "user", "uuid": "u0", "parentUuid": None, "sessionId": "s",
+             "timestamp": "2026-11-01T10:00:00.000Z", "message": {"role": "user", "content": "hi"}},
+            {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "sessionId": "s",
+             "timestamp": "2026-11-01T10:00:05.000Z",
+             "message": {"id": "m0", "role": "assistant", "model": "claude-x",
+                         "content": [{"type": "text", "text": "ok"}], "usage": usage}}]
+    path.write_text("".join(_line(o) for o in objs))
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [tmp_path / "projects"])
+    (gauge,) = conn.execute("SELECT gauge_tokens FROM session_costs").fetchone()
+    assert gauge == (estimate.recorded_context(usage) or 0) == (_file_gauge(path) or 0)

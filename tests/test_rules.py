@@ -414,3 +414,24 @@ def test_the_gauge_view_is_the_python_rule_on_odd_usage(tmp_path, usage):
     refresh(conn, [tmp_path / "projects"])
     (gauge,) = conn.execute("SELECT gauge_tokens FROM session_costs").fetchone()
     assert gauge == (estimate.recorded_context(usage) or 0) == (_file_gauge(path) or 0)
+
+
+def test_a_catalog_from_before_chain_findings_judges_its_gaps_on_the_next_refresh(tmp_path):
+    project = tmp_path / "projects" / "-tmp-gaps"
+    project.mkdir(parents=True)
+    path = project / "0b6f1c3e-0000-4000-8000-00000000000b.jsonl"
+    _gap_session(path, 2)
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [tmp_path / "projects"])
+    # back to the schema before 009: no chain_findings
+    conn.execute("DELETE FROM _txdb_migrations WHERE name >= '009'")
+    for (v,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
+        conn.execute(f'DROP VIEW "{v}"')
+    conn.execute("DELETE FROM _txdb_meta")
+    conn.execute("DROP TABLE chain_findings")
+    conn.close()
+    conn = db.connect(tmp_path / "catalog.db")
+    assert conn.execute("SELECT count(*) FROM chain_problems").fetchone()[0] == 0
+    assert refresh(conn, [tmp_path / "projects"]).rewritten == 1  # read again once
+    assert [tuple(r) for r in conn.execute("SELECT problem, severity, line FROM chain_problems")] == [
+        ("bridged_parent", "warning", 5)]

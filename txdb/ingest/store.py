@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import orjson
-
 from .. import chain as chainmod
 from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes

@@ -326,7 +326,7 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         WHERE file_id = ? ORDER BY tokens DESC LIMIT 12""", (file_id,))
     est = sum(r["tokens"] or 0 for r in by_type)  # the raw breakdown's total
     session["est_context_tokens"] = gauge[0]["est_context_tokens"] if gauge else est
-    session["raw_context_tokens"] = est
+    session["raw_context_tokens"] = gauge[0]["raw_context_tokens"] if gauge else est
     total = session["chain_length"] or 0
     before = conn.execute(
         "SELECT coalesce(sum(r.tokens), 0) FROM chain c JOIN records r ON r.file_id = c.file_id "

@@ -29,6 +29,7 @@ from typing import Callable
 import orjson
 
 from .. import db
+from ..durability import fsync_dir
 from . import fts
 from .store import RefreshStats, refresh
 
@@ -111,7 +112,7 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
                 return None
             os.replace(scratch, path)
         published = True
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return stats
     finally:
         _unlink(sidecar)
@@ -189,18 +190,5 @@ def _fsync(p: Path) -> None:
     fd = os.open(p, os.O_RDONLY)
     try:
         os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)

@@ -64,7 +64,7 @@ def read_lines(
                 offset += len(chunk)
                 continue
         if chunk[-1:] != b"\n":
-            if every_byte or (final_partial and _is_whole_object(chunk)):
+            if every_byte or (final_partial and is_whole_object(chunk)):
                 yield Line(number, offset, chunk.rstrip(b"\r"), len(chunk))
             return
         body = chunk[:-1]
@@ -89,7 +89,10 @@ def head_tail(fh, cursor: int) -> tuple[str, str]:
     return head, tail
 
 
-def _is_whole_object(chunk: bytes) -> bool:
+def is_whole_object(chunk: bytes) -> bool:
+    """Whether a last line without its newline is complete: it holds a whole
+    JSON object (a published file), not a line still being written. The one
+    rule: the reader and the pending copy's prefix both use it."""
     text = chunk.strip()
     if not text.endswith(b"}"):
         return False

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
+from ..records import now_timestamp
 from . import fork as forkmod
 from . import gate
 from . import pending as pend
@@ -154,7 +154,7 @@ def run_surgery(
     if report.changed_lines == 0:
         # Nothing (new) to change: no pending copy is made, an existing one stays.
         return report
-    entry = {"command": operation, "arguments": arguments or {}, "at": _now(),
+    entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed)}
     if not had_pending:
@@ -166,7 +166,3 @@ def run_surgery(
         pend.record_pass(orig, entry)
     report.written = True
     return report
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

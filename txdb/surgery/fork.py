@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import re
 import uuid as uuidlib
-from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
 from ..errors import SurgeryError
-from ..records import CHAIN_TYPES
+from ..records import CHAIN_TYPES, now_timestamp
 from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
@@ -41,11 +40,6 @@ def check_forkable(path: str | Path) -> None:
         raise SurgeryError(
             f"{p.name} is a subagent transcript and `claude -r` resumes only top-level sessions: "
             f"fork its parent session {parent_id} instead (txdb fork {parent})")
-
-
-def now_iso() -> str:
-    dt = datetime.now(timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def session_title(t: Transcript) -> str | None:
@@ -114,7 +108,7 @@ def make_fork(
     folder = Path(folder)
     old_sid = t.session_id
     new_sid = new_session_id or str(uuidlib.uuid4())
-    at = at or now_iso()
+    at = at or now_timestamp()
     stamp = {"tool": TOOL, "operation": operation, "at": at}
     objs = []
     for r in t.live():

@@ -21,8 +21,9 @@ import fnmatch
 from typing import Iterable, NamedTuple
 
 from .. import tokens
-from ..policy import SYSTEM_PROMPT, attachment_cost, policy_class
-from ..records import block_rows, is_wrapped_thinking, message_content
+from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
+from .. import records
+from ..records import block_rows, is_wrapped_thinking, record_tokens
 from .transcript import Record, Transcript, dumps
 
 MARK = "[stripped by txdb"
@@ -327,7 +328,7 @@ def attachment_plan(
     t: Transcript,
     *,
     types: Iterable[str] | None = None,
-    keep_recent: int = 1,
+    keep_recent: int = DEFAULT_KEEP_RECENT,
     drop_all: bool = False,
     include_free: bool = False,
     positions: Range = None,
@@ -357,19 +358,13 @@ def attachment_plan(
         at = r.attachment_type
         pclass = policy_class(at)
         cost, from_rendered, free = attachment_cost(r.parse())
-        action, reason = "keep", pclass
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
-            reason = "not selected"
+            action, reason = "keep", "not selected"
         elif drop_all:
             action, reason = "drop", "drop-all"
-        elif pclass == "superseded":
-            if rank[r.rid] <= keep_recent:
-                reason = f"newest {keep_recent}"
-            elif free and not include_free:
-                reason = "free (renders to nothing)"
-            else:
-                action, reason = "drop", "superseded"
+        else:
+            action, reason = attachment_decision(pclass, rank[r.rid], free, keep_recent, include_free)
         if action == "drop" and not t.removable(r):
             action, reason = "keep", "leaf or repeated uuid"
         plan.append({
@@ -418,32 +413,17 @@ def _count(items) -> dict:
 # -- sizes -------------------------------------------------------------------
 
 def record_estimate(rec: Record) -> int:
-    """Estimated context tokens of one record (system-prompt records count 0;
-    they are added once per session by ``system_prompt_tokens``). Kept on
-    the record until it changes."""
+    """Estimated context tokens of one record: the catalog's per-record
+    figure (system-prompt records count 0; they are added once per session
+    by ``system_prompt_tokens``). Kept on the record until it changes."""
     if rec.tokens is None:
-        rec.tokens = _estimate(rec)
+        rec.tokens = record_tokens(rec.parse())
     return rec.tokens
 
 
-def _estimate(rec: Record) -> int:
-    if rec.type == "attachment":
-        if rec.attachment_type in SYSTEM_PROMPT:
-            return 0
-        return attachment_cost(rec.parse())[0]
-    o = rec.parse()
-    content = message_content(o)
-    if content is None:
-        return 0
-    return sum(b.get("tokens", 0) for b in block_rows(content, _role(o)))
-
-
 def system_prompt_tokens(t: Transcript) -> int:
-    latest: dict[str, Record] = {}
-    for r in t.live():
-        if r.attachment_type in SYSTEM_PROMPT:
-            latest[r.attachment_type] = r
-    return sum(attachment_cost(r.parse())[0] for r in latest.values())
+    # Only system-prompt attachments are parsed (the model parses on demand).
+    return records.system_prompt_tokens(r.parse() for r in t.live() if r.attachment_type in SYSTEM_PROMPT)
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

@@ -48,6 +48,7 @@ from typing import Iterable
 import orjson
 
 from ..errors import SurgeryError
+from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_file
 from . import gate
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
@@ -100,14 +101,8 @@ def complete_prefix(data: bytes) -> int:
     if not data or data.endswith(b"\n"):
         return len(data)
     cut = data.rfind(b"\n") + 1
-    tail = data[cut:].strip()
-    if tail.startswith(b"{") and tail.endswith(b"}"):
-        try:
-            if isinstance(orjson.loads(tail), dict):
-                return len(data)
-        except orjson.JSONDecodeError:
-            pass
-    return cut
+    # the rule ingest reads a file by (ingest.lines.read_lines)
+    return len(data) if is_whole_object(data[cut:]) else cut
 
 
 def sha256(data: bytes) -> str:
@@ -277,6 +272,23 @@ def _fingerprint(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def file_state(path: str | Path) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a file, None when it cannot be stat'ed: the settle
+    check compares it before and after ``SETTLE_SECONDS`` of quiet."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def being_written(orig: Path, settle: float) -> SurgeryError:
+    """The refusal of a settle check that saw the original change."""
+    return SurgeryError(
+        f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle check): "
+        "a live Claude Code is appending; stop it (or wait) and apply again")
+
+
 def _refuse_changed(orig: Path, when: str) -> SurgeryError:
     return SurgeryError(f"{orig.name} changed {when}: a live Claude Code is appending; "
                         "nothing was changed: stop it and apply again")
@@ -299,14 +311,10 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                            f"run `txdb snapshot --refresh {orig}`")
     if not dry_run:
         clean_stale_temps(orig.parent)
-    st1 = os.stat(orig)
+    st1 = file_state(orig)
     time.sleep(settle)
-    st2 = os.stat(orig)
-    if (st1.st_size, st1.st_mtime_ns) != (st2.st_size, st2.st_mtime_ns):
-        raise SurgeryError(
-            f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle check): "
-            "a live Claude Code is appending; stop it (or wait) and apply again"
-        )
+    if file_state(orig) != st1:
+        raise being_written(orig, settle)
     with open(orig, "rb") as fh:
         data = fh.read()
         seen = os.fstat(fh.fileno())

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .. import chain as chainmod
+from ..durability import fsync_dir
 from ..errors import SurgeryError
 from ..ingest import deep
 from ..ingest.lines import parse_line, read_lines
@@ -549,16 +550,3 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
         except OSError:
             pass
     return removed
-
-
-def fsync_dir(folder: str | Path) -> None:
-    try:
-        dfd = os.open(str(folder), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)

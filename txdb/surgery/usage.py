@@ -7,7 +7,7 @@ calibrated estimate of the post-strip context.
 
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
-(DESIGN.md). The estimate is chars/4 (images by pixels, attachments by their
+(the surgery contract). The estimate is chars/4 (images by pixels, attachments by their
 rendered cost) calibrated by ``txdb.estimate`` (the same fit ``analyze``
 reports) over the turns whose recorded usage is still ground truth. A turn
 whose own recorded count is known is lowered by the calibrated size of
@@ -21,23 +21,16 @@ from .. import estimate
 from .ops import MARK, THINKING_PLACEHOLDER, chain_estimate, chain_prefix_estimates, system_prompt_tokens
 from .transcript import Record, Transcript
 
-CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def _int(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
-def recorded_context(u: dict) -> int:
-    return sum(_int(u.get(k)) for k in CONTEXT_FIELDS)
+CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
+_int = estimate.field_count
+# The gauge's one statement is txdb.estimate's: the three context fields of
+# one usage object, and of the last iterations[] entry when there is one.
+recorded_context = estimate.context_sum
 
 
 def gauge_context(u: dict) -> int:
-    """What the gauge reads: the last iteration when there are any, else the totals."""
-    its = u.get("iterations")
-    if isinstance(its, list) and its and isinstance(its[-1], dict):
-        return recorded_context(its[-1])
-    return recorded_context(u)
+    """What the gauge reads (``estimate.recorded_context``), 0 for none."""
+    return estimate.recorded_context(u) or 0
 
 
 def _cap_fields(u: dict, target: int) -> bool:

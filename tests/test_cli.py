@@ -168,7 +168,7 @@ def test_every_command_has_help_with_an_example():
 def test_every_command_of_the_lazy_modules_is_listed():
     import importlib
 
-    from txdb.cli import LAZY_COMMANDS
+    from txdb.cli.main import LAZY_COMMANDS
     for module in set(LAZY_COMMANDS.values()):
         importlib.import_module(module)
     assert sorted(cli.commands) == cli.list_commands(None)

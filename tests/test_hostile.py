@@ -24,7 +24,7 @@ import pytest
 from wcwidth import wcswidth
 
 from txdb import db
-from txdb.cli_serve import metadata_path
+from txdb.web.metadata import metadata_path
 from txdb.ingest.bulk import refresh_db
 
 from conftest import DATA
@@ -168,7 +168,7 @@ def test_plain_datasette_without_a_catalog_is_left_alone(tmp_path):
     ("[::1", 8001, False), ("localhost:", 8001, False), ("", 8001, False), (None, 8001, False),
 ])
 def test_loopback_host_names(host, port, ok):
-    from txdb.hostcheck import loopback_host
+    from txdb.web.hostcheck import loopback_host
 
     assert loopback_host(host, port) is ok
 

@@ -12,21 +12,22 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+from importlib import resources
 from pathlib import Path
 
-from . import sql as _sql_package
 from . import tokens
 from .errors import QueryError, QueryRefused
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600
 
-SQL_DIR = Path(_sql_package.__file__).parent  # the sql/ folder, installed as txdb.sql
-
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
+    """(name, text) of each .sql file of ``sql/<folder>``: the repository's
+    top-level sql/ folder, installed as the package ``txdb.sql`` (found
+    through importlib.resources, from a wheel as from an editable install)."""
     out = []
-    for entry in (SQL_DIR / folder).iterdir():
+    for entry in resources.files("txdb.sql").joinpath(folder).iterdir():
         if entry.name.endswith(".sql"):
             out.append((entry.name, entry.read_text(encoding="utf-8")))
     return sorted(out)

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import tokens
-from .errors import QueryError, QueryRefused
+from .errors import CatalogError, QueryError, QueryRefused
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600
@@ -152,16 +152,38 @@ def create_private(path: str | Path) -> None:
     os.close(fd)
 
 
+def _check_is_catalog(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse another program's database: txdb migrates only an empty file
+    or one it created (which has ``_txdb_migrations``)."""
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    if names and "_txdb_migrations" not in names:
+        raise CatalogError(f"{path} is not a txdb catalog (it holds other tables): name another --db")
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    _pragmas(conn)
-    register_functions(conn)
-    migrate(conn)
-    ensure_views(conn)
+    try:
+        _pragmas(conn)
+        register_functions(conn)
+        _check_is_catalog(conn, path)
+        migrate(conn)
+        ensure_views(conn)
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if str(e) in ("database is locked", "database or disk is full", "disk I/O error",
+                      "attempt to write a readonly database", "unable to open database file"):
+            raise  # the machine's state, not the file's: reported as such
+        raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
+    except CatalogError:
+        conn.close()
+        raise
+    except sqlite3.DatabaseError as e:  # not a database at all (a text file, a corrupt file)
+        conn.close()
+        raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
     return conn
 
 

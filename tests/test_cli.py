@@ -213,3 +213,72 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     file_id, path, est, _ = rows[0]
     rep = run_surgery(path, "strip-all", lambda t, o: {}, dry_run=True)
     assert rep.tokens_before == rep.tokens_base == est
+
+# -- errors: expected ones are one line, a bug keeps its traceback ----------------
+
+def test_an_unexpected_exception_shows_its_traceback(tmp_path):
+    """A bug is not dressed up as `Error: unexpected ...`: Python's traceback
+    names where it happened (as sqlite-utils does)."""
+    code = ("import click\n"
+            "from txdb.cli import cli\n"
+            "@cli.command('boom')\n"
+            "def boom():\n"
+            "    'Example: txdb boom'\n"
+            "    {}['missing']\n"
+            "cli(['boom'], prog_name='txdb')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, TXDB_DB=str(tmp_path / "c.db")))
+    assert r.returncode == 1
+    assert r.stderr.startswith("Traceback (most recent call last):")
+    assert r.stderr.splitlines()[-1] == "KeyError: 'missing'"
+    assert "Error: unexpected" not in r.stderr
+
+
+def test_verify_exits_through_the_group_like_every_command(tmp_path):
+    """verify's verdict is click's Exit(1), the way every command exits: a
+    caller running the group without standalone mode gets the code back."""
+    objs = conversation(3)
+    objs[5]["parentUuid"] = "not-there"
+    for o in objs[5:]:
+        o["timestamp"] = o["timestamp"].replace("T10:", "T11:")
+    bad = write(tmp_path / "p" / "-x" / "bad.jsonl", objs)
+    good = write(tmp_path / "p" / "-x" / "good.jsonl", conversation(2))
+    db_arg = ["--db", str(tmp_path / "c.db")]
+    assert cli.main(["verify", str(bad), *db_arg], standalone_mode=False) == 1
+    assert cli.main(["verify", str(good), *db_arg], standalone_mode=False) is None
+
+
+@pytest.mark.parametrize("make,error", [
+    (lambda p: p.write_text("hello\n"), "{p} cannot be used as a txdb catalog: file is not a database"),
+    (lambda p: __import__("sqlite3").connect(p).executescript("create table records(x);"),
+     "{p} is not a txdb catalog (it holds other tables): name another --db"),
+])
+def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, make, error):
+    p = tmp_path / "other.db"
+    make(p)
+    before = p.read_bytes()
+    for args in (["sessions"], ["refresh", "--root", str(tmp_path / "none")], ["query", "select 1"],
+                 ["analyze", "x"]):
+        r = CliRunner().invoke(cli, [*args, "--db", str(p)])
+        assert r.exit_code == 1, r.output
+        assert r.output == "Error: " + error.format(p=p) + "\n"
+    assert p.read_bytes() == before
+
+
+def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = CliRunner().invoke(cli, ["sessions", "--db", str(blocker / "c.db")])
+    assert r.exit_code == 1
+    assert r.output == f"Error: cannot create the catalog {blocker / 'c.db'}: a file is in the way of its folder\n"
+
+
+def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, projects):
+    code = ("import sys\n"
+            "from txdb.cli import cli\n"
+            f"cli.main(['refresh', '--root', {str(projects)!r}, '--db', {str(tmp_path / 'c.db')!r}],"
+            " standalone_mode=False)\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('txdb.surgery', 'txdb.web', 'datasette'))))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "[]"

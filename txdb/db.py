@@ -163,13 +163,17 @@ def _check_is_catalog(conn: sqlite3.Connection, path: Path) -> None:
 def connect(path: str | Path) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a folder of the path should be
+        raise CatalogError(f"cannot create the catalog {path}: a file is in the way of its folder") from None
     create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        _check_is_catalog(conn, path)  # before anything is written to it (WAL mode is)
         _pragmas(conn)
         register_functions(conn)
-        _check_is_catalog(conn, path)
         migrate(conn)
         ensure_views(conn)
     except sqlite3.OperationalError as e:

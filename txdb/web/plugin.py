@@ -369,10 +369,13 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
                r.model, r.is_meta, r.is_sidechain, r.tokens,
                a.type AS attachment_type, a.policy, a.free,
                CASE WHEN r.type NOT IN ('user', 'assistant')
-                    THEN substr(coalesce(json_extract(r.raw, '$.content'),
-                                         json_extract(r.raw, '$.attachment.content'),
-                                         json_extract(r.raw, '$.attachment'),
-                                         json_extract(r.raw, '$.summary')), 1, ?) END AS body
+                    -- a line nested deeper than SQLite's JSON goes is shown as its text
+                    THEN substr(CASE WHEN json_valid(r.raw)
+                                     THEN coalesce(json_extract(r.raw, '$.content'),
+                                                   json_extract(r.raw, '$.attachment.content'),
+                                                   json_extract(r.raw, '$.attachment'),
+                                                   json_extract(r.raw, '$.summary'))
+                                     ELSE r.raw END, 1, ?) END AS body
         FROM chain c
         JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
         LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset

@@ -10,7 +10,6 @@ import re
 
 from . import tokens
 from .ingest.deep import dumps_text
-from .policy import attachment_cost
 
 # Line types that take part in the parentUuid chain. progress lines carry a
 # uuid but Claude Code bridges over them.
@@ -183,14 +182,3 @@ def message_content(obj: dict):
         content = obj.get("content")
         return content if isinstance(content, str) else None
     return None
-
-
-def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
-    """Estimated context tokens a record costs when it is on the chain."""
-    rtype = obj.get("type")
-    if rtype == "attachment":
-        return attachment_cost(obj)[0]
-    if blocks is None:
-        content = message_content(obj)
-        blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) for b in blocks)

@@ -187,7 +187,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
 
 
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The seed's analyze report, from the catalog."""
+    """The analyze report (README, "analyze"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
     by_type = _rows(
         conn,

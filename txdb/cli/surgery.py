@@ -54,7 +54,7 @@ class SurgeryOptions:
         return (self.frm, self.to)
 
 
-# The shared options: (click name, SurgeryOptions field, how the value maps).
+# The shared options, in groups a command takes or leaves (see surgery_options).
 _WHERE = [
     click.option("--where", "where", default=None, metavar="SQL",
                  help="Instead of SESSION: an SQL condition over the target view, across every "

@@ -256,13 +256,15 @@ def test_verify_exits_through_the_group_like_every_command(tmp_path):
 def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, make, error):
     p = tmp_path / "other.db"
     make(p)
+    p.chmod(0o644)
     before = p.read_bytes()
     for args in (["sessions"], ["refresh", "--root", str(tmp_path / "none")], ["query", "select 1"],
                  ["analyze", "x"]):
         r = CliRunner().invoke(cli, [*args, "--db", str(p)])
         assert r.exit_code == 1, r.output
         assert r.output == "Error: " + error.format(p=p) + "\n"
-    assert p.read_bytes() == before
+    assert p.read_bytes() == before and p.stat().st_mode & 0o777 == 0o644
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["other.db"]
 
 
 def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):

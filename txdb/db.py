@@ -21,6 +21,11 @@ from .errors import CatalogError, QueryError, QueryRefused
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600
 
+# SQLite errors that describe the machine, not txdb or the catalog: locked
+# by another writer past the busy timeout, a full or read-only disk.
+MACHINE_CONDITIONS = ("database is locked", "database or disk is full", "disk I/O error",
+                      "attempt to write a readonly database", "unable to open database file")
+
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
     """(name, text) of each .sql file of ``sql/<folder>``: the repository's
@@ -167,19 +172,22 @@ def connect(path: str | Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where a folder of the path should be
         raise CatalogError(f"cannot create the catalog {path}: a file is in the way of its folder") from None
-    create_private(path)
+    existed = path.exists()
+    if not existed:
+        create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")
         _check_is_catalog(conn, path)  # before anything is written to it (WAL mode is)
+        if existed:
+            create_private(path)  # ours: private (another program's file is left as it is)
         _pragmas(conn)
         register_functions(conn)
         migrate(conn)
         ensure_views(conn)
     except sqlite3.OperationalError as e:
         conn.close()
-        if str(e) in ("database is locked", "database or disk is full", "disk I/O error",
-                      "attempt to write a readonly database", "unable to open database file"):
+        if str(e) in MACHINE_CONDITIONS:
             raise  # the machine's state, not the file's: reported as such
         raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
     except CatalogError:

@@ -34,12 +34,6 @@ LAZY_COMMANDS = {
     "serve": "txdb.cli.serve",
 }
 
-# SQLite errors that describe the machine, not txdb: the catalog is locked
-# by another writer past the busy timeout, the disk is full or read-only.
-_SQLITE_CONDITIONS = ("database is locked", "database or disk is full", "disk I/O error",
-                      "attempt to write a readonly database", "unable to open database file")
-
-
 class TxdbGroup(click.Group):
     """Turns expected errors into one ``Error: ...`` line and a non-zero
     exit, and loads the modules of lazy commands on first use."""
@@ -67,7 +61,7 @@ class TxdbGroup(click.Group):
         except TxdbError as e:
             raise click.ClickException(str(e)) from None
         except sqlite3.OperationalError as e:
-            if str(e) not in _SQLITE_CONDITIONS:
+            if str(e) not in db.MACHINE_CONDITIONS:
                 raise  # a statement of ours that SQLite rejects: a bug
             raise click.ClickException(f"SQLite: {e}") from None
         except OSError as e:

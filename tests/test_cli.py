@@ -120,6 +120,9 @@ def test_unknown_session_and_missing_file_are_one_line_errors(run, home, tmp_pat
         r = run("analyze", ref, ok=False)
         assert r.exit_code == 1
         assert r.output == f"Error: {error}\n"
+    for command in ("analyze", "verify"):
+        r = run(command, tmp_path, ok=False)
+        assert r.exit_code == 1 and r.output == f"Error: {tmp_path} is a folder, not a session file\n"
 
 
 def test_verify_exit_codes(run, tmp_path):

@@ -146,7 +146,7 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not is_session_path(p):
         if not mutating:
             if not p.is_file():
-                raise SessionNotFound(f"no file at {ref}")
+                raise SessionNotFound(f"{ref} is a folder, not a session file" if p.is_dir() else f"no file at {ref}")
             return SessionRef(None, str(p), None, copy_kind(p), _copy_of(p))
         if not p.name.endswith(".jsonl" + PENDING):
             raise NotASession(f"{ref} is {copy_kind(p)}, not a session: txdb never changes it "

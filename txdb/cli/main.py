@@ -317,10 +317,14 @@ def verify(db_path, session, as_json):
         status = "OK" if report.ok else "BROKEN"
         echo(
             f"{status}: {report.path}: {report.lines} lines, chain of {report.chain_length}; "
-            f"{c['error']} errors, {c['warning']} warnings, {c['note']} notes"
+            f"{_count(c['error'], 'error')}, {_count(c['warning'], 'warning')}, {_count(c['note'], 'note')}"
         )
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @cli.command()

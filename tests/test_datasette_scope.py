@@ -31,6 +31,11 @@ def served(tmp_path_factory):
         f = root / f"-deep-{place}" / f"{depth:08d}-0000-0000-0000-000000000000.jsonl"
         f.parent.mkdir(parents=True)
         f.write_bytes(data)
+    # No title and no prompt in words: the first user message is a tool result.
+    from sessions import assistant, user, write
+    u = user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}], None, session="untitled")
+    write(root / "-untitled" / "00000001-0000-0000-0000-000000000000.jsonl",
+          [u, assistant("done", u["uuid"], session="untitled")])
     catalog = tmp / "catalog.db"
     conn = db.connect(catalog)
     refresh(conn, [root])
@@ -97,3 +102,12 @@ async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
         assert "[[[[[[[[[[" in page
         page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
         assert "Traceback" not in page
+
+
+async def test_a_session_with_neither_title_nor_prompt_has_its_page(ds, served):
+    conn = sqlite3.connect(served["catalog"])
+    (file_id,) = conn.execute("SELECT id FROM files WHERE path LIKE '%-untitled%'").fetchone()
+    conn.close()
+    page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
+    assert "<title>untitled · txdb session</title>" in page  # named by its session id
+    assert "(untitled session)" in page

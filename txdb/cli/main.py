@@ -352,7 +352,3 @@ def current(db_path, quiet):
 
 def main():
     cli(prog_name="txdb")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """The surgery contract as a check: compare a session before and after.
 
 ``contract_violations(before, after)`` lists every way ``after`` breaks the
-contract of DESIGN.md relative to ``before`` (both raw bytes): untouched
+surgery contract (docs/surgery.md) relative to ``before`` (both raw bytes): untouched
 lines byte-identical (in order), rewritten lines compact JSON, the chain no
 less whole, tool pairs intact, no recorded usage raised, verify passing
 wherever it passed before. The tests' oracle (the library checks what it

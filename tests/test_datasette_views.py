@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from txdb import db
-from txdb.cli_serve import load_metadata, make_datasette, metadata_path
+from txdb.web.metadata import load_metadata, make_datasette, metadata_path
 from txdb.ingest.store import refresh
 
 from conftest import DATA, copy_fixture_sessions, rows

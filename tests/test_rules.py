@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from txdb import catalog, db, estimate, records
 from txdb.verify import verify_file
 from txdb.cli import cli
-from txdb.cli_serve import make_datasette
+from txdb.web.metadata import make_datasette
 from txdb.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery

@@ -148,7 +148,7 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not is_session_path(p):
         if not mutating:
             if not p.is_file():
-                raise SessionNotFound(f"no file at {ref}")
+                raise SessionNotFound(f"{ref} is a folder, not a session file" if p.is_dir() else f"no file at {ref}")
             return SessionRef(None, str(p), None, copy_kind(p), _copy_of(p))
         if not p.name.endswith(".jsonl" + PENDING):
             raise NotASession(f"{ref} is {copy_kind(p)}, not a session: txdb never changes it "
@@ -189,7 +189,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
 
 
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The seed's analyze report, from the catalog."""
+    """The analyze report (README, "analyze"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
     by_type = _rows(
         conn,

@@ -20,9 +20,8 @@ context its request used, ``input + cache_read + cache_creation``. So:
 
 Pure functions over numbers, so the same calibration serves the catalog
 (:func:`catalog_pairs`, :func:`session_estimate`) and a transcript being
-edited (:func:`transcript_pairs` over parsed lines, e.g. the post-strip
-estimate of ``reset-usage``: fit on the pairs of untouched turns, then
-``predict(f, raw_estimate_after_strip)``).
+edited (the post-strip estimate of ``reset-usage``: fit on the pairs of
+untouched turns, then ``predict(f, raw_estimate_after_strip)``).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
-from . import records as recmod
 
 # Fitted factors outside this range mean the pairs are not linear (a compact,
 # a change of tools): fall back to the ratio of sums, then to 1.
@@ -177,41 +175,10 @@ def recorded_context(usage: dict | None) -> int | None:
     return context_sum(src)
 
 
-def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
-    """``(estimate, recorded)`` per assistant turn of a chain of parsed lines
-    (root first), for a transcript outside the catalog. Lines without usage,
-    synthetic turns and API error turns are skipped."""
-    pairs: list[tuple[int, int]] = []
-    seen: set[str] = set()
-    running = 0
-    boundary = ""  # timestamp of the latest compact boundary on the chain
-    for rec in chain:
-        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
-            boundary = max(boundary, rec.get("timestamp") or "")
-        if rec.get("type") == "assistant":
-            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
-            mid = msg.get("id")
-            if (mid and mid not in seen and msg.get("model") != "<synthetic>"
-                    and not rec.get("isApiErrorMessage")
-                    and not before_compaction(rec.get("timestamp"), boundary)):
-                seen.add(mid)
-                rc = recorded_context(msg.get("usage"))
-                if rc:
-                    pairs.append((running, rc))
-        # system-prompt snapshots count 0 here: the overhead the fit learns
-        running += recmod.record_tokens(rec)
-    return pairs
-
-
 def before_compaction(timestamp, boundary: str) -> bool:
     """A turn recorded before the compaction its chain now hangs below (a
     preserved segment): its usage measured the old, longer context."""
     return bool(boundary) and isinstance(timestamp, str) and timestamp < boundary
-
-
-def chain_estimate(chain: Iterable[dict]) -> int:
-    """The raw estimate of a chain of parsed lines (same rule as the pairs)."""
-    return sum(recmod.record_tokens(r) for r in chain)
 
 
 # The active chain from its leaf back, with what a turn needs. Read newest
@@ -333,7 +300,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "Fit", "fit", "predict", "leave_last_out", "recorded_context", "transcript_pairs",
-    "chain_estimate", "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
+    "Fit", "fit", "predict", "leave_last_out", "recorded_context",
+    "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior",
 ]

@@ -1,4 +1,4 @@
-"""The attachment policy of the surgery seed, and what an attachment costs.
+"""The attachment policy of strip-attachments, and what an attachment costs.
 
 Claude Code re-expands every attachment line into a ``<system-reminder>`` on
 every request, so attachments are real context. The policy says, per type,

@@ -128,6 +128,17 @@ def _scrub(value):
     return value
 
 
+def _json_kind(value) -> str:
+    """What JSON calls a parsed value (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array"}.get(type(value), type(value).__name__)
+
+
 def parse_line(raw: bytes) -> Parsed:
     """Parse one line into zero or more JSON objects."""
     body = raw[3:] if raw.startswith(BOM) else raw
@@ -139,7 +150,7 @@ def parse_line(raw: bytes) -> Parsed:
     else:
         if isinstance(obj, dict):
             return Parsed([(shift, len(body), obj)])
-        return Parsed([], f"line is a JSON {type(obj).__name__}, not an object")
+        return Parsed([], f"line is a JSON {_json_kind(obj)}, not an object")
 
     if not body.strip():
         return Parsed([], "blank line")
@@ -163,7 +174,7 @@ def parse_line(raw: bytes) -> Parsed:
             error = f"invalid JSON: {e.msg} at column {e.colno}"
             break
         if not isinstance(obj, dict):
-            error = f"line holds a JSON {type(obj).__name__}, not an object"
+            error = f"line holds a JSON {_json_kind(obj)}, not an object"
             break
         if lossy:
             # Replacement characters break the char-to-byte mapping: the

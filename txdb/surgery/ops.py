@@ -334,7 +334,7 @@ def attachment_plan(
     positions: Range = None,
     uuids: set[str] | None = None,
 ) -> list[dict]:
-    """One decision per attachment line: what the seed's policy does with it.
+    """One decision per attachment line: what the attachment policy (txdb/policy.py) does with it.
 
     keep-all types (queued_command, the *_delta types, skill_listing, hook
     context) and system-prompt records (prompt_snapshot,

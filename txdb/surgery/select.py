@@ -8,7 +8,7 @@
   ``strip-attachments``.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
-``txdb/cli_surgery.py``):
+``txdb/cli/surgery.py``):
 
 1. ``check_condition``: the text must be a single expression (no ``;``, no
    comment, parentheses balanced); SQLite parses it inside
@@ -40,7 +40,7 @@ Semantics of a selected row:
   text) removes that block; other kinds (plain text, commands) are not
   strippable and are counted, not touched;
 - an attachment row drops that line: the WHERE chose it, so ``keep_recent``
-  defaults to 0, but the seed's safety rules still hold: keep-all types
+  defaults to 0, but the attachment policy's safety rules still hold: keep-all types
   (``queued_command``, ``*_delta``, ``skill_listing``, hook context),
   system-prompt records and unknown types stay unless ``--drop-all --types``
   names them, and the leaf or a repeated uuid never goes.

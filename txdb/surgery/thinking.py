@@ -1,5 +1,5 @@
 """Preserved thinking: an edit of earlier history makes the API drop every
-later thinking block (on the models the seed names).
+later thinking block (on the models docs/surgery.md names).
 
 Each thinking block's signature binds it to the history before it and to
 the previous thinking block. Removing thinking blocks from the front of the

@@ -7,7 +7,7 @@ calibrated estimate of the post-strip context.
 
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
-(the surgery contract). The estimate is chars/4 (images by pixels, attachments by their
+(docs/surgery.md, reset-usage). The estimate is chars/4 (images by pixels, attachments by their
 rendered cost) calibrated by ``txdb.estimate`` (the same fit ``analyze``
 reports) over the turns whose recorded usage is still ground truth. A turn
 whose own recorded count is known is lowered by the calibrated size of

@@ -1,9 +1,9 @@
 """Surgery benchmarks for txdb: strip-all on a ~100 MB session, and bulk
 ``--where`` plans and applies across the benchmark corpus.
 
-    .venv/bin/python bench/bench_surgery.py [--corpus DIR ...] [--quick] [--keep]
+    .venv/bin/python bench/bench_surgery.py [--corpus DIR ...] [--quick] [--size-mb N] [--keep]
 
-1. A ~100 MB session (25 MB with --quick) is built by ``build_big_session``
+1. A ~100 MB session (25 MB with --quick, N MB with --size-mb) is built by ``build_big_session``
    of bench/bench_refresh.py (generated-corpus sessions repeated with fresh
    uuids, each pass chained below the previous leaf). On it:
    - ``run_surgery(..., strip-all)`` in-process: load, strip tools and
@@ -12,7 +12,11 @@
    - ``txdb strip-all PATH`` and ``txdb apply PATH`` as whole processes
      (catalog already indexed; apply includes its 400 ms settle, the verify
      of both files, the atomic swap and the catalog refresh of the new file);
-   - the baseline: no peer tool ships a bulk/query-driven surgery path to
+   - the targets' baseline: reading the file and ``orjson.loads`` of every
+     line (no objects kept). Printed side by side: strip-all's time over
+     that (target at most 10x) and the peak RSS of ``txdb strip-all PATH``
+     over the file's size (target at most 2x);
+   - a rewrite baseline: no peer tool ships a bulk/query-driven surgery path to
      compare with, so the ratio is against a *naive rewrite* of the same
      file: read every line, ``json.loads``, ``json.dumps`` (compact, UTF-8),
      write, with no chain, no checks and no edit at all (stdlib json; an
@@ -61,6 +65,14 @@ BULK = [
     ("strip-tools", ["--where", "tool_name = 'Read' and result_tokens > 10000", "--only-results"]),
     ("strip-all", ["--where", "kind in ('tool_result', 'thinking') and tokens > 1000"]),
 ]
+
+
+def read_and_parse(src: Path) -> None:
+    loads = orjson.loads
+    with open(src, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                loads(line)
 
 
 def naive_rewrite(src: Path, dst: Path, loads, dumps) -> None:
@@ -117,7 +129,12 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
         out["report"] = {k: rep.as_dict()[k] for k in ("changed_lines", "lines", "bytes_before", "bytes_after",
                                                        "tokens_before", "tokens_after")}
     t_dry = timed(lambda: strip(True), reps)
-    t_write = timed(lambda: strip(False), reps)
+    # The targets' baseline is timed right before each write run, so that a
+    # busy machine slows both alike.
+    t_parse, t_write = [], []
+    for _ in range(reps):
+        t_parse += timed(lambda: read_and_parse(big), 1)
+        t_write += timed(lambda: strip(False), 1)
     out["strip_all_dry_run_seconds"] = median(t_dry)
     out["strip_all_seconds"] = median(t_write)
     r = out["report"]
@@ -154,6 +171,14 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
     out.update({"cli_strip_all_seconds": dt_s, "cli_strip_all_peak_rss": rss_s, "cli_apply_seconds": dt_a,
                 "cli_apply_peak_rss": rss_a, "catalog_refresh_seconds": dt})
     say(f"  txdb strip-all PATH (whole process): {dt_s:.2f}s, peak RSS {mb(rss_s):.0f} MB")
+    out["read_parse_seconds"] = median(t_parse)
+    out["strip_all_vs_parse"] = median([w / p for w, p in zip(t_write, t_parse)])
+    out["cli_peak_vs_size"] = rss_s / size
+    say("  strip-all against the baseline (read the file, orjson.loads every line):")
+    say(f"    time: run_surgery strip-all {median(t_write):.2f}s vs read+parse {median(t_parse):.2f}s: "
+        f"{out['strip_all_vs_parse']:.1f}x (median of the paired runs; target <= 10x)")
+    say(f"    memory: txdb strip-all PATH peak RSS {mb(rss_s):.0f} MB vs file {mb(size):.0f} MB = "
+        f"{out['cli_peak_vs_size']:.2f}x (target <= 2x)")
     say(f"  txdb apply PATH (whole process; 0.4 s settle, verify x2, swap, catalog refresh of the new file): "
         f"{dt_a:.2f}s, peak RSS {mb(rss_a):.0f} MB")
 
@@ -208,6 +233,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append", type=Path, help="corpus folder (repeatable)")
     ap.add_argument("--quick", action="store_true", help="1 run each, 25 MB session instead of 100 MB")
+    ap.add_argument("--size-mb", type=int, default=None, help="size of the big session (default 100, 25 with --quick)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "surgery.json")
     args = ap.parse_args(argv)
@@ -221,7 +247,7 @@ def main(argv=None) -> int:
                      "machine": platform.platform(), "cpus": os.cpu_count(),
                      "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
-        bench_big(corpora, scratch, reps, 25 if args.quick else 100, results)
+        bench_big(corpora, scratch, reps, args.size_mb or (25 if args.quick else 100), results)
         bench_bulk(corpora, scratch, results)
     finally:
         if not args.keep:

@@ -60,17 +60,18 @@ def test_refresh_then_query_formats(run, home):
 def test_query_is_read_only_and_errors_are_one_line(run, home):
     run("refresh")
     r = run("query", "delete from records", ok=False)
-    assert r.exit_code != 0
-    assert r.output.startswith("Error: query refused: DELETE on records is not allowed")
-    assert len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 1
+    assert r.output == ("Error: query refused: DELETE on records is not allowed: queries only read "
+                        "(SELECT, WITH, schema PRAGMAs)\n")
     r = run("query", "select nope from nowhere", ok=False)
-    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert r.exit_code == 1 and r.output == "Error: query failed: no such table: nowhere\n"
 
 
 def test_missing_root_is_a_hint_not_an_error(run, tmp_path):
     r = run("refresh", "--root", tmp_path / "none")
-    assert "No sessions folder" in r.output
-    assert "0 new" in r.output
+    first, summary = r.output.splitlines()
+    assert first == f"No sessions folder at {tmp_path / 'none'} (nothing to index; set --root or CLAUDE_CONFIG_DIR)."
+    assert summary.startswith("0 new, 0 grown, 0 rewritten, 0 unchanged, 0 gone; 0 lines")
 
 
 def test_sessions_lists_one_row_per_session(run, home):
@@ -114,10 +115,15 @@ def test_a_path_the_catalog_lacks_or_that_changed_is_refreshed_first(run, tmp_pa
 
 def test_unknown_session_and_missing_file_are_one_line_errors(run, home, tmp_path):
     run("refresh")
-    for ref in ("no-such-session", str(tmp_path / "missing.jsonl")):
+    missing = tmp_path / "missing.jsonl"
+    for ref, error in (("no-such-session", "no session 'no-such-session' in the catalog (run `txdb refresh`?)"),
+                       (str(missing), f"no session file at {missing}")):
         r = run("analyze", ref, ok=False)
         assert r.exit_code == 1
-        assert r.output.startswith("Error: ") and r.output.count("\n") == 1
+        assert r.output == f"Error: {error}\n"
+    for command in ("analyze", "verify"):
+        r = run(command, tmp_path, ok=False)
+        assert r.exit_code == 1 and r.output == f"Error: {tmp_path} is a folder, not a session file\n"
 
 
 def test_verify_exit_codes(run, tmp_path):
@@ -131,7 +137,10 @@ def test_verify_exit_codes(run, tmp_path):
     bad = write(tmp_path / "p" / "-x" / "bad.jsonl", objs)
     r = run("verify", bad, ok=False)
     assert r.exit_code == 1
-    assert "are not on the chain resume sends" in r.output
+    assert r.output.splitlines() == [
+        "error: line 6: parent not-there is not in the file: 5 user/assistant lines (lines 1-5) are not on "
+        "the chain resume sends",
+        f"BROKEN: {bad}: 12 lines, chain of 7; 1 error, 0 warnings, 0 notes"]
     report = json.loads(run("verify", bad, "--json", ok=False).output)
     assert report["ok"] is False and report["counts"]["error"] == 1
 
@@ -144,7 +153,8 @@ def test_verify_a_pending_copy_without_the_catalog(run, tmp_path):
 
 def test_current_uses_the_session_env_var(run, home, monkeypatch):
     r = run("current", ok=False)
-    assert r.exit_code == 1 and "CLAUDE_CODE_SESSION_ID" in r.output
+    assert r.exit_code == 1 and r.output == ("Error: CLAUDE_CODE_SESSION_ID is not set: not inside a Claude "
+                                             "Code session; name the session instead\n")
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "b3edadab-bca0-4054-9b41-f7ffa6941260")
     # Not refreshed yet: found under the projects root all the same.
     path = run("current", "--quiet").output.strip()
@@ -168,7 +178,7 @@ def test_every_command_has_help_with_an_example():
 def test_every_command_of_the_lazy_modules_is_listed():
     import importlib
 
-    from txdb.cli import LAZY_COMMANDS
+    from txdb.cli.main import LAZY_COMMANDS
     for module in set(LAZY_COMMANDS.values()):
         importlib.import_module(module)
     assert sorted(cli.commands) == cli.list_commands(None)
@@ -181,7 +191,7 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     env = dict(os.environ, TXDB_DB=str(tmp_path / "c.db"))
     r = subprocess.run([str(exe), "analyze", "nothing-here"], capture_output=True, text=True, env=env)
     assert r.returncode == 1
-    assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+    assert r.stderr == "Error: no session 'nothing-here' in the catalog (run `txdb refresh`?)\n"
 
 
 def test_catalog_and_surgery_estimates_never_disagree(catalog):
@@ -210,3 +220,74 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     file_id, path, est, _ = rows[0]
     rep = run_surgery(path, "strip-all", lambda t, o: {}, dry_run=True)
     assert rep.tokens_before == rep.tokens_base == est
+
+# -- errors: expected ones are one line, a bug keeps its traceback ----------------
+
+def test_an_unexpected_exception_shows_its_traceback(tmp_path):
+    """A bug is not dressed up as `Error: unexpected ...`: Python's traceback
+    names where it happened (as sqlite-utils does)."""
+    code = ("import click\n"
+            "from txdb.cli import cli\n"
+            "@cli.command('boom')\n"
+            "def boom():\n"
+            "    'Example: txdb boom'\n"
+            "    {}['missing']\n"
+            "cli(['boom'], prog_name='txdb')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, TXDB_DB=str(tmp_path / "c.db")))
+    assert r.returncode == 1
+    assert r.stderr.startswith("Traceback (most recent call last):")
+    assert r.stderr.splitlines()[-1] == "KeyError: 'missing'"
+    assert "Error: unexpected" not in r.stderr
+
+
+def test_verify_exits_through_the_group_like_every_command(tmp_path):
+    """verify's verdict is click's Exit(1), the way every command exits: a
+    caller running the group without standalone mode gets the code back."""
+    objs = conversation(3)
+    objs[5]["parentUuid"] = "not-there"
+    for o in objs[5:]:
+        o["timestamp"] = o["timestamp"].replace("T10:", "T11:")
+    bad = write(tmp_path / "p" / "-x" / "bad.jsonl", objs)
+    good = write(tmp_path / "p" / "-x" / "good.jsonl", conversation(2))
+    db_arg = ["--db", str(tmp_path / "c.db")]
+    assert cli.main(["verify", str(bad), *db_arg], standalone_mode=False) == 1
+    assert cli.main(["verify", str(good), *db_arg], standalone_mode=False) is None
+
+
+@pytest.mark.parametrize("make,error", [
+    (lambda p: p.write_text("hello\n"), "{p} cannot be used as a txdb catalog: file is not a database"),
+    (lambda p: __import__("sqlite3").connect(p).executescript("create table records(x);"),
+     "{p} is not a txdb catalog (it holds other tables): name another --db"),
+])
+def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, make, error):
+    p = tmp_path / "other.db"
+    make(p)
+    p.chmod(0o644)
+    before = p.read_bytes()
+    for args in (["sessions"], ["refresh", "--root", str(tmp_path / "none")], ["query", "select 1"],
+                 ["analyze", "x"]):
+        r = CliRunner().invoke(cli, [*args, "--db", str(p)])
+        assert r.exit_code == 1, r.output
+        assert r.output == "Error: " + error.format(p=p) + "\n"
+    assert p.read_bytes() == before and p.stat().st_mode & 0o777 == 0o644
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["other.db"]
+
+
+def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = CliRunner().invoke(cli, ["sessions", "--db", str(blocker / "c.db")])
+    assert r.exit_code == 1
+    assert r.output == f"Error: cannot create the catalog {blocker / 'c.db'}: a file is in the way of its folder\n"
+
+
+def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, projects):
+    code = ("import sys\n"
+            "from txdb.cli import cli\n"
+            f"cli.main(['refresh', '--root', {str(projects)!r}, '--db', {str(tmp_path / 'c.db')!r}],"
+            " standalone_mode=False)\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('txdb.surgery', 'txdb.web', 'datasette'))))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "[]"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from txdb import db
-from txdb.cli_serve import make_datasette, metadata_path
-from txdb.datasette_plugin import TOOL_CHARS
+from txdb.web.metadata import make_datasette, metadata_path
+from txdb.web.plugin import TOOL_CHARS
 from txdb.ingest.store import refresh
 
 from conftest import copy_fixture_sessions

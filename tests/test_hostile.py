@@ -24,7 +24,7 @@ import pytest
 from wcwidth import wcswidth
 
 from txdb import db
-from txdb.cli_serve import metadata_path
+from txdb.web.metadata import metadata_path
 from txdb.ingest.bulk import refresh_db
 
 from conftest import DATA
@@ -168,7 +168,7 @@ def test_plain_datasette_without_a_catalog_is_left_alone(tmp_path):
     ("[::1", 8001, False), ("localhost:", 8001, False), ("", 8001, False), (None, 8001, False),
 ])
 def test_loopback_host_names(host, port, ok):
-    from txdb.hostcheck import loopback_host
+    from txdb.web.hostcheck import loopback_host
 
     assert loopback_host(host, port) is ok
 
@@ -199,7 +199,8 @@ def test_a_hostile_title_prints_inert_everywhere(built, tmp_path):
         assert rows == [{"title": HOSTILE_TITLE}]
     # an error line quoting what the user (or a script) passed
     r = txdb("analyze", f"{ESC}[2J{ESC}]0;pwned\x07", db_path=p)
-    assert r.returncode == 1 and r.stderr.startswith("Error:") and r.stderr.count("\n") == 1
+    assert r.returncode == 1
+    assert r.stderr == "Error: no session '\\x1b[2J\\x1b]0;pwned\\x07' in the catalog (run `txdb refresh`?)\n"
     assert_inert(r.stderr)
 
 
@@ -216,13 +217,13 @@ def test_the_plan_table_prints_a_hostile_title_inert(built, tmp_path):
 # -- 11. a read-only query writes no file ----------------------------------------
 
 @pytest.mark.parametrize("sql,what", [
-    ("vacuum into '{out}'", "ATTACH or VACUUM"),
-    ("VACUUM INTO '{out}'", "ATTACH or VACUUM"),
-    ("attach database '{out}' as e", "ATTACH or VACUUM"),
-    ("attach '{out}' as e", "ATTACH or VACUUM"),
+    ("vacuum into '{out}'", "ATTACH or VACUUM (it would write {out})"),
+    ("VACUUM INTO '{out}'", "ATTACH or VACUUM (it would write {out})"),
+    ("attach database '{out}' as e", "ATTACH or VACUUM (it would write {out})"),
+    ("attach '{out}' as e", "ATTACH or VACUUM (it would write {out})"),
     ("vacuum", "ATTACH or VACUUM"),
     ("create temp table t as select 1", "INSERT on sqlite_temp_master"),
-    ("pragma user_version = 7", "PRAGMA user_version"),
+    ("pragma user_version = 7", "PRAGMA user_version = 7"),
     ("begin immediate", "TRANSACTION"),
 ])
 def test_query_refuses_what_writes(built, tmp_path, sql, what):
@@ -230,8 +231,9 @@ def test_query_refuses_what_writes(built, tmp_path, sql, what):
     before = sorted(p.name for p in built["path"].parent.iterdir())
     r = txdb("query", sql.format(out=out), db_path=built["path"])
     assert r.returncode == 1, r.stdout
-    assert r.stderr.startswith(f"Error: query refused: {what}") and r.stderr.count("\n") == 1, r.stderr
-    assert "Traceback" not in r.stderr and not out.exists()
+    assert r.stderr == (f"Error: query refused: {what.format(out=out)} is not allowed: queries only read "
+                        "(SELECT, WITH, schema PRAGMAs)\n")
+    assert not out.exists()
     assert list(tmp_path.iterdir()) == []
     after = {p.name for p in built["path"].parent.iterdir()}
     assert after - set(before) <= {"catalog.db-wal", "catalog.db-shm"}  # SQLite's own, beside the catalog
@@ -257,8 +259,8 @@ def test_the_where_condition_runs_on_the_same_guarded_connection(built):
     r = txdb("strip-tools", "--where", "exists (select 1 from pragma_integrity_check)", "--dry-run",
              db_path=built["path"])
     assert r.returncode == 1
-    assert r.stderr.startswith("Error: --where over block_targets: refused: PRAGMA integrity_check")
-    assert r.stderr.count("\n") == 1
+    assert r.stderr == ("Error: --where over block_targets: refused: PRAGMA integrity_check is not allowed: "
+                        "queries only read (SELECT, WITH, schema PRAGMAs)\n")
 
 
 # -- 12. every file txdb writes is private ------------------------------------------
@@ -358,9 +360,9 @@ def test_serve_first_opening_the_catalog_leaves_private_files(tmp_path):
 def test_serve_port_out_of_range_is_one_error_line(built):
     for port in ("70000", "-1", "99999999999999999999"):
         r = txdb("serve", "--port", port, db_path=built["path"])
-        assert r.returncode == 2 and "OverflowError" not in r.stderr and "Traceback" not in r.stderr
-        errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
-        assert len(errors) == 1 and "0<=x<=65535" in errors[0], r.stderr
+        assert r.returncode == 2
+        assert r.stderr.splitlines()[-1] == (f"Error: Invalid value for '-p' / '--port': {port} is not in the "
+                                             "range 0<=x<=65535."), r.stderr
 
 
 def test_odd_session_ids_are_404_pages(built):

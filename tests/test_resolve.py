@@ -34,10 +34,10 @@ def run(*args, ok=True):
 
 
 def one_error_line(r) -> str:
-    assert r.exit_code != 0
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
-    return lines[0]
+    """The output, which must be one `Error: ...` line (exit 1)."""
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith("Error: ") and r.output.count("\n") == 1, r.output
+    return r.output[:-1]
 
 
 def paths(tmp_path) -> list[str]:
@@ -89,7 +89,9 @@ def test_a_file_in_tool_results_is_not_a_session(env, tmp_path):
     f = write(env / "-p" / "s1" / "tool-results" / "x.jsonl", conversation(1, session="t"))
     assert "not a session" not in run("verify", f).output
     assert json.loads(run("analyze", f, "--json").output)["file"]["catalogued"] is False
-    assert "a file inside a tool-results folder" in one_error_line(run("strip-all", f, ok=False))
+    assert one_error_line(run("strip-all", f, ok=False)) == (
+        f"Error: {f} is a file inside a tool-results folder, not a session: txdb never changes it "
+        "(name the session instead)")
     assert paths(tmp_path) == []
 
 
@@ -113,8 +115,11 @@ def test_analyze_of_the_pending_copy_reports_the_pending_copy(env, tmp_path):
 def test_a_pending_copy_that_does_not_exist_is_said_so(env, tmp_path):
     sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
     pending = sess.with_name("s1.jsonl.pending")
-    for command in ("verify", "analyze", "strip-all", "apply"):
-        assert one_error_line(run(command, pending, ok=False)).startswith(f"Error: no pending copy at {pending}")
+    assert one_error_line(run("verify", pending, ok=False)) == (
+        f"Error: no pending copy at {pending}: nothing to verify (the original is {sess}; "
+        "a strip command or `txdb snapshot` makes a pending copy)")
+    for command in ("analyze", "strip-all", "apply"):
+        assert one_error_line(run(command, pending, ok=False)) == f"Error: no pending copy at {pending}", command
 
 
 def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):

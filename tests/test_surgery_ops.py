@@ -10,12 +10,13 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from markup import escape_markup, strip_ansi, unescape_markup
 
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
-from txdb.surgery.transcript import Transcript, escape_markup, strip_ansi, unescape_markup
+from txdb.surgery.transcript import Transcript
 from txdb.surgery.usage import cap_usage, gauge_context, recorded_context
 
 DATA = Path(__file__).parent / "data"

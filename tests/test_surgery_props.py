@@ -1,5 +1,5 @@
 """Property tests: any surgery command, any flags, on generated and real sessions,
-keeps the contract (txdb.surgery.invariants).
+keeps the contract (tests/invariants.py).
 
 The real and generated sessions shipped in tests/data run in any clone; a
 sample of ../shared/corpus joins them when it is present."""
@@ -17,9 +17,9 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
-from txdb.surgery.invariants import contract_violations
 from txdb.surgery.transcript import Transcript
 
+from invariants import contract_violations
 from sessions import corpus_files, is_main_session, shipped_files
 
 DATA = Path(__file__).parent / "data"

@@ -103,7 +103,7 @@ def check_only(before: bytes, after: bytes, removed_uuids: set[str] = frozenset(
       lose thinking (preserved thinking), a thinking-only line may go.
 
     The contract checker must pass too."""
-    from txdb.surgery.invariants import contract_violations
+    from invariants import contract_violations
     assert contract_violations(before, after) == []
     b_objs = [(ln, orjson.loads(ln)) for ln in before.splitlines() if ln.strip()]
     a_objs = [(ln, orjson.loads(ln)) for ln in after.splitlines() if ln.strip()]

@@ -268,7 +268,7 @@ def test_cli_verify_prints_the_finding_and_exits_1(run, tmp_path):
     assert out.splitlines() == [
         f"error: line 3: parent {uid(2)} is not in the file: 1 user/assistant line (line 1) "
         "is not on the chain resume sends",
-        f"BROKEN: {f}: 8 lines, chain of 6; 1 errors, 0 warnings, 0 notes",
+        f"BROKEN: {f}: 8 lines, chain of 6; 1 error, 0 warnings, 0 notes",
     ]
     report = json.loads(run("verify", f, "--json", code=1))
     assert report["ok"] is False and report["findings"][0]["code"] == "cut_off_messages"

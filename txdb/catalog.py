@@ -45,7 +45,9 @@ def _ref(conn, path: str) -> SessionRef:
     return SessionRef(*row)
 
 
-def _stale(conn, path: str) -> bool:
+def stale(conn, path: str) -> bool:
+    """True when the file on disk differs (size or mtime) from what the
+    catalog indexed; a file gone from disk is not stale (its rows are kept)."""
     row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
     try:
         st = os.stat(path)
@@ -121,7 +123,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
         listing = ", ".join(sorted(paths)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
     path = live[0][1]
-    if _stale(conn, path):
+    if stale(conn, path):
         refresh_path(conn, path)
     return _ref(conn, path)
 
@@ -146,7 +148,7 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not is_session_path(p):
         if not mutating:
             if not p.is_file():
-                raise SessionNotFound(f"no file at {ref}")
+                raise SessionNotFound(f"{ref} is a folder, not a session file" if p.is_dir() else f"no file at {ref}")
             return SessionRef(None, str(p), None, copy_kind(p), _copy_of(p))
         if not p.name.endswith(".jsonl" + PENDING):
             raise NotASession(f"{ref} is {copy_kind(p)}, not a session: txdb never changes it "
@@ -155,7 +157,7 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not p.is_file():
         raise SessionNotFound(f"no session file at {ref}")
     path = catalogued_path(conn, p)
-    if path is None or _stale(conn, path):
+    if path is None or stale(conn, path):
         refresh_path(conn, path or p)
         path = catalogued_path(conn, p)
     return _ref(conn, path)
@@ -187,7 +189,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
 
 
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The seed's analyze report, from the catalog."""
+    """The analyze report (README, "analyze"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
     by_type = _rows(
         conn,

@@ -4,7 +4,7 @@ One function decides it, used by the catalog (stored as the ``chain`` table)
 and by the surgery engine, so chain positions mean the same thing in SQL,
 ``analyze`` and ``--from/--to/--pos``.
 
-Rules, from the format seed and what the real CLI does:
+Rules, from what the real CLI does (README, "The catalog"):
 - chain participants are user, assistant, attachment and system lines;
   progress lines carry a uuid but are bridged over (never positions);
 - the leaf is the last participant in file order, preferring main-chain
@@ -42,6 +42,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
+
+import orjson
 
 from .records import CHAIN_TYPES
 
@@ -368,3 +370,23 @@ def extend(new_nodes: list[Node], old_leaf_uuid: str | None) -> list[Node] | Non
             return out
         node = by_new.get(node.parent_uuid) if node.parent_uuid else None
     return None
+
+
+def load_nodes(conn, file_id: int) -> list[Node]:
+    """A catalogued file's chain nodes, in file order, from its records rows."""
+    rows = conn.execute(
+        "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
+        "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
+        "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
+        "  CASE WHEN subtype = 'compact_boundary' THEN raw END, timestamp "
+        "FROM records r WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
+        (file_id,),
+    )
+    nodes = []
+    for o, u, p, t, s, lf, mid, tr, boundary, ts in rows:
+        if boundary is not None:
+            node = node_from(o, orjson.loads(boundary))
+        else:
+            node = Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr), timestamp=ts)
+        nodes.append(node)
+    return nodes

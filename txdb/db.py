@@ -12,21 +12,27 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+from importlib import resources
 from pathlib import Path
 
-from . import sql as _sql_package
 from . import tokens
-from .errors import QueryError, QueryRefused
+from .errors import CatalogError, QueryError, QueryRefused
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600
 
-SQL_DIR = Path(_sql_package.__file__).parent  # the sql/ folder, installed as txdb.sql
+# SQLite errors that describe the machine, not txdb or the catalog: locked
+# by another writer past the busy timeout, a full or read-only disk.
+MACHINE_CONDITIONS = ("database is locked", "database or disk is full", "disk I/O error",
+                      "attempt to write a readonly database", "unable to open database file")
 
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
+    """(name, text) of each .sql file of ``sql/<folder>``: the repository's
+    top-level sql/ folder, installed as the package ``txdb.sql`` (found
+    through importlib.resources, from a wheel as from an editable install)."""
     out = []
-    for entry in (SQL_DIR / folder).iterdir():
+    for entry in resources.files("txdb.sql").joinpath(folder).iterdir():
         if entry.name.endswith(".sql"):
             out.append((entry.name, entry.read_text(encoding="utf-8")))
     return sorted(out)
@@ -151,16 +157,45 @@ def create_private(path: str | Path) -> None:
     os.close(fd)
 
 
+def _check_is_catalog(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse another program's database: txdb migrates only an empty file
+    or one it created (which has ``_txdb_migrations``)."""
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    if names and "_txdb_migrations" not in names:
+        raise CatalogError(f"{path} is not a txdb catalog (it holds other tables): name another --db")
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    create_private(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a folder of the path should be
+        raise CatalogError(f"cannot create the catalog {path}: a file is in the way of its folder") from None
+    existed = path.exists()
+    if not existed:
+        create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    _pragmas(conn)
-    register_functions(conn)
-    migrate(conn)
-    ensure_views(conn)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        _check_is_catalog(conn, path)  # before anything is written to it (WAL mode is)
+        if existed:
+            create_private(path)  # ours: private (another program's file is left as it is)
+        _pragmas(conn)
+        register_functions(conn)
+        migrate(conn)
+        ensure_views(conn)
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if str(e) in MACHINE_CONDITIONS:
+            raise  # the machine's state, not the file's: reported as such
+        raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
+    except CatalogError:
+        conn.close()
+        raise
+    except sqlite3.DatabaseError as e:  # not a database at all (a text file, a corrupt file)
+        conn.close()
+        raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
     return conn
 
 

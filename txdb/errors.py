@@ -28,3 +28,8 @@ class SurgeryError(TxdbError):
 class NotASession(TxdbError):
     """A file that is not a session (a backup, a pending copy, ...) named
     where only a session will do."""
+
+
+class CatalogError(TxdbError):
+    """The catalog database cannot be opened (not a database, another
+    program's database, a newer txdb's)."""

@@ -20,9 +20,8 @@ context its request used, ``input + cache_read + cache_creation``. So:
 
 Pure functions over numbers, so the same calibration serves the catalog
 (:func:`catalog_pairs`, :func:`session_estimate`) and a transcript being
-edited (:func:`transcript_pairs` over parsed lines, e.g. the post-strip
-estimate of ``reset-usage``: fit on the pairs of untouched turns, then
-``predict(f, raw_estimate_after_strip)``).
+edited (the post-strip estimate of ``reset-usage``: fit on the pairs of
+untouched turns, then ``predict(f, raw_estimate_after_strip)``).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
-from . import records as recmod
 
 # Fitted factors outside this range mean the pairs are not linear (a compact,
 # a change of tools): fall back to the ratio of sums, then to 1.
@@ -149,64 +147,38 @@ def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float =
     return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e), "recorded": last_r}
 
 
+CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def field_count(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def context_sum(usage: dict) -> int:
+    """input + cache read + cache creation of one usage object (or one of
+    its ``iterations[]``), non-numbers and negatives as 0."""
+    return sum(field_count(usage.get(k)) for k in CONTEXT_FIELDS)
+
+
 def recorded_context(usage: dict | None) -> int | None:
-    """input + cache_read + cache_creation of one API usage object (the last
-    ``iterations[]`` entry when present), as the context gauge reads it."""
+    """The context gauge of one API usage object, as Claude Code reads it:
+    :func:`context_sum` of the last ``iterations[]`` entry when there is
+    one, else of the totals; None when the usage records none of the three.
+    The one Python statement of the gauge (the catalog's is the
+    ``context_gauge`` view, held to this by tests/test_rules.py)."""
     if not isinstance(usage, dict):
         return None
     its = usage.get("iterations")
     src = its[-1] if isinstance(its, list) and its and isinstance(its[-1], dict) else usage
-    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    vals = [src.get(k) for k in keys]
-    if all(v is None for v in vals):
+    if all(src.get(k) is None for k in CONTEXT_FIELDS):
         return None
-    return sum(int(v) for v in vals if isinstance(v, (int, float)))
-
-
-def _counts(rec: dict) -> bool:
-    """Whether a chain line's tokens count toward the request estimate: the
-    system-prompt snapshots are the overhead the fit learns, not messages."""
-    if rec.get("type") == "attachment":
-        att = rec.get("attachment")
-        return not (isinstance(att, dict) and att.get("type") in ("prompt_snapshot", "deferred_tools_record"))
-    return True
-
-
-def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
-    """``(estimate, recorded)`` per assistant turn of a chain of parsed lines
-    (root first), for a transcript outside the catalog. Lines without usage,
-    synthetic turns and API error turns are skipped."""
-    pairs: list[tuple[int, int]] = []
-    seen: set[str] = set()
-    running = 0
-    boundary = ""  # timestamp of the latest compact boundary on the chain
-    for rec in chain:
-        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
-            boundary = max(boundary, rec.get("timestamp") or "")
-        if rec.get("type") == "assistant":
-            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
-            mid = msg.get("id")
-            if (mid and mid not in seen and msg.get("model") != "<synthetic>"
-                    and not rec.get("isApiErrorMessage")
-                    and not before_compaction(rec.get("timestamp"), boundary)):
-                seen.add(mid)
-                rc = recorded_context(msg.get("usage"))
-                if rc:
-                    pairs.append((running, rc))
-        if _counts(rec):
-            running += recmod.record_tokens(rec)
-    return pairs
+    return context_sum(src)
 
 
 def before_compaction(timestamp, boundary: str) -> bool:
     """A turn recorded before the compaction its chain now hangs below (a
     preserved segment): its usage measured the old, longer context."""
     return bool(boundary) and isinstance(timestamp, str) and timestamp < boundary
-
-
-def chain_estimate(chain: Iterable[dict]) -> int:
-    """The raw estimate of a chain of parsed lines (same rule as the pairs)."""
-    return sum(recmod.record_tokens(r) for r in chain if _counts(r))
 
 
 # The active chain from its leaf back, with what a turn needs. Read newest
@@ -279,10 +251,8 @@ def catalog_system_prompt_tokens(conn: sqlite3.Connection, file_id: int) -> int:
     """Tokens of the system prompt as session_costs counts them (the latest
     snapshot of each system-prompt type in the file; 0 when none): the prior
     overhead when no turn was recorded."""
-    row = conn.execute(
-        "SELECT coalesce(sum(a.tokens), 0) FROM attachments a WHERE a.file_id = ? AND a.policy = 'system-prompt' "
-        "AND a.offset = (SELECT max(m.offset) FROM attachments m WHERE m.file_id = a.file_id AND m.type = a.type)",
-        (file_id,)).fetchone()
+    row = conn.execute("SELECT coalesce(sum(tokens), 0) FROM system_prompt WHERE file_id = ?",
+                       (file_id,)).fetchone()
     return int(row[0] or 0) if row else 0
 
 
@@ -330,7 +300,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "Fit", "fit", "predict", "leave_last_out", "recorded_context", "transcript_pairs",
-    "chain_estimate", "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
+    "Fit", "fit", "predict", "leave_last_out", "recorded_context",
+    "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior",
 ]

@@ -1,4 +1,4 @@
-"""The attachment policy of the surgery seed, and what an attachment costs.
+"""The attachment policy of strip-attachments, and what an attachment costs.
 
 Claude Code re-expands every attachment line into a ``<system-reminder>`` on
 every request, so attachments are real context. The policy says, per type,
@@ -75,6 +75,29 @@ def policy_class(att_type: str | None) -> str:
     if att_type in SUPERSEDED:
         return "superseded"
     return "unknown"
+
+
+# strip-attachments keeps this many of each superseded type by default.
+DEFAULT_KEEP_RECENT = 1
+
+
+def attachment_decision(pclass: str, newest_rank: int, free: bool, keep_recent: int = DEFAULT_KEEP_RECENT,
+                        include_free: bool = False) -> tuple[str, str]:
+    """("keep" | "drop", why) for one attachment line under the policy:
+    keep-all, system-prompt and unknown types are kept; of each superseded
+    type the newest ``keep_recent`` (``newest_rank`` 1 = the newest line of
+    its type in the file) are kept; a free line (renders to nothing) is
+    kept unless ``include_free``. The one statement of "keep the newest N
+    of each kind": ``strip-attachments`` plans with it, and the
+    ``attachment_targets`` view's ``policy_keeps`` is its SQL form for the
+    default (N = 1, free kept), held to it by tests/test_rules.py."""
+    if pclass != "superseded":
+        return "keep", pclass
+    if newest_rank <= keep_recent:
+        return "keep", f"newest {keep_recent}"
+    if free and not include_free:
+        return "keep", "free (renders to nothing)"
+    return "drop", "superseded"
 
 
 def _rendered_chars(rendered) -> int:

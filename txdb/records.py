@@ -7,10 +7,12 @@ Shared by the catalog (which stores these as rows) and the surgery engine
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
+from typing import Iterable
 
 from . import tokens
 from .ingest.deep import dumps_text
-from .policy import attachment_cost
+from .policy import SYSTEM_PROMPT, attachment_cost
 
 # Line types that take part in the parentUuid chain. progress lines carry a
 # uuid but Claude Code bridges over them.
@@ -185,12 +187,39 @@ def message_content(obj: dict):
     return None
 
 
+def now_timestamp() -> str:
+    """Now, as Claude Code writes a record's timestamp (UTC, milliseconds,
+    ``Z``): forks, the surgeries log and the snapshot record all use it."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_system_prompt(obj: dict) -> bool:
+    """A record that builds the system prompt (``policy.SYSTEM_PROMPT``)."""
+    att = obj.get("attachment") if obj.get("type") == "attachment" else None
+    return isinstance(att, dict) and att.get("type") in SYSTEM_PROMPT
+
+
 def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
-    """Estimated context tokens a record costs when it is on the chain."""
+    """Estimated context tokens a record costs when it is on the chain: the
+    one per-record rule (stored as ``records.tokens``; the surgery plan and
+    the calibration add the same figures). A system-prompt record costs 0
+    here: it counts once per session, see :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
     if rtype == "attachment":
-        return attachment_cost(obj)[0]
+        return 0 if is_system_prompt(obj) else attachment_cost(obj)[0]
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
     return sum(b.get("tokens", 0) for b in blocks)
+
+
+def system_prompt_tokens(objs: Iterable[dict]) -> int:
+    """"The system prompt counts once": the rendered cost of the latest
+    record of each system-prompt type among ``objs`` (file order), wherever
+    it lies, since it goes with every request. The catalog's statement is
+    the ``system_prompt`` view (latest offset per type)."""
+    latest: dict[str, dict] = {}
+    for obj in objs:
+        if is_system_prompt(obj):
+            latest[obj["attachment"]["type"]] = obj
+    return sum(attachment_cost(o)[0] for o in latest.values())

@@ -88,24 +88,36 @@ def _lost_to_missing_parents(nodes, by_uuid, parents, chain, dangling) -> list[c
 
 
 def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) -> None:
-    """Records whose parentUuid is not in the file. Resume bridges such a gap
+    for finding, _offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file):
+        add(finding)
+
+
+def missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file) -> list[tuple[Finding, int]]:
+    """(finding, offset of its record) for the records whose parentUuid is
+    not in the file: the one rule ``verify`` and the catalog's chain health
+    (``store_chain_findings``) judge a missing parent by. Resume bridges such a gap
     when a record was written within seconds before (see ``chain``); when it
     cannot, or when the gap moves the leaf resume walks from, user and
     assistant lines drop out of the conversation: an error. A partial
     transcript's first line, a branch before a compact boundary, a subagent
     transcript hanging off its parent session lose nothing: warnings and
     notes."""
+    out: list[tuple[Finding, int]] = []
+
+    def add(finding: Finding, offset: int) -> None:
+        out.append((finding, offset))
+
     parents = chainmod.relinks(nodes, by_uuid)
     dangling = [n for n in nodes if n.uuid and by_uuid.get(n.uuid) is n
                 and parents.get(n.uuid, n.parent_uuid) and parents.get(n.uuid, n.parent_uuid) not in by_uuid]
     if not dangling:
-        return
+        return out
     if sidechain_file:
         for n in dangling[:1]:
             add(Finding("note", "parent_outside_file",
                         f"parent {n.parent_uuid} lies outside this file "
-                        "(subagent transcripts hang off their parent session)", line_of.get(n.offset)))
-        return
+                        "(subagent transcripts hang off their parent session)", line_of.get(n.offset)), n.offset)
+        return out
     lost = _lost_to_missing_parents(nodes, by_uuid, parents, chain, dangling)
     if lost:
         first = dangling[0]
@@ -115,28 +127,50 @@ def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) 
                     f"parent {first.parent_uuid} is not in the file{more}: "
                     f"{_plural(len(lost), 'user/assistant line')} "
                     + (f"(line {lines[0]}) is" if len(lines) == 1 else f"(lines {lines[0]}-{lines[-1]}) are")
-                    + " not on the chain resume sends", line_of.get(first.offset)))
-    if lost:
-        return
+                    + " not on the chain resume sends", line_of.get(first.offset)), first.offset)
+        return out
     on_chain = {n.offset for n in chain}
     for k, n in enumerate(dangling):
         where = line_of.get(n.offset)
         if k == MAX_GAPS_LISTED:
             add(Finding("warning", "more_missing_parents",
-                        f"{_plural(len(dangling) - k, 'more record')} whose parent is not in the file", where))
+                        f"{_plural(len(dangling) - k, 'more record')} whose parent is not in the file", where),
+                n.offset)
             break
         if chain and n is chain[0]:
             add(Finding("warning", "dangling_parent",
                         f"the chain starts below parent {n.parent_uuid}, which is not in the file "
-                        "(nothing before it in the file is lost: a partial transcript?)", where))
+                        "(nothing before it in the file is lost: a partial transcript?)", where), n.offset)
         elif n.offset in on_chain:
             add(Finding("warning", "bridged_parent",
                         f"parent {n.parent_uuid} is not in the file; resume bridges over it to the record "
-                        f"written just before (within {chainmod.BRIDGE_MS // 1000} s)", where))
+                        f"written just before (within {chainmod.BRIDGE_MS // 1000} s)", where), n.offset)
         else:
             add(Finding("warning", "dangling_parent_off_chain",
                         f"parent {n.parent_uuid} is not in the file (off the active chain; "
-                        "resume would not send this branch with its parent either)", where))
+                        "resume would not send this branch with its parent either)", where), n.offset)
+    return out
+
+
+def store_chain_findings(conn, file_id: int) -> int:
+    """Judge a catalogued file's missing parents as ``verify`` does, from its
+    records rows, and keep the findings in ``chain_findings`` (which the
+    ``chain_health`` view reads). Refresh calls it for every file it
+    changed; only a file with a row in ``dangling_parents`` has anything to
+    judge, so the others cost one lookup. Returns the findings kept."""
+    conn.execute("DELETE FROM chain_findings WHERE file_id = ?", (file_id,))
+    if conn.execute("SELECT 1 FROM dangling_parents WHERE file_id = ? LIMIT 1", (file_id,)).fetchone() is None:
+        return 0
+    nodes = chainmod.load_nodes(conn, file_id)
+    line_of = dict(conn.execute("SELECT offset, line FROM records WHERE file_id = ? AND uuid IS NOT NULL",
+                                (file_id,)))
+    by_uuid = chainmod.index(nodes)
+    chain = chainmod.active_chain(nodes)
+    sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
+    rows = [(file_id, offset, f.severity, f.code, f.message)
+            for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
+    conn.executemany("INSERT OR REPLACE INTO chain_findings VALUES (?,?,?,?,?)", rows)
+    return len(rows)
 
 
 PENDING_SUFFIX = ".jsonl.pending"

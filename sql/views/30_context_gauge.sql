@@ -3,7 +3,9 @@
 -- builds read the same three fields from usage.iterations[], when present).
 -- It reads the figures the file holds now (usage.gauge_*: lowered by a
 -- usage reset), not the API's (usage's own columns, kept for the record).
--- Correlated per session, so a filter on file_id touches one session only.
+-- The rule is estimate.recorded_context's (tests/test_rules.py holds the
+-- two together). Correlated per session, so a filter on file_id touches
+-- one session only.
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
     SELECT s.file_id,
@@ -25,20 +27,22 @@ SELECT
     u.gauge_cache_read_input_tokens AS cache_read_input_tokens,
     u.gauge_cache_creation_input_tokens AS cache_creation_input_tokens,
     u.output_tokens,
-    coalesce(u.gauge_input_tokens, 0) + coalesce(u.gauge_cache_read_input_tokens, 0)
-        + coalesce(u.gauge_cache_creation_input_tokens, 0) AS recorded_context,
-    CASE WHEN u.gauge_iterations IS NOT NULL AND json_array_length(u.gauge_iterations) > 0 THEN
-        coalesce(json_extract(u.gauge_iterations, '$[#-1].input_tokens'), 0)
-        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_read_input_tokens'), 0)
-        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
+        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS recorded_context,
+    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+         FROM json_each(u.gauge_iterations, '$[#-1]') j
+         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
     END AS iterations_context,
-    CASE WHEN u.gauge_iterations IS NOT NULL AND json_array_length(u.gauge_iterations) > 0 THEN
-        coalesce(json_extract(u.gauge_iterations, '$[#-1].input_tokens'), 0)
-        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_read_input_tokens'), 0)
-        + coalesce(json_extract(u.gauge_iterations, '$[#-1].cache_creation_input_tokens'), 0)
+    -- estimate.recorded_context's rule, in SQL: the last iterations[] entry
+    -- when it is an object, else the totals; positive integers only
+    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+         FROM json_each(u.gauge_iterations, '$[#-1]') j
+         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
     ELSE
-        coalesce(u.gauge_input_tokens, 0) + coalesce(u.gauge_cache_read_input_tokens, 0)
-        + coalesce(u.gauge_cache_creation_input_tokens, 0)
+        max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
+        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0)
     END AS gauge_tokens,
     -- what the API recorded for that turn (differs after a usage reset)
     coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)

@@ -34,10 +34,8 @@ FROM (
         s.est_turns,
         -- The system prompt (and deferred tool schemas) go with every
         -- request, wherever their latest snapshot lies: counted once each.
-        (SELECT coalesce(sum(a.tokens), 0) FROM attachments a
-         WHERE a.file_id = s.file_id AND a.policy = 'system-prompt'
-           AND a.offset = (SELECT max(m.offset) FROM attachments m
-                           WHERE m.file_id = a.file_id AND m.type = a.type)) AS system_prompt_tokens,
+        (SELECT coalesce(sum(sp.tokens), 0) FROM system_prompt sp
+         WHERE sp.file_id = s.file_id) AS system_prompt_tokens,
         s.record_bytes - s.chain_bytes - s.journal_bytes AS off_chain_bytes,
         s.journal_bytes,
         (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens

@@ -17,8 +17,6 @@ GROUP BY a.file_id
 UNION ALL
 -- The system prompt (and deferred tool schemas): the latest snapshot of
 -- each type in the file, on the chain or not, sent with every request.
-SELECT a.file_id, a.session_id, 'system_prompt', count(*), NULL, NULL, sum(a.tokens)
-FROM attachments a
-WHERE a.policy = 'system-prompt'
-  AND a.offset = (SELECT max(m.offset) FROM attachments m WHERE m.file_id = a.file_id AND m.type = a.type)
-GROUP BY a.file_id;
+SELECT sp.file_id, sp.session_id, 'system_prompt', count(*), NULL, NULL, sum(sp.tokens)
+FROM system_prompt sp
+GROUP BY sp.file_id;

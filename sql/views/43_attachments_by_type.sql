@@ -1,21 +1,15 @@
 -- Attachments on each session's active chain by type, with what the
 -- default strip-attachments policy would keep (every keep-all, system-prompt,
--- unknown and free one, and the newest of each superseded type) and drop.
+-- unknown and free one, and the newest of each superseded type) and drop:
+-- attachment_targets.policy_keeps, the policy's one SQL statement.
 CREATE VIEW attachments_by_type AS
-SELECT a.file_id, a.session_id, a.type, a.policy,
+SELECT t.file_id, t.session_id, t.type, t.policy,
        count(*) AS count,
-       sum(a.tokens) AS tokens,
-       sum(keeps) AS kept,
-       count(*) - sum(keeps) AS dropped,
-       sum(CASE WHEN keeps = 0 THEN a.tokens ELSE 0 END) AS dropped_tokens,
-       sum(a.free) AS free
-FROM (
-    SELECT a.*,
-           CASE WHEN a.policy <> 'superseded' OR a.free = 1
-                  OR a.offset = (SELECT max(m.offset) FROM attachments m
-                                 WHERE m.file_id = a.file_id AND m.type = a.type)
-                THEN 1 ELSE 0 END AS keeps
-    FROM attachments a
-    JOIN chain c ON c.file_id = a.file_id AND c.offset = a.offset
-) a
-GROUP BY a.file_id, a.type;
+       sum(t.tokens) AS tokens,
+       sum(t.policy_keeps) AS kept,
+       count(*) - sum(t.policy_keeps) AS dropped,
+       sum(CASE WHEN t.policy_keeps = 0 THEN t.tokens ELSE 0 END) AS dropped_tokens,
+       sum(t.free) AS free
+FROM attachment_targets t
+WHERE t.on_chain = 1
+GROUP BY t.file_id, t.type;

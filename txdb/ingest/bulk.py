@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import db
+from ..durability import fsync_dir
 from .store import RefreshStats, refresh
 
 
@@ -87,7 +88,7 @@ def build(path: Path, roots: list[Path], progress=None) -> RefreshStats | None:
                 return None
             os.replace(scratch, path)
         published = True
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return stats
     finally:
         if published or path.exists():
@@ -147,18 +148,5 @@ def _fsync(p: Path) -> None:
     fd = os.open(p, os.O_RDONLY)
     try:
         os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)

@@ -29,11 +29,12 @@ class Line:
     number: int  # 1-based line number in the file
     offset: int  # byte offset of the line's first byte
     raw: bytes  # the line's bytes, without the line ending
-    length: int  # bytes consumed, line ending included
+    length: int  # bytes consumed, line ending included (the ending is the last length - len(raw) bytes)
 
 
 def read_lines(
-    fh: BinaryIO, start_offset: int = 0, start_number: int = 1, final_partial: bool = True
+    fh: BinaryIO, start_offset: int = 0, start_number: int = 1, final_partial: bool = True,
+    every_byte: bool = False,
 ) -> Iterator[Line]:
     """Yield complete lines from ``start_offset``.
 
@@ -41,7 +42,9 @@ def read_lines(
     true and it parses as a whole JSON object (published files often lack the
     final newline; a line Claude Code is still writing does not parse). When
     such a line was read earlier and its newline arrives later, that newline
-    is consumed here without counting a line.
+    is consumed here without counting a line. With ``every_byte`` a last
+    line without a newline is always yielded (surgery keeps every byte of
+    the copy it rewrites).
     """
     ends_previous = False
     if start_offset > 0:
@@ -61,7 +64,7 @@ def read_lines(
                 offset += len(chunk)
                 continue
         if chunk[-1:] != b"\n":
-            if final_partial and _is_whole_object(chunk):
+            if every_byte or (final_partial and is_whole_object(chunk)):
                 yield Line(number, offset, chunk.rstrip(b"\r"), len(chunk))
             return
         body = chunk[:-1]
@@ -86,7 +89,10 @@ def head_tail(fh, cursor: int) -> tuple[str, str]:
     return head, tail
 
 
-def _is_whole_object(chunk: bytes) -> bool:
+def is_whole_object(chunk: bytes) -> bool:
+    """Whether a last line without its newline is complete: it holds a whole
+    JSON object (a published file), not a line still being written. The one
+    rule: the reader and the pending copy's prefix both use it."""
     text = chunk.strip()
     if not text.endswith(b"}"):
         return False
@@ -122,6 +128,17 @@ def _scrub(value):
     return value
 
 
+def _json_kind(value) -> str:
+    """What JSON calls a parsed value (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array"}.get(type(value), type(value).__name__)
+
+
 def parse_line(raw: bytes) -> Parsed:
     """Parse one line into zero or more JSON objects."""
     body = raw[3:] if raw.startswith(BOM) else raw
@@ -133,7 +150,7 @@ def parse_line(raw: bytes) -> Parsed:
     else:
         if isinstance(obj, dict):
             return Parsed([(shift, len(body), obj)])
-        return Parsed([], f"line is a JSON {type(obj).__name__}, not an object")
+        return Parsed([], f"line is a JSON {_json_kind(obj)}, not an object")
 
     if not body.strip():
         return Parsed([], "blank line")
@@ -157,7 +174,7 @@ def parse_line(raw: bytes) -> Parsed:
             error = f"invalid JSON: {e.msg} at column {e.colno}"
             break
         if not isinstance(obj, dict):
-            error = f"line holds a JSON {type(obj).__name__}, not an object"
+            error = f"line holds a JSON {_json_kind(obj)}, not an object"
             break
         if lossy:
             # Replacement characters break the char-to-byte mapping: the

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import orjson
-
 from .. import chain as chainmod
-from .. import estimate
+from .. import estimate, verify
+from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
@@ -181,7 +180,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "records", "sessions"):
+                  "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -242,26 +241,6 @@ def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: boo
          s.record_bytes, s.journal_bytes),
     )
     conn.execute("UPDATE files SET session_id = ? WHERE id = ?", (file_session, file_id))
-
-
-def _load_nodes(conn, file_id: int) -> list[chainmod.Node]:
-    rows = conn.execute(
-        "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
-        "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
-        "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
-        "  CASE WHEN subtype = 'compact_boundary' THEN raw END, timestamp "
-        "FROM records r WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
-        (file_id,),
-    )
-    nodes = []
-    for o, u, p, t, s, lf, mid, tr, boundary, ts in rows:
-        if boundary is not None:
-            node = chainmod.node_from(o, orjson.loads(boundary))
-        else:
-            node = chainmod.Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr),
-                                 timestamp=ts)
-        nodes.append(node)
-    return nodes
 
 
 def _store_chain(conn, file_id: int, positions: list[tuple[int, str | None]], start: int = 0) -> None:
@@ -388,6 +367,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
         _update_chain(conn, file_id, ing.nodes)
     estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
+    verify.store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "

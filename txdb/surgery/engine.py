@@ -13,10 +13,11 @@
 6. nothing lost (``gate``): the result must keep every record of the
    original's active chain that a pass removed on purpose, in order (a fork
    through ``forkedFrom``); else ``SurgeryError`` and nothing is written
-   (``dry_run`` refuses the same way);
-7. the pending copy (or the fork file) is written, with the uuids this pass
-   removed recorded in the sidecar for ``apply``'s same check; ``dry_run``
-   writes nothing.
+   (``dry_run`` refuses the same way). The check reads the records' chain
+   fields, which ``touch`` takes from the very objects written;
+7. the pending copy (or the fork file) is streamed out (``Transcript.chunks``),
+   with the uuids this pass removed recorded in the sidecar for ``apply``'s
+   same check; ``dry_run`` writes nothing.
 
 Temp files an earlier, killed txdb left beside the session are removed
 first. A fork of a subagent transcript is refused: ``claude -r`` resumes
@@ -30,11 +31,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
+from ..records import now_timestamp
 from . import fork as forkmod
 from . import gate
 from . import pending as pend
@@ -79,11 +80,15 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     pfile = pend.pending_path(orig)
     meta = pend.read_meta(orig)
     if pfile.is_file() and meta is not None:
-        data = pend.check_descends(orig, meta)
+        with open(orig, "rb") as fh:
+            data = fh.read()
+        pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig)
+        del data
         return Transcript.load(pfile), original, True, meta
     data, meta = pend.take_snapshot(orig)
-    return Transcript.from_bytes(data, pfile), Transcript.from_bytes(data, orig), False, meta
+    original = Transcript.from_bytes(data, orig)
+    return original.copy(pfile), original, False, meta
 
 
 def run_surgery(
@@ -113,7 +118,7 @@ def run_surgery(
         t = forkmod.make_fork(t, operation=operation, folder=pend.session_path(path).parent, title=fork_title)
         report.target = str(t.path)
         report.fork_session_id = t.session_id
-        report.fork_title = t.records[-1].obj.get("customTitle") if t.records else None
+        report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
     # Token figures are the calibrated estimate (the one `sessions` and
     # `analyze` show), fitted on the original's recorded turns.
     calibrated = context_estimator(original)
@@ -130,36 +135,34 @@ def run_surgery(
         t.refresh()
     if usage_reset and (changed or fork):
         report.usage = reset_usage(t, original)
+    t.refresh()
     report.changed_lines = t.changed_lines()
     report.lines = len(t.lines)
-    data = t.to_bytes()
-    report.bytes_after = len(data)
+    report.bytes_after = t.byte_size()
     report.tokens_after = calibrated(t)
     removed = base_uuids - gate.uuids(t)
-    gate.check_chain(original, Transcript.from_bytes(data, t.path), gate.recorded_removals(meta) | removed,
+    # The chain of what will be written: the records' chain fields are read
+    # from the very objects the changed lines are written from.
+    gate.check_chain(original, t, gate.recorded_removals(meta) | removed,
                      what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
     if dry_run:
         return report
     if fork:
-        write_atomic(t.path, data, owner=owner_of(os.stat(orig)))
+        write_atomic(t.path, t.chunks(), owner=owner_of(os.stat(orig)))
         report.written = True
         return report
     if report.changed_lines == 0:
         # Nothing (new) to change: no pending copy is made, an existing one stays.
         return report
-    entry = {"command": operation, "arguments": arguments or {}, "at": _now(),
+    entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed)}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
-        pend.write_snapshot(orig, data, dict(meta, passes=[entry]))
+        pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry]))
         report.snapshot_created = True
     else:
-        pend.write_pending(orig, data)
+        pend.write_pending(orig, t.chunks())
         pend.record_pass(orig, entry)
     report.written = True
     return report
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import re
 import uuid as uuidlib
-from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
 from ..errors import SurgeryError
-from ..records import CHAIN_TYPES
+from ..records import CHAIN_TYPES, now_timestamp
 from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
@@ -43,17 +42,14 @@ def check_forkable(path: str | Path) -> None:
             f"fork its parent session {parent_id} instead (txdb fork {parent})")
 
 
-def now_iso() -> str:
-    dt = datetime.now(timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
 def session_title(t: Transcript) -> str | None:
     """custom-title > ai-title > summary > first user prompt (as CC lists sessions)."""
     custom = ai = summary = prompt = None
     for r in t.live():
-        o = r.obj
-        typ = o.get("type")
+        typ = r.type
+        if typ not in ("custom-title", "ai-title", "summary", "user") or (typ == "user" and prompt is not None):
+            continue
+        o = r.parse()
         if typ == "custom-title" and isinstance(o.get("customTitle"), str):
             custom = o["customTitle"]
         elif typ == "ai-title" and isinstance(o.get("aiTitle"), str):
@@ -112,14 +108,13 @@ def make_fork(
     folder = Path(folder)
     old_sid = t.session_id
     new_sid = new_session_id or str(uuidlib.uuid4())
-    at = at or now_iso()
+    at = at or now_timestamp()
     stamp = {"tool": TOOL, "operation": operation, "at": at}
     objs = []
     for r in t.live():
-        o = r.obj
-        if o.get("type") in SESSION_BOUND_TYPES:
+        if r.type in SESSION_BOUND_TYPES:
             continue
-        o = dict(o)  # only top-level keys change; a deep copy would recurse through deep lines
+        o = r.parse()  # a fresh dict: the fork's own
         if "sessionId" in o:
             o["sessionId"] = new_sid
         if o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str):

@@ -43,7 +43,7 @@ class ChainLoss:
 
 def _key(rec: Record, via_fork: bool) -> str | None:
     if via_fork:
-        ff = rec.obj.get("forkedFrom")
+        ff = rec.parse().get("forkedFrom")
         if isinstance(ff, dict) and isinstance(ff.get("messageUuid"), str):
             return ff["messageUuid"]
     return rec.uuid

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-from datetime import datetime, timezone
+from ..records import now_timestamp
 from pathlib import Path
 
 import orjson
@@ -25,10 +25,6 @@ from . import pending as pend
 from .engine import SurgeryReport
 from .usage import context_estimator
 from .transcript import Transcript
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _file_row(conn: sqlite3.Connection, path: str | Path) -> tuple[int | None, str | None]:
@@ -82,7 +78,7 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
         return rep, []
     refresh_path(conn, orig)
     file_id, session_id = _file_row(conn, orig)
-    at = now_iso()
+    at = now_timestamp()
     passes = rep.passes or ([fallback] if fallback else [])
     rows = []
     for p in passes:
@@ -103,6 +99,6 @@ def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | 
     file_id, session_id = _file_row(conn, report.target)
     args = dict(arguments or {})
     args.setdefault("forked_from", report.original)
-    return _insert(conn, [(now_iso(), report.operation, orjson.dumps(args).decode(),
+    return _insert(conn, [(now_timestamp(), report.operation, orjson.dumps(args).decode(),
                            session_id or report.fork_session_id, file_id, report.target, None,
                            report.changed_lines, report.tokens_before, report.tokens_after)])

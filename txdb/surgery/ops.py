@@ -6,11 +6,12 @@ single-session commands and the bulk ``--where`` path call the same code:
 - ``strip_tools(t, ..., tool_use_ids=None)``: None means every tool call
   the filters (tools, range) allow; a set restricts to those ids.
 - ``strip_thinking(t, ..., blocks=None)``: blocks as ``BlockRef``
-  (record uuid, block idx); ``refs_from_offsets`` maps catalog rows
-  (offset, idx) of the same file onto them.
+  (record uuid, block idx), which stay valid on the pending copy.
 - ``strip_attachments(t, ..., uuids=None)``: attachment record uuids.
 
-Every function mutates ``t`` (``touch``/``remove``) and returns a plain dict
+Every function walks the records, parses each one it looks at
+(``Record.parse``), hands the ones it changes to ``t.touch`` (or
+``t.remove``s them) and lets the others' dicts go; it returns a plain dict
 describing what it did; nothing here prints or writes a file.
 """
 
@@ -20,8 +21,9 @@ import fnmatch
 from typing import Iterable, NamedTuple
 
 from .. import tokens
-from ..policy import SYSTEM_PROMPT, attachment_cost, policy_class
-from ..records import block_rows, is_wrapped_thinking
+from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
+from .. import records
+from ..records import block_rows, is_wrapped_thinking, record_tokens
 from .transcript import Record, Transcript, dumps
 
 MARK = "[stripped by txdb"
@@ -41,8 +43,8 @@ def placeholder(chars: int, extra: str = "") -> str:
     return f"{MARK}: {chars:,} chars{extra}]"
 
 
-def _content_list(rec: Record):
-    msg = rec.obj.get("message")
+def _content_list(obj: dict):
+    msg = obj.get("message")
     if isinstance(msg, dict) and isinstance(msg.get("content"), list):
         return msg["content"]
     return None
@@ -54,21 +56,10 @@ def _chars(value) -> int:
     return len(dumps(value))
 
 
-def refs_from_offsets(t: Transcript, rows: Iterable[tuple[int, int]]) -> set[BlockRef]:
-    """Catalog target rows (record offset, block idx) of the file ``t`` was loaded
-    from -> BlockRefs, which stay valid on the pending copy of that file."""
-    out = set()
-    for offset, idx in rows:
-        rec = t.record_at(offset)
-        if rec is not None and rec.uuid:
-            out.add(BlockRef(rec.uuid, idx))
-    return out
-
-
 def tool_names(t: Transcript) -> dict[str, str]:
     names: dict[str, str] = {}
     for rec in t.live():
-        for b in _content_list(rec) or ():
+        for b in _content_list(rec.parse()) or ():
             if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
                 names[b["id"]] = str(b.get("name") or "")
     return names
@@ -156,75 +147,156 @@ def strip_tools(
     strings become a placeholder, long lists ``[]``. Ids never change, so
     every pair stays paired.
     """
-    tools = [s for s in (tools or []) if s]
-    do_inputs = not only_results
-    do_results = not only_inputs
-    names = tool_names(t)
-    out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
-           "tokens_saved": 0}
+    opts = _ToolOptions([s for s in (tools or []) if s], not only_results, not only_inputs, keep_last_lines,
+                        tool_use_ids)
+    return _strip(t, positions, opts, thinking=False)[0]
+
+
+def strip_thinking(
+    t: Transcript,
+    *,
+    positions: Range = None,
+    blocks: set[BlockRef] | None = None,
+) -> dict:
+    """Remove thinking blocks (text + signature), wrapped ``<thinking>``/``<think>``
+    text blocks included. A message left empty goes (its children are
+    re-parented); the leaf keeps a one-line placeholder text instead."""
+    return _strip(t, positions, None, thinking=True, blocks=blocks)[1]
+
+
+def strip_all(t: Transcript, *, tools=None, keep_last_lines=None, positions: Range = None) -> dict:
+    opts = _ToolOptions([s for s in (tools or []) if s], True, True, keep_last_lines, None)
+    a, b = _strip(t, positions, opts, thinking=True)
+    return {"tools": a, "thinking": b, "tokens_saved": a["tokens_saved"] + b["tokens_saved"]}
+
+
+class _ToolOptions(NamedTuple):
+    tools: list[str]
+    inputs: bool
+    results: bool
+    keep_last_lines: int | None
+    tool_use_ids: set[str] | None
+
+
+def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, thinking: bool,
+           blocks: set[BlockRef] | None = None) -> tuple[dict, dict]:
+    """One walk over the records for tool blocks (``tool_opts``) and/or
+    thinking blocks: each record is parsed once and touched once."""
+    tools_out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
+                 "tokens_saved": 0}
+    think_out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
+    names = tool_names(t) if tool_opts is not None and tool_opts.tools else {}
+    wanted = {b.uuid for b in blocks} if blocks is not None else None
+    empty: list[Record] = []
     for rec in list(t.live()):
-        content = _content_list(rec)
-        if not content or not t.in_range(rec, positions):
+        if not t.in_range(rec, positions):
+            continue
+        if tool_opts is None and wanted is not None and rec.uuid not in wanted:
+            continue
+        obj = rec.parse()
+        content = _content_list(obj)
+        if not content:
             continue
         changed = False
-        for b in content:
-            if not isinstance(b, dict):
-                continue
-            btype = b.get("type")
-            if do_inputs and btype in ("tool_use", "server_tool_use"):
-                tid = b.get("id")
-                if tool_use_ids is not None and tid not in tool_use_ids:
-                    continue
-                if not _tool_match(b.get("name"), tools):
-                    continue
-                inp = b.get("input")
-                counter = [0]
-                new = _shrink_input(inp, counter) if isinstance(inp, dict) else {}
-                if counter[0] == 0 and isinstance(inp, dict):
-                    continue
-                before, after = _chars(inp), _chars(new)
-                out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
-                b["input"] = new
-                out["inputs"] += 1
-                out["chars_before"] += before
-                out["chars_after"] += after
-                changed = True
-            elif do_results and btype == "tool_result":
-                tid = b.get("tool_use_id")
-                if tool_use_ids is not None and tid not in tool_use_ids:
-                    continue
-                if not _tool_match(names.get(tid), tools):
-                    continue
-                c = b.get("content")
-                if b.get("is_error"):
-                    out["kept_errors"] += 1
-                    continue
-                if c is None or _is_stripped_result(c) or _loads_tools(c):
-                    continue
-                size = _chars(c)
-                if keep_last_lines:
-                    text = _result_text(c)
-                    kept = _keep_last(text, keep_last_lines, size)
-                    if kept is None:
-                        continue
-                    new_c = kept
+        if tool_opts is not None and _strip_tool_blocks(content, names, tool_opts, tools_out):
+            tools_out["records"] += 1
+            changed = True
+        if thinking:
+            keep = _strip_thinking_blocks(rec, _role(obj), content, blocks, think_out)
+            if keep is not None:
+                think_out["records"] += 1
+                if keep:
+                    obj["message"]["content"] = keep
+                    changed = True
+                elif t.removable(rec):
+                    empty.append(rec)
                 else:
-                    new_c = placeholder(size)
-                old_tokens = _block_tokens(b)
-                new_block = dict(b, content=new_c)
-                new_tokens = _block_tokens(new_block)
-                if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
-                    continue  # stripping would not shrink it
-                b["content"] = new_c
-                out["results"] += 1
-                out["chars_before"] += size
-                out["chars_after"] += len(new_c)
-                out["tokens_saved"] += old_tokens - new_tokens
-                changed = True
+                    obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
+                    changed = True
         if changed:
-            t.touch(rec)
-            out["records"] += 1
-    return out
+            t.touch(rec, obj)
+    if empty:
+        think_out["records_removed"] = t.remove(empty)
+    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"])
+    return tools_out, think_out
+
+
+def _strip_tool_blocks(content: list, names: dict[str, str], opts: _ToolOptions, out: dict) -> bool:
+    """Strip the tool blocks ``opts`` selects in ``content``; True when any changed."""
+    changed = False
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        btype = b.get("type")
+        if opts.inputs and btype in ("tool_use", "server_tool_use"):
+            tid = b.get("id")
+            if opts.tool_use_ids is not None and tid not in opts.tool_use_ids:
+                continue
+            if not _tool_match(b.get("name"), opts.tools):
+                continue
+            inp = b.get("input")
+            counter = [0]
+            new = _shrink_input(inp, counter) if isinstance(inp, dict) else {}
+            if counter[0] == 0 and isinstance(inp, dict):
+                continue
+            before, after = _chars(inp), _chars(new)
+            out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
+            b["input"] = new
+            out["inputs"] += 1
+            out["chars_before"] += before
+            out["chars_after"] += after
+            changed = True
+        elif opts.results and btype == "tool_result":
+            tid = b.get("tool_use_id")
+            if opts.tool_use_ids is not None and tid not in opts.tool_use_ids:
+                continue
+            if not _tool_match(names.get(tid), opts.tools):
+                continue
+            c = b.get("content")
+            if b.get("is_error"):
+                out["kept_errors"] += 1
+                continue
+            if c is None or _is_stripped_result(c) or _loads_tools(c):
+                continue
+            size = _chars(c)
+            if opts.keep_last_lines:
+                text = _result_text(c)
+                kept = _keep_last(text, opts.keep_last_lines, size)
+                if kept is None:
+                    continue
+                new_c = kept
+            else:
+                new_c = placeholder(size)
+            old_tokens = _block_tokens(b)
+            new_block = dict(b, content=new_c)
+            new_tokens = _block_tokens(new_block)
+            if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
+                continue  # stripping would not shrink it
+            b["content"] = new_c
+            out["results"] += 1
+            out["chars_before"] += size
+            out["chars_after"] += len(new_c)
+            out["tokens_saved"] += old_tokens - new_tokens
+            changed = True
+    return changed
+
+
+def _strip_thinking_blocks(rec: Record, role: str | None, content: list, blocks: set[BlockRef] | None,
+                           out: dict) -> list | None:
+    """The blocks of ``content`` to keep when its thinking blocks (those in
+    ``blocks``, or all) go; None when there is none to remove."""
+    keep = []
+    removed = 0
+    for idx, b in enumerate(content):
+        if is_thinking_block(b, role) and (blocks is None or (rec.uuid and BlockRef(rec.uuid, idx) in blocks)):
+            removed += 1
+            out["chars"] += _thinking_size(b)
+        else:
+            keep.append(b)
+    if not removed:
+        return None
+    out["blocks"] += removed
+    return keep
 
 
 def is_thinking_block(b, role: str | None) -> bool:
@@ -245,57 +317,9 @@ def _thinking_size(b: dict) -> int:
     return n
 
 
-def _role(rec: Record) -> str | None:
-    msg = rec.obj.get("message")
+def _role(obj: dict) -> str | None:
+    msg = obj.get("message")
     return msg.get("role") if isinstance(msg, dict) else None
-
-
-def strip_thinking(
-    t: Transcript,
-    *,
-    positions: Range = None,
-    blocks: set[BlockRef] | None = None,
-) -> dict:
-    """Remove thinking blocks (text + signature), wrapped ``<thinking>``/``<think>``
-    text blocks included. A message left empty goes (its children are
-    re-parented); the leaf keeps a one-line placeholder text instead."""
-    out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
-    empty: list[Record] = []
-    for rec in list(t.live()):
-        content = _content_list(rec)
-        if not content or not t.in_range(rec, positions):
-            continue
-        role = _role(rec)
-        keep = []
-        removed = 0
-        for idx, b in enumerate(content):
-            if is_thinking_block(b, role) and (blocks is None or (rec.uuid and BlockRef(rec.uuid, idx) in blocks)):
-                removed += 1
-                out["chars"] += _thinking_size(b)
-            else:
-                keep.append(b)
-        if not removed:
-            continue
-        out["blocks"] += removed
-        out["records"] += 1
-        if keep:
-            rec.obj["message"]["content"] = keep
-            t.touch(rec)
-        elif t.removable(rec):
-            empty.append(rec)
-        else:
-            rec.obj["message"]["content"] = [{"type": "text", "text": THINKING_PLACEHOLDER}]
-            t.touch(rec)
-    if empty:
-        out["records_removed"] = t.remove(empty)
-    out["tokens_saved"] = tokens.text_tokens(out["chars"])
-    return out
-
-
-def strip_all(t: Transcript, *, tools=None, keep_last_lines=None, positions: Range = None) -> dict:
-    a = strip_tools(t, tools=tools, keep_last_lines=keep_last_lines, positions=positions)
-    b = strip_thinking(t, positions=positions)
-    return {"tools": a, "thinking": b, "tokens_saved": a["tokens_saved"] + b["tokens_saved"]}
 
 
 # -- attachments -------------------------------------------------------------
@@ -304,13 +328,13 @@ def attachment_plan(
     t: Transcript,
     *,
     types: Iterable[str] | None = None,
-    keep_recent: int = 1,
+    keep_recent: int = DEFAULT_KEEP_RECENT,
     drop_all: bool = False,
     include_free: bool = False,
     positions: Range = None,
     uuids: set[str] | None = None,
 ) -> list[dict]:
-    """One decision per attachment line: what the seed's policy does with it.
+    """One decision per attachment line: what the attachment policy (txdb/policy.py) does with it.
 
     keep-all types (queued_command, the *_delta types, skill_listing, hook
     context) and system-prompt records (prompt_snapshot,
@@ -322,33 +346,25 @@ def attachment_plan(
     types = set(types or ())
     if drop_all and not types:
         raise ValueError("drop_all needs explicit types")
-    atts = [r for r in t.live() if r.obj.get("type") == "attachment"]
+    atts = [r for r in t.live() if r.type == "attachment"]
     rank: dict[int, int] = {}
-    seen: dict[str, int] = {}
+    seen: dict[str | None, int] = {}
     for r in reversed(atts):
-        a = r.obj.get("attachment")
-        at = a.get("type") if isinstance(a, dict) else None
+        at = r.attachment_type
         seen[at] = seen.get(at, 0) + 1
         rank[r.rid] = seen[at]
     plan = []
     for r in atts:
-        a = r.obj.get("attachment")
-        at = a.get("type") if isinstance(a, dict) else None
+        at = r.attachment_type
         pclass = policy_class(at)
-        cost, from_rendered, free = attachment_cost(r.obj)
-        action, reason = "keep", pclass
+        cost, from_rendered, free = attachment_cost(r.parse())
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
-            reason = "not selected"
+            action, reason = "keep", "not selected"
         elif drop_all:
             action, reason = "drop", "drop-all"
-        elif pclass == "superseded":
-            if rank[r.rid] <= keep_recent:
-                reason = f"newest {keep_recent}"
-            elif free and not include_free:
-                reason = "free (renders to nothing)"
-            else:
-                action, reason = "drop", "superseded"
+        else:
+            action, reason = attachment_decision(pclass, rank[r.rid], free, keep_recent, include_free)
         if action == "drop" and not t.removable(r):
             action, reason = "keep", "leaf or repeated uuid"
         plan.append({
@@ -397,28 +413,17 @@ def _count(items) -> dict:
 # -- sizes -------------------------------------------------------------------
 
 def record_estimate(rec: Record) -> int:
-    """Estimated context tokens of one record (system-prompt records count 0;
-    they are added once per session by ``system_prompt_tokens``)."""
-    o = rec.obj
-    if o.get("type") == "attachment":
-        a = o.get("attachment")
-        if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
-            return 0
-        return attachment_cost(o)[0]
-    content = rec.content
-    if content is None:
-        return 0
-    return sum(b.get("tokens", 0) for b in block_rows(content, _role(rec)))
+    """Estimated context tokens of one record: the catalog's per-record
+    figure (system-prompt records count 0; they are added once per session
+    by ``system_prompt_tokens``). Kept on the record until it changes."""
+    if rec.tokens is None:
+        rec.tokens = record_tokens(rec.parse())
+    return rec.tokens
 
 
 def system_prompt_tokens(t: Transcript) -> int:
-    latest: dict[str, Record] = {}
-    for r in t.live():
-        if r.obj.get("type") == "attachment":
-            a = r.obj.get("attachment")
-            if isinstance(a, dict) and a.get("type") in SYSTEM_PROMPT:
-                latest[a["type"]] = r
-    return sum(attachment_cost(r.obj)[0] for r in latest.values())
+    # Only system-prompt attachments are parsed (the model parses on demand).
+    return records.system_prompt_tokens(r.parse() for r in t.live() if r.attachment_type in SYSTEM_PROMPT)
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

@@ -43,10 +43,12 @@ import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterable
 
 import orjson
 
 from ..errors import SurgeryError
+from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_file
 from . import gate
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
@@ -55,6 +57,7 @@ PENDING = ".pending"
 META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
+HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
 # ("checked", "backup", "temp", "renaming", "swapped"): kill the process,
@@ -98,14 +101,8 @@ def complete_prefix(data: bytes) -> int:
     if not data or data.endswith(b"\n"):
         return len(data)
     cut = data.rfind(b"\n") + 1
-    tail = data[cut:].strip()
-    if tail.startswith(b"{") and tail.endswith(b"}"):
-        try:
-            if isinstance(orjson.loads(tail), dict):
-                return len(data)
-        except orjson.JSONDecodeError:
-            pass
-    return cut
+    # the rule ingest reads a file by (ingest.lines.read_lines)
+    return len(data) if is_whole_object(data[cut:]) else cut
 
 
 def sha256(data: bytes) -> str:
@@ -149,7 +146,7 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
     return data[:size], meta
 
 
-def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
+def write_snapshot(path: str | Path, data: bytes | Iterable[bytes], meta: dict) -> None:
     """Sidecar first, then the pending copy: a crash in between leaves a
     sidecar without a copy, which the next snapshot overwrites. Both go to
     the session's owner (when root writes them)."""
@@ -158,7 +155,7 @@ def write_snapshot(path: str | Path, data: bytes, meta: dict) -> None:
     write_atomic(pending_path(path), data, owner=owner)
 
 
-def write_pending(path: str | Path, data: bytes) -> None:
+def write_pending(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     write_atomic(pending_path(path), data, owner=owner_of(os.stat(original_path(path))))
 
 
@@ -185,13 +182,30 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
 
-def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> bytes:
-    """The original's current bytes, after checking they still begin with the snapshot."""
-    if data is None:
-        with open(orig, "rb") as fh:
-            data = fh.read()
+def _prefix_sha256(orig: Path, size: int) -> str | None:
+    """sha256 of the file's first ``size`` bytes, read in chunks; None when it is shorter."""
+    h = hashlib.sha256()
+    view = memoryview(bytearray(HASH_CHUNK))
+    left = size
+    with open(orig, "rb", buffering=0) as fh:
+        while left > 0:
+            n = fh.readinto(view[:min(HASH_CHUNK, left)])
+            if not n:
+                return None
+            h.update(view[:n])
+            left -= n
+    return h.hexdigest()
+
+
+def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
+    """Refuse unless the original (``data``, its bytes, or the file read in
+    chunks) still begins with the snapshot."""
     size = meta["size"]
-    if len(data) < size or sha256(data[:size]) != meta["sha256"]:
+    if data is None:
+        digest = _prefix_sha256(orig, size)
+    else:
+        digest = sha256(memoryview(data)[:size]) if len(data) >= size else None
+    if digest != meta["sha256"]:
         raise SurgeryError(
             f"{orig.name} was rewritten since the snapshot (prefix hash differs); "
             f"the pending copy no longer descends from it: run `txdb snapshot --refresh {orig}`"
@@ -258,6 +272,23 @@ def _fingerprint(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def file_state(path: str | Path) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a file, None when it cannot be stat'ed: the settle
+    check compares it before and after ``SETTLE_SECONDS`` of quiet."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def being_written(orig: Path, settle: float) -> SurgeryError:
+    """The refusal of a settle check that saw the original change."""
+    return SurgeryError(
+        f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle check): "
+        "a live Claude Code is appending; stop it (or wait) and apply again")
+
+
 def _refuse_changed(orig: Path, when: str) -> SurgeryError:
     return SurgeryError(f"{orig.name} changed {when}: a live Claude Code is appending; "
                         "nothing was changed: stop it and apply again")
@@ -280,14 +311,10 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                            f"run `txdb snapshot --refresh {orig}`")
     if not dry_run:
         clean_stale_temps(orig.parent)
-    st1 = os.stat(orig)
+    st1 = file_state(orig)
     time.sleep(settle)
-    st2 = os.stat(orig)
-    if (st1.st_size, st1.st_mtime_ns) != (st2.st_size, st2.st_mtime_ns):
-        raise SurgeryError(
-            f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle check): "
-            "a live Claude Code is appending; stop it (or wait) and apply again"
-        )
+    if file_state(orig) != st1:
+        raise being_written(orig, settle)
     with open(orig, "rb") as fh:
         data = fh.read()
         seen = os.fstat(fh.fileno())

@@ -8,7 +8,7 @@
   ``strip-attachments``.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
-``txdb/cli_surgery.py``):
+``txdb/cli/surgery.py``):
 
 1. ``check_condition``: the text must be a single expression (no ``;``, no
    comment, parentheses balanced); SQLite parses it inside
@@ -40,7 +40,7 @@ Semantics of a selected row:
   text) removes that block; other kinds (plain text, commands) are not
   strippable and are counted, not touched;
 - an attachment row drops that line: the WHERE chose it, so ``keep_recent``
-  defaults to 0, but the seed's safety rules still hold: keep-all types
+  defaults to 0, but the attachment policy's safety rules still hold: keep-all types
   (``queued_command``, ``*_delta``, ``skill_listing``, hook context),
   system-prompt records and unknown types stay unless ``--drop-all --types``
   names them, and the leaf or a repeated uuid never goes.
@@ -55,8 +55,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..catalog import stale
 from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
+from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
 from . import ops
 from . import pending as pend
@@ -163,16 +165,7 @@ class Selection:
     refreshed: list[str]
     gone: list[str]
     rounds: int
-
-
-def stale(conn: sqlite3.Connection, path: str) -> bool:
-    """True when the file on disk differs (size or mtime) from what the catalog indexed."""
-    row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
+    not_sessions: list[str] = field(default_factory=list)  # catalog rows of copies, never targets
 
 
 def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, cond: str,
@@ -181,12 +174,17 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
     view = VIEWS[command]
     cond = check_condition(cond)
     refreshed: list[str] = []
+    skipped: set[str] = set()
     ro = connect_readonly(db_path)
     try:
         rounds = 0
         while True:
             rounds += 1
             rows = query_rows(ro, view, cond)
+            # An older catalog may hold rows of a backup or a pending copy:
+            # never a target (discovery's rule says what a session is).
+            skipped.update(r["path"] for r in rows if not is_session_path(r["path"]))
+            rows = [r for r in rows if is_session_path(r["path"])]
             paths = sorted({r["path"] for r in rows})
             todo = [p for p in paths if stale(conn, p)]
             if not todo:
@@ -212,7 +210,7 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
             sessions.append(s)
         else:
             gone.append(s.path)
-    return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds)
+    return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds, sorted(skipped))
 
 
 # -- the operation on one session --------------------------------------------
@@ -403,13 +401,7 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     ``settle`` seconds when its apply reads it, as with a single ``apply``.
     """
     origs = [pend.original_path(p) for p in paths]
-
-    def st(p):
-        try:
-            s = os.stat(p)
-            return (s.st_size, s.st_mtime_ns)
-        except OSError:
-            return None
+    st = pend.file_state
     first = {p: st(p) for p in origs}
     if origs and settle:
         time.sleep(settle)
@@ -420,9 +412,7 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
         o = ApplyOutcome(str(orig), row[0] if row else None, False)
         try:
             if not (first[orig] == settled[orig] == st(orig)):
-                raise SurgeryError(
-                    f"{orig.name} is being written right now (it changed during a {settle * 1000:.0f} ms settle "
-                    "check): a live Claude Code is appending; stop it (or wait) and apply again")
+                raise pend.being_written(orig, settle)
             rep, ids = apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=0.0)
         except (TxdbError, OSError) as e:
             o.error = _one_line(e)
@@ -439,6 +429,8 @@ def all_pending(conn: sqlite3.Connection) -> list[Path]:
     """Every catalogued session file that has a pending copy (with its sidecar) beside it."""
     out = []
     for (path,) in conn.execute("SELECT path FROM files ORDER BY path"):
+        if not is_session_path(path):
+            continue  # an older catalog's row of a backup or a pending copy
         if pend.pending_path(path).is_file() and os.path.isfile(path):
             out.append(Path(path))
     return out

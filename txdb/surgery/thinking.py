@@ -1,5 +1,5 @@
 """Preserved thinking: an edit of earlier history makes the API drop every
-later thinking block (on the models the seed names).
+later thinking block (on the models docs/surgery.md names).
 
 Each thinking block's signature binds it to the history before it and to
 the previous thinking block. Removing thinking blocks from the front of the
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
-from .transcript import Record, Transcript, dumps
+from .transcript import Transcript, dumps
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.
@@ -39,21 +39,20 @@ class DroppedThinking:
         return {"edit_pos": self.edit_pos, "count": self.count, "chars": self.chars, "first_pos": self.first_pos}
 
 
-def _sans_thinking(rec: Record) -> bytes:
-    o = rec.obj
-    content = _content_list(rec)
+def _sans_thinking(o: dict) -> bytes:
+    content = _content_list(o)
     if content is not None:
-        role = _role(rec)
+        role = _role(o)
         return dumps([b for b in content if not is_thinking_block(b, role)])
     body = {k: v for k, v in o.items() if k in ("attachment", "content", "message", "rendered")}
     return dumps(body)
 
 
-def _thinking_count(rec: Record) -> int:
-    content = _content_list(rec)
+def _thinking_count(o: dict) -> int:
+    content = _content_list(o)
     if not content:
         return 0
-    role = _role(rec)
+    role = _role(o)
     return sum(1 for b in content if is_thinking_block(b, role))
 
 
@@ -63,20 +62,22 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
     surviving_before = False
     for pos, o in enumerate(original.chain):
         r = result.by_uuid.get(o.uuid) if o.uuid else None
+        oo = o.parse()
         if r is None:
-            content = _content_list(o)
-            only_thinking = bool(content) and _thinking_count(o) == len(content)
+            content = _content_list(oo)
+            only_thinking = bool(content) and _thinking_count(oo) == len(content)
             if not only_thinking or surviving_before:
                 edit = pos
                 break
             continue
-        if _sans_thinking(o) != _sans_thinking(r):
+        ro = oo if o.same_bytes(r) else r.parse()
+        if ro is not oo and _sans_thinking(oo) != _sans_thinking(ro):
             edit = pos
             break
-        if _thinking_count(r) < _thinking_count(o) and surviving_before:
+        if _thinking_count(ro) < _thinking_count(oo) and surviving_before:
             edit = pos
             break
-        if _thinking_count(r):
+        if _thinking_count(ro):
             surviving_before = True
     out.edit_pos = edit
     if edit is None:
@@ -90,10 +91,11 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
             continue
         if not model_binds_thinking(rec.model):
             continue
-        content = _content_list(rec)
+        obj = rec.parse()
+        content = _content_list(obj)
         if not content:
             continue
-        role = _role(rec)
+        role = _role(obj)
         for idx, b in enumerate(content):
             if is_thinking_block(b, role):
                 out.count += 1

@@ -1,32 +1,40 @@
-"""A session file held losslessly in memory, and written back minimally.
+"""A session file held as its bytes, parsed only where an operation looks.
 
-Every line keeps its raw bytes (unparseable lines, a missing final newline
-and CRLF endings included). Lines that parse carry their objects as
-``Record``s, keyed like the catalog's ``records`` table by the byte offset
-of the object in the loaded file. The chain (uuid -> record, children, the
-leaf, positions 0..N root -> leaf) comes from ``txdb.chain``, so chain
-positions here mean what the catalog's ``active_chain`` view means.
+The file's bytes stay in one buffer. Lines come from
+``ingest.lines.read_lines`` and their objects from ``parse_line``, as the
+catalog reads them; each object becomes a ``Record``: where its bytes lie
+(offset and length in the buffer, the catalog's key), its chain fields (a
+``txdb.chain.Node``), its model and attachment type, and a cached token
+estimate. No parsed object is kept: ``Record.parse()`` parses the bytes
+when an operation asks, and an operation that changes a record hands the
+object to ``touch``, which stores it at once as compact JSON (like Claude
+Code's own) and reads the chain fields again from it. The chain (uuid ->
+record, the leaf, positions 0..N root -> leaf) comes from ``txdb.chain``,
+so chain positions here mean what the catalog's ``active_chain`` view means.
 
-Operations change records through ``touch`` (the object was edited in
-place) and ``remove`` (the record goes; its children are re-parented to the
-nearest surviving ancestor, ``last-prompt``/``summary`` leaf pointers
-follow). ``to_bytes`` re-serialises only the lines holding a changed record,
-as compact JSON like Claude Code's own; every other line is copied byte for
-byte.
+``remove`` drops records (their children are re-parented to the nearest
+surviving ancestor, ``last-prompt``/``summary`` leaf pointers follow).
+``chunks`` streams the result: runs of untouched lines are slices of the
+buffer, byte for byte (unparseable lines, a missing final newline and CRLF
+endings included); only lines holding a changed record are re-serialised.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import re
+import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .. import chain as chainmod
+from ..durability import fsync_dir
 from ..errors import SurgeryError
 from ..ingest import deep
-from ..ingest.lines import parse_line
+from ..ingest.lines import parse_line, read_lines
 from ..records import message_content
 
 FILE_MODE = 0o600
@@ -44,96 +52,174 @@ def dumps(obj) -> bytes:
     return deep.dumps(obj)
 
 
-# Any "</" before a letter may start a closing tag (a payload could end with
-# "</local-command-stdout" and the next write supply ">"): escape them all.
-_CLOSE_TAG_RE = re.compile(r"<(\\*)/(?=[A-Za-z])")
-_UNESCAPE_RE = re.compile(r"<(\\+)/(?=[A-Za-z])")
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+def _stored(obj) -> bytes:
+    """``dumps`` for bytes kept in memory: orjson leaves its output buffer
+    over-allocated (4 KB for a short line), so keep an exact-size copy."""
+    out = dumps(obj)
+    return bytes(memoryview(out))
 
 
-def escape_markup(text: str) -> str:
-    """Bijective escape of closing tags in a payload txdb wraps in markup:
-    ``</tag>`` -> ``<\\/tag>``, ``<\\/tag>`` -> ``<\\\\/tag>``, ..."""
-    return _CLOSE_TAG_RE.sub(lambda m: "<" + m.group(1) + "\\/", text)
+def load_object(raw: bytes) -> dict:
+    """The object of one record's bytes, parsed as the file was (``parse_line``)."""
+    parsed = parse_line(raw)
+    if not parsed.objects:
+        raise SurgeryError(f"a record no longer parses: {parsed.error}")
+    return parsed.objects[0][2]
 
 
-def unescape_markup(text: str) -> str:
-    return _UNESCAPE_RE.sub(lambda m: "<" + m.group(1)[1:] + "/", text)
+def _s(v):
+    return v if isinstance(v, str) else None
 
 
-def strip_ansi(text: str) -> str:
-    return _ANSI_RE.sub("", text)
-
-
-@dataclass
 class Record:
-    rid: int  # index in Transcript.records
-    line: int  # index in Transcript.lines
-    offset: int  # byte offset of the object in the loaded file (the catalog's key)
-    obj: dict
-    raw: bytes  # the object's own bytes
-    dirty: bool = False
-    removed: bool = False
+    """One JSON object of the file: its place, its chain fields, its bytes."""
+
+    __slots__ = ("rid", "line", "offset", "length", "node", "chained", "model", "attachment_type", "tokens",
+                 "pos", "new", "dirty", "removed", "_buf", "_obj")
+
+    def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes):
+        self.rid = rid  # index in Transcript.records
+        self.line = line  # index in Transcript.lines
+        self.offset = offset  # byte offset of the object in the loaded file (the catalog's key)
+        self.length = length
+        self._buf = buf
+        self.new: bytes | None = None  # the object's bytes when they are not the buffer's (changed, recovered)
+        self.dirty = False
+        self.removed = False
+        self._obj: dict | None = None
+        self.node: chainmod.Node
+        self.chained = False  # takes part in the chain (txdb.chain.node_from)
+        self.model: str | None = None
+        self.attachment_type: str | None = None
+        self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
+        self.pos: int | None = None  # position on the active chain
+
+    def describe(self, obj: dict, names: dict[str, str] | None = None) -> None:
+        """(Re)read the fields kept per record from its object. ``names``
+        (uuid -> itself) lets a parent pointer share its parent's string."""
+        node = chainmod.node_from(self.offset, obj)
+        self.chained = node is not None
+        if node is None:
+            rtype = obj.get("type")
+            node = chainmod.Node(self.offset, None, _s(obj.get("parentUuid")),
+                                 rtype if isinstance(rtype, str) else None, bool(obj.get("isSidechain")),
+                                 _s(obj.get("leafUuid")))
+        if node.type is not None:
+            node.type = sys.intern(node.type)
+        if names is not None:
+            if node.uuid is not None:
+                node.uuid = names.setdefault(node.uuid, node.uuid)
+            if node.parent_uuid is not None:
+                node.parent_uuid = names.get(node.parent_uuid, node.parent_uuid)
+        self.node = node
+        msg = obj.get("message")
+        self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
+        att = obj.get("attachment")
+        self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
+        self.tokens = None
+
+    def clone(self) -> "Record":
+        r = Record.__new__(Record)
+        r.rid, r.line, r.offset, r.length, r._buf = self.rid, self.line, self.offset, self.length, self._buf
+        r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
+        r.tokens, r.pos, r.new, r.dirty, r.removed = self.tokens, self.pos, self.new, self.dirty, self.removed
+        r._obj = None
+        return r
 
     @property
-    def type(self):
-        return self.obj.get("type")
+    def raw(self) -> bytes:
+        """The object's bytes as they will be written."""
+        if self.new is not None:
+            return self.new
+        return self._buf[self.offset:self.offset + self.length]
+
+    def same_bytes(self, other: "Record") -> bool:
+        """Whether both records hold the same bytes (cheap when they share the buffer)."""
+        if self.new is None and other.new is None and self._buf is other._buf and self.offset == other.offset:
+            return self.length == other.length
+        return self.raw == other.raw
+
+    def parse(self) -> dict:
+        """A fresh dict of the record (nothing is kept; pass it to ``touch`` after changing it)."""
+        if self._obj is not None:
+            return self._obj
+        return load_object(self.raw)
+
+    @property
+    def obj(self) -> dict:
+        """The parsed object, kept on the record until ``touch`` stores it: for
+        one-off edits (``rec.obj[...] = ...; t.touch(rec)``). Walks over many
+        records use ``parse``, which keeps nothing."""
+        if self._obj is None:
+            self._obj = load_object(self.raw)
+        return self._obj
+
+    @property
+    def type(self) -> str | None:
+        return self.node.type
 
     @property
     def uuid(self) -> str | None:
-        u = self.obj.get("uuid")
-        return u if isinstance(u, str) else None
+        return self.node.uuid
 
     @property
     def parent_uuid(self) -> str | None:
-        p = self.obj.get("parentUuid")
-        return p if isinstance(p, str) else None
+        return self.node.parent_uuid
+
+    @property
+    def leaf_uuid(self) -> str | None:
+        return self.node.leaf_uuid
 
     @property
     def content(self):
-        return message_content(self.obj)
+        return message_content(self.parse())
+
+
+class Line:
+    """One line of the file: where it lies and which records it holds."""
+
+    __slots__ = ("number", "offset", "size", "end", "first", "count", "error", "recovered", "_buf")
+
+    def __init__(self, number: int, offset: int, size: int, length: int, first: int, buf: bytes):
+        self.number = number  # 1-based
+        self.offset = offset
+        self.size = size  # bytes without the line ending
+        self.end = length - size  # bytes of the line ending
+        self.first = first  # index of its first record in Transcript.records
+        self.count = 0  # how many records it holds
+        self.error: str | None = None
+        self.recovered = False  # parsed only by the forgiving path: written re-serialised when changed
+        self._buf = buf
 
     @property
-    def model(self) -> str | None:
-        msg = self.obj.get("message")
-        if isinstance(msg, dict) and isinstance(msg.get("model"), str):
-            return msg["model"]
-        return None
+    def records(self) -> range:
+        return range(self.first, self.first + self.count)
 
+    @property
+    def raw(self) -> bytes:
+        return self._buf[self.offset:self.offset + self.size]
 
-@dataclass
-class Line:
-    number: int  # 1-based
-    offset: int
-    raw: bytes  # without the line ending
-    ending: bytes  # b"\n", b"\r\n" or b"" (a final line without newline)
-    records: list[int] = field(default_factory=list)
-    error: str | None = None
-    recovered: bool = False
+    @property
+    def ending(self) -> bytes:
+        """The line ending: newline, CR LF, or nothing (a final line without one)."""
+        start = self.offset + self.size
+        return self._buf[start:start + self.end]
 
 
 class Transcript:
-    """One session file in memory. Build with ``load`` or ``from_bytes``."""
+    """One session file. Build with ``load`` or ``from_bytes``; ``copy`` shares the bytes."""
 
     def __init__(self, data: bytes, path: str | Path | None = None):
         self.path = Path(path) if path is not None else None
+        self.data = data
         self.size = len(data)
         self.lines: list[Line] = []
         self.records: list[Record] = []
-        self.inserted: dict[int, list[dict]] = {}  # line index -> objects written after it
-        self.appended: list[dict] = []
-        pos = 0
-        number = 1
-        n = len(data)
-        while pos < n:
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                body, ending, nxt = data[pos:], b"", n
-            else:
-                body, ending, nxt = data[pos:nl], b"\n", nl + 1
-            if body.endswith(b"\r"):
-                body, ending = body[:-1], b"\r" + ending
-            line = Line(number, pos, body, ending)
+        self._rid_at: dict[int, int] = {}  # offset -> index in records (shared by copies)
+        names: dict[str, str] = {}
+        for ln in read_lines(io.BytesIO(data), every_byte=True):
+            body = ln.raw
+            line = Line(ln.number, ln.offset, len(body), ln.length, len(self.records), data)
             li = len(self.lines)
             self.lines.append(line)
             if body.strip():
@@ -141,13 +227,15 @@ class Transcript:
                 line.error = parsed.error
                 line.recovered = parsed.recovered
                 for start, length, obj in parsed.objects:
-                    rec = Record(len(self.records), li, pos + start, obj, body[start:start + length])
-                    line.records.append(rec.rid)
+                    rec = Record(len(self.records), li, ln.offset + start, length, data)
+                    if parsed.recovered:
+                        rec.new = _stored(obj)  # what the forgiving parse made of it
+                    rec.describe(obj, names)
+                    line.count += 1
+                    self._rid_at[rec.offset] = rec.rid
                     self.records.append(rec)
             elif body:
                 line.error = "blank line"
-            pos = nxt
-            number += 1
         self._reindex()
 
     # -- loading -----------------------------------------------------------
@@ -160,55 +248,65 @@ class Transcript:
     def from_bytes(cls, data: bytes, path: str | Path | None = None) -> "Transcript":
         return cls(data, path)
 
+    def copy(self, path: str | Path | None = None) -> "Transcript":
+        """Another transcript of the same bytes (nothing parsed again)."""
+        t = Transcript.__new__(Transcript)
+        t.path = Path(path) if path is not None else self.path
+        t.data = self.data
+        t.size = self.size
+        t.lines = self.lines  # never changed after loading
+        t.records = [r.clone() for r in self.records]
+        t._rid_at = self._rid_at
+        t._reindex()
+        return t
+
     # -- the chain ---------------------------------------------------------
     def _reindex(self) -> None:
-        """(Re)compute uuid index, children, leaf and chain positions."""
-        nodes: list[chainmod.Node] = []
-        self._rec_at: dict[int, Record] = {}
-        for r in self.records:
-            if r.removed:
-                continue
-            self._rec_at[r.offset] = r
-            o = r.obj
-            node = chainmod.node_from(r.offset, o)
-            if node is not None:
-                nodes.append(node)
+        """(Re)compute uuid index, leaf and chain positions."""
+        self._stale = False
+        live = [r for r in self.records if not r.removed]
+        nodes = [r.node for r in live if r.chained]
         self.nodes = nodes
+        at = self.record_at
         by = chainmod.index(nodes)
-        self.by_uuid: dict[str, Record] = {u: self._rec_at[nd.offset] for u, nd in by.items()}
+        self.by_uuid: dict[str, Record] = {u: at(nd.offset) for u, nd in by.items()}
         leaf = chainmod.find_leaf(nodes, by, chainmod.relinks(nodes, by))
-        self.leaf: Record | None = self._rec_at[leaf.offset] if leaf is not None else None
-        self.chain: list[Record] = [self._rec_at[nd.offset] for nd in chainmod.active_chain(nodes)]
-        self.pos_of: dict[int, int] = {r.rid: i for i, r in enumerate(self.chain)}
-        self.children: dict[str, list[Record]] = {}
-        self.uuid_count: dict[str, int] = {}
+        self.leaf: Record | None = at(leaf.offset) if leaf is not None else None
+        self.chain: list[Record] = [at(nd.offset) for nd in chainmod.active_chain(nodes)]
         for r in self.records:
-            if r.removed:
-                continue
-            if r.parent_uuid:
-                self.children.setdefault(r.parent_uuid, []).append(r)
-            if r.uuid:
-                self.uuid_count[r.uuid] = self.uuid_count.get(r.uuid, 0) + 1
+            r.pos = None
+        for i, r in enumerate(self.chain):
+            r.pos = i
+        seen: set[str] = set()
+        self.repeated: set[str] = set()  # uuids on more than one live record
+        for r in live:
+            u = r.node.uuid
+            if u:
+                (self.repeated if u in seen else seen).add(u)
 
     def refresh(self) -> None:
         """Recompute the chain after operations changed parents or removed records."""
-        self._reindex()
+        if self._stale:
+            self._reindex()
 
     def live(self):
         return (r for r in self.records if not r.removed)
 
     def record_at(self, offset: int) -> Record | None:
         """The record the catalog keys by (file, offset), in the loaded file."""
-        return self._rec_at.get(offset)
+        rid = self._rid_at.get(offset)
+        if rid is None or self.records[rid].removed:
+            return None
+        return self.records[rid]
 
     def position(self, rec: Record) -> int | None:
-        return self.pos_of.get(rec.rid)
+        return rec.pos
 
     def in_range(self, rec: Record, positions: tuple[int | None, int | None] | None) -> bool:
         """True when no range is given, or ``rec`` sits on the active chain inside it."""
         if positions is None or positions == (None, None):
             return True
-        pos = self.pos_of.get(rec.rid)
+        pos = rec.pos
         if pos is None:
             return False
         lo, hi = positions
@@ -216,8 +314,8 @@ class Transcript:
 
     @property
     def session_id(self) -> str | None:
-        for r in self.records:
-            sid = r.obj.get("sessionId")
+        for r in self.live():
+            sid = r.parse().get("sessionId")
             if isinstance(sid, str) and sid:
                 return sid
         if self.path is not None and self.path.name.endswith(".jsonl"):
@@ -225,9 +323,20 @@ class Transcript:
         return None
 
     # -- mutation ----------------------------------------------------------
-    def touch(self, rec: Record) -> None:
-        """Mark ``rec`` as edited: its line is re-serialised on write."""
+    def touch(self, rec: Record, obj: dict | None = None) -> None:
+        """``rec`` now holds ``obj`` (default: the one ``rec.obj`` handed out):
+        stored as compact JSON, its line re-serialised on write."""
+        if obj is None:
+            obj = rec._obj
+        if obj is None:
+            raise ValueError("touch() needs the changed object")
+        rec.new = _stored(obj)
+        rec._obj = None
         rec.dirty = True
+        node = rec.node
+        rec.describe(obj)
+        if rec.node != node:
+            self._stale = True  # its chain fields changed: refresh() recomputes the chain
 
     def removable(self, rec: Record) -> bool:
         """A record may go when it is not the leaf and its uuid is unique in the file
@@ -236,7 +345,7 @@ class Transcript:
             return False
         if self.leaf is not None and rec is self.leaf:
             return False
-        if rec.uuid and self.uuid_count.get(rec.uuid, 0) > 1:
+        if rec.uuid and rec.uuid in self.repeated:
             return False
         return True
 
@@ -245,11 +354,10 @@ class Transcript:
         surviving ancestor. Refuses the leaf and records carrying tool blocks
         whose partner would stay behind. Returns how many were removed."""
         recs = [r for r in recs if not r.removed]
-        removing = {x.rid for x in recs}
         for r in recs:
             if not self.removable(r):
                 raise SurgeryError(f"refusing to remove the record at offset {r.offset} (leaf or repeated uuid)")
-            _check_tool_partner(self, r, removing)
+        _check_tool_partners(self, recs)
         gone: dict[str, str | None] = {}
         for r in recs:
             if r.uuid:
@@ -266,74 +374,101 @@ class Transcript:
         for r in self.records:
             if r.removed:
                 continue
-            o = r.obj
-            p = o.get("parentUuid")
-            if isinstance(p, str) and p in gone:
+            p = r.parent_uuid
+            lf = r.leaf_uuid if r.type in ("last-prompt", "summary") else None
+            if p not in gone and lf not in gone:
+                continue
+            o = r.parse()
+            if p in gone:
                 o["parentUuid"] = survivor(p)
-                r.dirty = True
-            if o.get("type") in ("last-prompt", "summary"):
-                lf = o.get("leafUuid")
-                if isinstance(lf, str) and lf in gone:
-                    new = survivor(lf)
-                    if new is None:
-                        # Nothing left above it: point at the leaf.
-                        new = self.leaf.uuid if self.leaf is not None else None
-                    o["leafUuid"] = new
-                    r.dirty = True
+            if lf in gone:
+                new = survivor(lf)
+                if new is None:
+                    # Nothing left above it: point at the leaf.
+                    new = self.leaf.uuid if self.leaf is not None else None
+                o["leafUuid"] = new
+            self.touch(r, o)
         self._reindex()
         return len(recs)
 
-    def append(self, obj: dict) -> None:
-        """Add a new line at the end of the file."""
-        self.appended.append(obj)
-
     # -- writing -----------------------------------------------------------
     def changed_lines(self) -> int:
-        return sum(1 for ln in self.lines if any(self.records[i].dirty or self.records[i].removed for i in ln.records))
+        recs = self.records
+        return sum(1 for ln in self.lines if any(recs[i].dirty or recs[i].removed for i in ln.records))
 
-    def to_bytes(self) -> bytes:
-        out: list[bytes] = []
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """The file as it is now, in pieces: runs of untouched lines are views
+        of the loaded bytes; a changed line is its records' compact JSON, then
+        its line ending."""
+        view = memoryview(self.data)
+        recs = self.records
         last = len(self.lines) - 1
+        run = None  # start of the current run of untouched lines
         for li, ln in enumerate(self.lines):
-            recs = [self.records[i] for i in ln.records]
-            if not any(r.dirty or r.removed for r in recs):
-                out.append(ln.raw + ln.ending)
+            if not any(recs[i].dirty or recs[i].removed for i in ln.records):
+                if run is None:
+                    run = ln.offset
                 continue
-            parts = [r.raw if not r.dirty and not ln.recovered else dumps(r.obj) for r in recs if not r.removed]
+            if run is not None:
+                yield view[run:ln.offset]
+                run = None
+            parts = [r.raw for r in (recs[i] for i in ln.records) if not r.removed]
             if not parts:
                 continue  # every object of the line removed: the line goes
-            ending = ln.ending or (b"\n" if li != last or self.appended else b"")
             # Objects glued on one line come apart as separate lines.
-            out.append(b"\n".join(parts) + ending)
-        if self.appended:
-            if out and not out[-1].endswith(b"\n"):
-                out[-1] += b"\n"
-            for obj in self.appended:
-                out.append(dumps(obj) + b"\n")
-        return b"".join(out)
+            for part in parts[:-1]:
+                yield part
+                yield b"\n"
+            yield parts[-1]
+            yield ln.ending or (b"\n" if li != last else b"")
+        if run is not None:
+            yield view[run:]
 
-    def write(self, path: str | Path) -> None:
-        write_atomic(path, self.to_bytes())
+    def to_bytes(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def byte_size(self) -> int:
+        return sum(len(c) for c in self.chunks())
+
+    def digest(self) -> str:
+        """sha256 of the bytes ``chunks`` would write, without joining them."""
+        h = hashlib.sha256()
+        for c in self.chunks():
+            h.update(c)
+        return h.hexdigest()
 
 
-def _check_tool_partner(t: Transcript, rec: Record, removing: set[int]) -> None:
-    content = rec.content
-    if not isinstance(content, list):
+def _hashable(v) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _check_tool_partners(t: Transcript, recs: list[Record]) -> None:
+    """Refuse to remove records whose tool_use/tool_result partner stays behind."""
+    owner: dict[str, Record] = {}
+    for rec in recs:
+        content = rec.content
+        if not isinstance(content, list):
+            continue
+        for b in content:
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"):
+                tid = b.get("id") or b.get("tool_use_id")
+                if tid is not None and _hashable(tid):
+                    owner.setdefault(tid, rec)
+    if not owner:
         return
-    ids = {b.get("id") or b.get("tool_use_id") for b in content
-           if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")}
-    ids.discard(None)
-    if not ids:
-        return
+    removing = {r.rid for r in recs}
     for r in t.records:
-        if r.removed or r.rid == rec.rid or r.rid in removing:
+        if r.removed or r.rid in removing:
             continue
         c = r.content
         if isinstance(c, list):
             for b in c:
-                if isinstance(b, dict) and (b.get("id") in ids or b.get("tool_use_id") in ids):
+                if not isinstance(b, dict):
+                    continue
+                tid = next((v for v in (b.get("id"), b.get("tool_use_id")) if _hashable(v) and v in owner), None)
+                if tid is not None:
                     raise SurgeryError(
-                        f"refusing to remove the record at offset {rec.offset}: it would separate tool pair "
+                        f"refusing to remove the record at offset {owner[tid].offset}: it would separate tool pair "
                         f"{b.get('id') or b.get('tool_use_id')}"
                     )
 
@@ -349,9 +484,10 @@ def owner_of(st: os.stat_result) -> tuple[int, int] | None:
     return (st.st_uid, st.st_gid) if os.geteuid() == 0 else None
 
 
-def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE,
+def write_atomic(path: str | Path, data: bytes | Iterable[bytes], mode: int = FILE_MODE,
                  before_replace=None, owner: tuple[int, int] | None = None) -> None:
-    """Write ``data`` to ``path`` whole or not at all: temp file in the same
+    """Write ``data`` (bytes, or pieces streamed one by one, e.g.
+    ``Transcript.chunks()``) to ``path`` whole or not at all: temp file in the same
     folder, fsync, one rename, fsync of the folder. Mode 0600 unless given;
     ``owner`` (uid, gid) is set on the temp file before the rename.
     ``before_replace`` runs between the fsync and the rename; an exception
@@ -363,7 +499,11 @@ def write_atomic(path: str | Path, data: bytes, mode: int = FILE_MODE,
             os.fchown(fd, *owner)
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                fh.write(data)
+            else:
+                for piece in data:
+                    fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         if before_replace is not None:
@@ -410,16 +550,3 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
         except OSError:
             pass
     return removed
-
-
-def fsync_dir(folder: str | Path) -> None:
-    try:
-        dfd = os.open(str(folder), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)

@@ -7,7 +7,7 @@ calibrated estimate of the post-strip context.
 
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
-(DESIGN.md). The estimate is chars/4 (images by pixels, attachments by their
+(docs/surgery.md, reset-usage). The estimate is chars/4 (images by pixels, attachments by their
 rendered cost) calibrated by ``txdb.estimate`` (the same fit ``analyze``
 reports) over the turns whose recorded usage is still ground truth. A turn
 whose own recorded count is known is lowered by the calibrated size of
@@ -21,23 +21,16 @@ from .. import estimate
 from .ops import MARK, THINKING_PLACEHOLDER, chain_estimate, chain_prefix_estimates, system_prompt_tokens
 from .transcript import Record, Transcript
 
-CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def _int(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
-def recorded_context(u: dict) -> int:
-    return sum(_int(u.get(k)) for k in CONTEXT_FIELDS)
+CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
+_int = estimate.field_count
+# The gauge's one statement is txdb.estimate's: the three context fields of
+# one usage object, and of the last iterations[] entry when there is one.
+recorded_context = estimate.context_sum
 
 
 def gauge_context(u: dict) -> int:
-    """What the gauge reads: the last iteration when there are any, else the totals."""
-    its = u.get("iterations")
-    if isinstance(its, list) and its and isinstance(its[-1], dict):
-        return recorded_context(its[-1])
-    return recorded_context(u)
+    """What the gauge reads (``estimate.recorded_context``), 0 for none."""
+    return estimate.recorded_context(u) or 0
 
 
 def _cap_fields(u: dict, target: int) -> bool:
@@ -79,9 +72,9 @@ def cap_usage(u: dict, target: int) -> bool:
     return changed
 
 
-def _usage(rec: Record) -> dict | None:
-    msg = rec.obj.get("message")
-    if rec.obj.get("type") != "assistant" or not isinstance(msg, dict):
+def _usage(obj: dict) -> dict | None:
+    msg = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(msg, dict):
         return None
     if msg.get("model") == "<synthetic>":
         return None
@@ -90,9 +83,8 @@ def _usage(rec: Record) -> dict | None:
 
 
 def _message_key(rec: Record) -> str:
-    msg = rec.obj.get("message") or {}
-    mid = msg.get("id") if isinstance(msg, dict) else None
-    return mid if isinstance(mid, str) else f"rid:{rec.rid}"
+    mid = rec.node.message_id
+    return mid if mid is not None else f"rid:{rec.rid}"
 
 
 def _touched(rec: Record) -> bool:
@@ -106,7 +98,9 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     first: dict[str, int] = {}
     out = []
     for pos, rec in enumerate(t.chain):
-        u = _usage(rec)
+        if rec.type != "assistant" or rec.model == "<synthetic>":
+            continue
+        u = _usage(rec.parse())
         if u is None:
             continue
         key = _message_key(rec)
@@ -123,13 +117,13 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
     first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
     # Turns recorded before the latest compaction on the chain (a preserved
     # segment relinked below the summary) measured the old context.
-    boundary = max((r.obj.get("timestamp") or "" for r in ref.chain
-                    if r.obj.get("subtype") == "compact_boundary"), default="")
+    boundary = max((r.node.timestamp or "" for r in ref.chain
+                    if r.type == "system" and r.parse().get("subtype") == "compact_boundary"), default="")
     pairs: list[tuple[int, int]] = []
     last_pos = None
     for pos, rec, u in _turns(ref):
         rc = gauge_context(u)
-        if estimate.before_compaction(rec.obj.get("timestamp"), boundary):
+        if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
         if pos < first_touched and rc > 0 and pos != last_pos:
             pairs.append((est[pos], rc))
@@ -183,8 +177,9 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
            "method": fit.method, "turns": len(turns), "capped": 0,
            "estimate": estimate.predict(fit, est[-1]), "last_before": None, "last_after": None}
+    last_usage = turns[-1][2] if turns else None
     if turns:
-        out["last_before"] = gauge_context(turns[-1][2])
+        out["last_before"] = gauge_context(last_usage)
     for pos, rec, u in turns:
         new_raw = est[pos]
         if original is not None:
@@ -200,9 +195,13 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
         else:
             target = estimate.predict(fit, new_raw)
+        obj = rec.parse()
+        u = _usage(obj)
         if cap_usage(u, target):
-            t.touch(rec)
+            t.touch(rec, obj)
             out["capped"] += 1
+            if rec is turns[-1][1]:
+                last_usage = u
     if turns:
-        out["last_after"] = gauge_context(turns[-1][2])
+        out["last_after"] = gauge_context(last_usage)
     return out

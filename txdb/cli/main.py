@@ -1,24 +1,27 @@
-"""The txdb command line: thin commands over the library; the only place
-that prints or exits."""
+"""The main command group and the commands over the catalog (path, refresh,
+query, sessions, analyze, verify, current).
+
+The group is the one place that turns errors into exits: an expected error
+(a typed ``TxdbError``, an ``OSError`` on a path, SQLite reporting a locked
+or full database) becomes one ``Error: ...`` line and exit 1; anything else
+is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
-import csv
 import importlib
 import io
 import os
-import re
 import sqlite3
 import sys
 
 import click
-import orjson
 
-from . import catalog, config, db
-from .errors import QueryRefused, TxdbError
-from .ingest.bulk import refresh_db
-from .verify import verify_file
-
+from .. import catalog, config, db
+from ..errors import QueryRefused, TxdbError
+from ..ingest.bulk import refresh_db
+from ..verify import verify_file
+from .output import echo, emit_rows, format_options, tabulate, terminal_safe, to_json
 
 # Commands defined in other modules, imported only when one of them runs
 # (or --help lists them): `txdb refresh` need not load the surgery engine.
@@ -26,15 +29,14 @@ LAZY_COMMANDS = {
     **dict.fromkeys(
         ("strip-tools", "strip-thinking", "strip-all", "strip-attachments", "reset-usage",
          "fork", "snapshot", "apply"),
-        "txdb.cli_surgery",
+        "txdb.cli.surgery",
     ),
-    "serve": "txdb.cli_serve",
+    "serve": "txdb.cli.serve",
 }
 
-
 class TxdbGroup(click.Group):
-    """Turns library errors into one ``Error: ...`` line and a non-zero exit,
-    and loads the modules of lazy commands on first use."""
+    """Turns expected errors into one ``Error: ...`` line and a non-zero
+    exit, and loads the modules of lazy commands on first use."""
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
@@ -50,8 +52,6 @@ class TxdbGroup(click.Group):
         except click.ClickException as e:
             e.message = terminal_safe(e.message)  # it may quote a title, a path, an argument
             raise
-        except (click.exceptions.Exit, click.exceptions.Abort):
-            raise
         except BrokenPipeError:
             # The reader went away (`txdb query ... | head`): it has what it
             # wanted, so stop quietly with status 0 (which is also what a
@@ -60,18 +60,31 @@ class TxdbGroup(click.Group):
             raise click.exceptions.Exit(0) from None
         except TxdbError as e:
             raise click.ClickException(str(e)) from None
-        except sqlite3.Error as e:
+        except sqlite3.OperationalError as e:
+            if str(e) not in db.MACHINE_CONDITIONS:
+                raise  # a statement of ours that SQLite rejects: a bug
             raise click.ClickException(f"SQLite: {e}") from None
         except OSError as e:
-            raise click.ClickException(f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")) from None
+            raise click.ClickException(_os_error(e)) from None
         except KeyboardInterrupt:
             raise click.exceptions.Exit(130) from None
-        except Exception as e:  # never a traceback for a user
-            if os.environ.get("TXDB_DEBUG"):
-                import traceback
 
-                traceback.print_exc()
-            raise click.ClickException(f"unexpected {type(e).__name__}: {e}") from None
+
+def _os_error(e: OSError) -> str:
+    """``Permission denied: /the/path`` (the path when the error names one)."""
+    what = e.strerror or str(e) or type(e).__name__
+    names = [str(f) for f in (e.filename, e.filename2) if f is not None]
+    return f"{what}: {' -> '.join(names)}" if names else what
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the final flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 def db_option(f):
@@ -94,123 +107,10 @@ def root_option(f):
     )(f)
 
 
-def _open(db_path):
+def open_catalog(db_path):
+    """(connection, path) of the catalog the command names (or the default one)."""
     path = db_path or config.default_db_path()
     return db.connect(path), path
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that the final flush at exit cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass
-
-
-# Control characters a terminal would act on: C0 but newline and tab, DEL,
-# and C1 (0x9b alone starts a sequence on some terminals). Shown as \xNN.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with every control character shown as ``\\xNN``: a session
-    title holding ESC ] 8 (a link) or ESC [ 2 J (clear screen) prints as
-    inert text. Every line txdb prints as text goes through this."""
-    if not isinstance(text, str) or not _CONTROL.search(text):
-        return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def echo(message="", err: bool = False, nl: bool = True) -> None:
-    """click.echo of text made terminal-safe (JSON needs nothing: orjson escapes control characters)."""
-    click.echo(terminal_safe(str(message)), err=err, nl=nl)
-
-
-def _json(value, indent: bool = True) -> str:
-    """JSON text with no raw control character: orjson escapes C0; DEL and C1,
-    valid raw in JSON, are escaped here too (\\u007f...), so printing JSON to a
-    terminal is as safe as the text outputs and loses nothing."""
-    opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-    text = orjson.dumps(value, option=opts).decode()
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text
-
-
-_JSON_RAW = re.compile("[\x7f-\x9f]")
-
-
-def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None) -> None:
-    if fmt is None:
-        fmt = "table" if sys.stdout.isatty() else "json"
-    if columns is None:
-        columns = list(rows[0].keys()) if rows else []
-    if fmt == "json":
-        echo(_json(rows))
-    elif fmt == "nl":
-        for r in rows:
-            echo(_json(r, indent=False))
-    elif fmt == "csv":
-        # Values made terminal-safe like any text (JSON is the lossless format).
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow([terminal_safe(c) for c in columns])
-        for r in rows:
-            w.writerow([terminal_safe(r.get(c)) for c in columns])
-        click.echo(buf.getvalue(), nl=False)
-    else:
-        echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
-
-
-def tabulate(rows, headers):
-    """An aligned text table: cells made terminal-safe first (so widths are
-    those printed), columns padded by display width (CJK counts 2)."""
-    from tabulate import tabulate as _tabulate  # imported when a table is printed
-
-    return _tabulate([[terminal_safe(v) for v in row] for row in rows],
-                     headers=[terminal_safe(h) for h in headers])
-
-
-def display_width(text: str) -> int:
-    from wcwidth import wcswidth
-
-    w = wcswidth(text)
-    return w if w >= 0 else len(text)
-
-
-def clip(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` display columns, with an ellipsis when cut."""
-    if display_width(text) <= width:
-        return text
-    from wcwidth import wcwidth
-
-    out, used = [], 0
-    for ch in text:
-        w = max(wcwidth(ch), 0)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + "\u2026"
-
-
-def _cell(v):
-    if isinstance(v, str):
-        return clip(terminal_safe(v), 80)
-    if isinstance(v, bytes):
-        return f"<{len(v)} bytes>"
-    return v
-
-
-def format_options(f):
-    for opt in reversed([
-        click.option("--table", "fmt", flag_value="table", help="Aligned table (default on a terminal)."),
-        click.option("--json", "fmt", flag_value="json", help="JSON array (default when piped)."),
-        click.option("--nl", "fmt", flag_value="nl", help="Newline-delimited JSON."),
-        click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row."),
-    ]):
-        f = opt(f)
-    return f
 
 
 @click.group(cls=TxdbGroup)
@@ -247,7 +147,7 @@ def refresh(db_path, roots, prune, as_json):
     Example:
 
         txdb refresh
-        txdb refresh --root ../shared/corpus/generated --db /tmp/demo.db
+        txdb refresh --root tests/data/projects --db /tmp/demo.db
     """
     root_paths = config.projects_roots(roots)
     bar = None
@@ -268,7 +168,7 @@ def refresh(db_path, roots, prune, as_json):
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
-        echo(_json(d))
+        echo(to_json(d))
         return
     for r in stats.roots_missing:
         echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
@@ -287,7 +187,7 @@ def query(db_path, sql, params, fmt):
 
         txdb query "select type, count(*) as n from records group by type order by n desc"
     """
-    conn, path = _open(db_path)
+    conn, path = open_catalog(db_path)
     conn.close()
     ro = db.connect_readonly(path)
     try:
@@ -313,7 +213,7 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 
         txdb sessions --sort tokens --limit 10
     """
-    conn, _ = _open(db_path)
+    conn, _ = open_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
@@ -338,11 +238,11 @@ def analyze(db_path, session, as_json):
         txdb analyze 3f2a9c1e-...
         txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
-    conn, _ = _open(db_path)
+    conn, _ = open_catalog(db_path)
     ref = catalog.resolve_session(conn, session)
     report = catalog.analyze_session(conn, ref)
     if as_json:
-        echo(_json(report))
+        echo(to_json(report))
         return
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
@@ -404,11 +304,11 @@ def verify(db_path, session, as_json):
                 "a strip command or `txdb snapshot` makes a pending copy)"
             )
     else:
-        conn, _ = _open(db_path)
+        conn, _ = open_catalog(db_path)
         target = catalog.resolve_session(conn, session).path
     report = verify_file(target)
     if as_json:
-        echo(_json(report.as_dict()))
+        echo(to_json(report.as_dict()))
     else:
         c = report.counts()
         for f in report.findings:
@@ -417,10 +317,14 @@ def verify(db_path, session, as_json):
         status = "OK" if report.ok else "BROKEN"
         echo(
             f"{status}: {report.path}: {report.lines} lines, chain of {report.chain_length}; "
-            f"{c['error']} errors, {c['warning']} warnings, {c['note']} notes"
+            f"{_count(c['error'], 'error')}, {_count(c['warning'], 'warning')}, {_count(c['note'], 'note')}"
         )
     if not report.ok:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @cli.command()
@@ -438,7 +342,7 @@ def current(db_path, quiet):
         raise click.ClickException(
             "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
         )
-    conn, _ = _open(db_path)
+    conn, _ = open_catalog(db_path)
     ref = catalog.resolve_session(conn, sid)
     if quiet:
         echo(ref.path)
@@ -448,7 +352,3 @@ def current(db_path, quiet):
 
 def main():
     cli(prog_name="txdb")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,11 @@
 """The surgery contract as a check: compare a session before and after.
 
 ``contract_violations(before, after)`` lists every way ``after`` breaks the
-contract of DESIGN.md relative to ``before`` (both raw bytes): untouched
+surgery contract (docs/surgery.md) relative to ``before`` (both raw bytes): untouched
 lines byte-identical (in order), rewritten lines compact JSON, the chain no
 less whole, tool pairs intact, no recorded usage raised, verify passing
-wherever it passed before. Used by the tests and usable by the bulk path as
-a last guard before writing.
+wherever it passed before. The tests' oracle (the library checks what it
+must before writing: ``txdb.surgery.gate`` and ``pending.apply``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import bisect
 
 import orjson
 
-from ..verify import verify_file
-from .pending import new_errors
-from .transcript import Transcript, dumps
-from .usage import CONTEXT_FIELDS
+from txdb.surgery.pending import new_errors
+from txdb.surgery.transcript import Transcript, dumps
+from txdb.surgery.usage import CONTEXT_FIELDS
+from txdb.verify import verify_file
 
 
 def _tool_ids(t: Transcript) -> tuple[set[str], set[str]]:
@@ -109,13 +109,13 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
 
     # Usage never raised.
     for r in a.live():
-        if r.obj.get("type") != "assistant" or not r.uuid:
+        if r.type != "assistant" or not r.uuid:
             continue
         old = b.by_uuid.get(r.uuid)
         if old is None:
             continue
-        was = dict(_usage_fields(old.obj))
-        for k, v in _usage_fields(r.obj):
+        was = dict(_usage_fields(old.parse()))
+        for k, v in _usage_fields(r.parse()):
             if k in was and v > was[k]:
                 problems.append(f"usage {k} of {r.uuid} raised: {was[k]} -> {v}")
 

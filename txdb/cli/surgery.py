@@ -1,28 +1,145 @@
 """The surgery commands: snapshot, apply, strip-*, reset-usage, fork.
 
-Registered on the ``cli`` group of ``txdb.cli``. Each command resolves its
-SESSION (id or path) through the catalog, calls the library in
-``txdb.surgery`` and prints a short report (``--json`` for the data).
+Registered on the ``cli`` group when one of them runs. Every mutating
+command takes one ``SurgeryOptions`` (the shared options: SESSION or
+--where, --from/--to, --dry-run, --fork, ...) and its own options; the
+library (``txdb.surgery``) does the work and returns typed reports
+(``SurgeryReport``, ``ApplyReport``, the plan's outcomes) that are
+formatted here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
-from .catalog import resolve_session
-from .cli import _json, _open, cli, clip, db_option, echo, tabulate
-from .surgery import ops
-from .surgery import pending as pend
-from .surgery import select as sel
-from .surgery.engine import SurgeryReport, load_base, run_surgery
-from .surgery.log import apply_logged, log_fork
-from .surgery.usage import reset_usage
+from ..catalog import resolve_session
+from ..surgery import ops
+from ..surgery import pending as pend
+from ..surgery import select as sel
+from ..surgery.engine import SurgeryReport, load_base, run_surgery
+from ..surgery.log import apply_logged, log_fork
+from ..surgery.usage import reset_usage
+from .main import cli, db_option, open_catalog
+from .output import clip, echo, tabulate, to_json
+
+
+@dataclass(frozen=True)
+class SurgeryOptions:
+    """What the user asked of a mutating command, beside its own options."""
+
+    session: str | None
+    db_path: str | None = None
+    where: str | None = None
+    apply: bool = False          # --apply (with --where): apply each pending copy right away
+    frm: int | None = None       # --from / --to: chain positions to touch
+    to: int | None = None
+    dry_run: bool = False
+    fork: bool = False           # --fork, or --fork-title alone
+    fork_title: str | None = None
+    usage_reset: bool = True     # not --no-usage-reset
+    keep_dropped_thinking: bool = False
+    backup: bool = True          # not --no-backup (with --apply)
+    as_json: bool = False
+    arguments: dict = field(default_factory=dict)  # the command's options as logged in `surgeries`
+
+    @property
+    def positions(self) -> tuple[int | None, int | None] | None:
+        if self.frm is None and self.to is None:
+            return None
+        return (self.frm, self.to)
+
+
+# The shared options, in groups a command takes or leaves (see surgery_options).
+_WHERE = [
+    click.option("--where", "where", default=None, metavar="SQL",
+                 help="Instead of SESSION: an SQL condition over the target view, across every "
+                      "session in the catalog (see docs/surgery.md)."),
+    click.option("--apply", "do_apply", is_flag=True,
+                 help="Apply each pending copy right away (every check of `txdb apply`)."),
+]
+_RANGE = [
+    click.option("--from", "frm", type=click.IntRange(min=0), default=None,
+                 help="First chain position to touch (as in the catalog's active_chain view)."),
+    click.option("--to", "to", type=click.IntRange(min=0), default=None, help="Last chain position to touch."),
+]
+_WRITE = [
+    click.option("--dry-run", is_flag=True, help="Run everything on a throwaway copy; write nothing."),
+    click.option("--fork", "fork", is_flag=True,
+                 help="Write the result as a new session next to the original (no apply needed)."),
+    click.option("--fork-title", default=None, help="Title of the fork (default: '<title> (Stripped)')."),
+]
+_EDIT = [
+    click.option("--no-usage-reset", is_flag=True, help="Leave recorded usage (the context gauge) as it is."),
+    click.option("--keep-dropped-thinking", is_flag=True,
+                 help="Keep the later thinking blocks the API will drop after this edit."),
+    click.option("--no-backup", is_flag=True, help="With --apply: do not keep the original as .bak."),
+]
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+
+# Parameters that are not the command's options as logged in `surgeries.arguments`.
+_NOT_ARGUMENTS = {"db_path", "as_json", "session", "where", "do_apply"}
+_SHARED = {"session", "db_path", "where", "do_apply", "frm", "to", "dry_run", "fork", "fork_title",
+           "no_usage_reset", "keep_dropped_thinking", "no_backup", "as_json"}
+
+
+def surgery_options(*, where: bool = True, edits: bool = True):
+    """Give a command the shared options, passed to it as one ``SurgeryOptions``
+    (first argument) beside its own options.
+
+    ``where``: SESSION may be replaced by --where (and --apply); ``edits``:
+    the command edits content, so --from/--to, --no-usage-reset,
+    --keep-dropped-thinking and --no-backup (with --apply) apply to it.
+    """
+    def decorate(f):
+        @functools.wraps(f)
+        def command(**params):
+            shared = {k: params.pop(k) for k in list(params) if k in _SHARED}
+            logged = {k: v for k, v in {**shared, **params}.items()
+                      if k not in _NOT_ARGUMENTS and v not in (None, False, ())}
+            opts = SurgeryOptions(
+                session=shared.get("session"), db_path=shared.get("db_path"), where=shared.get("where"),
+                apply=shared.get("do_apply", False), frm=shared.get("frm"), to=shared.get("to"),
+                dry_run=shared["dry_run"], fork=shared["fork"] or shared["fork_title"] is not None,
+                fork_title=shared["fork_title"], usage_reset=not shared.get("no_usage_reset", False),
+                keep_dropped_thinking=shared.get("keep_dropped_thinking", False),
+                backup=not shared.get("no_backup", False), as_json=shared["as_json"], arguments=logged,
+            )
+            _check(opts)
+            return f(opts, **params)
+
+        decorators = [click.argument("session", required=not where), db_option] + (_WHERE if where else []) + (_RANGE if edits else []) + _WRITE \
+            + (_EDIT if edits else []) + [_JSON]
+        for d in reversed(decorators):
+            command = d(command)
+        return command
+
+    return decorate
+
+
+def _check(o: SurgeryOptions) -> None:
+    """Combinations of the shared options that mean nothing."""
+    if o.session and o.where:
+        raise click.UsageError("give a SESSION or --where, not both")
+    if not o.session and not o.where:
+        raise click.UsageError("Missing argument 'SESSION' (or --where \"<SQL condition>\")")
+    if o.where and o.positions is not None:
+        raise click.UsageError("--from/--to take a SESSION; with --where, select positions in the "
+                               "condition (the view's `pos` column)")
+    if o.frm is not None and o.to is not None and o.frm > o.to:
+        raise click.UsageError(f"--from {o.frm} is after --to {o.to}")
+    if o.apply and o.fork:
+        raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
+    if not o.apply and not o.backup:
+        raise click.UsageError("--no-backup goes with --apply (without it only the pending copy is written)")
 
 
 def _resolve(db_path, session: str):
-    conn, _ = _open(db_path)
+    conn, _ = open_catalog(db_path)
     ref = resolve_session(conn, session, mutating=True)
     return conn, pend.original_path(ref.path)
 
@@ -33,95 +150,62 @@ def _csv(value: str | None) -> list[str] | None:
     return [s.strip() for s in value.split(",") if s.strip()]
 
 
-def _range(frm, to):
-    if frm is None and to is None:
-        return None
-    if frm is not None and to is not None and frm > to:
-        raise click.UsageError(f"--from {frm} is after --to {to}")
-    return (frm, to)
-
-
-def _mutating(f, where: bool):
-    opts = [
-        click.argument("session", required=not where),
-        db_option,
-        click.option("--from", "frm", type=click.IntRange(min=0), default=None,
-                     help="First chain position to touch (as in the catalog's active_chain view)."),
-        click.option("--to", "to", type=click.IntRange(min=0), default=None, help="Last chain position to touch."),
-        click.option("--dry-run", is_flag=True, help="Run everything on a throwaway copy; write nothing."),
-        click.option("--fork", "fork", is_flag=True,
-                     help="Write the result as a new session next to the original (no apply needed)."),
-        click.option("--fork-title", default=None, help="Title of the fork (default: '<title> (Stripped)')."),
-        click.option("--no-usage-reset", is_flag=True, help="Leave recorded usage (the context gauge) as it is."),
-        click.option("--keep-dropped-thinking", is_flag=True,
-                     help="Keep the later thinking blocks the API will drop after this edit."),
-        click.option("--no-backup", is_flag=True,
-                     help="With --apply: do not keep the original as .bak (mutating commands alone "
-                          "write only the pending copy)."),
-        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
-    ]
-    if where:
-        opts[1:1] = [
-            click.option("--where", "where", default=None, metavar="SQL",
-                         help="Instead of SESSION: an SQL condition over the target view, across every "
-                              "session in the catalog (see docs/surgery.md)."),
-            click.option("--apply", "do_apply", is_flag=True,
-                         help="Apply each pending copy right away (every check of `txdb apply`)."),
-        ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def mutating(f):
-    """Options every mutating command shares (SESSION required)."""
-    return _mutating(f, where=False)
-
-
-def mutating_where(f):
-    """The shared options plus --where (instead of SESSION) and --apply."""
-    return _mutating(f, where=True)
-
-
-_NOT_ARGS = {"db_path", "as_json", "session", "where", "do_apply", "list_only"}
-
-
-def _arguments(params: dict) -> dict:
-    """The command's options as logged in `surgeries.arguments` (defaults left out)."""
-    return {k: v for k, v in params.items() if k not in _NOT_ARGS and v not in (None, False, ())}
-
-
-def _target(session, where, frm, to, do_apply, fork, fork_title):
-    if session and where:
-        raise click.UsageError("give a SESSION or --where, not both")
-    if not session and not where:
-        raise click.UsageError("Missing argument 'SESSION' (or --where \"<SQL condition>\")")
-    if where and (frm is not None or to is not None):
-        raise click.UsageError("--from/--to take a SESSION; with --where, select positions in the "
-                               "condition (the view's `pos` column)")
-    if do_apply and (fork or fork_title is not None):
-        raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
-
-
-def _run(db_path, session, operation, op, *, dry_run, fork, fork_title, no_usage_reset,
-         keep_dropped_thinking, as_json, usage_reset=True, arguments=None, do_apply=False, no_backup=False):
-    conn, orig = _resolve(db_path, session)
+def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> None:
+    """SESSION: one surgery (and apply with --apply); --where: the bulk plan."""
+    if o.where:
+        _run_where(o, operation, options or {})
+        return
+    conn, orig = _resolve(o.db_path, o.session)
     report = run_surgery(
-        orig, operation, op, dry_run=dry_run, fork=fork or fork_title is not None, fork_title=fork_title,
-        usage_reset=usage_reset and not no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
-        arguments=arguments,
+        orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
+        usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking, arguments=o.arguments,
     )
     if report.written and report.fork_session_id:
-        log_fork(conn, report, arguments)
-    if do_apply and report.written and not report.fork_session_id:
-        rep, ids = apply_logged(conn, orig, backup=not no_backup)
-        if as_json:
-            echo(_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
+        log_fork(conn, report, o.arguments)
+    if o.apply and report.written and not report.fork_session_id:
+        rep, ids = apply_logged(conn, orig, backup=o.backup)
+        if o.as_json:
+            echo(to_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
             return
-        _print_report(report, False, applied=True)
+        _print_report(report, applied=True)
         _print_apply(rep, False)
         return
-    _print_report(report, as_json)
+    if o.as_json:
+        echo(to_json(report.as_dict()))
+        return
+    _print_report(report)
+
+
+def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
+    """The bulk path: select, plan (one pending copy per session), optionally apply."""
+    conn, path = open_catalog(o.db_path)
+    selection = sel.select_targets(conn, path, command, o.where)
+    outcomes = sel.plan(
+        conn, selection, command, options, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
+        usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking,
+        arguments=dict(o.arguments, where=selection.condition), on_fork=lambda r: log_fork(conn, r, o.arguments),
+    )
+    if o.apply and not o.dry_run:
+        applied = sel.apply_all(conn, [x.path for x in outcomes if x.status == "pending"], backup=o.backup)
+        by = {a.path: a for a in applied}
+        for x in outcomes:
+            a = by.get(x.path)
+            if a is not None:
+                x.status = "applied" if a.applied else "apply-refused"
+                x.error = a.error
+                x.backup, x.surgery_ids = a.backup, a.surgery_ids
+    refused = [x for x in outcomes if x.status in ("refused", "apply-refused")]
+    if o.as_json:
+        echo(to_json({
+            "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
+            "sessions": [x.as_dict() for x in outcomes], "refreshed": selection.refreshed,
+            "gone": selection.gone, "dry_run": o.dry_run, "applied": sum(x.status == "applied" for x in outcomes),
+            "refused": len(refused),
+        }))
+    else:
+        _print_where(conn, command, selection, outcomes, dry_run=o.dry_run, do_apply=o.apply)
+    if refused:
+        raise click.exceptions.Exit(1)
 
 
 def _short(sid: str | None) -> str:
@@ -148,40 +232,6 @@ def _session_label(conn, o) -> tuple[str, str | None]:
                            (o.session_id,)).fetchone()
         title = row[0] if row else None
     return f"{p.stem} of {_short(o.session_id)}", title
-
-
-def _run_where(db_path, command, where, options, *, dry_run, fork, fork_title, no_usage_reset,
-               keep_dropped_thinking, as_json, do_apply, no_backup, arguments):
-    """The bulk path: select, plan (one pending copy per session), optionally apply."""
-    conn, path = _open(db_path)
-    selection = sel.select_targets(conn, path, command, where)
-    outcomes = sel.plan(
-        conn, selection, command, options, dry_run=dry_run, fork=fork or fork_title is not None,
-        fork_title=fork_title, usage_reset=not no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
-        arguments=dict(arguments, where=selection.condition), on_fork=lambda r: log_fork(conn, r, arguments),
-    )
-    applied = []
-    if do_apply and not dry_run:
-        applied = sel.apply_all(conn, [o.path for o in outcomes if o.status == "pending"], backup=not no_backup)
-        by = {a.path: a for a in applied}
-        for o in outcomes:
-            a = by.get(o.path)
-            if a is not None:
-                o.status = "applied" if a.applied else "apply-refused"
-                o.error = a.error
-                o.backup, o.surgery_ids = a.backup, a.surgery_ids
-    refused = [o for o in outcomes if o.status in ("refused", "apply-refused")]
-    if as_json:
-        echo(_json({
-            "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
-            "sessions": [o.as_dict() for o in outcomes], "refreshed": selection.refreshed,
-            "gone": selection.gone, "dry_run": dry_run, "applied": sum(o.status == "applied" for o in outcomes),
-            "refused": len(refused),
-        }))
-    else:
-        _print_where(conn, command, selection, outcomes, dry_run=dry_run, do_apply=do_apply)
-    if refused:
-        raise click.exceptions.Exit(1)
 
 
 def _print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
@@ -222,10 +272,7 @@ def _print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
                    "(or run again with --apply).")
 
 
-def _print_report(r: SurgeryReport, as_json: bool, applied: bool = False) -> None:
-    if as_json:
-        echo(_json(r.as_dict()))
-        return
+def _print_report(r: SurgeryReport, applied: bool = False) -> None:
     res = r.result
     parts = []
     tools = res.get("tools", res if "results" in res else None)
@@ -267,30 +314,14 @@ def _print_report(r: SurgeryReport, as_json: bool, applied: bool = False) -> Non
         echo("Nothing to change: no pending copy written.")
 
 
-def _dispatch(command, session, where, op_single, options, params, *, db_path, frm, to, dry_run, fork,
-              fork_title, no_usage_reset, keep_dropped_thinking, no_backup, as_json, do_apply):
-    """SESSION -> one surgery (as before); --where -> the bulk plan (and --apply)."""
-    _target(session, where, frm, to, do_apply, fork, fork_title)
-    arguments = _arguments(params)
-    if where:
-        _run_where(db_path, command, where, options, dry_run=dry_run, fork=fork, fork_title=fork_title,
-                   no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json,
-                   do_apply=do_apply, no_backup=no_backup, arguments=arguments)
-        return
-    _run(db_path, session, command, op_single, dry_run=dry_run, fork=fork, fork_title=fork_title,
-         no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json,
-         arguments=arguments, do_apply=do_apply, no_backup=no_backup)
-
-
 @cli.command("strip-tools")
-@mutating_where
+@surgery_options()
 @click.option("--tools", default=None, help="Only these tools, comma-separated (globs allowed: mcp__*).")
 @click.option("--only-inputs", is_flag=True, help="Only clear tool_use inputs.")
 @click.option("--only-results", is_flag=True, help="Only clear tool_result content.")
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
-def strip_tools_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
-                    keep_dropped_thinking, no_backup, as_json, tools, only_inputs, only_results, keep_last_lines):
+def strip_tools_cmd(o: SurgeryOptions, tools, only_inputs, only_results, keep_last_lines):
     """Clear tool inputs and results (error results keep their text).
 
     Writes <session>.jsonl.pending; the original is untouched until `txdb apply`.
@@ -305,23 +336,18 @@ def strip_tools_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, f
     """
     if only_inputs and only_results:
         raise click.UsageError("--only-inputs and --only-results exclude each other")
-    rng = _range(frm, to)
     names = _csv(tools)
 
     def op(t, _orig):
         return ops.strip_tools(t, tools=names, only_inputs=only_inputs, only_results=only_results,
-                               keep_last_lines=keep_last_lines, positions=rng)
-    options = dict(tools=names, only_inputs=only_inputs, only_results=only_results, keep_last_lines=keep_last_lines)
-    _dispatch("strip-tools", session, where, op, options, click.get_current_context().params,
-              db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork, fork_title=fork_title,
-              no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, no_backup=no_backup,
-              as_json=as_json, do_apply=do_apply)
+                               keep_last_lines=keep_last_lines, positions=o.positions)
+    _run(o, "strip-tools", op, dict(tools=names, only_inputs=only_inputs, only_results=only_results,
+                                    keep_last_lines=keep_last_lines))
 
 
 @cli.command("strip-thinking")
-@mutating_where
-def strip_thinking_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
-                       keep_dropped_thinking, no_backup, as_json):
+@surgery_options()
+def strip_thinking_cmd(o: SurgeryOptions):
     """Remove thinking blocks (text and signature; <thinking>/<think> text blocks too).
 
     With --where, the thinking rows of block_targets it selects, in every session.
@@ -332,20 +358,15 @@ def strip_thinking_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork
         txdb strip-thinking SESSION --from 0 --to 120
         txdb strip-thinking --where "kind = 'thinking' and signature_chars > 5000"
     """
-    rng = _range(frm, to)
-    _dispatch("strip-thinking", session, where, lambda t, _o: ops.strip_thinking(t, positions=rng), {},
-              click.get_current_context().params, db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork,
-              fork_title=fork_title, no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
-              no_backup=no_backup, as_json=as_json, do_apply=do_apply)
+    _run(o, "strip-thinking", lambda t, _o: ops.strip_thinking(t, positions=o.positions))
 
 
 @cli.command("strip-all")
-@mutating_where
+@surgery_options()
 @click.option("--tools", default=None, help="Only these tools, comma-separated.")
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
-def strip_all_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
-                  keep_dropped_thinking, no_backup, as_json, tools, keep_last_lines):
+def strip_all_cmd(o: SurgeryOptions, tools, keep_last_lines):
     """Strip all tool content and thinking (the usual first move).
 
     Example:
@@ -354,18 +375,14 @@ def strip_all_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, for
         txdb strip-all SESSION && txdb apply SESSION
         txdb strip-all --where "project like '%myapp%' and on_chain = 1 and pos < 200"
     """
-    rng = _range(frm, to)
     names = _csv(tools)
-    _dispatch("strip-all", session, where,
-              lambda t, _o: ops.strip_all(t, tools=names, keep_last_lines=keep_last_lines, positions=rng),
-              dict(tools=names, keep_last_lines=keep_last_lines), click.get_current_context().params,
-              db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork, fork_title=fork_title,
-              no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking, no_backup=no_backup,
-              as_json=as_json, do_apply=do_apply)
+    _run(o, "strip-all",
+         lambda t, _o: ops.strip_all(t, tools=names, keep_last_lines=keep_last_lines, positions=o.positions),
+         dict(tools=names, keep_last_lines=keep_last_lines))
 
 
 @cli.command("strip-attachments")
-@mutating_where
+@surgery_options()
 @click.option("--types", default=None, help="Only these attachment types, comma-separated.")
 @click.option("--keep-recent", type=click.IntRange(min=0), default=None,
               help="Keep the newest N of each superseded type [default: 1; with --where: 0, "
@@ -374,9 +391,7 @@ def strip_all_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, for
 @click.option("--include-free", is_flag=True,
               help="Also drop types that render to nothing (shrinks the file only; implied by --where).")
 @click.option("--list", "list_only", is_flag=True, help="Show what is there and what the policy would do; change nothing.")
-def strip_attachments_cmd(session, where, do_apply, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
-                          keep_dropped_thinking, no_backup, as_json, types, keep_recent, drop_all,
-                          include_free, list_only):
+def strip_attachments_cmd(o: SurgeryOptions, types, keep_recent, drop_all, include_free, list_only):
     """Drop superseded attachments (keeps the newest of each kind, and every
     queued_command, *_delta, skill_listing, hook context, prompt_snapshot and
     unknown type); children are re-parented.
@@ -395,38 +410,37 @@ def strip_attachments_cmd(session, where, do_apply, db_path, frm, to, dry_run, f
     type_list = _csv(types)
     if drop_all and not type_list:
         raise click.UsageError("--drop-all needs --types (it can remove what tells the model its tools exist)")
-    if list_only and where:
+    if list_only and o.where:
         raise click.UsageError("--list takes a SESSION; with --where, --dry-run shows the plan")
-    rng = _range(frm, to)
     kw = dict(types=type_list, keep_recent=1 if keep_recent is None else keep_recent, drop_all=drop_all,
-              include_free=include_free, positions=rng)
+              include_free=include_free, positions=o.positions)
     if list_only:
-        if not session:
-            raise click.UsageError("Missing argument 'SESSION'")
-        _conn, orig = _resolve(db_path, session)
-        t, _original, _had, _meta = load_base(orig)
-        rows = ops.attachment_listing(ops.attachment_plan(t, **kw))
-        if as_json:
-            echo(_json(rows))
-            return
-        echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys()) if rows else []))
-        echo(f"Policy drops {sum(r['drop'] for r in rows)} attachments, "
-                   f"~{sum(r['drop_tokens'] for r in rows):,} rendered tokens.")
+        _list_attachments(o, kw)
         return
-    options = dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=None)
-    _dispatch("strip-attachments", session, where, lambda t, _o: ops.strip_attachments(t, **kw), options,
-              click.get_current_context().params, db_path=db_path, frm=frm, to=to, dry_run=dry_run, fork=fork,
-              fork_title=fork_title, no_usage_reset=no_usage_reset, keep_dropped_thinking=keep_dropped_thinking,
-              no_backup=no_backup, as_json=as_json, do_apply=do_apply)
+    _run(o, "strip-attachments", lambda t, _o: ops.strip_attachments(t, **kw),
+         dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=None))
+
+
+def _list_attachments(o: SurgeryOptions, kw: dict) -> None:
+    _conn, orig = _resolve(o.db_path, o.session)
+    t, _original, _had, _meta = load_base(orig)
+    rows = ops.attachment_listing(ops.attachment_plan(t, **kw))
+    if o.as_json:
+        echo(to_json(rows))
+        return
+    echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys()) if rows else []))
+    echo(f"Policy drops {sum(r['drop'] for r in rows)} attachments, "
+         f"~{sum(r['drop_tokens'] for r in rows):,} rendered tokens.")
 
 
 @cli.command("reset-usage")
-@mutating
-def reset_usage_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usage_reset,
-                    keep_dropped_thinking, no_backup, as_json):
+@surgery_options(where=False, edits=False)
+def reset_usage_cmd(o: SurgeryOptions):
     """Lower stale usage counts so the context gauge matches a stripped session.
 
-    Caps, never raises: a recorded count only ever goes down.
+    Caps, never raises: a recorded count only ever goes down. It caps every
+    stale turn of the active chain (no --from/--to) and changes no content
+    (so no thinking is dropped); `txdb apply` then swaps it in.
 
     Example:
 
@@ -434,10 +448,10 @@ def reset_usage_cmd(session, db_path, frm, to, dry_run, fork, fork_title, no_usa
     """
     def op(t, original):
         # Standalone (no earlier pass in a pending copy): no "before" to compare with.
-        standalone = getattr(t, "fork_of", None) is not None or t.to_bytes() == original.to_bytes()
+        standalone = getattr(t, "fork_of", None) is not None or t.digest() == original.digest()
         return reset_usage(t, None if standalone else original)
-    _run(db_path, session, "reset-usage", op, dry_run=dry_run, fork=fork, fork_title=fork_title,
-         no_usage_reset=True, keep_dropped_thinking=keep_dropped_thinking, as_json=as_json)
+    # The op is the reset: the engine's own reset after an edit is not run again.
+    _run(dataclasses.replace(o, usage_reset=False, keep_dropped_thinking=True), "reset-usage", op)
 
 
 @cli.command("fork")
@@ -453,8 +467,9 @@ def fork_cmd(session, db_path, fork_title, dry_run, as_json):
 
         txdb fork SESSION --fork-title "checkpoint"
     """
-    _run(db_path, session, "fork", lambda t, _o: {}, dry_run=dry_run, fork=True, fork_title=fork_title,
-         no_usage_reset=True, keep_dropped_thinking=True, as_json=as_json)
+    o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, usage_reset=False,
+                       keep_dropped_thinking=True, as_json=as_json)
+    _run(o, "fork", lambda t, _o: {})
 
 
 @cli.command("snapshot")
@@ -472,7 +487,7 @@ def snapshot_cmd(session, db_path, refresh, as_json):
     _conn, orig = _resolve(db_path, session)
     snap = pend.snapshot(orig, refresh=refresh)
     if as_json:
-        echo(_json(snap.as_dict()))
+        echo(to_json(snap.as_dict()))
         return
     verb = "Snapshot taken" if snap.created else "Pending copy reused (--refresh to retake)"
     echo(f"{verb}: {snap.pending} ({snap.size:,} bytes of the original)")
@@ -515,7 +530,7 @@ def apply_cmd(session, db_path, all_pending, dry_run, no_backup, as_json):
     if as_json:
         d = rep.as_dict()
         d["surgery_ids"] = ids
-        echo(_json(d))
+        echo(to_json(d))
         return
     _print_apply(rep, dry_run)
 
@@ -533,12 +548,12 @@ def _print_apply(rep, dry_run: bool) -> None:
 
 
 def _apply_all(db_path, *, dry_run, no_backup, as_json):
-    conn, _ = _open(db_path)
+    conn, _ = open_catalog(db_path)
     paths = sel.all_pending(conn)
     outs = sel.apply_all(conn, paths, dry_run=dry_run, backup=not no_backup)
     refused = [o for o in outs if o.error]
     if as_json:
-        echo(_json([o.as_dict() for o in outs]))
+        echo(to_json([o.as_dict() for o in outs]))
     else:
         if not outs:
             echo("No pending copies.")

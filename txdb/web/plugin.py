@@ -51,11 +51,11 @@ _scope: contextvars.ContextVar = contextvars.ContextVar("txdb_scope", default=No
 
 
 def _css() -> str:
-    return resources.files("txdb").joinpath("static/txdb.css").read_text(encoding="utf-8")
+    return resources.files("txdb.web").joinpath("static/txdb.css").read_text(encoding="utf-8")
 
 
 def _template_source() -> str:
-    return resources.files("txdb").joinpath("templates/txdb_session.html").read_text(encoding="utf-8")
+    return resources.files("txdb.web").joinpath("templates/txdb_session.html").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------- hooks
@@ -87,29 +87,48 @@ async def _is_catalog(db) -> bool:
     return "_txdb_migrations" in await db.table_names()
 
 
+def _known(datasette) -> dict:
+    """Which served databases are txdb catalogs, by name (looked at once each)."""
+    return datasette.__dict__.setdefault("_txdb_is_catalog", {})
+
+
+async def _database_is_catalog(datasette, name: str | None) -> bool | None:
+    """True when the served database ``name`` is a txdb catalog; None when
+    it cannot be read now (asked again next time)."""
+    known = _known(datasette)
+    if name in known:
+        return known[name]
+    db = datasette.databases.get(name) if name else None
+    if db is None or db.is_memory:
+        return False
+    try:
+        known[name] = await _is_catalog(db)
+    except Exception:
+        return None
+    return known[name]
+
+
 async def _serves_catalog(datasette) -> bool:
-    """True when any database served is a txdb catalog (checked once per database)."""
-    known = datasette.__dict__.setdefault("_txdb_is_catalog", {})
-    for name, db in list(datasette.databases.items()):
-        if name in known:
-            if known[name]:
-                return True
-            continue
-        if db.is_memory:
-            known[name] = False
-            continue
-        try:
-            known[name] = await _is_catalog(db)
-        except Exception:
-            return True  # unreadable now: guard it, and look again next time
-        if known[name]:
+    """True when any database served is a txdb catalog (or cannot be read
+    now: the Host guard then errs on the safe side)."""
+    for name in list(datasette.databases):
+        if await _database_is_catalog(datasette, name) is not False:
             return True
     return False
 
 
+# The hooks below act on the pages and cells of txdb catalogs only: beside
+# other databases in one Datasette, theirs keep Datasette's own look.
+
+
 @hookimpl
-def extra_css_urls(datasette):
-    return [datasette.urls.path("/-/txdb/txdb.css")]
+def extra_css_urls(database, datasette):
+    async def urls():
+        if database and await _database_is_catalog(datasette, database):
+            return [datasette.urls.path("/-/txdb/txdb.css")]
+        return []
+
+    return urls
 
 
 @hookimpl
@@ -122,6 +141,20 @@ def register_routes():
 
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
+    known = _known(datasette).get(database)
+    if known is False:
+        return None
+    if known is None:  # not looked at yet (the first cell of its first page)
+        async def later():
+            if await _database_is_catalog(datasette, database):
+                return _render_catalog_cell(row, value, column, table, database, datasette)
+            return None
+
+        return later
+    return _render_catalog_cell(row, value, column, table, database, datasette)
+
+
+def _render_catalog_cell(row, value, column, table, database, datasette):
     if column == "title" and table in TITLE_LINK_TABLES and (value is None or isinstance(value, str)):
         keys = row.keys()
         fid = row["file_id"] if "file_id" in keys else (row["conversation"] if "conversation" in keys else None)
@@ -167,8 +200,8 @@ def _search_terms() -> list[str]:
 def _json_cell(value: str, full: bool):
     try:
         pretty = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-    except ValueError:
-        return None
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to show as a tree
+        return None  # Datasette shows the text as it is
     limit = ROW_JSON_CHARS if full else CELL_JSON_CHARS
     shown = pretty[:limit]
     more = ""
@@ -287,7 +320,7 @@ def _tool_summary(name: str | None, text: str | None) -> str:
         return ""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text[:120]
     if not isinstance(data, dict):
         return text[:120]
@@ -326,7 +359,7 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         WHERE file_id = ? ORDER BY tokens DESC LIMIT 12""", (file_id,))
     est = sum(r["tokens"] or 0 for r in by_type)  # the raw breakdown's total
     session["est_context_tokens"] = gauge[0]["est_context_tokens"] if gauge else est
-    session["raw_context_tokens"] = est
+    session["raw_context_tokens"] = gauge[0]["raw_context_tokens"] if gauge else est
     total = session["chain_length"] or 0
     before = conn.execute(
         "SELECT coalesce(sum(r.tokens), 0) FROM chain c JOIN records r ON r.file_id = c.file_id "
@@ -336,10 +369,13 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
                r.model, r.is_meta, r.is_sidechain, r.tokens,
                a.type AS attachment_type, a.policy, a.free,
                CASE WHEN r.type NOT IN ('user', 'assistant')
-                    THEN substr(coalesce(json_extract(r.raw, '$.content'),
-                                         json_extract(r.raw, '$.attachment.content'),
-                                         json_extract(r.raw, '$.attachment'),
-                                         json_extract(r.raw, '$.summary')), 1, ?) END AS body
+                    -- a line nested deeper than SQLite's JSON goes is shown as its text
+                    THEN substr(CASE WHEN json_valid(r.raw)
+                                     THEN coalesce(json_extract(r.raw, '$.content'),
+                                                   json_extract(r.raw, '$.attachment.content'),
+                                                   json_extract(r.raw, '$.attachment'),
+                                                   json_extract(r.raw, '$.summary'))
+                                     ELSE r.raw END, 1, ?) END AS body
         FROM chain c
         JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
         LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
@@ -401,7 +437,7 @@ def _pretty(body: str) -> str:
     if body[:1] in "{[":
         try:
             return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to show as a tree
             pass
     return body
 

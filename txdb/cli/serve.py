@@ -9,57 +9,18 @@ The equivalent plain command (the plugin loads through its entry point):
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import webbrowser
-from importlib import resources
 from pathlib import Path
 
 import click
 
-from . import config, db
-from .cli import cli, db_option, echo
-from .hostcheck import refuse_foreign_hosts
-
-SETTINGS = {
-    # Views over the whole catalog can take a few hundred ms on big catalogs.
-    "sql_time_limit_ms": 5000,
-    "facet_time_limit_ms": 500,
-    # Suggested facets re-run a view once per column: off.
-    "suggest_facets": False,
-}
-
-
-def metadata_path() -> str:
-    return str(resources.files("txdb.sql").joinpath("metadata.json"))
-
-
-def load_metadata(database: str) -> dict:
-    """txdb's metadata, keyed by the served database's name (the file stem)."""
-    meta = json.loads(resources.files("txdb.sql").joinpath("metadata.json").read_text(encoding="utf-8"))
-    dbs = meta.get("databases", {})
-    if "txdb" in dbs and database != "txdb":
-        entry = dbs.pop("txdb")
-        if "description_html" in entry:
-            entry["description_html"] = entry["description_html"].replace('href="/txdb/', f'href="/{database}/')
-        dbs[database] = entry
-    return meta
-
-
-def make_datasette(path: str | Path, **kwargs):
-    """A read-only Datasette on the catalog with txdb's metadata and plugin."""
-    from datasette.app import Datasette
-
-    path = Path(path)
-    settings = dict(SETTINGS)
-    settings.update(kwargs.pop("settings", {}))
-    return Datasette(
-        [str(path)],
-        metadata=load_metadata(path.stem),
-        settings=settings,
-        **kwargs,
-    )
+from .. import config, db
+from ..web.hostcheck import refuse_foreign_hosts
+from ..web.metadata import make_datasette, metadata_path
+from .main import cli, db_option
+from .output import echo
 
 
 def _free_port(host: str) -> int:

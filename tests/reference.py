@@ -1,0 +1,35 @@
+"""Reference computations the tests check the library against (test code,
+not library code): the (estimate, recorded) pairs of a chain of parsed lines, computed outside the catalog the way the
+catalog's views compute them inside it."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from txdb import estimate
+from txdb.records import record_tokens  # the library's one per-record rule
+
+
+def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
+    """``(estimate, recorded)`` per assistant turn of a chain of parsed lines
+    (root first), for a transcript outside the catalog. Lines without usage,
+    synthetic turns and API error turns are skipped."""
+    pairs: list[tuple[int, int]] = []
+    seen: set[str] = set()
+    running = 0
+    boundary = ""  # timestamp of the latest compact boundary on the chain
+    for rec in chain:
+        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+            boundary = max(boundary, rec.get("timestamp") or "")
+        if rec.get("type") == "assistant":
+            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+            mid = msg.get("id")
+            if (mid and mid not in seen and msg.get("model") != "<synthetic>"
+                    and not rec.get("isApiErrorMessage")
+                    and not estimate.before_compaction(rec.get("timestamp"), boundary)):
+                seen.add(mid)
+                rc = estimate.recorded_context(msg.get("usage"))
+                if rc:
+                    pairs.append((running, rc))
+        running += record_tokens(rec)  # system-prompt snapshots count 0: the overhead the fit learns
+    return pairs

@@ -1,0 +1,113 @@
+"""The plugin beside other databases: installed in a Datasette that also
+serves unrelated databases, its hooks act on the txdb catalog only (their
+pages keep Datasette's look, their `raw`/`arguments`/`iterations` columns
+are not re-rendered); and a line nested thousands of levels deep (valid
+JSON, stored by refresh) renders as its text instead of failing the page.
+Real Datasette, in-process through its own client, on real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from datasette.app import Datasette
+
+from test_bad_input import deep_session
+from txdb import db
+from txdb.ingest.store import refresh
+from txdb.web.metadata import load_metadata
+
+CSS = "/-/txdb/txdb.css"
+RAW = json.dumps({"type": "user", "message": {"content": "hello from elsewhere"}})
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scope")
+    root = tmp / "projects"
+    for depth, place in ((3000, "tool_use"), (2000, "attachment")):
+        data, _line = deep_session(depth, place)
+        f = root / f"-deep-{place}" / f"{depth:08d}-0000-0000-0000-000000000000.jsonl"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data)
+    # No title and no prompt in words: the first user message is a tool result.
+    from sessions import assistant, user, write
+    u = user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}], None, session="untitled")
+    write(root / "-untitled" / "00000001-0000-0000-0000-000000000000.jsonl",
+          [u, assistant("done", u["uuid"], session="untitled")])
+    catalog = tmp / "catalog.db"
+    conn = db.connect(catalog)
+    refresh(conn, [root])
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    other = tmp / "other.db"
+    o = sqlite3.connect(other)
+    o.executescript("CREATE TABLE events (id INTEGER PRIMARY KEY, file_id INTEGER, title TEXT, raw TEXT, "
+                    "arguments TEXT, iterations TEXT, conversation INTEGER)")
+    o.execute("INSERT INTO events VALUES (1, 1, 'a title', ?, ?, ?, 1)", (RAW, '{"a": [1, 2]}', "[1, 2, 3]"))
+    o.commit()
+    o.close()
+    return {"catalog": catalog, "other": other}
+
+
+@pytest.fixture
+async def ds(served):
+    d = Datasette([str(served["catalog"]), str(served["other"])], metadata=load_metadata("catalog"))
+    await d.invoke_startup()
+    return d
+
+
+async def html(ds, path: str) -> str:
+    r = await ds.client.get(path)
+    assert r.status_code == 200, r.text[:500]
+    return r.text
+
+
+@pytest.mark.parametrize("path", ["/other", "/other/events", "/other/events/1",
+                                  "/other?sql=select+raw,+arguments,+iterations,+title,+file_id+from+events"])
+async def test_other_databases_keep_datasettes_look(ds, path):
+    page = await html(ds, path)
+    assert CSS not in page
+    assert "txdb-json" not in page and "/-/txdb/session/" not in page and "txdb-conv" not in page
+    if path != "/other":
+        assert "hello from elsewhere" in page  # the raw text, as Datasette shows any text
+
+
+@pytest.mark.parametrize("path", ["/catalog", "/catalog/records", "/catalog/sessions"])
+async def test_catalog_pages_have_the_plugins_look(ds, path):
+    page = await html(ds, path)
+    assert CSS in page
+
+
+async def test_catalog_cells_are_still_rendered(ds, served):
+    page = await html(ds, "/catalog/records?_size=3")
+    assert 'class="txdb-json"' in page
+    page = await html(ds, "/catalog/sessions")
+    assert "/-/txdb/session/" in page
+
+
+async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
+    conn = sqlite3.connect(served["catalog"])
+    deep = conn.execute("SELECT file_id, offset, raw FROM records WHERE raw LIKE '%[[[[[[[[[[%' "
+                        "ORDER BY length(raw) DESC").fetchall()
+    conn.close()
+    assert len(deep) == 2
+    for file_id, offset, raw in deep:
+        with pytest.raises(RecursionError):
+            json.loads(raw)  # what the plugin tries first
+        page = await html(ds, f"/catalog/records/{file_id},{offset}")
+        assert "[[[[[[[[[[" in page  # the text itself
+        page = await html(ds, f"/catalog/records?file_id={file_id}")
+        assert "[[[[[[[[[[" in page
+        page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
+        assert "Traceback" not in page
+
+
+async def test_a_session_with_neither_title_nor_prompt_has_its_page(ds, served):
+    conn = sqlite3.connect(served["catalog"])
+    (file_id,) = conn.execute("SELECT id FROM files WHERE path LIKE '%-untitled%'").fetchone()
+    conn.close()
+    page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
+    assert "<title>untitled · txdb session</title>" in page  # named by its session id
+    assert "(untitled session)" in page

@@ -1,0 +1,115 @@
+"""What the CLI prints: text made terminal-safe, JSON, tables, CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import sys
+
+import click
+import orjson
+
+
+# Control characters a terminal would act on: C0 but newline and tab, DEL,
+# and C1 (0x9b alone starts a sequence on some terminals). Shown as \xNN.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN``: a session
+    title holding ESC ] 8 (a link) or ESC [ 2 J (clear screen) prints as
+    inert text. Every line txdb prints as text goes through this."""
+    if not isinstance(text, str) or not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def echo(message="", err: bool = False, nl: bool = True) -> None:
+    """click.echo of text made terminal-safe (JSON needs nothing: orjson escapes control characters)."""
+    click.echo(terminal_safe(str(message)), err=err, nl=nl)
+
+
+def to_json(value, indent: bool = True) -> str:
+    """JSON text with no raw control character: orjson escapes C0; DEL and C1,
+    valid raw in JSON, are escaped here too (\\u007f...), so printing JSON to a
+    terminal is as safe as the text outputs and loses nothing."""
+    opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    text = orjson.dumps(value, option=opts).decode()
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text
+
+
+_JSON_RAW = re.compile("[\x7f-\x9f]")
+
+
+def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None) -> None:
+    if fmt is None:
+        fmt = "table" if sys.stdout.isatty() else "json"
+    if columns is None:
+        columns = list(rows[0].keys()) if rows else []
+    if fmt == "json":
+        echo(to_json(rows))
+    elif fmt == "nl":
+        for r in rows:
+            echo(to_json(r, indent=False))
+    elif fmt == "csv":
+        # Values made terminal-safe like any text (JSON is the lossless format).
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow([terminal_safe(c) for c in columns])
+        for r in rows:
+            w.writerow([terminal_safe(r.get(c)) for c in columns])
+        click.echo(buf.getvalue(), nl=False)
+    else:
+        echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
+
+
+def tabulate(rows, headers):
+    """An aligned text table: cells made terminal-safe first (so widths are
+    those printed), columns padded by display width (CJK counts 2)."""
+    from tabulate import tabulate as _tabulate  # imported when a table is printed
+
+    return _tabulate([[terminal_safe(v) for v in row] for row in rows],
+                     headers=[terminal_safe(h) for h in headers])
+
+
+def display_width(text: str) -> int:
+    from wcwidth import wcswidth
+
+    w = wcswidth(text)
+    return w if w >= 0 else len(text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` display columns, with an ellipsis when cut."""
+    if display_width(text) <= width:
+        return text
+    from wcwidth import wcwidth
+
+    out, used = [], 0
+    for ch in text:
+        w = max(wcwidth(ch), 0)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "\u2026"
+
+
+def _cell(v):
+    if isinstance(v, str):
+        return clip(terminal_safe(v), 80)
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    return v
+
+
+def format_options(f):
+    for opt in reversed([
+        click.option("--table", "fmt", flag_value="table", help="Aligned table (default on a terminal)."),
+        click.option("--json", "fmt", flag_value="json", help="JSON array (default when piped)."),
+        click.option("--nl", "fmt", flag_value="nl", help="Newline-delimited JSON."),
+        click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row."),
+    ]):
+        f = opt(f)
+    return f

@@ -8,7 +8,9 @@
 -- After a VACUUM (which may renumber blocks' implicit rowids), rebuild:
 --   INSERT INTO blocks_fts(blocks_fts) VALUES ('rebuild');
 
--- Anything still queued is indexed first.
+-- Anything still queued is indexed first. (The queue is created if absent,
+-- so that this migration is harmless on a catalog that no longer has it.)
+CREATE TABLE IF NOT EXISTS _blocks_fts_pending (block_rowid INTEGER PRIMARY KEY);
 INSERT INTO blocks_fts (rowid, text)
 SELECT b.rowid, b.text FROM _blocks_fts_pending p CROSS JOIN blocks b ON b.rowid = p.block_rowid
 WHERE b.text IS NOT NULL AND b.text <> '';

@@ -32,6 +32,7 @@ LAZY_COMMANDS = {
         "txdb.cli.surgery",
     ),
     "serve": "txdb.cli.serve",
+    "plugin": "txdb.cli.plugin",
 }
 
 class TxdbGroup(click.Group):

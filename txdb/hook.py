@@ -37,11 +37,13 @@ def session_files(payload: bytes | str) -> list[Path]:
     given = data.get("transcript_path")
     if not isinstance(given, str) or not given or "\x00" in given:
         raise ValueError("the hook input has no transcript_path")
-    path = Path(given).expanduser().absolute()
+    # Its folder's real path (as discovery sees it: the roots are resolved);
+    # `..` and links in the folders are resolved before the checks.
+    given_path = Path(os.path.abspath(os.path.expanduser(given)))
+    path = Path(os.path.realpath(given_path.parent)) / given_path.name
     if not is_session_path(path):
         raise ValueError(f"{given} is not a session file")
-    roots = [r for r in config.projects_roots() if path.is_relative_to(r)
-             or Path(os.path.realpath(path)).is_relative_to(r)]
+    roots = [r for r in config.projects_roots() if path.is_relative_to(r)]
     if not roots:
         raise ValueError(f"{given} is outside the projects folder ({config.projects_roots()[0]})")
     if not path.is_file():
@@ -61,8 +63,7 @@ def refresh_session(db_path: str | Path, payload: bytes | str) -> dict[str, str]
     from . import db
     from .ingest.store import refresh_path
 
-    root = next(r for r in config.projects_roots()
-                if files[0].is_relative_to(r) or Path(os.path.realpath(files[0])).is_relative_to(r))
+    root = next(r for r in config.projects_roots() if files[0].is_relative_to(r))
     conn = db.connect(db_path, busy_timeout_ms=BUSY_TIMEOUT_MS)
     try:
         return {str(p): refresh_path(conn, p, str(root)) for p in files}

@@ -178,3 +178,20 @@ def test_a_catalog_that_is_not_txdbs_is_left_alone(home):
     assert r.returncode == 0
     assert "not a txdb catalog" in (home / "txdb-hook.log").read_text()
     assert [n for (n,) in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")] == ["mine"]
+
+
+def test_txdb_plugin_warns_when_the_hook_command_is_not_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = CliRunner().invoke(cli, ["plugin"])
+    assert r.exit_code == 0
+    assert "Note: `txdb-hook` is not on PATH, so the plugin's hooks will not run" in r.output
+
+
+def test_the_hook_refuses_a_pending_copy_and_a_backup(home):
+    session = session_of(home)
+    for name in (session.name + ".pending", session.name + ".bak"):
+        shutil.copy(session, session.with_name(name))
+        r = hook(home, {"transcript_path": str(session.with_name(name))})
+        assert (r.returncode, r.stderr) == (0, b"")
+        assert f"{name} is not a session file" in (home / "txdb-hook.log").read_text()
+    assert not (home / "catalog.db").exists()

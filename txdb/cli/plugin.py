@@ -29,5 +29,6 @@ def plugin(as_json):
     echo(f"Plugin folder: {info.path}")
     echo(f"Enable it:     {info.enable}")
     if info.hook_found is None:
-        echo(f"Note: `{info.hook_command}` is not on PATH, so its hooks will not run. Install txdb with "
-             "pipx or `uv tool install`, or put this environment's bin folder on PATH.", err=True)
+        echo(f"Note: `{info.hook_command}` is not on PATH, so the plugin's hooks will not run: put the folder "
+             "of the txdb command on PATH (`pipx ensurepath`, `uv tool update-shell`), or install txdb with "
+             "pipx or `uv tool install`.", err=True)

@@ -354,3 +354,40 @@ def test_persisted_view_has_one_row_per_marker(tools):
     assert pos[edited["mention"]["uuid"]] not in kinds
     text = txdb(db_path, "show-thinking", TOOLS_SID, "--pos", pos[edited["thinking"]["uuid"]]).output
     assert f"; persisted to {SDIR}/persisted/thinking/f3883eec.txt (1,234 chars)\n{THINKING}\n" in text
+
+
+def test_hostile_markers_never_break_the_views_or_analyze(tools):
+    """Sizes no sum can hold, sizes of the wrong type, a marker cut short, a
+    summary carrying terminal escapes: the row says what it can, the sums
+    and analyze still answer, the text output prints the escape inert."""
+    db_path, conn, path, fid = tools
+    objs = [json.loads(l) for l in path.read_text().splitlines()]
+    hostile = [
+        ("<persisted-text>\nSaved to: /x/a.txt (99,999,999,999,999,999,999 chars)\nSummary: big\n\nPreview:\n"
+         "</persisted-text>", None),
+        ("<persisted-output>\nOutput too large (1e400KB). Full output saved to: /x/b.txt\n", 10 ** 30),
+        ("<persisted-output>\nOutput too large (12", "12"),
+        ("<persisted-thinking>\nSummary: \x1b]8;;http://evil\x07click\x1b[2J", None),
+    ]
+    results = [o for o in objs if o["type"] == "user" and isinstance(o["message"]["content"], list)
+               and o["message"]["content"][0].get("type") == "tool_result"]
+    for o, (text, size) in zip(results, hostile):
+        o["message"]["content"][0]["content"] = text
+        o["toolUseResult"] = {"persistedOutputSize": size}
+    # json, not orjson: a 10**30 integer is valid JSON that orjson will not write.
+    path.write_text("".join(json.dumps(o, separators=(",", ":"), ensure_ascii=False) + "\n" for o in objs))
+    refresh(conn, [path.parent.parent])
+    got = rows(conn, "SELECT kind, sidecar_path, original_chars, saved_chars, summary FROM persisted ORDER BY line")
+    assert got == [
+        {"kind": "text", "sidecar_path": "/x/a.txt", "original_chars": None, "saved_chars": None, "summary": "big"},
+        {"kind": "tool", "sidecar_path": "/x/b.txt", "original_chars": None, "saved_chars": None, "summary": None},
+        {"kind": "tool", "sidecar_path": None, "original_chars": None, "saved_chars": None, "summary": None},
+        {"kind": "thinking", "sidecar_path": None, "original_chars": None, "saved_chars": None,
+         "summary": "\x1b]8;;http://evil\x07click\x1b[2J"},
+    ]
+    [s] = rows(conn, "SELECT markers, chain_saved_chars FROM persisted_by_session")
+    assert s == {"markers": 4, "chain_saved_chars": 0}
+    report = json.loads(txdb(db_path, "analyze", TOOLS_SID, "--json").output)
+    assert sum(r["markers"] for r in report["persisted"]) == 4
+    out = txdb(db_path, "show-tool", TOOLS_SID, "--id", results[3]["message"]["content"][0]["tool_use_id"]).output
+    assert "\x1b" not in out and "\\x1b]8;;http://evil\\x07click\\x1b[2J" in out

@@ -56,9 +56,12 @@ WITH m AS (
                 THEN substr(rtrim(with_n, '0123456789,'), 1, length(rtrim(with_n, '0123456789,')) - 2)
                 ELSE saved_line END AS sidecar_path,
            CASE WHEN saved_line LIKE '% chars)' AND rtrim(with_n, '0123456789,') LIKE '% ('
+                 AND length(replace(substr(with_n, length(rtrim(with_n, '0123456789,')) + 1), ',', ''))
+                     BETWEEN 1 AND 15
                 THEN CAST(replace(substr(with_n, length(rtrim(with_n, '0123456789,')) + 1), ',', '') AS INTEGER)
            END AS stated_chars,
-           CASE WHEN size_text LIKE '% bytes' THEN CAST(size_text AS INTEGER)
+           CASE WHEN NOT CAST(size_text AS REAL) BETWEEN 0 AND 1e6 THEN NULL  -- a hostile size
+                WHEN size_text LIKE '% bytes' THEN CAST(size_text AS INTEGER)
                 WHEN size_text LIKE '%KB' THEN CAST(round(CAST(size_text AS REAL) * 1024) AS INTEGER)
                 WHEN size_text LIKE '%MB' THEN CAST(round(CAST(size_text AS REAL) * 1048576) AS INTEGER)
                 WHEN size_text LIKE '%GB' THEN CAST(round(CAST(size_text AS REAL) * 1073741824) AS INTEGER)
@@ -67,9 +70,15 @@ WITH m AS (
 ), sized AS (
     SELECT parsed.*,
            CASE WHEN tag_name = 'output' AND json_valid(r.raw)
-                THEN json_extract(r.raw, '$.toolUseResult.persistedOutputSize') END AS cc_size,
+                THEN json_extract(r.raw, '$.toolUseResult.persistedOutputSize') END AS recorded_size,
            r.line, r.uuid
     FROM parsed JOIN records r ON r.file_id = parsed.file_id AND r.offset = parsed.offset
+), checked AS (
+    -- Only a plausible recorded size counts (an integer below 10^15: sums never overflow).
+    SELECT sized.*,
+           CASE WHEN typeof(recorded_size) = 'integer' AND recorded_size BETWEEN 0 AND 999999999999999
+                THEN recorded_size END AS cc_size
+    FROM sized
 )
 SELECT
     CASE tag_name WHEN 'output' THEN 'tool' ELSE tag_name END AS kind,
@@ -85,12 +94,10 @@ SELECT
     (SELECT u.tool_name FROM blocks u WHERE u.file_id = s.file_id AND u.tool_use_id = s.tool_use_id
        AND u.kind = 'tool_use' LIMIT 1) AS tool_name,
     s.sidecar_path,
-    coalesce(CASE WHEN typeof(s.cc_size) = 'integer' THEN s.cc_size END, s.stated_chars, s.stated_size)
-        AS original_chars,
-    CASE WHEN typeof(s.cc_size) = 'integer' OR s.stated_chars IS NOT NULL THEN 1 ELSE 0 END AS original_exact,
+    coalesce(s.cc_size, s.stated_chars, s.stated_size) AS original_chars,
+    CASE WHEN s.cc_size IS NOT NULL OR s.stated_chars IS NOT NULL THEN 1 ELSE 0 END AS original_exact,
     s.marker_chars,
-    coalesce(CASE WHEN typeof(s.cc_size) = 'integer' THEN s.cc_size END, s.stated_chars, s.stated_size)
-        - s.marker_chars AS saved_chars,
+    coalesce(s.cc_size, s.stated_chars, s.stated_size) - s.marker_chars AS saved_chars,
     s.summary
-FROM sized s
+FROM checked s
 LEFT JOIN chain c ON c.file_id = s.file_id AND c.offset = s.offset;

@@ -391,3 +391,15 @@ def test_hostile_markers_never_break_the_views_or_analyze(tools):
     assert sum(r["markers"] for r in report["persisted"]) == 4
     out = txdb(db_path, "show-tool", TOOLS_SID, "--id", results[3]["message"]["content"][0]["tool_use_id"]).output
     assert "\x1b" not in out and "\\x1b]8;;http://evil\\x07click\\x1b[2J" in out
+
+
+def test_a_one_line_session_has_a_chain_of_one(tmp_path):
+    from sessions import user, write
+
+    path = write(tmp_path / "projects" / "-home-me-app" / "s-1.jsonl", [user("hello")])
+    db_path = tmp_path / "c.db"
+    report = json.loads(txdb(db_path, "show-thinking", path, "--json").output)
+    assert report["chain_length"] == 1 and report["thinking"] == []
+    assert txdb(db_path, "show-tool", path).output.splitlines()[1] == "0 tool calls on the active chain (1 position)"
+    r = txdb(db_path, "show-thinking", path, "--pos", 0, ok=False)
+    assert r.output == f"Error: no thinking block at position 0 of {path} (the chain has no thinking block)\n"

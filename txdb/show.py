@@ -42,7 +42,8 @@ def _chain_end(conn, file_id: int) -> int | None:
 
 def _header(conn, ref: SessionRef, file_id: int) -> dict:
     (sid,) = conn.execute("SELECT session_id FROM files WHERE id = ?", (file_id,)).fetchone()
-    return {"file": file_info(ref), "session_id": sid, "chain_length": (_chain_end(conn, file_id) or -1) + 1}
+    end = _chain_end(conn, file_id)
+    return {"file": file_info(ref), "session_id": sid, "chain_length": 0 if end is None else end + 1}
 
 
 # -- tool calls ----------------------------------------------------------------

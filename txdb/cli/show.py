@@ -70,8 +70,8 @@ def show_tool(db_path, session, as_list, tool_use_id, context, as_json):
             return
         _head(report, ref)
         calls = report["tool_calls"]
-        echo(f"{len(calls)} tool call{'' if len(calls) == 1 else 's'} on the active chain "
-             f"({report['chain_length']} positions)")
+        echo(f"{_count(len(calls), 'tool call')} on the active chain "
+             f"({_count(report['chain_length'], 'position')})")
         if calls:
             echo(tabulate([[c["pos"], c["tool_use_id"], c["tool_name"], c["input_chars"], c["input_tokens"],
                             c["result_pos"], c["result_chars"], c["result_tokens"], _state(c)] for c in calls],
@@ -98,6 +98,10 @@ def show_tool(db_path, session, as_list, tool_use_id, context, as_json):
              + _persisted_note(c["persisted"]))
         echo(c["result_text"])
     _context(report["context"])
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _state(call: dict) -> str:
@@ -138,8 +142,8 @@ def show_thinking(db_path, session, pos, context, as_json):
             return
         _head(report, ref)
         rows = report["thinking"]
-        echo(f"{len(rows)} thinking block{'' if len(rows) == 1 else 's'} on the active chain "
-             f"({report['chain_length']} positions)")
+        echo(f"{_count(len(rows), 'thinking block')} on the active chain "
+             f"({_count(report['chain_length'], 'position')})")
         if rows:
             echo(tabulate([[r["pos"], r["line"], r["idx"], r["type"], r["chars"], r["signature_chars"],
                             r["total_chars"], r["tokens"], _persisted_note(r["persisted"]).lstrip("; ")]

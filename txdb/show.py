@@ -50,10 +50,11 @@ def _header(conn, ref: SessionRef, file_id: int) -> dict:
 
 _TOOL_CALLS = """
 SELECT c.pos, r.line, u.idx, u.tool_use_id, u.tool_name,
-       u.chars AS input_chars, u.tokens AS input_tokens, u.text AS input_text,
+       u.chars AS input_chars, u.tokens AS input_tokens,
        t.pos AS result_pos, t.line AS result_line, t.idx AS result_idx,
        t.chars AS result_chars, t.tokens AS result_tokens, t.is_error, t.images AS result_images,
-       t.text AS result_text
+       instr(u.text, :mark) > 0 AS input_stripped, substr(t.text, 1, length(:mark)) = :mark AS result_stripped,
+       {texts}
 FROM chain c
 JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
 JOIN blocks u ON u.file_id = c.file_id AND u.offset = c.offset AND u.kind = 'tool_use'
@@ -72,23 +73,20 @@ ORDER BY c.pos, u.idx, t.pos
 def _tool_rows(conn, file_id: int, extra: str = "", params: dict | None = None,
                keep_text: bool = False) -> list[dict]:
     marks = _persisted(conn, file_id)
+    # The texts only when one call is shown: a listing never holds every result in memory.
+    texts = "u.text AS input_text, t.text AS result_text" if keep_text else "1 AS no_text"
     out, seen = [], set()
-    for r in _rows(conn, _TOOL_CALLS.format(extra=extra), {"f": file_id, **(params or {})}):
+    for r in _rows(conn, _TOOL_CALLS.format(extra=extra, texts=texts),
+                   {"f": file_id, "mark": STRIPPED_MARK, **(params or {})}):
         if (r["pos"], r["idx"]) in seen:
             continue  # a second result for the same id on the chain: the first one answers
         seen.add((r["pos"], r["idx"]))
-        marker = marks.get((r["result_line"], r["result_idx"]))
-        result = r["result_text"]
-        r["result_state"] = ("persisted" if marker else
-                             "stripped" if isinstance(result, str) and result.startswith(STRIPPED_MARK) else None)
-        r["input_stripped"] = STRIPPED_MARK in (r["input_text"] or "")
+        marker = marks.get((r.pop("result_line"), r.pop("result_idx")))
+        r["result_state"] = "persisted" if marker else "stripped" if r.pop("result_stripped") else None
+        r["input_stripped"] = bool(r["input_stripped"])
         r["persisted"] = marker
         r["is_error"] = bool(r["is_error"]) if r["is_error"] is not None else None
-        for k in ("result_line", "result_idx"):
-            r.pop(k)
-        if not keep_text:
-            r.pop("input_text")
-            r.pop("result_text")
+        r.pop("no_text", None)
         out.append(r)
     return out
 
@@ -124,7 +122,7 @@ SELECT c.pos, r.line, r.uuid, b.idx,
        CASE WHEN b.kind = 'thinking' AND b.type = 'text' THEN 'wrapped'
             WHEN b.kind = 'thinking' THEN b.type ELSE 'persisted' END AS type,
        b.chars, b.signature_chars, b.chars + b.signature_chars AS total_chars, b.tokens,
-       b.text, b.kind
+       {texts}, b.kind
 FROM chain c
 JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
 JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
@@ -137,13 +135,13 @@ def _thinking_rows(conn, file_id: int, extra: str = "", params: dict | None = No
                    keep_text: bool = False) -> list[dict]:
     marks = _persisted(conn, file_id)
     out = []
-    for r in _rows(conn, _THINKING.format(extra=extra), {"f": file_id, **(params or {})}):
+    texts = "b.text" if keep_text else "1 AS no_text"
+    for r in _rows(conn, _THINKING.format(extra=extra, texts=texts), {"f": file_id, **(params or {})}):
         marker = marks.get((r["line"], r["idx"]))
         if r.pop("kind") != "thinking" and not (marker and marker["kind"] == "thinking"):
             continue  # a text block that only mentions the tag
         r["persisted"] = marker
-        if not keep_text:
-            r.pop("text")
+        r.pop("no_text", None)
         out.append(r)
     return out
 

@@ -51,22 +51,20 @@ def _header(conn, ref: SessionRef, file_id: int) -> dict:
 _TOOL_CALLS = """
 SELECT c.pos, r.line, u.idx, u.tool_use_id, u.tool_name,
        u.chars AS input_chars, u.tokens AS input_tokens,
-       t.pos AS result_pos, t.line AS result_line, t.idx AS result_idx,
+       rc.pos AS result_pos, rr.line AS result_line, t.idx AS result_idx,
        t.chars AS result_chars, t.tokens AS result_tokens, t.is_error, t.images AS result_images,
        instr(u.text, :mark) > 0 AS input_stripped, substr(t.text, 1, length(:mark)) = :mark AS result_stripped,
        {texts}
 FROM chain c
 JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
 JOIN blocks u ON u.file_id = c.file_id AND u.offset = c.offset AND u.kind = 'tool_use'
-LEFT JOIN (
-    SELECT b.tool_use_id, b.idx, b.chars, b.tokens, b.is_error, b.images, b.text, rc.pos, rr.line
-    FROM blocks b
-    JOIN chain rc ON rc.file_id = b.file_id AND rc.offset = b.offset
-    JOIN records rr ON rr.file_id = b.file_id AND rr.offset = b.offset
-    WHERE b.file_id = :f AND b.kind = 'tool_result'
-) t ON t.tool_use_id = u.tool_use_id
+-- its result on the chain, found through the (file_id, tool_use_id) index
+LEFT JOIN blocks t ON t.file_id = u.file_id AND t.tool_use_id = u.tool_use_id AND t.kind = 'tool_result'
+     AND EXISTS (SELECT 1 FROM chain x WHERE x.file_id = t.file_id AND x.offset = t.offset)
+LEFT JOIN chain rc ON rc.file_id = t.file_id AND rc.offset = t.offset
+LEFT JOIN records rr ON rr.file_id = t.file_id AND rr.offset = t.offset
 WHERE c.file_id = :f {extra}
-ORDER BY c.pos, u.idx, t.pos
+ORDER BY c.pos, u.idx, rc.pos
 """
 
 

@@ -32,6 +32,7 @@ LAZY_COMMANDS = {
         "txdb.cli.surgery",
     ),
     "serve": "txdb.cli.serve",
+    **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "plugin": "txdb.cli.plugin",
 }
 
@@ -248,9 +249,7 @@ def analyze(db_path, session, as_json):
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
     if not ref.catalogued:
-        of = f" of {ref.copy_of}" if ref.copy_of else ""
-        echo(f"This is {ref.kind}{of}, read as it is (not catalogued)"
-             + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
+        echo(copy_note(ref))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
@@ -269,7 +268,8 @@ def analyze(db_path, session, as_json):
         f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
     )
     for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
-                       ("On disk", "on_disk"), ("Chain health", "health")):
+                       ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
+                       ("Chain health", "health")):
         rows = report[key]
         if rows:
             echo(f"\n{title}:")
@@ -322,6 +322,13 @@ def verify(db_path, session, as_json):
         )
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def copy_note(ref) -> str:
+    """The line that says a report read a pending copy or backup, not the session."""
+    of = f" of {ref.copy_of}" if ref.copy_of else ""
+    return (f"This is {ref.kind}{of}, read as it is (not catalogued)"
+            + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
 
 
 def _count(n: int, noun: str) -> str:

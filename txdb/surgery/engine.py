@@ -154,16 +154,29 @@ def run_surgery(
                      what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
     if dry_run:
         return report
+    if not fork and report.changed_lines == 0:
+        # Nothing (new) to change: no pending copy is made, an existing one stays.
+        return report
     write_files = getattr(op, "write_files", None)
-    if write_files is not None and (fork or report.changed_lines):
+    if write_files is not None:
         write_files(owner=owner_of(os.stat(orig)))
+    try:
+        _write_result(t, orig, report, fork, had_pending, meta, operation, arguments, removed)
+    except BaseException:
+        # Nothing refers to the files this pass created: take them back.
+        remove_files = getattr(op, "remove_files", None)
+        if remove_files is not None:
+            remove_files()
+        raise
+    return report
+
+
+def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, had_pending: bool,
+                  meta: dict | None, operation: str, arguments: dict | None, removed: set[str]) -> None:
     if fork:
         write_atomic(t.path, t.chunks(), owner=owner_of(os.stat(orig)))
         report.written = True
-        return report
-    if report.changed_lines == 0:
-        # Nothing (new) to change: no pending copy is made, an existing one stays.
-        return report
+        return
     entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed)}
@@ -175,4 +188,3 @@ def run_surgery(
         pend.write_pending(orig, t.chunks())
         pend.record_pass(orig, entry)
     report.written = True
-    return report

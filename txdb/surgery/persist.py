@@ -137,13 +137,17 @@ class PersistOp:
         self.sel = selection
         self.summaries = summaries or Summaries()
         self.sidecars: list[sc.Sidecar] = []
+        self.created: list[Path] = []
         self.sdir: Path | None = None
 
     # The engine calls this after the gate and before writing the pending copy.
     def write_files(self, owner: tuple[int, int] | None = None) -> int:
-        if not self.sidecars:
-            return 0
-        return sc.write(self.sdir, self.sidecars, owner)
+        self.created = sc.write(self.sdir, self.sidecars, owner) if self.sidecars else []
+        return len(self.created)
+
+    # ... and this when writing the pending copy failed after them.
+    def remove_files(self) -> None:
+        sc.remove(self.created)
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.sidecars = []

@@ -152,8 +152,8 @@ def _mkdirs(sdir: Path, folder: Path) -> None:
         raise SurgeryError(f"refusing to write a sidecar outside {sdir}: {folder} leads elsewhere")
 
 
-def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None) -> int:
-    """Write the planned sidecars (each whole or not at all); returns how many were new.
+def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None) -> list[Path]:
+    """Write the planned sidecars (each whole or not at all); returns the files it created.
 
     On any error the files this call created are removed again and
     ``SurgeryError`` is raised: nothing refers to them yet."""
@@ -188,16 +188,16 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
                     pass
             fsync_dir(sc.path.parent)
     except OSError as e:
-        _undo(created)
-        raise SurgeryError(f"cannot write sidecar {getattr(e, 'filename', None) or sdir}: "
-                           f"{e.strerror or e}; nothing was changed") from None
+        remove(created)
+        raise SurgeryError(f"cannot write a sidecar in {sdir}: {e.strerror or e}; nothing was changed") from None
     except BaseException:
-        _undo(created)
+        remove(created)
         raise
-    return len(created)
+    return created
 
 
-def _undo(paths: list[Path]) -> None:
+def remove(paths: list[Path]) -> None:
+    """Take back files ``write`` created (only ever before anything refers to them)."""
     for p in paths:
         try:
             os.unlink(p)

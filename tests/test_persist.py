@@ -425,13 +425,20 @@ def test_read_only_session_folder(tmp_path, monkeypatch):
             os.chmod(f.parent, 0o755)
 
 
+# The fallback without a mountable tmpfs: the library call the CLI makes, under a real
+# RLIMIT_FSIZE (the catalog's own writes would hit the limit first through the CLI).
 FULL_DISK_SCRIPT = r"""
 import resource, signal, sys
+from txdb.errors import TxdbError
+from txdb.surgery import persist
+from txdb.surgery.engine import run_surgery
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-from txdb.cli import main
-sys.argv = ["txdb", "persist-tools", sys.argv[1]]
-main()
+try:
+    run_surgery(sys.argv[1], "persist-tools", persist.PersistOp(persist.Selection(kinds=("tool",))))
+except TxdbError as e:
+    print(f"Error: {e}")
+    sys.exit(1)
 """
 
 

@@ -118,6 +118,11 @@ class Selection:
     keep_recent: int = 0
     narrow: Callable[[Transcript, Transcript], set[str]] | None = None  # --where: tool ids per snapshot
 
+    @property
+    def named(self) -> bool:
+        """One target named by the user (--id, --pos): moved even when its marker is not smaller."""
+        return self.pos is not None or self.message_pos is not None or (self.tool_ids is not None and not self.narrow)
+
 
 @dataclass
 class _Target:
@@ -179,7 +184,7 @@ class PersistOp:
             old = _part(obj, tg)
             _replace(obj, tg, side, summary)
             new = _part(obj, tg)
-            if len(dumps(new)) >= len(dumps(old)):
+            if not s.named and len(dumps(new)) >= len(dumps(old)):
                 _restore(obj, tg, old)  # the marker would not be smaller: leave the block
                 out["too_small"] += 1
                 continue

@@ -53,7 +53,7 @@ from ..errors import SurgeryError
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
-TOOL_PREVIEW_CHARS = 2048
+TOOL_PREVIEW_CHARS = 2000
 NO_SUMMARY = "[no summary provided]"
 MARKER_PREFIX = "<persisted-"
 NATIVE_TOOL_TAG = "persisted-output"

@@ -48,7 +48,8 @@ def made(tmp_path_factory) -> dict:
     itself), a long text answer, then a huge Bash output the CLI persists natively."""
     root = tmp_path_factory.mktemp("made")
     with Sandbox(claude_binary(), root, FakeAPI([])) as sb:
-        sb.script(thinking("Plan: list the numbers, then summarise them for the user. " * 40) + bash("seq 1 1500"),
+        sb.script(thinking("\n".join(f"Step {i}: list the numbers, then summarise them for the user."
+                                      for i in range(40))) + bash("seq 1 1500"),
                   text(LONG_TEXT),
                   bash("seq 1 40000"), text("done"))
         first = sb.run("count for me").check()
@@ -120,13 +121,15 @@ def _usage(path: Path) -> dict:
     return out
 
 
-def _summaries_file(tmp_path: Path, t: Transcript) -> Path:
+def _summaries_file(tmp_path: Path, f: Path, sel) -> Path:
+    """Summaries for the first blocks the pass will move (a dry run says which), plus one
+    key that matches nothing."""
+    dry = run_surgery(f, "persist-range", per.PersistOp(sel), dry_run=True)
     table = {}
-    for rec in t.chain:
-        for b in (rec.parse().get("message") or {}).get("content") or []:
-            if isinstance(b, dict) and b.get("type") == "tool_result" and len(table) < 2:
-                table[b["tool_use_id"]] = f"summary of {b['tool_use_id']}"
-    table["pos:1"] = "summary of position 1"
+    for x in dry.result["files"][:3]:
+        key = x["tool_use_id"] or f"pos:{x['pos']}"
+        table[key] = f"summary of {key}"
+    table["msg:no-such-message"] = "nothing"
     p = tmp_path / "summaries.json"
     p.write_text(json.dumps(table))
     return p
@@ -162,7 +165,7 @@ def test_resume_sends_markers_and_read_returns_the_original(made, tmp_path, tmp_
         sel = per.Selection(message_pos=pos)
     else:
         sel = per.Selection(kinds=per.KINDS, positions=(0, len(original.chain) - 2))
-    summaries = per.Summaries(per.load_summaries(_summaries_file(tmp_path, original))) \
+    summaries = per.Summaries(per.load_summaries(_summaries_file(tmp_path, f, sel))) \
         if command == "persist-range" else None
     op = per.PersistOp(sel, summaries)
     rep = run_surgery(f, command, op)
@@ -170,7 +173,8 @@ def test_resume_sends_markers_and_read_returns_the_original(made, tmp_path, tmp_
     files = rep.result["files"]
     assert files
     if summaries is not None:
-        assert any(x["summary"] and x["summary"].startswith("summary of") for x in files)
+        assert sum(bool(x["summary"]) for x in files) == min(3, len(files))
+        assert [u["key"] for u in rep.result["summaries_unused"]] == ["msg:no-such-message"]
     pend.apply(f, settle=0.0)
     # what to Read: a moved block whose lines the Read tool returns whole
     target = next(x for x in files if all(len(ln) < 1900 for ln in _original_block(original, x).split("\n"))

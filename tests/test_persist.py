@@ -289,7 +289,17 @@ def test_a_symlinked_sidecar_folder_is_refused(sess, tmp_path):
     (sess.parent / SID / "tool-results").symlink_to(elsewhere)
     before = sess.read_bytes()
     err = _one_error(run("persist-tools", sess))
-    assert "outside" in err
+    assert "outside" in err and "is a symlink" in err
+    assert list(elsewhere.iterdir()) == []
+    assert not pend.pending_path(sess).exists() and sess.read_bytes() == before
+
+
+def test_a_symlinked_session_folder_is_refused(sess, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sess.parent / SID).symlink_to(elsewhere)
+    before = sess.read_bytes()
+    assert "is a symlink" in _one_error(run("persist-thinkings", sess))
     assert list(elsewhere.iterdir()) == []
     assert not pend.pending_path(sess).exists() and sess.read_bytes() == before
 

@@ -122,9 +122,7 @@ def plan(sdir: Path, rel: str, data: bytes) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
     or a new content-addressed name beside a different existing file."""
     path = sdir / rel
-    if not _inside(path.parent if path.parent.exists() else sdir.parent, sdir.parent) or \
-            (path.parent.exists() and not _inside(path.parent, sdir)):
-        raise SurgeryError(f"refusing to write a sidecar outside {sdir}: {path.parent} leads elsewhere")
+    _no_links(sdir, path.parent)
     for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
         try:
             with open(candidate, "rb") as fh:
@@ -138,6 +136,18 @@ def plan(sdir: Path, rel: str, data: bytes) -> Sidecar:
     raise SurgeryError(f"{path.name}: two different files already hold other content for this block")
 
 
+def _no_links(sdir: Path, folder: Path) -> None:
+    """Refuse when the session folder or a folder below it on the way to
+    ``folder`` is a symlink (it could lead out of the session's folder)."""
+    p = folder
+    while True:
+        if p.is_symlink():
+            raise SurgeryError(f"refusing to write a sidecar outside {sdir}: {p} is a symlink")
+        if p == sdir or p == p.parent:
+            return
+        p = p.parent
+
+
 def _mkdirs(sdir: Path, folder: Path) -> None:
     """Create ``folder`` (inside ``sdir``) and fsync each new folder's parent."""
     missing = []
@@ -145,11 +155,11 @@ def _mkdirs(sdir: Path, folder: Path) -> None:
     while not f.exists():
         missing.append(f)
         f = f.parent
+    _no_links(sdir, folder)
     for d in reversed(missing):
         os.mkdir(d, 0o700)
         fsync_dir(d.parent)
-    if not _inside(folder, sdir):
-        raise SurgeryError(f"refusing to write a sidecar outside {sdir}: {folder} leads elsewhere")
+    _no_links(sdir, folder)
 
 
 def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None) -> list[Path]:

@@ -68,12 +68,17 @@ def load_summaries(path: str | Path) -> dict[str, str]:
     return data
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 class Summaries:
     """Looks summaries up by the keys of a block and remembers which keys were used."""
 
     def __init__(self, table: dict[str, str] | None = None, default: str | None = None):
-        self.table = dict(table or {})
-        self.default = default
+        # One line each: a summary never adds a line to the marker's shape.
+        self.table = {k: _one_line(v) for k, v in (table or {}).items()}
+        self.default = _one_line(default) if default is not None else None
         self.used: set[str] = set()
 
     def lookup(self, *, pos: int | None, uuid: str | None,

@@ -37,6 +37,7 @@ LAZY_COMMANDS = {
         "txdb.cli.persist",
     ),
     "serve": "txdb.cli.serve",
+    "plugin": "txdb.cli.plugin",
 }
 
 class TxdbGroup(click.Group):
@@ -119,7 +120,7 @@ def open_catalog(db_path):
 
 
 @click.group(cls=TxdbGroup)
-@click.version_option(package_name="txdb")
+@click.version_option(package_name="txdb", prog_name="txdb")
 def cli():
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 

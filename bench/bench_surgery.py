@@ -9,6 +9,8 @@
    - ``run_surgery(..., strip-all)`` in-process: load, strip tools and
      thinking, preserved-thinking check, usage reset, write the pending copy
      (and the same with ``dry_run``: no write), median of 3;
+   - ``run_surgery(..., persist-tools)`` in-process and ``txdb persist-tools PATH``
+     (sidecars + pending copy), printed beside strip-all;
    - ``txdb strip-all PATH`` and ``txdb apply PATH`` as whole processes
      (catalog already indexed; apply includes its 400 ms settle, the verify
      of both files, the atomic swap and the catalog refresh of the new file);
@@ -57,6 +59,7 @@ from bench_refresh import (  # noqa: E402
 
 from txdb.surgery import ops  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
+from txdb.surgery import persist as persist_mod  # noqa: E402
 from txdb.surgery.engine import run_surgery  # noqa: E402
 from txdb.surgery.transcript import Transcript  # noqa: E402
 
@@ -143,6 +146,27 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
     say(f"    {r['changed_lines']:,} of {r['lines']:,} lines rewritten; {mb(r['bytes_before']):.1f} -> "
         f"{mb(r['bytes_after']):.1f} MB; est. tokens {r['tokens_before']:,} -> {r['tokens_after']:,}")
 
+    # persist-tools: the same walk, plus one sidecar file per moved result
+    sidecars = proj / info["session_id"]
+
+    def persist(dry):
+        clean()
+        shutil.rmtree(sidecars, ignore_errors=True)
+        rep = run_surgery(big, "persist-tools", persist_mod.PersistOp(persist_mod.Selection(kinds=("tool",))),
+                          dry_run=dry)
+        res = rep.result
+        out["persist_report"] = {"changed_lines": rep.changed_lines, "results": res["persisted"]["tool"],
+                                 "chars_moved": res["chars_moved"], "bytes_after": rep.bytes_after,
+                                 "tokens_after": rep.tokens_after}
+    t_persist = timed(lambda: persist(False), reps)
+    out["persist_tools_seconds"] = median(t_persist)
+    pr = out["persist_report"]
+    say(f"  run_surgery persist-tools (in-process, sidecars + pending copy): {median(t_persist):.2f}s "
+        f"(strip-all {median(t_write):.2f}s); {pr['results']:,} results, {mb(pr['chars_moved']):.1f} M chars "
+        f"to sidecars; {mb(size):.1f} -> {mb(pr['bytes_after']):.1f} MB; est. tokens -> {pr['tokens_after']:,}")
+    clean()
+    shutil.rmtree(sidecars, ignore_errors=True)
+
     naive = scratch / "naive.jsonl"
     t_naive = timed(lambda: naive_rewrite(big, naive, json.loads, _json_dumps), reps)
     t_naive_or = timed(lambda: naive_rewrite(big, naive, orjson.loads, orjson.dumps), reps)
@@ -162,6 +186,12 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
     if rc:
         raise SystemExit(f"refresh failed: {err}")
     clean()
+    dt_p, rss_p, rc, err = run_proc([TXDB, "persist-tools", str(big), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"persist-tools failed: {err}")
+    out.update({"cli_persist_tools_seconds": dt_p, "cli_persist_tools_peak_rss": rss_p})
+    clean()
+    shutil.rmtree(sidecars, ignore_errors=True)
     dt_s, rss_s, rc, err = run_proc([TXDB, "strip-all", str(big), "--db", str(db)])
     if rc:
         raise SystemExit(f"strip-all failed: {err}")
@@ -171,6 +201,8 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
     out.update({"cli_strip_all_seconds": dt_s, "cli_strip_all_peak_rss": rss_s, "cli_apply_seconds": dt_a,
                 "cli_apply_peak_rss": rss_a, "catalog_refresh_seconds": dt})
     say(f"  txdb strip-all PATH (whole process): {dt_s:.2f}s, peak RSS {mb(rss_s):.0f} MB")
+    say(f"  txdb persist-tools PATH (whole process): {dt_p:.2f}s, peak RSS {mb(rss_p):.0f} MB "
+        f"({rss_p / size:.2f}x the file)")
     out["read_parse_seconds"] = median(t_parse)
     out["strip_all_vs_parse"] = median([w / p for w, p in zip(t_write, t_parse)])
     out["cli_peak_vs_size"] = rss_s / size

@@ -31,6 +31,11 @@ LAZY_COMMANDS = {
          "fork", "snapshot", "apply"),
         "txdb.cli.surgery",
     ),
+    **dict.fromkeys(
+        ("persist-tool", "persist-tools", "persist-thinking", "persist-thinkings", "persist-text",
+         "persist-texts", "persist-message", "persist-range", "migrate-persisted"),
+        "txdb.cli.persist",
+    ),
     "serve": "txdb.cli.serve",
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "plugin": "txdb.cli.plugin",

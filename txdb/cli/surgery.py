@@ -288,7 +288,25 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
         parts.append(f"{res['removed']} of {res['attachments']} attachments dropped")
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
+    if "persisted" in res:
+        moved = ", ".join(f"{n} {k}" for k, n in res["persisted"].items() if n) or "nothing"
+        parts.append(f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
+                     + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
+                     + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else ""))
+    if "markers_repointed" in res:
+        parts.append(f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
+                     f"files moved, {res['markers_repointed']} markers re-pointed")
     echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
+    if r.base != "original" and ("persisted" in res or "markers_repointed" in res):
+        echo(f"Positions are those of the {r.base}'s active chain.")
+    for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:
+        if isinstance(f, dict):
+            where = f"toolu {f['tool_use_id']}" if f.get("tool_use_id") else f"pos {f['pos']}"
+            echo(f"  {f['kind']:<8} {where}: {f['chars']:,} chars -> {f['path']}")
+    if isinstance(res.get("files"), list) and len(res["files"]) > 20:
+        echo(f"  ... and {len(res['files']) - 20} more (--json lists them all)")
+    for u in res.get("summaries_unused", []):
+        echo(f"Summary key {u['key']!r} not used: {u['reason']}.", err=True)
     d = r.dropped_thinking
     if d.get("count"):
         verb = "kept (--keep-dropped-thinking)" if not r.dropped_thinking_removed else "removed"

@@ -15,7 +15,11 @@
    through ``forkedFrom``); else ``SurgeryError`` and nothing is written
    (``dry_run`` refuses the same way). The check reads the records' chain
    fields, which ``touch`` takes from the very objects written;
-7. the pending copy (or the fork file) is streamed out (``Transcript.chunks``),
+7. an op that writes files beside the session (persist's sidecars) has a
+   ``write_files(owner)`` method: it runs here, after the gate and before
+   the pending copy (or fork) that refers to those files is written; never
+   on a dry run;
+8. the pending copy (or the fork file) is streamed out (``Transcript.chunks``),
    with the uuids this pass removed recorded in the sidecar for ``apply``'s
    same check; ``dry_run`` writes nothing.
 
@@ -67,6 +71,7 @@ class SurgeryReport:
     tokens_before: int = 0
     tokens_after: int = 0
     tokens_base: int = 0  # estimate of the copy this pass started from (the pending copy on a later pass)
+    base: str = "original"  # what positions mean: "original", "pending copy" or "fork"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -125,6 +130,8 @@ def run_surgery(
     report.tokens_before = calibrated(original)
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     base_uuids = gate.uuids(t)
+    report.base = "fork" if fork else "pending copy" if had_pending else "original"
+    t.base = report.base  # chain positions an op reports (and --pos) are this copy's
     report.result = op(t, original) or {}
     t.refresh()
     changed = t.changed_lines()
@@ -147,13 +154,29 @@ def run_surgery(
                      what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
     if dry_run:
         return report
+    if not fork and report.changed_lines == 0:
+        # Nothing (new) to change: no pending copy is made, an existing one stays.
+        return report
+    write_files = getattr(op, "write_files", None)
+    if write_files is not None:
+        write_files(owner=owner_of(os.stat(orig)))
+    try:
+        _write_result(t, orig, report, fork, had_pending, meta, operation, arguments, removed)
+    except BaseException:
+        # Nothing refers to the files this pass created: take them back.
+        remove_files = getattr(op, "remove_files", None)
+        if remove_files is not None:
+            remove_files()
+        raise
+    return report
+
+
+def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, had_pending: bool,
+                  meta: dict | None, operation: str, arguments: dict | None, removed: set[str]) -> None:
     if fork:
         write_atomic(t.path, t.chunks(), owner=owner_of(os.stat(orig)))
         report.written = True
-        return report
-    if report.changed_lines == 0:
-        # Nothing (new) to change: no pending copy is made, an existing one stays.
-        return report
+        return
     entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed)}
@@ -165,4 +188,3 @@ def run_surgery(
         pend.write_pending(orig, t.chunks())
         pend.record_pass(orig, entry)
     report.written = True
-    return report

@@ -48,6 +48,7 @@ from typing import Iterable
 import orjson
 
 from ..errors import SurgeryError
+from ..ingest.discover import session_stem
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_file
 from . import gate
@@ -294,6 +295,21 @@ def _refuse_changed(orig: Path, when: str) -> SurgeryError:
                         "nothing was changed: stop it and apply again")
 
 
+def _check_sidecars(orig: Path, original: bytes, new: bytes) -> None:
+    """Refuse a pending copy whose markers point at a sidecar not on disk
+    (unless the original already pointed at it)."""
+    from . import sidecar
+    sid = session_stem(orig)
+    missing = sidecar.missing_referenced(new, orig, sid)
+    if missing:
+        missing -= sidecar.missing_referenced(original, orig, sid)
+    if missing:
+        first = sorted(missing)[0]
+        raise SurgeryError(f"the pending copy refers to a sidecar that is not on disk: {first}"
+                           + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
+                           + "; redo the persist command")
+
+
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
           settle: float = SETTLE_SECONDS) -> ApplyReport:
     """Swap the pending copy in for the original, after every check. See the module doc."""
@@ -334,6 +350,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     original_t = Transcript.from_bytes(data[:size], orig)
     gate.check_chain(original_t, Transcript.from_bytes(new, pend), gate.recorded_removals(meta),
                      what="the pending copy")
+    _check_sidecars(orig, data[:size], new)
     before = verify_file(orig, data=data[:size])
     after = verify_file(pend, data=new)
     added = new_errors(before, after)

@@ -70,6 +70,7 @@ VIEWS = {
     "strip-thinking": "block_targets",
     "strip-all": "block_targets",
     "strip-attachments": "attachment_targets",
+    "persist-tools": "block_targets",
 }
 
 _COLUMNS = {
@@ -247,6 +248,8 @@ def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -
     """
     rows = targets.rows
     stats.update({"rows": len(rows), "targets": 0, "not_strippable": 0, "after_snapshot": 0})
+    if command == "persist-tools":
+        return _persist_op(rows, options, stats)
 
     def op(t, original):
         resolved = _resolve(original, rows, stats)
@@ -293,6 +296,22 @@ def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -
     return op
 
 
+def _persist_op(rows: list[dict], options: dict, stats: dict):
+    """persist-tools over the selected rows: a tool_use or tool_result row moves that call's result."""
+    from . import persist
+
+    def narrow(_t, original):
+        resolved = _resolve(original, rows, stats)
+        ids = persist.persist_tool_ids(r for r, _rec in resolved if r["kind"] in TOOL_KINDS)
+        stats["not_strippable"] = sum(1 for r, _rec in resolved if r["kind"] not in TOOL_KINDS)
+        stats["targets"] = len(ids)
+        return ids
+
+    sel = persist.Selection(kinds=("tool",), tools=options.get("tools"), keep_recent=options.get("keep_recent") or 0,
+                            min_chars=options.get("min_chars") or 0, narrow=narrow)
+    return persist.PersistOp(sel, persist.Summaries(options.get("summaries")))
+
+
 # -- plan and apply ----------------------------------------------------------
 
 @dataclass
@@ -324,6 +343,8 @@ class SessionOutcome:
 def _changed(command: str, res: dict) -> int:
     if command == "strip-attachments":
         return res.get("removed", 0)
+    if "persisted" in res:
+        return res.get("blocks", 0)
     n = 0
     if "tools" in res:
         n += res["tools"].get("inputs", 0) + res["tools"].get("results", 0)

@@ -1,0 +1,196 @@
+"""The persist commands: persist-tool(s), persist-thinking(s), persist-text(s),
+persist-message, persist-range, migrate-persisted.
+
+Each builds one ``persist.PersistOp`` (what to move, summaries) and runs it
+through the same path as the strips (``surgery._run``: SESSION or --where,
+pending copy, --fork, --dry-run, --apply); the sidecars are written by the
+engine right before the pending copy that refers to them.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..surgery import persist as per
+from .output import echo
+from .main import cli
+from .surgery import SurgeryOptions, _csv, _run, surgery_options
+
+_SUMMARIES = click.option("--summaries-file", "summaries_file", type=click.Path(dir_okay=False), default=None,
+                          help="JSON object of summaries keyed by pos:N, toolu_X or msg:<uuid>.")
+_KEEP = click.option("--keep-recent", type=click.IntRange(min=0), default=0,
+                     help="Leave the newest N candidates (of each kind) in place.")
+
+
+def _summaries(summary: str | None = None, summaries_file: str | None = None) -> per.Summaries:
+    table = per.load_summaries(summaries_file) if summaries_file else None
+    return per.Summaries(table, summary)
+
+
+def _persist(o: SurgeryOptions, command: str, selection: per.Selection, summaries: per.Summaries,
+             options: dict | None = None) -> None:
+    op = per.PersistOp(selection, summaries)
+    _run(o, command, op, options)
+
+
+@cli.command("persist-tool")
+@surgery_options(where=False)
+@click.option("--id", "tool_id", required=True, help="The tool_use id (toolu_...) whose result moves.")
+@click.option("--summary", default=None, help="A summary to put in the marker.")
+def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
+    """Move one tool result to <session>/tool-results/<id>.txt; the result becomes
+    Claude Code's own "Output too large ... Full output saved to: PATH" marker.
+
+    Example:
+
+        txdb persist-tool SESSION --id toolu_01AbC --summary "Read config.py: Flask config"
+    """
+    _persist(o, "persist-tool", per.Selection(kinds=("tool",), tool_ids={tool_id}, positions=o.positions),
+             _summaries(summary))
+
+
+@cli.command("persist-tools")
+@surgery_options()
+@click.option("--tools", default=None, help="Only these tools, comma-separated (globs allowed: mcp__*).")
+@_KEEP
+@click.option("--min-chars", type=click.IntRange(min=0), default=0, help="Only results of at least N chars.")
+@_SUMMARIES
+def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summaries_file):
+    """Move tool results to sidecar files (error results and ToolSearch results stay).
+
+    With --where, the rows of block_targets it selects, in every session
+    (a tool_use or tool_result row moves that call's result).
+
+    Example:
+
+    \b
+        txdb persist-tools SESSION --keep-recent 3
+        txdb persist-tools --where "tool_name = 'Read' and result_tokens > 12000" --apply
+    """
+    names = _csv(tools)
+    summaries = _summaries(None, summaries_file)
+    if o.where:
+        _run(o, "persist-tools", None, dict(tools=names, keep_recent=keep_recent, min_chars=min_chars,
+                                            summaries=summaries.table))
+        return
+    _persist(o, "persist-tools", per.Selection(kinds=("tool",), tools=names, positions=o.positions,
+                                               keep_recent=keep_recent, min_chars=min_chars), summaries)
+
+
+@cli.command("persist-thinking")
+@surgery_options(where=False)
+@click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
+@click.option("--summary", default=None, help="A summary to put in the marker.")
+def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
+    """Move the thinking of the message at chain position N to
+    <session>/persisted/thinking/<uuid>.txt.
+
+    Example:
+
+        txdb persist-thinking SESSION --pos 42 --summary "Chose content matching: Bun strips paths"
+    """
+    _persist(o, "persist-thinking", per.Selection(kinds=("thinking",), pos=pos), _summaries(summary))
+
+
+@cli.command("persist-thinkings")
+@surgery_options(where=False)
+@_KEEP
+@_SUMMARIES
+def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
+    """Move every thinking block (in --from/--to) to sidecar files.
+
+    Example:
+
+        txdb persist-thinkings SESSION --keep-recent 2
+    """
+    _persist(o, "persist-thinkings", per.Selection(kinds=("thinking",), positions=o.positions,
+                                                   keep_recent=keep_recent), _summaries(None, summaries_file))
+
+
+@cli.command("persist-text")
+@surgery_options(where=False)
+@click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
+@click.option("--idx", type=click.IntRange(min=0), default=None, help="Only this block of the message.")
+@click.option("--summary", default=None, help="A summary to put in the marker.")
+def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
+    """Move the text blocks of the message at chain position N to
+    <session>/persisted/text/<uuid>_<idx>.txt.
+
+    Example:
+
+        txdb persist-text SESSION --pos 47 --summary "Audit M-02 spec draft"
+    """
+    _persist(o, "persist-text", per.Selection(kinds=("text",), pos=pos, idx=idx), _summaries(summary))
+
+
+@cli.command("persist-texts")
+@surgery_options(where=False)
+@click.option("--min-chars", type=click.IntRange(min=0), default=per.DEFAULT_TEXT_MIN_CHARS, show_default=True,
+              help="Only text blocks of at least N chars.")
+@_KEEP
+@_SUMMARIES
+def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file):
+    """Move large text blocks (in --from/--to) to sidecar files.
+
+    Example:
+
+        txdb persist-texts SESSION --from 0 --to 95 --min-chars 500 --keep-recent 3
+    """
+    _persist(o, "persist-texts", per.Selection(kinds=("text",), positions=o.positions, min_chars=min_chars,
+                                               keep_recent=keep_recent), _summaries(None, summaries_file))
+
+
+@cli.command("persist-message")
+@surgery_options(where=False)
+@click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
+@click.option("--summary", default=None, help="A summary to put in the marker.")
+def persist_message_cmd(o: SurgeryOptions, pos, summary):
+    """Collapse a whole message to one marker; its content goes to
+    <session>/persisted/message/<uuid>.json. Refuses the leaf; a message with a
+    tool call takes its result's message along (and a result its call's).
+
+    Example:
+
+        txdb persist-message SESSION --pos 47 --summary "Adam dialogue"
+    """
+    _persist(o, "persist-message", per.Selection(message_pos=pos), _summaries(summary))
+
+
+@cli.command("persist-range")
+@surgery_options(where=False)
+@click.option("--kinds", default="tool,thinking,text", show_default=True,
+              help="What to move, comma-separated: tool, thinking, text.")
+@click.option("--min-chars", type=click.IntRange(min=0), default=0, help="Only blocks of at least N chars.")
+@_KEEP
+@_SUMMARIES
+def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summaries_file):
+    """Move tool results, thinking and text between --from and --to to sidecar files.
+
+    Example:
+
+    \b
+        txdb persist-range SESSION --from 0 --to 95 --kinds tool,thinking,text \\
+            --min-chars 500 --keep-recent 3 --summaries-file summaries.json
+    """
+    if o.frm is None or o.to is None:
+        raise click.UsageError("persist-range needs --from and --to")
+    kind_list = _csv(kinds) or []
+    bad = [k for k in kind_list if k not in per.KINDS]
+    if bad or not kind_list:
+        raise click.UsageError(f"--kinds takes tool, thinking, text (got {kinds!r})")
+    _persist(o, "persist-range", per.Selection(kinds=tuple(kind_list), positions=o.positions, min_chars=min_chars,
+                                               keep_recent=keep_recent), _summaries(None, summaries_file))
+
+
+@cli.command("migrate-persisted")
+@surgery_options(where=False, edits=False)
+def migrate_persisted_cmd(o: SurgeryOptions):
+    """Bring older persisted layouts to the current one: <image sha256=...> transcript
+    blocks become persisted/image/<sha256>.txt + a marker, .tool-results/ sidecars move
+    to tool-results/, markers of a moved projects tree are re-pointed.
+
+    Example:
+
+        txdb migrate-persisted SESSION && txdb apply SESSION
+    """
+    _run(o, "migrate-persisted", per.MigrateOp())

@@ -1,0 +1,529 @@
+"""The persist family: heavy content moved to sidecar files, a marker left in its place.
+
+Strips destroy; persist moves. One operation, ``PersistOp``, does every
+persist-* command: it walks the records once, picks the blocks its
+``Selection`` names (tool results, thinking blocks, text blocks, whole
+messages), plans each block's sidecar (``sidecar.plan``: no write yet, so a
+dry run writes nothing) and replaces the block with its marker.
+``engine.run_surgery`` calls ``write_files`` after the gate and before the
+pending copy (or fork) is written: the copy never refers to a file that is
+not on disk.
+
+Blocks already persisted (text starting with ``<persisted-``, Claude
+Code's own ``<persisted-output>`` included) are skipped, so every command is
+idempotent. Summaries come from ``--summary`` or a summaries file
+(``load_summaries``: keys ``pos:N``, ``toolu_X``, ``msg:<uuid>``); a key that
+summarised nothing is reported with the reason.
+
+``migrate_persisted`` brings older layouts to this one: ``<image sha256=...>``
+transcript blocks become ``persisted/image/<sha256>.txt`` + a marker,
+sidecars in ``<sessionId>/.tool-results/`` move to ``tool-results/``, and
+markers whose path no longer exists but whose file is in the session's
+current folder (a moved projects tree) are re-pointed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import orjson
+
+from .. import tokens
+from ..errors import SurgeryError
+from . import sidecar as sc
+from .ops import _block_tokens, _content_list, _loads_tools, _role, tool_names
+from .transcript import Record, Transcript, dumps
+
+KINDS = ("tool", "thinking", "text")
+DEFAULT_TEXT_MIN_CHARS = 500
+
+Range = tuple[int | None, int | None] | None
+
+
+# -- summaries -------------------------------------------------------------------
+
+def load_summaries(path: str | Path) -> dict[str, str]:
+    """A summaries file: a JSON object of strings keyed by ``pos:N``, ``toolu_X``
+    or ``msg:<uuid>``. Anything else is one ``SurgeryError`` line."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise SurgeryError(f"cannot read the summaries file {path}: {e.strerror}") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise SurgeryError(f"the summaries file {path} is not JSON: {e}") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise SurgeryError(f"the summaries file {path} must be a JSON object of strings "
+                           "(keys pos:N, toolu_X or msg:<uuid>)")
+    for k in data:
+        if k.startswith("pos:") and not k[4:].isdigit():
+            raise SurgeryError(f"the summaries file {path}: key {k!r} is not pos:<number>")
+    return data
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Summaries:
+    """Looks summaries up by the keys of a block and remembers which keys were used."""
+
+    def __init__(self, table: dict[str, str] | None = None, default: str | None = None):
+        # One line each: a summary never adds a line to the marker's shape.
+        self.table = {k: _one_line(v) for k, v in (table or {}).items()}
+        self.default = _one_line(default) if default is not None else None
+        self.used: set[str] = set()
+
+    def lookup(self, *, pos: int | None, uuid: str | None,
+               tool_use_id: str | None = None) -> tuple[str | None, str | None]:
+        """(the key that matched or None, the summary); the caller marks the key used."""
+        for key in (tool_use_id, f"pos:{pos}" if pos is not None else None, f"msg:{uuid}" if uuid else None):
+            if key and key in self.table:
+                return key, self.table[key]
+        return None, self.default
+
+    def unused(self, t: Transcript) -> list[dict]:
+        """Keys that summarised nothing in this pass, with why."""
+        out = []
+        ids = set(tool_names(t)) if any(not k.startswith(("pos:", "msg:")) for k in self.table) else set()
+        for key in sorted(set(self.table) - self.used):
+            if key.startswith("pos:"):
+                known = int(key[4:]) < len(t.chain)
+            elif key.startswith("msg:"):
+                known = key[4:] in t.by_uuid
+            else:
+                known = key in ids
+            out.append({"key": key, "reason": "its block was not persisted (already persisted, filtered out, "
+                                              "or too small)" if known else "matches nothing in the session"})
+        return out
+
+
+# -- selection -------------------------------------------------------------------
+
+@dataclass
+class Selection:
+    """What a persist pass touches. ``kinds``: tool, thinking, text; or ``message_pos``
+    for persist-message. ``tool_ids`` / ``blocks`` narrow to named targets."""
+
+    kinds: tuple[str, ...] = ()
+    positions: Range = None
+    tools: list[str] | None = None          # tool name globs
+    tool_ids: set[str] | None = None
+    pos: int | None = None                  # persist-thinking / persist-text: one chain position
+    idx: int | None = None                  # persist-text: one block of that message
+    message_pos: int | None = None          # persist-message
+    min_chars: int = 0
+    keep_recent: int = 0
+    narrow: Callable[[Transcript, Transcript], set[str]] | None = None  # --where: tool ids per snapshot
+
+    @property
+    def named(self) -> bool:
+        """One target named by the user (--id, --pos): moved even when its marker is not smaller."""
+        return self.pos is not None or self.message_pos is not None or (self.tool_ids is not None and not self.narrow)
+
+
+@dataclass
+class _Target:
+    kind: str
+    rec: Record
+    idx: int | None          # block index (None: the whole message)
+    key: str                 # name key for the sidecar
+    text: str                # what goes into the sidecar
+    tool_use_id: str | None = None
+    block: dict | None = None
+
+
+class PersistOp:
+    """``op(t, original)`` for ``run_surgery``; ``write_files`` writes the planned sidecars."""
+
+    def __init__(self, selection: Selection, summaries: Summaries | None = None):
+        self.sel = selection
+        self.summaries = summaries or Summaries()
+        self.sidecars: list[sc.Sidecar] = []
+        self.created: list[Path] = []
+        self.sdir: Path | None = None
+
+    # The engine calls this after the gate and before writing the pending copy.
+    def write_files(self, owner: tuple[int, int] | None = None) -> int:
+        self.created = sc.write(self.sdir, self.sidecars, owner) if self.sidecars else []
+        return len(self.created)
+
+    # ... and this when writing the pending copy failed after them.
+    def remove_files(self) -> None:
+        sc.remove(self.created)
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict:
+        self.sidecars = []
+        self.sdir = sc.session_dir(t.path, t.session_id)
+        base = getattr(t, "base", "original")
+        s = self.sel
+        for p in (s.pos, s.message_pos):
+            if p is not None and p >= len(t.chain):
+                raise SurgeryError(f"--pos {p} is past the end of the active chain of the {base} "
+                                   f"(positions 0..{len(t.chain) - 1})")
+        out = {"base": base, "persisted": {k: 0 for k in KINDS + ("message",)}, "skipped_persisted": 0,
+               "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
+        if s.message_pos is not None:
+            targets = self._message_targets(t, out)
+        else:
+            targets = self._block_targets(t, original, out)
+        touched: dict[int, tuple[Record, dict]] = {}
+        seen_paths: dict[Path, bytes] = {}
+        for tg in targets:
+            rec = tg.rec
+            data = tg.text.encode("utf-8", "surrogatepass")
+            rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
+            side = sc.plan(self.sdir, rel, data)
+            if side.path in seen_paths and seen_paths[side.path] != data:
+                stem, ext = rel.rsplit(".", 1)
+                side = sc.plan(self.sdir, f"{stem}_{rec.rid}.{ext}", data)
+            key, summary = self.summaries.lookup(pos=rec.pos, uuid=rec.uuid, tool_use_id=tg.tool_use_id)
+            obj = touched[rec.rid][1] if rec.rid in touched else rec.parse()
+            old = _part(obj, tg)
+            _replace(obj, tg, side, summary)
+            new = _part(obj, tg)
+            if not s.named and len(dumps(new)) >= len(dumps(old)):
+                _restore(obj, tg, old)  # the marker would not be smaller: leave the block
+                out["too_small"] += 1
+                continue
+            touched[rec.rid] = (rec, obj)
+            if key:
+                self.summaries.used.add(key)
+            seen_paths[side.path] = data
+            out["tokens_saved"] += max(0, _tokens(old) - _tokens(new))
+            self.sidecars.append(side)
+            out["persisted"][tg.kind] += 1
+            out["chars_moved"] += len(tg.text)
+            out["sidecars_reused" if side.reused else "sidecars_new"] += 1
+            out["files"].append({"kind": tg.kind, "pos": rec.pos, "uuid": rec.uuid, "tool_use_id": tg.tool_use_id,
+                                 "path": str(side.path), "chars": len(tg.text), "summary": summary})
+        for rec, obj in touched.values():
+            t.touch(rec, obj)
+        # one file per path (a reused name may be planned twice)
+        uniq: dict[Path, sc.Sidecar] = {}
+        for side in self.sidecars:
+            uniq.setdefault(side.path, side)
+        self.sidecars = list(uniq.values())
+        out["summaries_unused"] = self.summaries.unused(t)
+        out["blocks"] = sum(out["persisted"].values())
+        return out
+
+    # -- picking blocks ------------------------------------------------------
+    def _block_targets(self, t: Transcript, original: Transcript, out: dict) -> list[_Target]:
+        s = self.sel
+        ids = s.tool_ids
+        if s.narrow is not None:
+            ids = s.narrow(t, original)
+        names = tool_names(t) if s.tools else {}
+        found_ids: set[str] = set()
+        by_kind: dict[str, list[_Target]] = {k: [] for k in KINDS}
+        for rec in t.live():
+            if s.pos is not None and rec.pos != s.pos:
+                continue
+            if not t.in_range(rec, s.positions):
+                continue
+            obj = rec.parse()
+            role = _role(obj)
+            if role not in ("user", "assistant") or rec.type not in ("user", "assistant"):
+                continue
+            msg = obj["message"]
+            content = msg.get("content")
+            if isinstance(content, str):
+                if "text" in s.kinds and (s.idx in (None, 0)):
+                    self._text_target(rec, 0, content, by_kind, out)
+                continue
+            if not isinstance(content, list):
+                continue
+            for idx, b in enumerate(content):
+                if not isinstance(b, dict):
+                    continue
+                btype = b.get("type")
+                if btype == "tool_result" and "tool" in s.kinds:
+                    tid = b.get("tool_use_id")
+                    if not isinstance(tid, str) or (ids is not None and tid not in ids):
+                        continue
+                    found_ids.add(tid)
+                    if s.tools and not any(fnmatch.fnmatchcase(names.get(tid, ""), p) for p in s.tools):
+                        continue
+                    text = _result_text(b.get("content"))
+                    if text is None or b.get("is_error") or _loads_tools(b.get("content")):
+                        continue
+                    if sc.is_marker(text):
+                        out["skipped_persisted"] += 1
+                        continue
+                    if len(text) < s.min_chars:
+                        continue
+                    by_kind["tool"].append(_Target("tool", rec, idx, tid, text, tid, b))
+                elif btype == "thinking" and "thinking" in s.kinds and role == "assistant":
+                    text = b.get("thinking")
+                    if not isinstance(text, str) or not text or len(text) < s.min_chars:
+                        continue
+                    if s.idx is not None and idx != s.idx:
+                        continue
+                    first = next(i for i, x in enumerate(content) if isinstance(x, dict)
+                                 and x.get("type") == "thinking")
+                    key = rec.uuid or f"offset-{rec.offset}"
+                    by_kind["thinking"].append(_Target("thinking", rec, idx, key if idx == first
+                                                       else f"{key}_{idx}", text, None, b))
+                elif btype == "text" and "text" in s.kinds:
+                    if s.idx is not None and idx != s.idx:
+                        continue
+                    text = b.get("text")
+                    if isinstance(text, str):
+                        self._text_target(rec, idx, text, by_kind, out)
+        if ids is not None and s.narrow is None and s.tool_ids is not None:
+            unknown = sorted(s.tool_ids - found_ids)
+            if unknown:
+                raise SurgeryError(f"no tool result with id {unknown[0]} in the {getattr(t, 'base', 'session')}"
+                                   + (f" (+{len(unknown) - 1} more)" if len(unknown) > 1 else ""))
+        targets = []
+        for kind, items in by_kind.items():
+            if s.keep_recent:
+                items = items[:-s.keep_recent] if len(items) > s.keep_recent else []
+            targets.extend(items)
+        return targets
+
+    def _text_target(self, rec: Record, idx: int, text: str, by_kind: dict, out: dict) -> None:
+        if sc.is_marker(text):
+            out["skipped_persisted"] += 1
+            return
+        if not text or len(text) < max(self.sel.min_chars, 1):
+            return
+        by_kind["text"].append(_Target("text", rec, idx, rec.uuid or f"offset-{rec.offset}", text))
+
+    def _message_targets(self, t: Transcript, out: dict) -> list[_Target]:
+        rec = t.chain[self.sel.message_pos]
+        group = _tool_closure(t, rec)
+        for r in group:
+            if r is t.leaf:
+                which = "is" if r is rec else "would take along"
+                raise SurgeryError(f"persist-message {which} the leaf message of the active chain "
+                                   f"(position {r.pos}): resuming needs it")
+        targets = []
+        for r in sorted(group, key=lambda r: r.rid):
+            obj = r.parse()
+            msg = obj.get("message")
+            if r.type not in ("user", "assistant") or not isinstance(msg, dict):
+                raise SurgeryError(f"position {r.pos} is a {r.type} line, not a message")
+            content = msg.get("content")
+            if _is_message_marker(content):
+                out["skipped_persisted"] += 1
+                continue
+            key = r.uuid or f"offset-{r.offset}"
+            targets.append(_Target("message", r, None, key, dumps(content).decode("utf-8", "surrogatepass")))
+        return targets
+
+
+def _result_text(content) -> str | None:
+    """The text of a tool result that persists as text (a string, or text blocks only)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content):
+        return "\n".join(b["text"] for b in content)
+    return None
+
+
+def _is_message_marker(content) -> bool:
+    if isinstance(content, str):
+        return sc.is_marker(content)
+    return isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
+        and sc.is_marker(content[0].get("text"))
+
+
+def _tool_ids(rec: Record) -> tuple[set[str], set[str]]:
+    uses, results = set(), set()
+    for b in _content_list(rec.parse()) or ():
+        if isinstance(b, dict):
+            if b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
+                uses.add(b["id"])
+            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                results.add(b["tool_use_id"])
+    return uses, results
+
+
+def _tool_closure(t: Transcript, rec: Record) -> list[Record]:
+    """``rec`` and every message its tool pairs tie it to (a tool_use's result
+    message, a result's tool_use message), transitively."""
+    index: dict[str, list[Record]] = {}
+    for r in t.live():
+        if r.type not in ("user", "assistant"):
+            continue
+        u, res = _tool_ids(r)
+        for i in u | res:
+            index.setdefault(i, []).append(r)
+    group = {rec.rid: rec}
+    todo = [rec]
+    while todo:
+        r = todo.pop()
+        u, res = _tool_ids(r)
+        for i in u | res:
+            for other in index.get(i, ()):
+                if other.rid not in group:
+                    group[other.rid] = other
+                    todo.append(other)
+    return list(group.values())
+
+
+def _replace(obj: dict, tg: _Target, side: sc.Sidecar, summary: str | None) -> None:
+    msg = obj["message"]
+    if tg.kind == "tool":
+        block = msg["content"][tg.idx]
+        block["content"] = sc.tool_marker(side.path, len(side.data), tg.text, summary)
+    elif tg.kind == "thinking":
+        msg["content"][tg.idx] = {"type": "text", "text": sc.marker("thinking", side.path, len(tg.text), summary,
+                                                                   sc.preview(tg.text))}
+    elif tg.kind == "text":
+        text = sc.marker("text", side.path, len(tg.text), summary, sc.preview(tg.text))
+        if isinstance(msg.get("content"), str):
+            msg["content"] = text
+        else:
+            msg["content"][tg.idx] = dict(msg["content"][tg.idx], text=text)
+            msg["content"][tg.idx].pop("citations", None)
+    else:
+        role = msg.get("role") or obj.get("type")
+        msg["content"] = [{"type": "text", "text": sc.marker("message", side.path, len(tg.text), summary,
+                                                            _message_preview(role, msg.get("content")))}]
+
+
+def _message_preview(role, content) -> str:
+    parts = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            bt = b.get("type")
+            if bt == "text":
+                parts.append(str(b.get("text", "")))
+            elif bt == "tool_use":
+                parts.append(f"[tool_use {b.get('name')} {b.get('id')}]")
+            elif bt == "tool_result":
+                parts.append(f"[tool_result {b.get('tool_use_id')}] {_result_text(b.get('content')) or ''}")
+            elif bt == "thinking":
+                parts.append("[thinking]")
+            elif bt:
+                parts.append(f"[{bt}]")
+    return f"[{role}] " + sc.preview("\n".join(parts))
+
+
+def _part(obj: dict, tg: _Target):
+    """What a target replaces: its block (a copy), or the message's whole content."""
+    content = obj["message"]["content"]
+    if tg.kind == "message" or isinstance(content, str):
+        return content if isinstance(content, str) else list(content)
+    return dict(content[tg.idx])
+
+
+def _restore(obj: dict, tg: _Target, old) -> None:
+    if tg.kind == "message" or isinstance(old, str):
+        obj["message"]["content"] = old
+    else:
+        obj["message"]["content"][tg.idx] = old
+
+
+def _tokens(part) -> int:
+    if isinstance(part, str):
+        return tokens.text_tokens(len(part))
+    if isinstance(part, list):
+        return sum(_block_tokens(b) for b in part if isinstance(b, dict))
+    return _block_tokens(part)
+
+
+# -- migrate-persisted -----------------------------------------------------------
+
+_IMAGE_RE = re.compile(r'^<image sha256="([0-9a-fA-F]{16,128})"(?: media_type="([^"]*)")?>\n(.*)\n</image>\s*$', re.S)
+
+
+class MigrateOp(PersistOp):
+    """``migrate-persisted``: older layouts to the current one (see module doc)."""
+
+    def __init__(self):
+        super().__init__(Selection())
+        self.moves: list[tuple[Path, sc.Sidecar]] = []
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict:
+        self.sidecars = []
+        self.sdir = sc.session_dir(t.path, t.session_id)
+        out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
+               "markers_repointed": 0, "files": []}
+        old_dir = self.sdir / ".tool-results"
+        moved: dict[str, Path] = {}
+        if old_dir.is_dir() and not old_dir.is_symlink():
+            for e in sorted(os.scandir(old_dir), key=lambda e: e.name):
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                with open(e.path, "rb") as fh:
+                    data = fh.read()
+                side = sc.plan(self.sdir, f"tool-results/{sc.safe_name(e.name)}", data)
+                self.sidecars.append(side)
+                moved[e.path] = side.path
+                out["tool_results_moved"] += 1
+        for rec in list(t.live()):
+            obj = rec.parse()
+            content = _content_list(obj)
+            if not content:
+                continue
+            changed = False
+            for idx, b in enumerate(content):
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "text" and isinstance(b.get("text"), str):
+                    m = _IMAGE_RE.match(b["text"])
+                    if m:
+                        body = m.group(3)
+                        side = sc.plan(self.sdir, sc.relative_path("image", m.group(1).lower()), body.encode())
+                        self.sidecars.append(side)
+                        content[idx] = {"type": "text", "text": sc.marker(
+                            "image", side.path, len(body), None, sc.preview(body))}
+                        out["images"] += 1
+                        changed = True
+                        continue
+                for key in ("text", "content"):
+                    v = b.get(key)
+                    if isinstance(v, str) and sc.MARKER_PREFIX in v:
+                        nv = self._repoint(v, t, moved, out)
+                        if nv != v:
+                            b[key] = nv
+                            changed = True
+                    elif key == "content" and isinstance(v, list):
+                        for inner in v:
+                            if isinstance(inner, dict) and isinstance(inner.get("text"), str):
+                                nv = self._repoint(inner["text"], t, moved, out)
+                                if nv != inner["text"]:
+                                    inner["text"] = nv
+                                    changed = True
+            if changed:
+                t.touch(rec, obj)
+        uniq: dict[Path, sc.Sidecar] = {}
+        for side in self.sidecars:
+            uniq.setdefault(side.path, side)
+        self.sidecars = list(uniq.values())
+        out["files"] = [str(s.path) for s in self.sidecars]
+        return out
+
+    def _repoint(self, text: str, t: Transcript, moved: dict[str, Path], out: dict) -> str:
+        for p in sc.marker_paths(text):
+            new = None
+            if "/.tool-results/" in p:
+                src = self.sdir / ".tool-results" / Path(p).name
+                new = moved.get(str(src))
+            elif not Path(p).expanduser().is_file():
+                new = sc.resolve(p, t.path, t.session_id)
+            if new is not None and str(new) != p:
+                text = text.replace(p, str(new))
+                out["markers_repointed"] += 1
+        return text
+
+
+def persist_tool_ids(rows: Iterable[dict]) -> set[str]:
+    """The tool ids of ``--where`` rows (a tool_use row persists that call's result)."""
+    return {r["tool_use_id"] for r in rows if r.get("tool_use_id")}

@@ -1,0 +1,321 @@
+"""The sidecar contract: where persisted content lives, how it is written,
+and the markers that point at it.
+
+Layout, in the session's own folder ``<project-dir>/<sessionId>/`` (for a
+subagent transcript ``<sessionId>/subagents/agent-X.jsonl``, the same
+``<sessionId>/`` folder)::
+
+    tool-results/<tool_use_id>.txt           shared with Claude Code's own
+    persisted/thinking/<msg_uuid>.txt
+    persisted/text/<msg_uuid>_<idx>.txt
+    persisted/image/<sha256>.txt             image transcripts (migrate-persisted)
+    persisted/message/<msg_uuid>.json
+
+Rules (each one here, nowhere else):
+
+- ``safe_name``: a name built from file content (a tool_use id, a uuid, a
+  sessionId) is reduced to ``[A-Za-z0-9._-]``, no leading dot, at most
+  ``MAX_NAME`` characters; any change adds a short hash of the original so
+  two different ids never share a name. ``session_dir`` and ``plan`` also
+  check the real path stays inside the session's folder (a symlinked
+  ``persisted`` folder is refused).
+- ``plan``: decide the path without writing (dry runs plan too): an existing
+  file with the same bytes is reused; one with different bytes is never
+  touched, the new content gets ``<name>.<sha256[:12]><ext>``.
+- ``write``: temp file, fsync, ``link`` to the final name (which fails
+  rather than replace anything), folder fsync. Runs before the pending copy
+  that refers to the file is written (``engine.run_surgery`` calls the op's
+  ``write_files``), so a pending copy never points at a file not on disk;
+  an abandoned pending copy leaves only files nothing live refers to.
+- Markers: ``<persisted-{kind}>`` with ``Saved to: PATH (N chars)``,
+  ``Summary:``, ``Preview:``; tool results use Claude Code's native
+  ``<persisted-output>`` shape (``Output too large (N). Full output saved
+  to: PATH``). PATH is absolute, as Claude Code writes its own: the model's
+  Read resolves a relative path against the CLI's working directory, not the
+  project folder, so only an absolute path can be read back. A moved
+  projects tree is handled by ``resolve`` (the ``<sessionId>/...`` tail under
+  the session's current folder) and ``migrate-persisted`` re-points markers.
+- ``missing_referenced``: the markers of a file whose sidecar is not on disk
+  (apply refuses a pending copy that adds one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..durability import fsync_dir
+from ..errors import SurgeryError
+
+MAX_NAME = 120
+PREVIEW_CHARS = 1024
+TOOL_PREVIEW_CHARS = 2000
+NO_SUMMARY = "[no summary provided]"
+MARKER_PREFIX = "<persisted-"
+NATIVE_TOOL_TAG = "persisted-output"
+FILE_MODE = 0o600
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SAVED = re.compile(r"(?:^|\n)(?:Saved to|Output too large \([^)\n]*\)\. Full output saved to): (.+?)"
+                    r"(?: \(\d[\d,]* chars\))?(?:\n|$)")
+
+
+def safe_name(value: str) -> str:
+    """A file name for ``value`` that cannot leave its folder (see module doc)."""
+    if not isinstance(value, str):
+        value = str(value)
+    name = _SAFE.sub("_", value).lstrip(".")
+    if name != value or len(name) > MAX_NAME or not name:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        name = f"{name[:MAX_NAME - 13]}.{digest}" if name else digest
+    return name
+
+
+def session_dir(session_file: str | Path, session_id: str | None) -> Path:
+    """``<project-dir>/<sessionId>/`` of a session (or subagent) file."""
+    p = Path(session_file)
+    if p.parent.name == "subagents":
+        return p.parent.parent
+    sid = session_id or p.name.split(".jsonl")[0]
+    return p.parent / safe_name(sid)
+
+
+def relative_path(kind: str, key: str, idx: int | None = None) -> str:
+    """Path of a sidecar under the session folder, from content-given keys."""
+    if kind == "tool":
+        return f"tool-results/{safe_name(key)}.txt"
+    if kind == "thinking":
+        return f"persisted/thinking/{safe_name(key)}.txt"
+    if kind == "text":
+        return f"persisted/text/{safe_name(key)}_{int(idx or 0)}.txt"
+    if kind == "image":
+        return f"persisted/image/{safe_name(key)}.txt"
+    if kind == "message":
+        return f"persisted/message/{safe_name(key)}.json"
+    raise ValueError(f"unknown sidecar kind {kind!r}")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
+        return True
+    except ValueError:
+        return False
+
+
+@dataclass
+class Sidecar:
+    path: Path          # absolute, inside the session folder
+    data: bytes
+    reused: bool        # a file with these bytes is already there
+
+    @property
+    def chars(self) -> int:
+        return len(self.data.decode("utf-8", "replace"))
+
+
+def plan(sdir: Path, rel: str, data: bytes) -> Sidecar:
+    """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
+    or a new content-addressed name beside a different existing file."""
+    path = sdir / rel
+    _no_links(sdir, path.parent)
+    for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
+        try:
+            with open(candidate, "rb") as fh:
+                same = fh.read(len(data) + 1) == data
+        except FileNotFoundError:
+            return Sidecar(candidate, data, False)
+        except OSError as e:
+            raise SurgeryError(f"cannot read the existing sidecar {candidate}: {e.strerror}") from None
+        if same:
+            return Sidecar(candidate, data, True)
+    raise SurgeryError(f"{path.name}: two different files already hold other content for this block")
+
+
+def _no_links(sdir: Path, folder: Path) -> None:
+    """Refuse when the session folder or a folder below it on the way to
+    ``folder`` is a symlink (it could lead out of the session's folder)."""
+    p = folder
+    while True:
+        if p.is_symlink():
+            raise SurgeryError(f"refusing to write a sidecar outside {sdir}: {p} is a symlink")
+        if p == sdir or p == p.parent:
+            return
+        p = p.parent
+
+
+def _mkdirs(sdir: Path, folder: Path) -> None:
+    """Create ``folder`` (inside ``sdir``) and fsync each new folder's parent."""
+    missing = []
+    f = folder
+    while not f.exists():
+        missing.append(f)
+        f = f.parent
+    _no_links(sdir, folder)
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        fsync_dir(d.parent)
+    _no_links(sdir, folder)
+
+
+def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None) -> list[Path]:
+    """Write the planned sidecars (each whole or not at all); returns the files it created.
+
+    On any error the files this call created are removed again and
+    ``SurgeryError`` is raised: nothing refers to them yet."""
+    created: list[Path] = []
+    try:
+        for sc in sidecars:
+            if sc.reused:
+                continue
+            _mkdirs(sdir, sc.path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{sc.path.name}.", suffix=".txdb-tmp", dir=str(sc.path.parent))
+            try:
+                if owner is not None:
+                    os.fchown(fd, *owner)
+                os.fchmod(fd, FILE_MODE)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(sc.data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                try:
+                    os.link(tmp, sc.path)  # never replaces an existing file
+                except FileExistsError:
+                    with open(sc.path, "rb") as fh:
+                        if fh.read() != sc.data:
+                            raise SurgeryError(f"{sc.path} appeared with other content while writing; "
+                                               f"run the command again") from None
+                    continue
+                created.append(sc.path)
+            finally:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            fsync_dir(sc.path.parent)
+    except OSError as e:
+        remove(created)
+        raise SurgeryError(f"cannot write a sidecar in {sdir}: {e.strerror or e}; nothing was changed") from None
+    except BaseException:
+        remove(created)
+        raise
+    return created
+
+
+def remove(paths: list[Path]) -> None:
+    """Take back files ``write`` created (only ever before anything refers to them)."""
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+# -- markers -------------------------------------------------------------------
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    nl = cut.rfind("\n")
+    return (cut[:nl] if nl > limit // 2 else cut) + "\n..."
+
+
+def human_size(n: int) -> str:
+    """Claude Code's size wording ("55.3KB")."""
+    if n < 1024:
+        return f"{n} bytes"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1024
+        if n < 1024 or unit == "GB":
+            s = f"{n:.1f}".rstrip("0").rstrip(".")
+            return f"{s}{unit}"
+    return f"{n}"
+
+
+def marker(kind: str, path: Path, chars: int, summary: str | None, body_preview: str) -> str:
+    """The ``<persisted-{kind}>`` marker (kind: thinking, text, message, image)."""
+    return (f"<persisted-{kind}>\nSaved to: {path} ({chars:,} chars)\nSummary: {summary or NO_SUMMARY}\n\n"
+            f"Preview:\n{body_preview}\n</persisted-{kind}>")
+
+
+def tool_marker(path: Path, size: int, text: str, summary: str | None) -> str:
+    """Claude Code's own persisted tool-result shape (plus a Summary line when one is given)."""
+    head = f"<{NATIVE_TOOL_TAG}>\nOutput too large ({human_size(size)}). Full output saved to: {path}\n"
+    if summary:
+        head += f"Summary: {summary}\n"
+    return head + f"\nPreview (first 2KB):\n{preview(text, TOOL_PREVIEW_CHARS)}\n</{NATIVE_TOOL_TAG}>"
+
+
+def is_marker(text) -> bool:
+    """Already persisted (ours or Claude Code's own): skipped by every persist command."""
+    return isinstance(text, str) and text.lstrip().startswith(MARKER_PREFIX)
+
+
+def marker_paths(text: str) -> list[str]:
+    """The sidecar paths a marker text names."""
+    if MARKER_PREFIX not in text:
+        return []
+    return [m.group(1).strip() for m in _SAVED.finditer(text)]
+
+
+def resolve(path_text: str, session_file: str | Path, session_id: str | None) -> Path | None:
+    """Where the sidecar a marker names is now: its path, or (a moved projects
+    tree) the part from the session folder's name on, under the session's
+    current folder. None when neither exists."""
+    p = Path(path_text).expanduser()
+    if p.is_absolute() and p.is_file():
+        return p
+    sdir = session_dir(session_file, session_id)
+    parts = p.parts
+    if sdir.name in parts:
+        tail = parts[len(parts) - 1 - parts[::-1].index(sdir.name) + 1:]
+        cand = sdir.joinpath(*tail) if tail else None
+        if cand is not None and cand.is_file() and _inside(cand, sdir):
+            return cand
+    if not p.is_absolute():
+        cand = Path(session_file).parent / p
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def referenced(data: bytes) -> set[str]:
+    """Every sidecar path named by a marker in the message content of ``data``
+    (a session file's bytes). Only lines holding a marker are parsed."""
+    from ..ingest.lines import parse_line
+    out: set[str] = set()
+    needle = MARKER_PREFIX.encode()
+    start = 0
+    while True:
+        at = data.find(needle, start)
+        if at < 0:
+            return out
+        ls = data.rfind(b"\n", 0, at) + 1
+        le = data.find(b"\n", at)
+        le = len(data) if le < 0 else le
+        for _s, _l, obj in parse_line(data[ls:le]).objects:
+            msg = obj.get("message") if isinstance(obj, dict) else None
+            if isinstance(msg, dict):
+                for s in _strings(msg.get("content")):
+                    out.update(marker_paths(s))
+        start = le + 1
+
+
+def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:
+    return {p for p in referenced(data) if resolve(p, session_file, session_id) is None}

@@ -45,7 +45,7 @@ def context_over_chain(conn, file_id: int) -> dict:
 
     The history is the active chain preceded by the chains that compactions
     left behind (each compact boundary's logicalParentUuid leads to the chain
-    it summarised). Each assistant message on it is one point: the context
+    it summarised), in file order. Each assistant message on it is one point: the context
     the API recorded for that turn (input + cache read + cache creation, the
     usage row's own figures, which a usage reset leaves alone).
     """
@@ -67,32 +67,23 @@ def context_over_chain(conn, file_id: int) -> dict:
                coalesce(input_tokens, 0) + coalesce(cache_read_input_tokens, 0)
                  + coalesce(cache_creation_input_tokens, 0) AS context
         FROM usage WHERE file_id = ?""", (file_id,))}
+    # File order is time order: a compaction's preserved messages sit after
+    # the boundary on the chain, but the API recorded them before it.
+    history = sorted((n for seg in segments for n in seg), key=lambda n: n.offset)
     points: list[dict] = []
-    compactions: list[dict] = []
-    counted: set[str] = set()
-    for i, seg in enumerate(segments):
-        if i > 0:  # the boundary that starts this segment: after the points so far
-            compactions.append({"after_turn": len(points), "offset": seg[0].offset,
-                                "timestamp": seg[0].timestamp})
-        for n in seg:
-            if n.type != "assistant" or not n.message_id or n.message_id in counted:
-                continue
-            u = usage.get(n.message_id)
-            if u is None:
-                continue
-            counted.add(n.message_id)
+    for n in history:
+        if n.type == "assistant" and n.message_id in usage:
+            u = usage.pop(n.message_id)  # one point per API message (its first line)
             points.append({"turn": len(points) + 1, "offset": n.offset, "message_id": n.message_id,
                            "timestamp": u["timestamp"], "context": u["context"]})
-    # A boundary at the head of the active chain with nothing before it
-    # (the summarised chain is gone from the file) is still a compaction.
-    if segments[0] and segments[0][0].offset in boundaries:
-        compactions.insert(0, {"after_turn": 0, "offset": segments[0][0].offset,
-                               "timestamp": segments[0][0].timestamp})
+    compactions = [{"after_turn": sum(1 for p in points if p["offset"] < n.offset), "offset": n.offset,
+                    "timestamp": n.timestamp}
+                   for n in history if n.offset in boundaries]
     return {"points": points, "compactions": compactions, "limit": CONTEXT_LIMIT}
 
 
 def _logical_parents(conn, file_id: int) -> dict[int, str]:
-    """Compact boundaries of a file: offset -> the uuid of the last record before it."""
+    """Compact boundaries of a file: offset -> the uuid of the last record before it (or None)."""
     return {o: p for o, p in conn.execute(
         "SELECT offset, logical_parent_uuid FROM records WHERE file_id = ? AND type = 'system' "
-        "AND subtype = 'compact_boundary' AND logical_parent_uuid IS NOT NULL", (file_id,))}
+        "AND subtype = 'compact_boundary'", (file_id,))}

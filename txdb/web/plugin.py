@@ -144,6 +144,16 @@ def extra_css_urls(database, datasette):
 
 
 @hookimpl
+def database_actions(datasette, database):
+    async def links():
+        if database and await _database_is_catalog(datasette, database):
+            return [{"href": charts_url(datasette, database), "label": "Charts: tokens by day, largest contexts"}]
+        return []
+
+    return links
+
+
+@hookimpl
 def register_routes():
     return [
         (r"^/-/txdb/session/(?P<file_id>[0-9]+)$", session_page),
@@ -266,6 +276,10 @@ def session_url(datasette, database: str, file_id: int) -> str:
     return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
 
 
+def charts_url(datasette, database: str) -> str:
+    return datasette.urls.path("/-/txdb/charts") + "?" + urlencode({"db": database})
+
+
 async def css_route(request, datasette):
     return Response(_css(), content_type="text/css; charset=utf-8",
                     headers={"Cache-Control": "max-age=300"})
@@ -317,7 +331,7 @@ async def session_page(request, datasette):
     context = data.pop("context")
     data["context_chart"] = markupsafe.Markup(svg.context_over_chain(context)) if context else None
     data["compactions"] = len(context["compactions"]) if context else 0
-    data["charts_url"] = datasette.urls.path("/-/txdb/charts") + "?" + urlencode({"db": db.name})
+    data["charts_url"] = charts_url(datasette, db.name)
     return await _render(datasette, "txdb_session.html", data, request)
 
 

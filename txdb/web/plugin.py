@@ -223,8 +223,12 @@ def _search_terms() -> list[str]:
 def _json_cell(value: str, full: bool):
     try:
         pretty = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to show as a tree
-        return None  # Datasette shows the text as it is
+    except RecursionError:
+        # Valid JSON nested too deep to show as a tree: its text, cut to
+        # size like any other (a table page never carries the whole line).
+        pretty = value
+    except ValueError:  # not JSON: Datasette shows the text as it is
+        return None
     limit = ROW_JSON_CHARS if full else CELL_JSON_CHARS
     shown = pretty[:limit]
     more = ""

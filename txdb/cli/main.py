@@ -32,6 +32,7 @@ LAZY_COMMANDS = {
         "txdb.cli.surgery",
     ),
     "serve": "txdb.cli.serve",
+    "plugin": "txdb.cli.plugin",
 }
 
 class TxdbGroup(click.Group):
@@ -114,7 +115,7 @@ def open_catalog(db_path):
 
 
 @click.group(cls=TxdbGroup)
-@click.version_option(package_name="txdb")
+@click.version_option(package_name="txdb", prog_name="txdb")
 def cli():
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 

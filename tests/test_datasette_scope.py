@@ -8,6 +8,7 @@ Real Datasette, in-process through its own client, on real SQLite files."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -111,3 +112,16 @@ async def test_a_session_with_neither_title_nor_prompt_has_its_page(ds, served):
     page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
     assert "<title>untitled · txdb session</title>" in page  # named by its session id
     assert "(untitled session)" in page
+
+
+
+async def test_a_deep_line_is_cut_to_size_on_table_pages(ds, served):
+    conn = sqlite3.connect(served["catalog"])
+    deep = conn.execute("SELECT file_id, length(raw) FROM records WHERE raw LIKE '%[[[[[[[[[[%'").fetchall()
+    conn.close()
+    for file_id, length in deep:
+        assert length > 4000
+        page = await html(ds, f"/catalog/records?file_id={file_id}")
+        cells = re.findall(r'<details class="txdb-json">.*?</details>', page, re.S)
+        assert any("[[[[[[[[[[" in c and "more characters (see the row&#x27;s .json)" in c for c in cells)
+        assert "[" * 4001 not in page  # the line is not all there

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 SETTINGS = {
     # Views over the whole catalog can take a few hundred ms on big catalogs.
@@ -26,7 +27,8 @@ def load_metadata(database: str) -> dict:
     if "txdb" in dbs and database != "txdb":
         entry = dbs.pop("txdb")
         if "description_html" in entry:
-            entry["description_html"] = entry["description_html"].replace('href="/txdb/', f'href="/{database}/')
+            entry["description_html"] = entry["description_html"].replace(
+                'href="/txdb/', f'href="/{database}/').replace('?db=txdb"', f'?db={quote(database)}"')
         dbs[database] = entry
     return meta
 

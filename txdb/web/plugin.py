@@ -7,7 +7,11 @@ every query goes through Datasette's read connections.
 
 Routes:
     /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
+    /-/txdb/charts[?db=NAME]                                 tokens by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
+
+Charts are SVG drawn here (txdb.web.svg): no script and nothing fetched from
+another host, so they render with no network.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
+from . import charts, svg
 from .hostcheck import refuse_foreign_hosts
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
@@ -54,8 +59,15 @@ def _css() -> str:
     return resources.files("txdb.web").joinpath("static/txdb.css").read_text(encoding="utf-8")
 
 
-def _template_source() -> str:
-    return resources.files("txdb.web").joinpath("templates/txdb_session.html").read_text(encoding="utf-8")
+def _template_source(name: str = "txdb_session.html") -> str:
+    return resources.files("txdb.web").joinpath(f"templates/{name}").read_text(encoding="utf-8")
+
+
+async def _render(datasette, name: str, data: dict, request) -> Response:
+    cache = datasette.__dict__.setdefault("_txdb_templates", {})
+    if name not in cache:
+        cache[name] = datasette.jinja_env.from_string(_template_source(name))
+    return Response.html(await datasette.render_template(cache[name], data, request=request))
 
 
 # ---------------------------------------------------------------- hooks
@@ -132,9 +144,20 @@ def extra_css_urls(database, datasette):
 
 
 @hookimpl
+def database_actions(datasette, database):
+    async def links():
+        if database and await _database_is_catalog(datasette, database):
+            return [{"href": charts_url(datasette, database), "label": "Charts: tokens by day, largest contexts"}]
+        return []
+
+    return links
+
+
+@hookimpl
 def register_routes():
     return [
         (r"^/-/txdb/session/(?P<file_id>[0-9]+)$", session_page),
+        (r"^/-/txdb/charts$", charts_page),
         (r"^/-/txdb/txdb\.css$", css_route),
     ]
 
@@ -200,8 +223,12 @@ def _search_terms() -> list[str]:
 def _json_cell(value: str, full: bool):
     try:
         pretty = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to show as a tree
-        return None  # Datasette shows the text as it is
+    except RecursionError:
+        # Valid JSON nested too deep to show as a tree: its text, cut to
+        # size like any other (a table page never carries the whole line).
+        pretty = value
+    except ValueError:  # not JSON: Datasette shows the text as it is
+        return None
     limit = ROW_JSON_CHARS if full else CELL_JSON_CHARS
     shown = pretty[:limit]
     more = ""
@@ -253,6 +280,10 @@ def session_url(datasette, database: str, file_id: int) -> str:
     return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
 
 
+def charts_url(datasette, database: str) -> str:
+    return datasette.urls.path("/-/txdb/charts") + "?" + urlencode({"db": database})
+
+
 async def css_route(request, datasette):
     return Response(_css(), content_type="text/css; charset=utf-8",
                     headers={"Cache-Control": "max-age=300"})
@@ -301,11 +332,34 @@ async def session_page(request, datasette):
         "?" + urlencode(args) if args else "")
     data["page_url"] = lambda s: session_url(datasette, db.name, file_id) + "&" + urlencode(
         {"start": s, "limit": limit})
-    template = getattr(datasette, "_txdb_session_template", None)
-    if template is None:
-        template = datasette.jinja_env.from_string(_template_source())
-        datasette._txdb_session_template = template
-    return Response.html(await datasette.render_template(template, data, request=request))
+    context = data.pop("context")
+    data["context_chart"] = markupsafe.Markup(svg.context_over_chain(context)) if context else None
+    data["compactions"] = len(context["compactions"]) if context else 0
+    data["charts_url"] = charts_url(datasette, db.name)
+    return await _render(datasette, "txdb_session.html", data, request)
+
+
+async def charts_page(request, datasette):
+    db = await _catalog_db(datasette, request.args.get("db"))
+    if db is None:
+        return Response.html("<h1>No txdb catalog is being served</h1>", status=404)
+
+    def read(conn):
+        return charts.tokens_by_day(conn), charts.largest_contexts(conn)
+
+    days, largest = await db.execute_fn(read)
+    data = {
+        "database": db.name,
+        "db_url": datasette.urls.database(db.name),
+        "days": days,
+        "largest": largest,
+        "kinds": charts.TOKEN_KINDS,
+        "limit": charts.CONTEXT_LIMIT,
+        "by_day_chart": markupsafe.Markup(svg.tokens_by_day(days, charts.TOKEN_KINDS)),
+        "largest_chart": markupsafe.Markup(svg.largest_contexts(
+            largest, charts.CONTEXT_LIMIT, lambda fid: session_url(datasette, db.name, fid))),
+    }
+    return await _render(datasette, "txdb_charts.html", data, request)
 
 
 def _rows(conn, sql, params=()):
@@ -420,6 +474,8 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     return {
         "file_id": file_id,
         "session": session,
+        # the whole history's chart, on the first page only (it reads every chain node)
+        "context": charts.context_over_chain(conn, file_id) if start == 0 else None,
         "by_type": by_type,
         "by_tool": by_tool,
         "records": records,

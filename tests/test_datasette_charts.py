@@ -1,0 +1,183 @@
+"""The charts: the figures behind each one equal what the session files say
+(read here on their own, the way the API wrote them), and the pages draw
+exactly those figures as SVG. Real files, a real catalog, Datasette
+in-process through its own client. The browser half is in
+test_datasette_browser.py."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import copy_fixture_sessions
+from sessions import assistant, user, write
+from txdb import db
+from txdb.catalog import list_sessions
+from txdb.ingest.store import refresh
+from txdb.web import charts
+from txdb.web.metadata import make_datasette
+
+KINDS = [col for col, _ in charts.TOKEN_KINDS]
+
+
+def compacted_session(root: Path) -> Path:
+    """Two turns on one day, a compaction, a turn the next day (streamed in
+    two lines whose usage grows, as the CLI writes it)."""
+    def usage(i, o, r, c):
+        return {"input_tokens": i, "output_tokens": o, "cache_read_input_tokens": r,
+                "cache_creation_input_tokens": c}
+
+    day1, day2 = "2026-10-30T23:50:00.000Z", "2026-10-31T00:10:00.000Z"
+    u1 = user("first question", None, session="cmp", timestamp=day1)
+    a1 = assistant("first answer", u1["uuid"], session="cmp", msg_id="msg_a1",
+                   usage=usage(3, 40, 0, 50_000), timestamp=day1)
+    u2 = user("second question", a1["uuid"], session="cmp", timestamp=day1)
+    a2 = assistant("second answer", u2["uuid"], session="cmp", msg_id="msg_a2",
+                   usage=usage(5, 60, 50_000, 130_000), timestamp=day1)
+    boundary = {"parentUuid": None, "logicalParentUuid": a2["uuid"], "isSidechain": False, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "b0000000-0000",
+                "timestamp": day2, "sessionId": "cmp", "compactMetadata": {"trigger": "manual", "preTokens": 180_000}}
+    summary = user("This session is being continued ... summary", boundary["uuid"], session="cmp",
+                   timestamp=day2, isCompactSummary=True)
+    a3a = assistant("third", summary["uuid"], session="cmp", msg_id="msg_a3",
+                    usage=usage(7, 1, 0, 9_000), timestamp=day2)
+    a3b = assistant([{"type": "text", "text": "third, streamed on"}], a3a["uuid"], session="cmp",
+                    msg_id="msg_a3", usage=usage(7, 90, 0, 9_000), timestamp=day2)
+    path = root / "-home-me-compacted" / "c0000000-0000-0000-0000-000000000001.jsonl"
+    write(path, [u1, a1, u2, a2, boundary, summary, a3a, a3b])
+    return path
+
+
+def api_usage(path: Path) -> list[dict]:
+    """One entry per API message of a file, as the API recorded it: the line
+    with the largest total when a message is streamed over several lines,
+    dated by its first line; in file order."""
+    seen: dict[str, dict] = {}
+    for line in path.read_bytes().splitlines():
+        o = orjson.loads(line)
+        m = o.get("message")
+        if o.get("type") != "assistant" or not isinstance(m, dict) or not isinstance(m.get("usage"), dict):
+            continue
+        u = {k: m["usage"].get(k) or 0 for k in KINDS}
+        mid = m.get("id") or o["uuid"]
+        if mid not in seen:
+            seen[mid] = {"day": o["timestamp"][:10], **u}
+        elif sum(u.values()) > sum(seen[mid][k] for k in KINDS):
+            seen[mid].update(u)
+    return list(seen.values())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("charts")
+    root = copy_fixture_sessions(tmp / "projects")
+    compacted = compacted_session(root)
+    path = tmp / "catalog.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    conn.close()
+    return {"path": path, "root": root, "compacted": compacted}
+
+
+@pytest.fixture
+def conn(built):
+    c = db.connect(built["path"])
+    yield c
+    c.close()
+
+
+@pytest.fixture
+async def ds(built):
+    d = make_datasette(built["path"])
+    await d.invoke_startup()
+    return d
+
+
+def test_tokens_by_day_are_what_the_api_recorded(built, conn):
+    expected: dict[str, dict] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
+    for f in sorted(built["root"].rglob("*.jsonl")):
+        for u in api_usage(f):
+            for k in KINDS:
+                expected[u["day"]][k] += u[k]
+    got = charts.tokens_by_day(conn)
+    assert [d["day"] for d in got] == sorted(expected)
+    assert len(got) >= 3  # several days: the shipped sessions and both days of the compacted one
+    assert {d["day"]: {k: d[k] for k in KINDS} for d in got} == expected
+    two = {d["day"]: d for d in got if d["day"] in ("2026-10-30", "2026-10-31")}
+    assert two["2026-10-30"]["cache_creation_input_tokens"] == 180_000
+    assert two["2026-10-31"]["output_tokens"] == 90  # the streamed message once, at its largest
+
+
+def test_largest_contexts_are_the_sessions_fullest_first(conn):
+    got = charts.largest_contexts(conn, limit=5)
+    every = list_sessions(conn, include_subagents=True, order="tokens")
+    assert len(got) == 5
+    assert [s["est_context_tokens"] for s in got] == sorted(
+        (s["est_context_tokens"] for s in every), reverse=True)[:5]
+    by_id = {s["session_id"]: s for s in every}
+    for s in got:
+        assert s["gauge_tokens"] == by_id[s["session_id"]]["gauge_tokens"]
+
+
+def test_context_over_the_chain_shows_growth_and_the_compaction(built, conn):
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(built["compacted"]),)).fetchone()[0]
+    got = charts.context_over_chain(conn, fid)
+    expected = [u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+                for u in api_usage(built["compacted"])]
+    assert expected == [50_003, 180_005, 9_007]
+    assert [p["context"] for p in got["points"]] == expected
+    assert [c["after_turn"] for c in got["compactions"]] == [2]  # between the second turn and the third
+    assert got["limit"] == 200_000
+
+
+def test_context_of_the_cli_compacted_session(built, conn):
+    """A compaction made by the real CLI: its preserved turn is on the chain
+    after the boundary, but was recorded before it (file order)."""
+    path = next(built["root"].glob("-tmp-txdb-cli-fixtures-compact-demo/*.jsonl"))
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(path),)).fetchone()[0]
+    got = charts.context_over_chain(conn, fid)
+    expected = [u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+                for u in api_usage(path)]
+    assert len(expected) == 2
+    assert [p["context"] for p in got["points"]] == expected
+    assert [c["after_turn"] for c in got["compactions"]] == [2]
+
+
+def values(page: str, cls: str) -> list[int]:
+    return [int(v) for v in re.findall(rf'<(?:rect|circle|line) class="{cls}"[^>]*? data-value="(\d+)"', page)]
+
+
+async def test_charts_page_draws_those_figures(ds, conn):
+    r = await ds.client.get("/-/txdb/charts")
+    assert r.status_code == 200
+    page = r.text
+    days = charts.tokens_by_day(conn)
+    for k, col in enumerate(KINDS):
+        assert values(page, f"c-bar kind-{k}") == [d[col] for d in days]
+    largest = charts.largest_contexts(conn)
+    assert [int(v) for v in re.findall(r'class="c-bar ctx(?: over)?" data-file-id="\d+" data-value="(\d+)"', page)] \
+        == [s["est_context_tokens"] for s in largest]
+    assert "200k context window" in page
+    content = page.split('<section class="content">')[1].split("</section>")[0]
+    assert "<script" not in content and content.count("<svg") == 2  # drawn without script
+    assert re.search(r'(?:src|href)="(?:https?:)?//', content) is None  # nothing from another host
+
+
+async def test_session_page_draws_its_context(ds, built, conn):
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(built["compacted"]),)).fetchone()[0]
+    r = await ds.client.get(f"/-/txdb/session/{fid}?db=catalog")
+    assert r.status_code == 200
+    assert values(r.text, "pt") == [50_003, 180_005, 9_007]
+    assert len(re.findall(r'<line class="compaction" data-after-turn="2"', r.text)) == 1
+    assert "compacted 1 time" in r.text
+    later = await ds.client.get(f"/-/txdb/session/{fid}?db=catalog&start=2")
+    assert later.status_code == 200 and 'class="pt"' not in later.text  # the first page only
+
+
+async def test_index_and_database_link_to_the_charts(ds):
+    assert "/-/txdb/charts" in (await ds.client.get("/")).text
+    assert "/-/txdb/charts?db=catalog" in (await ds.client.get("/catalog")).text

@@ -1,0 +1,89 @@
+"""The figures behind txdb's charts, read from a catalog (plain SQL over the
+views, and the chain rules of txdb.chain). Drawn by txdb.web.svg.
+
+Tokens only, no cost: the catalog holds what the API recorded, not what it
+was billed at, and txdb ships no price table.
+"""
+
+from __future__ import annotations
+
+from .. import chain
+
+CONTEXT_LIMIT = 200_000   # the context window the charts draw a line at
+TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
+    ("input_tokens", "input"),
+    ("output_tokens", "output"),
+    ("cache_read_input_tokens", "cache read"),
+    ("cache_creation_input_tokens", "cache creation"),
+)
+
+
+def _rows(conn, sql, params=()):
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def tokens_by_day(conn) -> list[dict]:
+    """One row per day (UTC, oldest first): input, output, cache read and
+    cache creation tokens the API recorded, all models together."""
+    sums = ", ".join(f"sum({col}) AS {col}" for col, _ in TOKEN_KINDS)
+    return _rows(conn, f"SELECT day, {sums}, sum(api_messages) AS api_messages "
+                       f"FROM usage_by_day WHERE day <> '' GROUP BY day ORDER BY day")
+
+
+def largest_contexts(conn, limit: int = 20) -> list[dict]:
+    """The sessions whose active chain sends the most context on --resume,
+    fullest first (sessions_by_context's estimate, beside the recorded gauge)."""
+    return _rows(conn, """
+        SELECT file_id, session_id, title, kind, est_context_tokens, gauge_tokens
+        FROM sessions_by_context ORDER BY est_context_tokens DESC, file_id LIMIT ?""", (limit,))
+
+
+def context_over_chain(conn, file_id: int) -> dict:
+    """How a session's context grew, turn by turn, and where it was compacted.
+
+    The history is the active chain preceded by the chains that compactions
+    left behind (each compact boundary's logicalParentUuid leads to the chain
+    it summarised), in file order. Each assistant message on it is one point: the context
+    the API recorded for that turn (input + cache read + cache creation, the
+    usage row's own figures, which a usage reset leaves alone).
+    """
+    nodes = chain.load_nodes(conn, file_id)
+    by_uuid = chain.index(nodes)
+    segments = [chain.active_chain(nodes)]
+    boundaries = _logical_parents(conn, file_id)
+    seen = {n.offset for n in segments[0]}
+    while segments[0] and segments[0][0].offset in boundaries:
+        before = by_uuid.get(boundaries[segments[0][0].offset])
+        earlier = chain.walk(before, by_uuid) if before is not None else []
+        earlier = [n for n in earlier if n.offset not in seen]
+        if not earlier:
+            break
+        seen.update(n.offset for n in earlier)
+        segments.insert(0, earlier)
+    usage = {r["message_id"]: r for r in _rows(conn, """
+        SELECT message_id, timestamp,
+               coalesce(input_tokens, 0) + coalesce(cache_read_input_tokens, 0)
+                 + coalesce(cache_creation_input_tokens, 0) AS context
+        FROM usage WHERE file_id = ?""", (file_id,))}
+    # File order is time order: a compaction's preserved messages sit after
+    # the boundary on the chain, but the API recorded them before it.
+    history = sorted((n for seg in segments for n in seg), key=lambda n: n.offset)
+    points: list[dict] = []
+    for n in history:
+        if n.type == "assistant" and n.message_id in usage:
+            u = usage.pop(n.message_id)  # one point per API message (its first line)
+            points.append({"turn": len(points) + 1, "offset": n.offset, "message_id": n.message_id,
+                           "timestamp": u["timestamp"], "context": u["context"]})
+    compactions = [{"after_turn": sum(1 for p in points if p["offset"] < n.offset), "offset": n.offset,
+                    "timestamp": n.timestamp}
+                   for n in history if n.offset in boundaries]
+    return {"points": points, "compactions": compactions, "limit": CONTEXT_LIMIT}
+
+
+def _logical_parents(conn, file_id: int) -> dict[int, str]:
+    """Compact boundaries of a file: offset -> the uuid of the last record before it (or None)."""
+    return {o: p for o, p in conn.execute(
+        "SELECT offset, logical_parent_uuid FROM records WHERE file_id = ? AND type = 'system' "
+        "AND subtype = 'compact_boundary'", (file_id,))}

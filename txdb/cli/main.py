@@ -31,6 +31,7 @@ LAZY_COMMANDS = {
          "fork", "snapshot", "apply"),
         "txdb.cli.surgery",
     ),
+    **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
     "serve": "txdb.cli.serve",
 }
 
@@ -273,6 +274,12 @@ def analyze(db_path, session, as_json):
         if rows:
             echo(f"\n{title}:")
             echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+    im = report.get("images") or {}
+    if im.get("images"):
+        echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "
+             f"largest {im['largest_px'] or '?'} px on its long edge (txdb list-images SESSION)")
+    for w in im.get("warnings") or ():
+        echo(f"Warning: {w}")
     cuts = report["cut_points"]
     if cuts:
         echo("\nCut points (user prompts: pos, line, tokens before):")

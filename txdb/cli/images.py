@@ -81,3 +81,39 @@ def replace_images_cmd(o: SurgeryOptions, folder, drop_missing):
     _run(o, "replace-images",
          lambda t, _o: images.replace_images(t, folder, drop_missing=drop_missing, positions=o.positions),
          dict(dir=folder, drop_missing=drop_missing))
+
+
+@cli.command("undo")
+@click.argument("session")
+@db_option
+@click.option("--dry-run", is_flag=True, help="Run every check; restore nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def undo_cmd(session, db_path, dry_run, as_json):
+    """Put back the backup of a session's last applied surgery.
+
+    Refuses (changing nothing) when the session changed since that surgery
+    wrote it, is being written, has a pending copy, or the backup does not
+    verify. The replaced file is kept as a backup of its own (so undo again
+    redoes), and the undo is logged in `surgeries`. A fork is not undone:
+    delete it.
+
+    Example:
+
+    \b
+        txdb undo SESSION --dry-run
+        txdb undo SESSION
+    """
+    from ..surgery.undo import undo
+
+    conn, orig = _resolve(db_path, session)
+    rep = undo(conn, orig, dry_run=dry_run)
+    if as_json:
+        echo(to_json(rep.as_dict()))
+        return
+    passes = ", ".join(f"#{i} {c}" for i, c in zip(rep.undid, rep.commands))
+    if dry_run:
+        echo(f"Dry run: every check passed; undo would restore {rep.restored_from} ({rep.size_before:,} -> "
+             f"{rep.size_after:,} bytes), undoing {passes}.")
+        return
+    echo(f"Undone: {passes}\nRestored: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes) "
+         f"from {rep.restored_from}\nThe replaced file is kept as: {rep.backup}")

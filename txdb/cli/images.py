@@ -117,3 +117,36 @@ def undo_cmd(session, db_path, dry_run, as_json):
         return
     echo(f"Undone: {passes}\nRestored: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes) "
          f"from {rep.restored_from}\nThe replaced file is kept as: {rep.backup}")
+
+
+@cli.command("compact")
+@click.argument("session")
+@db_option
+@click.option("--before", "before", type=click.IntRange(min=0), required=True,
+              help="First chain position to keep; everything before it becomes the summary.")
+@click.option("--fork-title", default=None, help="Title of the new session (default: '<title> (Stripped)').")
+@click.option("--dry-run", is_flag=True, help="Run everything; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def compact_cmd(session, db_path, before, fork_title, dry_run, as_json):
+    """Write a new session: a dialogue-only summary of the chain before
+    position N behind a compact boundary, then positions N.. intact.
+
+    The original is untouched; resume the new one with `claude -r <id>`.
+    Cut at a user prompt (`txdb analyze` lists them): a cut between a tool
+    call and its result is refused.
+
+    Example:
+
+    \b
+        txdb compact SESSION --before 150 --dry-run
+        txdb compact SESSION --before 150 && claude -r <new id>
+    """
+    from ..surgery.compact import compact_before
+
+    o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, as_json=as_json,
+                       arguments={"before": before, **({"fork_title": fork_title} if fork_title else {})})
+
+    def op(t, original):
+        from ..surgery.usage import context_estimator
+        return compact_before(t, before, source=str(original.path), pre_tokens=context_estimator(original)(original))
+    _run(o, "compact", op)

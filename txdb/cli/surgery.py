@@ -304,6 +304,10 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                      + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
                      + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
                      + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used)")
+    if "summarized" in res:
+        parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
+                     f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
+                     f"with fresh uuids")
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
     echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))

@@ -48,7 +48,8 @@ def check_positions(t: Transcript, positions: Range) -> None:
     if lo is not None and hi is not None and lo > hi:
         raise SurgeryError(f"--from {lo} is after --to {hi}: give the range lowest position first")
     last = len(t.chain) - 1
-    for name, v in (("--from", lo), ("--to", hi)):
+    names = (("--pos", lo),) if lo == hi else (("--from", lo), ("--to", hi))
+    for name, v in names:
         if v is not None and (v < 0 or v > last):
             raise SurgeryError(f"{name} {v} is past the end of the active chain (positions 0..{last})")
 

@@ -111,9 +111,12 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
     for r in pre:
         for tid in _tool_ids(r.parse(), "tool_use", "id"):
             uses[tid] = r.pos
+    # A tool id can repeat (sessions glued by resume): a result is cut off
+    # from its call only when no call of that id stays after the cut.
+    post_uses = {tid for r in post for tid in _tool_ids(r.parse(), "tool_use", "id")}
     for r in post:
         for tid in _tool_ids(r.parse(), "tool_result", "tool_use_id"):
-            if tid in uses:
+            if tid in uses and tid not in post_uses:
                 raise SurgeryError(f"--before {before} splits a tool call: the tool_result at position {r.pos} "
                                    f"answers the tool_use at position {uses[tid]}; cut at a user prompt "
                                    f"(`txdb analyze` lists the cut points)")

@@ -155,3 +155,18 @@ def test_undo_refuses_a_backup_that_does_not_verify(env):
     now = f.read_bytes()
     r = run("undo", f)
     assert r.exit_code == 1 and "fails verify" in r.output and f.read_bytes() == now
+
+
+def test_compact_a_repeated_tool_id_is_not_a_split(env):
+    """Sessions glued by resume repeat tool ids: a result after the cut whose
+    id also has a call after the cut is not cut off from it."""
+    f = env / f"{SID}.jsonl"
+    objs = _objs(f)
+    tail = conversation(2, session=SID)                   # toolu_0000 and toolu_0001 again
+    tail[0]["parentUuid"] = objs[-1]["uuid"]
+    write(f, objs + tail)
+    r = run("compact", f, "--before", 24, "--json")       # the second toolu_0000 call and result both after
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["result"]["kept"] == 8
+    r = run("compact", f, "--before", 26)                 # splits the second toolu_0000 call from its result
+    assert r.exit_code == 1 and "tool_result at position 26 answers the tool_use at position 25" in r.output

@@ -45,7 +45,7 @@ def list_images_cmd(session, db_path, as_json):
         rows.append(["-" if r.pos is None else r.pos, r.line,
                      "message" if r.where == "message" else f"tool_result {r.tool_use_id or ''}".strip(),
                      r.media_type or "?", size, r.tokens, f"{r.base64_chars:,}",
-                     r.sha256 or "(invalid base64)"])
+                     r.sha256 or ("(no base64 data)" if not r.base64_chars else "(invalid base64)")])
     echo(tabulate(rows, headers=["pos", "line", "where", "media type", "pixels", "tokens", "base64 chars",
                                  "sha256"]))
     unique = {r.sha256 for r in refs if r.sha256}
@@ -125,9 +125,11 @@ def undo_cmd(session, db_path, dry_run, as_json):
 @click.option("--before", "before", type=click.IntRange(min=0), required=True,
               help="First chain position to keep; everything before it becomes the summary.")
 @click.option("--fork-title", default=None, help="Title of the new session (default: '<title> (Stripped)').")
+@click.option("--keep-dropped-thinking", is_flag=True,
+              help="Keep the kept part's thinking blocks the API will drop after the new history.")
 @click.option("--dry-run", is_flag=True, help="Run everything; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def compact_cmd(session, db_path, before, fork_title, dry_run, as_json):
+def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry_run, as_json):
     """Write a new session: a dialogue-only summary of the chain before
     position N behind a compact boundary, then positions N.. intact.
 
@@ -144,6 +146,7 @@ def compact_cmd(session, db_path, before, fork_title, dry_run, as_json):
     from ..surgery.compact import compact_before
 
     o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, as_json=as_json,
+                       keep_dropped_thinking=keep_dropped_thinking,
                        arguments={"before": before, **({"fork_title": fork_title} if fork_title else {})})
 
     def op(t, original):

@@ -108,7 +108,8 @@ def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False,
     with open(bak, "rb") as fh:
         old = fh.read()
     if pend.complete_prefix(old) != len(old):
-        raise SurgeryError(f"the backup {bak.name} ends in an unfinished line: not a whole session; nothing was changed")
+        raise SurgeryError(f"the backup {bak.name} ends in an unfinished line: not a whole session; "
+                           "nothing was changed")
     added = pend.new_errors(verify_file(orig, data=data), verify_file(bak, data=old))
     if added:
         raise SurgeryError(f"the backup {bak.name} fails verify where the current file does not: {added[0]}")

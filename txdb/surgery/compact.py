@@ -124,11 +124,11 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
     post_ids = {id(r) for r in post}
     mapping = {r.uuid: str(uuidlib.uuid4()) for r in post if r.uuid}
     slug = None
-    for r in t.live():
-        if r.type in ("user", "assistant", "system", "attachment"):
-            s = r.parse().get("slug")
-            if isinstance(s, str) and s:
-                slug = s
+    for r in reversed(chain):  # the session's latest slug
+        s = r.parse().get("slug")
+        if isinstance(s, str) and s:
+            slug = s
+            break
     first = post[0].parse()
     sid = first.get("sessionId") or t.session_id
     stamps = [d for r in post if (d := _ts(r.parse().get("timestamp"))) is not None]

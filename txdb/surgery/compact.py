@@ -140,7 +140,7 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
                 "timestamp": _iso(start - timedelta(milliseconds=2)), "uuid": boundary_uuid, "level": "info",
                 "compactMetadata": {"trigger": "manual", "preTokens": pre_tokens}, **env, "sessionId": sid}
     where = f" The full earlier transcript is {source}." if source else ""
-    body = (f"This session continues an earlier conversation. Its first {before} messages were compacted by "
+    body = (f"This session continues an earlier conversation. Its first {before} records were compacted by "
             f"txdb into the dialogue below (the user's and the assistant's text only; tool calls, tool results, "
             f"images and thinking are left out).{where}\n\n<dialogue>\n{text}\n</dialogue>\n\n"
             f"The messages after this summary are the most recent ones, kept verbatim. Continue the "

@@ -8,6 +8,8 @@ folders in Claude Code's own layout, so that every tool reads the same tree):
 - cold `txdb refresh` as a whole process (start-up included) against a
   minimal mirror (bench/mirror.py, its own process) and against
   `claude-code-log --format json` building its cache from nothing;
+- the same corpus added as new files to an existing catalog (a whole
+  process), interleaved with those two runs;
 - a refresh with nothing changed over 2,000 files (whole process and
   in-process `txdb.ingest.store.refresh`);
 - one appended line in a ~100 MB session (in-process and whole process);
@@ -16,7 +18,7 @@ folders in Claude Code's own layout, so that every tool reads the same tree):
 - peak RSS of the cold refresh and of the 100 MB refresh (and, with
   ``--big``, of a 1 GB file).
 
-Each timing is the median of 3 runs (cold refresh and mirror: 7 pairs; 1 with --quick). Results also go to
+Each timing is the median of 3 runs (cold refresh, mirror and new files: 7 rounds; 1 with --quick). Results also go to
 bench/out/refresh.json. claude-code-log is installed on first use into a
 separate venv under ~/.cache/txdb-bench/ccl-venv, never into the project's.
 """
@@ -58,6 +60,11 @@ from txdb.ingest import store  # noqa: E402
 
 # ---------------------------------------------------------------- helpers
 
+# user + system CPU seconds of the last run_proc: on a shared machine, a
+# steadier figure than wall-clock time (it leaves out waiting for a core).
+LAST_CPU = [0.0]
+
+
 def run_proc(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> tuple[float, int, int, str]:
     """(seconds, peak RSS in bytes of that process, return code, stderr tail)."""
     t0 = time.perf_counter()
@@ -69,6 +76,7 @@ def run_proc(cmd: list[str], env: dict | None = None, cwd: str | None = None) ->
     p.returncode = os.waitstatus_to_exitcode(status)
     p.stderr.close()
     rss = ru.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    LAST_CPU[0] = ru.ru_utime + ru.ru_stime
     return dt, rss, p.returncode, err.decode("utf-8", "replace")[-600:]
 
 
@@ -284,11 +292,15 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
     results["corpus"] = {"files": n_files, "bytes": corpus_size}
     say(f"\n== cold refresh: {n_files} files, {mb(corpus_size):.1f} MB ==")
 
-    # txdb and the mirror alternate, run for run, so that they share the
-    # machine's noise; 7 pairs, since both take about a second.
+    # txdb, the mirror and txdb adding new files alternate, run for run, so
+    # that they share the machine's noise; 7 rounds, since each takes about
+    # a second.
     db = scratch / "cold.db"
     mdb = scratch / "mirror.db"
-    times, rss, mtimes, mrss = [], [], [], []
+    seed_root, seed_db = existing_catalog(projects, scratch)
+    added_db = scratch / "added.db"
+    times, rss, mtimes, mrss, atimes = [], [], [], [], []
+    cpu, mcpu, acpu = [], [], []
     for i in range(pairs):
         rm_db(db)
         dt, peak, rc, err = run_proc([TXDB, "refresh", "--root", str(projects), "--db", str(db)])
@@ -296,17 +308,28 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
             raise SystemExit(f"txdb refresh failed ({rc}): {err}")
         times.append(dt)
         rss.append(peak)
-        say(f"  txdb refresh        run {i + 1}: {dt:.2f}s  peak RSS {mb(peak):.0f} MB")
+        cpu.append(LAST_CPU[0])
+        say(f"  txdb refresh        run {i + 1}: {dt:.2f}s  cpu {LAST_CPU[0]:.2f}s  peak RSS {mb(peak):.0f} MB")
         rm_db(mdb)
         dt, peak, rc, err = run_proc([PY, str(HERE / "mirror.py"), "--db", str(mdb), str(projects)])
         if rc != 0:
             raise SystemExit(f"mirror failed ({rc}): {err}")
         mtimes.append(dt)
         mrss.append(peak)
-        say(f"  minimal mirror      run {i + 1}: {dt:.2f}s  peak RSS {mb(peak):.0f} MB")
+        mcpu.append(LAST_CPU[0])
+        say(f"  minimal mirror      run {i + 1}: {dt:.2f}s  cpu {LAST_CPU[0]:.2f}s  peak RSS {mb(peak):.0f} MB")
+        rm_db(added_db)
+        shutil.copyfile(seed_db, added_db)
+        dt, peak, rc, err = run_proc([TXDB, "refresh", "--root", str(seed_root), "--root", str(projects),
+                                      "--db", str(added_db)])
+        if rc != 0:
+            raise SystemExit(f"txdb refresh (new files) failed ({rc}): {err}")
+        atimes.append(dt)
+        acpu.append(LAST_CPU[0])
+        say(f"  txdb new files      run {i + 1}: {dt:.2f}s  cpu {LAST_CPU[0]:.2f}s  peak RSS {mb(peak):.0f} MB")
     t_txdb = median(times)
     results["cold_txdb"] = {"seconds": t_txdb, "runs": times, "mb_per_s": mb(corpus_size) / t_txdb,
-                            "peak_rss_bytes": max(rss)}
+                            "peak_rss_bytes": max(rss), "cpu_seconds": median(cpu)}
     cat = db_bytes(db)
     with sqlite3.connect(db) as c:
         lines = c.execute("SELECT count(*) FROM records").fetchone()[0]
@@ -320,9 +343,15 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
         + ("; largest: " + ", ".join(f"{n} {mb(b):.1f} MB" for n, b in tables) if tables else ""))
     t_mirror = median(mtimes)
     results["cold_mirror"] = {"seconds": t_mirror, "runs": mtimes, "mb_per_s": mb(corpus_size) / t_mirror,
-                              "peak_rss_bytes": max(mrss), "db_bytes": db_bytes(mdb)}
+                              "peak_rss_bytes": max(mrss), "db_bytes": db_bytes(mdb), "cpu_seconds": median(mcpu)}
     results["ratio_txdb_vs_mirror_throughput"] = t_mirror / t_txdb
     say(f"  txdb throughput / mirror throughput = {t_mirror / t_txdb:.2f}x (target >= 0.5x)")
+    t_added = median(atimes)
+    results["new_files_txdb"] = {"seconds": t_added, "runs": atimes, "mb_per_s": mb(corpus_size) / t_added,
+                                 "cpu_seconds": median(acpu)}
+    results["ratio_new_files_vs_mirror_throughput"] = t_mirror / t_added
+    say(f"  new files added to a catalog: {mb(corpus_size) / t_added:.1f} MB/s, "
+        f"{t_mirror / t_added:.2f}x the mirror's throughput (target >= 0.4x)")
 
     if not use_ccl:
         return
@@ -355,6 +384,25 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
                            "cpus": os.cpu_count()}
     results["ratio_txdb_vs_ccl_speed"] = t_ccl / t_txdb
     say(f"  claude-code-log {version} {' '.join(flags)}: txdb is {t_ccl / t_txdb:.2f}x faster (target >= 5x)")
+
+
+def existing_catalog(projects: Path, scratch: Path) -> tuple[Path, Path]:
+    """A catalog of one small session (a copy, under a root of its own), to
+    which the corpus is then added as new files."""
+    root = scratch / "seed"
+    src = min((p for p in session_files(projects) if p.stat().st_size > 0), key=lambda p: p.stat().st_size)
+    dst = root / "-bench-seed" / src.name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    db = scratch / "seed.db"
+    rm_db(db)
+    dt, _, rc, err = run_proc([TXDB, "refresh", "--root", str(root), "--db", str(db)])
+    if rc != 0:
+        raise SystemExit(f"txdb refresh (seed) failed ({rc}): {err}")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # one file to copy
+    conn.close()
+    return root, db
 
 
 def bench_unchanged(projects: Path, scratch: Path, reps: int, results: dict, n_files: int = 2000) -> None:
@@ -530,6 +578,13 @@ def summary_table(r: dict) -> str:
         row("cold minimal mirror (process)", f"{m['seconds']:.2f} s, {m['mb_per_s']:.1f} MB/s")
         ratio = r["ratio_txdb_vs_mirror_throughput"]
         row("txdb / mirror throughput", f"{ratio:.2f}x", ">= 0.5x", ratio >= 0.5)
+        n = r["new_files_txdb"]
+        row("new files added to a catalog (process)", f"{n['seconds']:.2f} s, {n['mb_per_s']:.1f} MB/s")
+        ratio = r["ratio_new_files_vs_mirror_throughput"]
+        row("new files / mirror throughput", f"{ratio:.2f}x", ">= 0.4x", ratio >= 0.4)
+        row("CPU time: cold / new files / mirror", f"{c['cpu_seconds']:.2f} / {n['cpu_seconds']:.2f} / "
+            f"{m['cpu_seconds']:.2f} s (mirror/txdb {m['cpu_seconds'] / c['cpu_seconds']:.2f}x, "
+            f"{m['cpu_seconds'] / n['cpu_seconds']:.2f}x)")
         cc = r.get("cold_ccl", {})
         if "seconds" in cc:
             row("claude-code-log cold (process)", f"{cc['seconds']:.2f} s, {cc['mb_per_s']:.1f} MB/s")
@@ -577,6 +632,8 @@ def main(argv=None) -> int:
     ap.add_argument("--big", action="store_true", help="also refresh a 1 GB file and report its peak RSS")
     ap.add_argument("--no-ccl", action="store_true", help="skip claude-code-log")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--cold-only", action="store_true",
+                    help="only the first build, the mirror and new files (no claude-code-log)")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "refresh.json")
     args = ap.parse_args(argv)
     corpora = [c.resolve() for c in (args.corpus or DEFAULT_CORPUS)]
@@ -592,12 +649,14 @@ def main(argv=None) -> int:
     try:
         projects = scratch / "projects"
         normalise_corpus(corpora, projects)
-        bench_cold(projects, scratch, reps, results, use_ccl=not args.no_ccl, pairs=1 if args.quick else 7)
-        bench_unchanged(projects, scratch, reps, results)
-        bench_append(projects, corpora, scratch, reps, results, 25 if args.quick else 100)
-        bench_analyze(scratch, reps, results)
-        if args.big:
-            bench_append(projects, corpora, scratch, 1, results, 1000, key="big_1gb", with_append=False)
+        bench_cold(projects, scratch, reps, results, use_ccl=not (args.no_ccl or args.cold_only),
+                   pairs=1 if args.quick else 7)
+        if not args.cold_only:
+            bench_unchanged(projects, scratch, reps, results)
+            bench_append(projects, corpora, scratch, reps, results, 25 if args.quick else 100)
+            bench_analyze(scratch, reps, results)
+            if args.big:
+                bench_append(projects, corpora, scratch, 1, results, 1000, key="big_1gb", with_append=False)
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -187,8 +187,7 @@ def test_valid_deep_nesting_is_stored_whole(conn, tmp_path, depth, place):
         assert nested_json(depth) in b["text"]
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_a_deep_file_stops_no_other_file(conn, tmp_path, parallel):
+def test_a_deep_file_stops_no_other_file(conn, tmp_path):
     root = tmp_path / "projects"
     names = []
     for depth in DEPTHS:
@@ -198,7 +197,7 @@ def test_a_deep_file_stops_no_other_file(conn, tmp_path, parallel):
             p.write_bytes(deep_session(depth, place)[0])
             names.append(p)
     (root / "-p" / "plain.jsonl").write_bytes(good() + b"\n")
-    stats = refresh(conn, [root], parallel=parallel)
+    stats = refresh(conn, [root])
     assert stats.new == len(names) + 1 and stats.unreadable == [] and stats.parse_errors == 0
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 7 * len(names) + 1
 

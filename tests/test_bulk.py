@@ -1,6 +1,6 @@
-"""A new catalog is built in bulk, and new files are parsed by a worker
-process: both must give exactly the catalog the plain incremental refresh
-gives, full-text index included, and never leave a half-built catalog."""
+"""A new catalog is built in a scratch file and published whole: it must be
+exactly the catalog the plain incremental refresh gives, full-text index
+included, and a half-built catalog is never published."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from txdb import db
 from txdb.errors import TxdbError
-from txdb.ingest import bulk, fts, rows, store, worker
+from txdb.ingest import bulk, rows, store
 
 from conftest import copy_fixture_sessions, fail_nth_write
-
-needs_worker = pytest.mark.skipif(not worker.available(), reason="the parse worker needs fork on Linux")
 
 # Every table refresh fills, with the columns that do not depend on where
 # or when the catalog was built.
@@ -38,7 +37,7 @@ TABLES = {
 
 def build_plain(path: Path, roots: list[Path]) -> None:
     conn = db.connect(path)
-    store.refresh(conn, roots, parallel=False)
+    store.refresh(conn, roots)
     conn.close()
 
 
@@ -76,9 +75,6 @@ def assert_sound(path: Path) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
-    assert conn.execute("SELECT count(*) FROM _blocks_fts_pending").fetchone()[0] == 0
-    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    assert {"blocks_fts_ai", "blocks_fts_bi", "blocks_fts_ad", "blocks_fts_au", "blocks_fts_flush"} <= triggers
     conn.close()
     assert oct(path.stat().st_mode & 0o777) == oct(0o600)
 
@@ -87,11 +83,9 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if ".building-" in p.name)
 
 
-@needs_worker
-@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
-def test_a_bulk_build_is_the_catalog_a_plain_refresh_makes(tmp_path, projects, parallel):
+def test_a_bulk_build_is_the_catalog_a_plain_refresh_makes(tmp_path, projects):
     built = tmp_path / "new" / "catalog.db"
-    stats = bulk.refresh_db(built, [projects], parallel=parallel)
+    stats = bulk.refresh_db(built, [projects])
     build_plain(tmp_path / "plain.db", [projects])
     assert stats.new == len(list(projects.rglob("*.jsonl"))) and stats.unchanged == 0
     assert_same_catalog(built, tmp_path / "plain.db")
@@ -102,58 +96,22 @@ def test_a_bulk_build_is_the_catalog_a_plain_refresh_makes(tmp_path, projects, p
     assert (again.new, again.unchanged) == (0, stats.new)
 
 
-@needs_worker
-def test_the_worker_sidecar_is_adopted_and_a_search_finds_the_same_rows(tmp_path, projects, monkeypatch):
-    ways = []
-    real = fts.adopt_or_build
-    monkeypatch.setattr(fts, "adopt_or_build", lambda *a: ways.append(real(*a)) or ways[-1])
-    built = tmp_path / "catalog.db"
-    bulk.refresh_db(built, [projects], parallel=True)
-    assert ways == ["sidecar"]
-    build_plain(tmp_path / "plain.db", [projects])
-    q = "SELECT file_id, offset, idx FROM blocks WHERE rowid IN (SELECT rowid FROM blocks_fts WHERE blocks_fts MATCH ?)"
-    for term in ('"tool_use_id"', "error", "prompt* NOT test"):
-        a = sqlite3.connect(built).execute(q, (term,)).fetchall()
-        b = sqlite3.connect(tmp_path / "plain.db").execute(q, (term,)).fetchall()
-        assert sorted(a) == sorted(b)
-    assert sqlite3.connect(built).execute(q, ("error",)).fetchall()
+def test_new_files_added_to_a_catalog_match_a_first_build(tmp_path, projects):
+    # An existing catalog gets new files: the same rows and index as a build
+    # (the folders copied in the order a build discovers them: the same ids).
+    from txdb.ingest.discover import discover
 
-
-def test_a_sidecar_that_does_not_match_is_not_adopted(tmp_path, projects):
-    # A sidecar indexing other blocks: its counts differ from the catalog's,
-    # so the catalog indexes its own blocks instead.
-    side = tmp_path / "side.db"
-    probe = db.connect(tmp_path / "probe.db")
-    writer = fts.SidecarWriter(str(side), fts.index_sql(probe))
-    writer.add([(1, "zqxjwvk beta"), (2, None), (3, "gamma")])
-    writer.finish()
-    probe.close()
-    build_plain(tmp_path / "cat.db", [projects])
-    conn = sqlite3.connect(tmp_path / "cat.db", isolation_level=None)
-    conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('delete-all')")  # empty, as in a bulk build
+    folders = list(dict.fromkeys(Path(f.path).relative_to(projects).parts[0] for f in discover([projects])))
+    folders = [projects / name for name in folders]
+    root = tmp_path / "a" / "projects"
+    shutil.copytree(folders[0], root / folders[0].name)
+    conn = db.connect(tmp_path / "a.db")
+    assert store.refresh(conn, [root]).new >= 1
+    for folder in folders[1:]:
+        shutil.copytree(folder, root / folder.name)
+    assert store.refresh(conn, [root]).new >= 1
     conn.close()
-    conn = sqlite3.connect(tmp_path / "cat.db", isolation_level=None)
-    assert fts.adopt_or_build(conn, side) == "built"
-    conn.execute("INSERT INTO blocks_fts(blocks_fts) VALUES ('integrity-check')")
-    assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'zqxjwvk'").fetchone()[0] == 0
-    conn.close()
-    build_plain(tmp_path / "plain.db", [projects])
-    assert_same_catalog(tmp_path / "cat.db", tmp_path / "plain.db")
-
-
-@needs_worker
-def test_new_files_parsed_by_the_worker_match_in_process_parsing(tmp_path, projects):
-    # Not a bulk build: an existing catalog gets new files through the worker.
-    folders = sorted(p for p in projects.iterdir() if p.is_dir())
-    for name, parallel in (("a", True), ("b", False)):
-        root = tmp_path / name / "projects"
-        shutil.copytree(folders[0], root / folders[0].name)
-        conn = db.connect(tmp_path / f"{name}.db")
-        assert store.refresh(conn, [root], parallel=False).new >= 1
-        for folder in folders[1:]:
-            shutil.copytree(folder, root / folder.name)
-        assert store.refresh(conn, [root], parallel=parallel).new >= 1
-        conn.close()
+    bulk.refresh_db(tmp_path / "b.db", [projects])
     assert_same_catalog(tmp_path / "a.db", tmp_path / "b.db", same_files=False)
 
 
@@ -177,7 +135,7 @@ def test_publishing_never_replaces_a_catalog_made_meanwhile(tmp_path, projects):
 def test_unsound_scratch_files_of_dead_builds_are_removed(tmp_path, projects):
     path = tmp_path / "catalog.db"
     dead = dead_pid()
-    stale = [tmp_path / f".catalog.db.building-{dead}", tmp_path / f".catalog.db.building-{dead}-fts",
+    stale = [tmp_path / f".catalog.db.building-{dead}", tmp_path / f".catalog.db.building-{dead}-fts",  # an older txdb's
              tmp_path / f".catalog.db.building-{dead}-journal"]
     live = tmp_path / f".catalog.db.building-{os.getppid()}"  # a running build of another process
     for p in [*stale, live]:
@@ -201,20 +159,16 @@ def as_if_dead(folder: Path) -> None:
             p.rename(p.with_name(p.name.replace(f"-{os.getpid()}", f"-{pid}")))
 
 
-@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
-def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch, parallel):
-    if parallel and not worker.available():
-        pytest.skip("no fork")
+def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch):
     restore = fail_nth_write(monkeypatch, 4)
     path = tmp_path / "catalog.db"
     with pytest.raises(sqlite3.OperationalError):
-        bulk.refresh_db(path, [projects], parallel=parallel)
+        bulk.refresh_db(path, [projects])
     assert not path.exists()
-    left = leftovers(tmp_path)
-    assert left and not any(n.endswith("-fts") for n in left)
+    assert leftovers(tmp_path)
     restore()
     as_if_dead(tmp_path)
-    stats = bulk.refresh_db(path, [projects], parallel=parallel)
+    stats = bulk.refresh_db(path, [projects])
     assert stats.unchanged >= 1 and stats.new >= 1  # the files committed before the failure were kept
     assert leftovers(tmp_path) == []
     build_plain(tmp_path / "plain.db", [projects])
@@ -222,7 +176,6 @@ def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, pro
     assert_sound(path)
 
 
-@needs_worker
 def test_a_build_killed_mid_file_is_resumed(tmp_path, projects):
     # A real SIGKILL in the middle of a file's transaction, in another process.
     path = tmp_path / "catalog.db"
@@ -238,7 +191,7 @@ def killing(c, *batch):
     if calls[0] == 5:
         os.kill(os.getpid(), signal.SIGKILL)
 store._write_rows = killing
-bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})], parallel=True)
+bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == -9, done.stderr
@@ -251,9 +204,8 @@ bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})], parallel=True)
     assert_sound(path)
 
 
-@needs_worker
-def test_a_file_the_worker_cannot_index_stops_no_other(tmp_path, projects, monkeypatch):
-    """Nothing in one file stops the others: a file whose lines the worker
+def test_a_file_the_build_cannot_index_stops_no_other(tmp_path, projects, monkeypatch):
+    """Nothing in one file stops the others: a file whose lines the build
     fails on is named in the summary, keeps no half of its rows, and is
     read again by the next refresh."""
     from sessions import conversation, write
@@ -267,9 +219,9 @@ def test_a_file_the_worker_cannot_index_stops_no_other(tmp_path, projects, monke
             raise ValueError("cannot parse this")
         return real(self, number, offset, length, obj, raw)
 
-    monkeypatch.setattr(rows.FileIngest, "add_object", broken)  # inherited by the forked worker
+    monkeypatch.setattr(rows.FileIngest, "add_object", broken)
     path = tmp_path / "catalog.db"
-    stats = bulk.refresh_db(path, [projects], parallel=True)
+    stats = bulk.refresh_db(path, [projects])
     assert stats.unreadable == [{"path": str(bad), "error": "could not be indexed: ValueError: cannot parse this"}]
     assert "1 could not be read: " + str(bad) in stats.summary()
     monkeypatch.undo()
@@ -302,7 +254,6 @@ def test_the_cli_builds_then_refreshes(tmp_path, projects):
     assert_sound(path)
 
 
-@needs_worker
 def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
     roots = [copy_fixture_sessions(tmp_path / "fixtures")]
     for name in ("real", "generated"):
@@ -310,18 +261,15 @@ def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
             shutil.copytree(corpus / name, tmp_path / name)
             roots.append(tmp_path / name)
     built = tmp_path / "bulk.db"
-    bulk.refresh_db(built, roots, parallel=True)
+    bulk.refresh_db(built, roots)
     build_plain(tmp_path / "plain.db", roots)
     assert_same_catalog(built, tmp_path / "plain.db")
     assert_sound(built)
 
 
-@pytest.mark.parametrize("parallel", [True, False], ids=["worker", "in-process"])
-def test_another_refresh_adding_files_meanwhile(tmp_path, projects, parallel):
+def test_another_refresh_adding_files_meanwhile(tmp_path, projects):
     """Another process commits between two of this refresh's files: it takes
     the id the next file was to get, and adds a later file itself."""
-    if parallel and not worker.available():
-        pytest.skip("no fork")
     path = tmp_path / "catalog.db"
     conn = db.connect(path)
     other = db.connect(path)
@@ -343,7 +291,7 @@ def test_another_refresh_adding_files_meanwhile(tmp_path, projects, parallel):
             other.execute("INSERT INTO files (id, path, kind, size) VALUES (?, ?, 'session', 0)",
                           (nid + 1, str(tmp_path / "elsewhere2.jsonl")))
 
-    stats = store.refresh(conn, [projects], progress=interleave, parallel=parallel)
+    stats = store.refresh(conn, [projects], progress=interleave)
     assert stats.new + stats.unchanged == len(files)
     conn.close()
     other.close()
@@ -368,17 +316,108 @@ def test_another_refresh_adding_files_meanwhile(tmp_path, projects, parallel):
         b.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'error'").fetchone()
 
 
-def test_no_worker_is_forked_beside_other_threads(tmp_path, projects):
-    import threading
+def previous_schema(path: Path) -> None:
+    """Turn a catalog back into what migration 008 left: 003's queue and
+    triggers, and 010 not applied."""
+    fts_sql = dict(db.migrations())["003_fts"]
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    for statement in db._split(fts_sql):
+        if statement.lstrip().startswith(("CREATE TABLE", "CREATE TRIGGER")) or "CREATE TABLE" in statement \
+                or "CREATE TRIGGER" in statement:
+            conn.execute(statement)
+    conn.execute("DELETE FROM _txdb_migrations WHERE name = '010_fts_by_refresh'")
+    conn.execute("COMMIT")
+    conn.close()
 
-    release = threading.Event()
-    t = threading.Thread(target=release.wait)
-    t.start()
-    try:
-        assert not worker.available()
-        stats = bulk.refresh_db(tmp_path / "catalog.db", [projects], parallel=True)  # runs in-process
-        assert stats.new > 0
-    finally:
-        release.set()
-        t.join()
-    assert_sound(tmp_path / "catalog.db")
+
+def test_the_migration_drops_the_queue_and_indexes_what_it_held(tmp_path, projects):
+    path = tmp_path / "catalog.db"
+    build_plain(path, [projects])
+    build_plain(tmp_path / "plain.db", [projects])
+    previous_schema(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 5
+    # Two blocks queued and not yet indexed, as the old schema held them mid-transaction.
+    queued = conn.execute("SELECT rowid, text FROM blocks WHERE text <> '' ORDER BY rowid LIMIT 2").fetchall()
+    conn.execute("BEGIN")
+    for rowid, text in queued:
+        conn.execute("INSERT INTO blocks_fts (blocks_fts, rowid, text) VALUES ('delete', ?, ?)", (rowid, text))
+        conn.execute("INSERT INTO _blocks_fts_pending VALUES (?)", (rowid,))
+    conn.execute("COMMIT")
+    conn.close()
+    db.connect(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' OR name = '_blocks_fts_pending'"
+                        ).fetchall() == []
+    assert conn.execute("SELECT name FROM _txdb_migrations WHERE name = '010_fts_by_refresh'").fetchall() == [
+        ("010_fts_by_refresh",)]
+    conn.close()
+    assert_same_catalog(path, tmp_path / "plain.db")
+    assert_sound(path)
+    # And the refresh keeps it current from there on.
+    (projects / "-p-new").mkdir()
+    shutil.copy(next(projects.rglob("*.jsonl")), projects / "-p-new" / "copy.jsonl")
+    bulk.refresh_db(path, [projects])
+    assert_sound(path)
+
+
+def test_the_migration_indexes_an_older_build_that_deferred_its_index(tmp_path, projects):
+    # An older txdb's interrupted first build: triggers dropped and saved, index empty.
+    path = tmp_path / "catalog.db"
+    build_plain(path, [projects])
+    build_plain(tmp_path / "plain.db", [projects])
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DELETE FROM _txdb_migrations WHERE name = '010_fts_by_refresh'")
+    conn.execute("CREATE TABLE _blocks_fts_pending (block_rowid INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('delete-all')")
+    conn.execute("INSERT INTO _txdb_meta VALUES ('bulk_deferred_triggers', '{}')")
+    conn.close()
+    db.connect(path).close()
+    assert_same_catalog(path, tmp_path / "plain.db")
+    assert_sound(path)
+    assert sqlite3.connect(path).execute(
+        "SELECT count(*) FROM _txdb_meta WHERE key = 'bulk_deferred_triggers'").fetchone()[0] == 0
+
+
+def test_the_index_after_grown_rewritten_and_pruned_files_is_a_fresh_builds(tmp_path, projects):
+    """Every way a refresh changes a file leaves the full-text index exactly
+    as a first build of the files as they are now would make it."""
+    from sessions import append, conversation, user, write
+
+    path = tmp_path / "catalog.db"
+    extra = projects / "-p-extra"
+    write(extra / "grows.jsonl", conversation(2, session="grows"))
+    write(extra / "rewritten.jsonl", conversation(3, session="rewritten"))
+    write(extra / "goes.jsonl", conversation(2, session="goes") + [user("ostrichfeather", session="goes")])
+    bulk.refresh_db(path, [projects])
+    assert sqlite3.connect(path).execute(
+        "SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'ostrichfeather'").fetchone()[0] == 1
+    last = orjson.loads((extra / "grows.jsonl").read_bytes().splitlines()[-1])["uuid"]
+    append(extra / "grows.jsonl", user("zanzibar quokka appended", last, session="grows"))
+    rewritten = extra / "rewritten.jsonl"
+    rewritten.write_bytes(rewritten.read_bytes().replace(b"prompt", b"redrafted"))
+    (extra / "goes.jsonl").unlink()
+    conn = db.connect(path)
+    stats = store.refresh(conn, [projects], prune=True)
+    assert (stats.grown, stats.rewritten, stats.pruned) == (1, 1, 1)
+    def hits(term):
+        return conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH ?", (term,)).fetchone()[0]
+
+    assert hits("zanzibar") == 1 and hits("redrafted") == 3 and hits("ostrichfeather") == 0
+    conn.close()
+    assert_sound(path)
+    # A fresh build of the same files, in the same order, has the same index.
+    fresh = tmp_path / "fresh.db"
+    conn = db.connect(fresh)
+    order = sqlite3.connect(path).execute("SELECT path FROM files ORDER BY id").fetchall()
+    for (p,) in order:
+        store.refresh_path(conn, p, str(projects))
+    conn.close()
+    a = sqlite3.connect(path)
+    a.execute("ATTACH DATABASE ? AS other", (str(fresh),))
+    a.execute("CREATE VIRTUAL TABLE temp.va USING fts5vocab(main, blocks_fts, row)")
+    a.execute("CREATE VIRTUAL TABLE temp.vb USING fts5vocab(other, blocks_fts, row)")
+    for x, y in (("va", "vb"), ("vb", "va")):
+        assert a.execute(f"SELECT count(*) FROM (SELECT * FROM {x} EXCEPT SELECT * FROM {y})").fetchone()[0] == 0
+    a.close()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config, db, vision
+from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_file, is_session_path
 from .ingest.store import catalogued_path, refresh_path
+from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
 
 @dataclass
@@ -45,15 +47,6 @@ def _ref(conn, path: str) -> SessionRef:
     return SessionRef(*row)
 
 
-def stale(conn, path: str) -> bool:
-    """True when the file on disk differs (size or mtime) from what the
-    catalog indexed; a file gone from disk is not stale (its rows are kept)."""
-    row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False  # gone: the catalog keeps its rows
-    return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
 
 
 PENDING = ".pending"
@@ -247,6 +240,16 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )[0]
     images["warnings"] = vision.limit_warnings(images["images"], images["in_tool_results"],
                                                images["largest_px"] or None)
+    # What is persisted (markers on the active chain) and what it saved.
+    persisted = _rows(
+        conn,
+        "SELECT kind, count(*) AS markers, sum(original_chars) AS original_chars, "
+        "sum(marker_chars) AS marker_chars, sum(saved_chars) AS saved_chars "
+        "FROM persisted WHERE file_id = ? AND on_chain = 1 GROUP BY kind ORDER BY saved_chars DESC",
+        (file_id,),
+    )
+    for row in persisted:
+        row["saved_tokens"] = tokens.text_tokens(row["saved_chars"] or 0)
     from .estimate import session_estimate
 
     return {
@@ -259,18 +262,20 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "cut_points": cut_points,
         "health": health,
         "images": images,
+        "persisted": persisted,
     }
 
 
-def analyze_session(conn: sqlite3.Connection, ref: SessionRef) -> dict:
-    """The analyze report of a resolved SESSION. A file that is not a
-    session (the pending copy, a backup) is never catalogued: it is indexed
-    into a throwaway catalog and the same report runs there, so its chain
-    positions are the file's own (for a pending copy, the ones the next
-    pass uses)."""
-    file_info = {"path": ref.path, "catalogued": ref.catalogued, "kind": ref.kind, "copy_of": ref.copy_of}
+@contextlib.contextmanager
+def reading(conn: sqlite3.Connection, ref: SessionRef):
+    """(connection, file_id) to read a resolved SESSION's rows from. A file
+    that is not a session (the pending copy, a backup) is never catalogued:
+    it is indexed into a throwaway catalog, so the same queries run there and
+    its chain positions are the file's own (for a pending copy, the ones the
+    next pass uses)."""
     if ref.catalogued:
-        return {"file": file_info, **analyze(conn, ref.file_id)}
+        yield conn, ref.file_id
+        return
     # A private temporary database: in memory while small, spilled to a
     # temporary file (deleted on close) when the copy is large.
     scratch = sqlite3.connect("", isolation_level=None)
@@ -280,6 +285,18 @@ def analyze_session(conn: sqlite3.Connection, ref: SessionRef) -> dict:
         db.ensure_views(scratch)
         refresh_path(scratch, ref.path)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
-        return {"file": file_info, **analyze(scratch, file_id)}
+        yield scratch, file_id
     finally:
         scratch.close()
+
+
+def file_info(ref: SessionRef) -> dict:
+    """What a report says about the file it read."""
+    return {"path": ref.path, "catalogued": ref.catalogued, "kind": ref.kind, "copy_of": ref.copy_of}
+
+
+def analyze_session(conn: sqlite3.Connection, ref: SessionRef) -> dict:
+    """The analyze report of a resolved SESSION (a pending copy or backup
+    read through ``reading``)."""
+    with reading(conn, ref) as (c, file_id):
+        return {"file": file_info(ref), **analyze(c, file_id)}

@@ -33,3 +33,7 @@ class NotASession(TxdbError):
 class CatalogError(TxdbError):
     """The catalog database cannot be opened (not a database, another
     program's database, a newer txdb's)."""
+
+
+class NoSuchTarget(TxdbError):
+    """A --pos, --id or other target the session does not have."""

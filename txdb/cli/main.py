@@ -33,6 +33,8 @@ LAZY_COMMANDS = {
     ),
     **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
     "serve": "txdb.cli.serve",
+    **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
+    "plugin": "txdb.cli.plugin",
 }
 
 class TxdbGroup(click.Group):
@@ -115,7 +117,7 @@ def open_catalog(db_path):
 
 
 @click.group(cls=TxdbGroup)
-@click.version_option(package_name="txdb")
+@click.version_option(package_name="txdb", prog_name="txdb")
 def cli():
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 
@@ -248,9 +250,7 @@ def analyze(db_path, session, as_json):
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
     if not ref.catalogued:
-        of = f" of {ref.copy_of}" if ref.copy_of else ""
-        echo(f"This is {ref.kind}{of}, read as it is (not catalogued)"
-             + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
+        echo(copy_note(ref))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
@@ -269,7 +269,8 @@ def analyze(db_path, session, as_json):
         f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
     )
     for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
-                       ("On disk", "on_disk"), ("Chain health", "health")):
+                       ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
+                       ("Chain health", "health")):
         rows = report[key]
         if rows:
             echo(f"\n{title}:")
@@ -328,6 +329,13 @@ def verify(db_path, session, as_json):
         )
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def copy_note(ref) -> str:
+    """The line that says a report read a pending copy or backup, not the session."""
+    of = f" of {ref.copy_of}" if ref.copy_of else ""
+    return (f"This is {ref.kind}{of}, read as it is (not catalogued)"
+            + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
 
 
 def _count(n: int, noun: str) -> str:

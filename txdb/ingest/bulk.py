@@ -4,11 +4,12 @@ built in bulk.
 A first refresh reads every session a user has, often gigabytes, into an
 empty catalog. Nothing in that catalog exists anywhere else yet, so it is
 built in a scratch file beside the catalog (``.<name>.building-<pid>``):
+- by the same refresh as any catalog (txdb.ingest.store), file by file,
+  except that the full-text index is built once at the end, in one
+  statement (far cheaper than one per file);
 - with a rollback journal but no syncs: nearly every page is new, and new
   pages are not journaled, so this costs almost nothing over no journal at
   all, while each file still commits whole;
-- the parse worker fills the full-text index in a sidecar, adopted at the
-  end (txdb.ingest.fts), instead of this process indexing file by file;
 - then it is switched to WAL, synced, and published with a hard link, which
   never replaces a catalog another process published first (that one is
   then refreshed instead).
@@ -22,31 +23,25 @@ from __future__ import annotations
 import glob
 import os
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Callable
 
-import orjson
-
 from .. import db
 from ..durability import fsync_dir
-from . import fts
 from .store import RefreshStats, refresh
 
 
-
 def refresh_db(path: str | Path, roots: list[Path], prune: bool = False,
-               progress: Callable[[int, int], None] | None = None,
-               parallel: bool | None = None) -> RefreshStats:
+               progress: Callable[[int, int], None] | None = None) -> RefreshStats:
     """Refresh the catalog at ``path``, building it in bulk if it is new."""
     path = Path(path)
     if not path.exists():
-        stats = build(path, roots, progress=progress, parallel=parallel)
+        stats = build(path, roots, progress=progress)
         if stats is not None:
             return stats
     conn = db.connect(path)
     try:
-        return refresh(conn, roots, prune=prune, progress=progress, parallel=parallel)
+        return refresh(conn, roots, prune=prune, progress=progress)
     finally:
         conn.close()
 
@@ -55,15 +50,13 @@ def _scratch_name(path: Path) -> str:
     return f".{path.name}.building-"
 
 
-def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = None) -> RefreshStats | None:
+def build(path: Path, roots: list[Path], progress=None) -> RefreshStats | None:
     """Build a new catalog at ``path`` from ``roots``, resuming the scratch
     file of a build that was killed or failed. Returns None, publishing
     nothing, if another process published a catalog there first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f"{_scratch_name(path)}{os.getpid()}")
-    sidecar = scratch.with_name(scratch.name + "-fts")
-    resumed = _claim_stale_scratch(path, scratch)
-    _unlink(sidecar)
+    _claim_stale_scratch(path, scratch)
     published = False
     try:
         db.create_private(scratch)
@@ -79,29 +72,12 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
             db.register_functions(conn)
             db.migrate(conn)
             db.ensure_views(conn)
-            deferred = _defer(conn)
-            # A resumed build has blocks the sidecar would not know: the
-            # catalog then indexes them all itself at the end.
-            sidecar_spec = None if resumed else (str(sidecar), fts.index_sql(conn))
-            stats = refresh(conn, roots, progress=progress, parallel=parallel, fts_sidecar=sidecar_spec)
-            # Start writing the rows to disk while the build ends.
-            early_sync = threading.Thread(target=_fsync, args=(scratch,), daemon=True)
-            early_sync.start()
-            with db.transaction(conn):
-                for sql in deferred:
-                    conn.execute(sql)
-                conn.execute("DELETE FROM _txdb_meta WHERE key = ?", (DEFERRED_KEY,))
-        finally:
-            conn.close()
-        # A fresh connection, which has not read the full-text index yet.
-        conn = sqlite3.connect(str(scratch), isolation_level=None)
-        try:
-            conn.execute("PRAGMA synchronous = OFF")  # synced once, before publishing
-            fts.adopt_or_build(conn, sidecar)
+            stats = refresh(conn, roots, progress=progress, index_text=False)
+            with db.transaction(conn):  # all of it, a resumed build's earlier files too
+                conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('rebuild')")
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
-        early_sync.join()
         _fsync(scratch)
         try:
             os.link(scratch, path)  # publish; never over another catalog
@@ -115,27 +91,9 @@ def build(path: Path, roots: list[Path], progress=None, parallel: bool | None = 
         fsync_dir(path.parent)
         return stats
     finally:
-        _unlink(sidecar)
         if published or path.exists():
             _unlink(scratch)
         # else the scratch stays, consistent at its last file, for the next run to resume
-
-
-DEFERRED_KEY = "bulk_deferred_triggers"
-
-
-def _defer(conn: sqlite3.Connection) -> list[str]:
-    """Drop the triggers (they only keep the full-text index current, and
-    it is filled once at the end); return the SQL that recreates them, kept
-    in the scratch too, so that a resumed build recreates them as well."""
-    row = conn.execute("SELECT value FROM _txdb_meta WHERE key = ?", (DEFERRED_KEY,)).fetchone()
-    saved = orjson.loads(row[0]) if row else {}
-    with db.transaction(conn):
-        for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
-            saved[name] = sql
-            conn.execute(f'DROP TRIGGER "{name}"')
-        conn.execute("INSERT OR REPLACE INTO _txdb_meta VALUES (?, ?)", (DEFERRED_KEY, orjson.dumps(saved).decode()))
-    return list(saved.values())
 
 
 def _claim_stale_scratch(path: Path, scratch: Path) -> bool:
@@ -150,7 +108,7 @@ def _claim_stale_scratch(path: Path, scratch: Path) -> bool:
         pid = rest.split("-", 1)[0]
         if not pid.isdigit() or _alive(int(pid)) or not os.path.exists(name):
             continue
-        if rest == pid and not claimed:  # a scratch catalog, not a journal or sidecar
+        if rest == pid and not claimed:  # a scratch catalog, not its journal
             try:
                 conn = sqlite3.connect(name, isolation_level=None)
                 try:

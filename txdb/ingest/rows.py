@@ -1,8 +1,7 @@
 """Turn the lines of one session file into catalog rows.
 
-Nothing here touches the database: rows are handed to a sink in batches
-(the catalog writer in this process, or the pipe of a parse worker), so the
-same code parses in-process and in a worker. For a file read from its
+Nothing here touches the database: rows are handed to a sink (the catalog
+writer) in batches, so memory stays bounded. For a file read from its
 start, everything the catalog derives from it (dangling parents, the
 active chain) is computed here too; an appended tail needs the rows already
 in the catalog, and the writer works that out.
@@ -22,8 +21,8 @@ from . import deep
 from .lines import Line, parse_line
 
 # A batch of rows is handed on at this many lines or bytes, whichever comes
-# first: small enough that a parse worker and the writer take turns often
-# (a pipe holds 1 MB), large enough that per-batch costs stay small.
+# first: small enough to bound memory, large enough that per-batch costs
+# stay small.
 BATCH = 2000
 BATCH_BYTES = 256 << 10
 
@@ -55,35 +54,6 @@ class RowBatch:
     attachments: list[tuple]
     usage: list[tuple]
     errors: list[tuple]
-    # With ``pack_raw``: the raw bytes of the records whose raw is None,
-    # end to end (each is ``length`` long); one object pickles far faster
-    # than thousands.
-    raw: bytes = b""
-    block_rowids: bool = False  # each block row starts with the rowid to store it under
-
-    def for_file(self, file_id: int) -> "RowBatch":
-        """The same rows under another file id (the rows' first column;
-        after the rowid when the blocks carry one)."""
-        def under(rows, at=0):
-            return [(*r[:at], file_id, *r[at + 1:]) for r in rows]
-
-        return RowBatch(under(self.records), under(self.blocks, 1 if self.block_rowids else 0),
-                        under(self.attachments), under(self.usage), under(self.errors),
-                        self.raw, self.block_rowids)
-
-    def records_with_raw(self) -> list[tuple]:
-        if not self.raw:
-            return self.records
-        view = memoryview(self.raw)
-        pos = 0
-        out = []
-        for r in self.records:
-            if r[19] is None:
-                end = pos + r[2]
-                r = r[:19] + (view[pos:end],)
-                pos = end
-            out.append(r)
-        return out
 
 
 @dataclass
@@ -108,11 +78,8 @@ class FileSummary:
 class FileIngest:
     """Rows of one file's lines, handed to ``sink`` in batches."""
 
-    def __init__(self, file_id: int, kind: str, sink: Callable[[RowBatch], None], from_start: bool,
-                 pack_raw: bool = False):
+    def __init__(self, file_id: int, kind: str, sink: Callable[[RowBatch], None], from_start: bool):
         self.file_id = file_id
-        self.pack_raw = pack_raw
-        self.raw_pieces: list[bytes] = []
         self.batch_bytes = 0
         self.kind = kind
         self.sink = sink
@@ -137,11 +104,7 @@ class FileIngest:
             except orjson.JSONDecodeError:
                 obj = None
             if type(obj) is dict:
-                if self.pack_raw:
-                    self.raw_pieces.append(raw)
-                    self.add_object(line.number, line.offset, len(raw), obj, None)
-                else:
-                    self.add_object(line.number, line.offset, len(raw), obj, raw)
+                self.add_object(line.number, line.offset, len(raw), obj, raw)
                 self._maybe_flush(line.length)
                 return
         self._add_parsed(line, parse_line(raw))
@@ -159,9 +122,6 @@ class FileIngest:
             piece = raw[start:start + length] if (start or length != len(raw)) else raw
             if parsed.recovered:
                 piece = piece.decode("utf-8", "replace")
-            elif self.pack_raw:
-                self.raw_pieces.append(piece)
-                piece = None
             self.add_object(line.number, line.offset + start, length, obj, piece)
         self._maybe_flush(line.length)
 
@@ -330,10 +290,8 @@ class FileIngest:
         """Hand the rows gathered so far to the sink."""
         if not (self.records or self.errors):
             return
-        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors,
-                         b"".join(self.raw_pieces))
+        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors)
         self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
-        self.raw_pieces = []
         self.batch_bytes = 0
         self.sink(batch)
 

@@ -7,10 +7,10 @@ commit in one transaction, so an interrupted run leaves a catalog the next
 refresh completes. A file that vanished keeps its rows, marked gone, until
 ``prune``.
 
-Rows come from txdb.ingest.rows, parsed here or, for files read from their
-start when there is enough to read, by a parse worker process
-(txdb.ingest.worker) while this process writes. A catalog that does not
-exist yet is built by txdb.ingest.bulk, on top of this module.
+Every file, whether the catalog is new or not, is written by one function
+(``ingest_file``): rows from txdb.ingest.rows, then the full-text index of
+its new blocks, in the file's transaction. A catalog that does not exist
+yet is built by txdb.ingest.bulk, on top of this module.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from .. import chain as chainmod
 from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
-from . import worker
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
@@ -65,11 +64,19 @@ REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 RECORDS_INSERT = ("INSERT OR REPLACE INTO records VALUES "
                   "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,CAST(? AS TEXT))")
 BLOCKS_INSERT = "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-BLOCKS_INSERT_ROWID = ("INSERT INTO blocks (rowid, file_id, offset, idx, session_id, role, type, kind, "
-                       "tool_name, tool_use_id, is_error, chars, signature_chars, media_type, width, "
-                       "height, image_sha256, images, tokens, text) "
-                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-BLOCKS_REPLACE = "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+# The full-text index (blocks_fts, external content over blocks.text) is
+# kept by the refresh itself, in each file's transaction: its new blocks
+# are indexed in one statement once they are written (FTS5 writes its
+# pending terms at the end of every statement, so one per file, not one per
+# row), and blocks leave the index before they leave the table. A first
+# build instead indexes everything once at its end (txdb.ingest.bulk):
+# one statement writes far fewer index segments than one per file.
+_INDEXED = "text IS NOT NULL AND text <> ''"
+FTS_INDEX = (f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks "
+             f"WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
+FTS_UNINDEX = (f"INSERT INTO blocks_fts (blocks_fts, rowid, text) SELECT 'delete', rowid, text FROM blocks "
+               f"WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
 
 
 @dataclass
@@ -121,21 +128,13 @@ class RefreshStats:
         self.unreadable.append({"path": path, "error": error})
 
 
-def _write_rows(c: sqlite3.Connection, batch: RowBatch, fresh: bool) -> None:
+def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
     if batch.records:
-        c.executemany(RECORDS_INSERT, batch.records_with_raw())
+        c.executemany(RECORDS_INSERT, batch.records)
     if batch.blocks:
-        # A fresh file's blocks cannot conflict: plain INSERT. Under OR
-        # REPLACE, the full-text index's insert trigger inherits REPLACE
-        # and FTS5 first deletes the rowid, re-tokenizing the text: a
-        # 4-6x slower insert. A conflict anyway falls back to REPLACE.
-        if batch.block_rowids:  # a bulk build: numbered to match the full-text sidecar
-            c.executemany(BLOCKS_INSERT_ROWID, batch.blocks)
-        else:
-            try:
-                c.executemany(BLOCKS_INSERT if fresh else BLOCKS_REPLACE, batch.blocks)
-            except sqlite3.IntegrityError:
-                c.executemany(BLOCKS_REPLACE, batch.blocks)
+        # No conflict is possible: a file read from its start has no rows
+        # left, an appended tail none past its cursor (see _begin_file).
+        c.executemany(BLOCKS_INSERT, batch.blocks)
     if batch.attachments:
         c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", batch.attachments)
     if batch.usage:
@@ -174,9 +173,12 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
             c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
 
 
-def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False) -> None:
+def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False,
+                      index_text: bool = True) -> None:
     """``keep_usage``: a rewritten file keeps its usage rows (the API's
     figures), marked not in the file until its lines name them again."""
+    if index_text:
+        conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
                   "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
@@ -327,30 +329,34 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     return Plan(found, "rewritten", file_id)
 
 
-def _begin_file(conn, plan: Plan, file_id: int | None) -> int | None:
-    """Inside the file's transaction: its files row (under ``file_id`` if
-    that is still free), and no stale rows. None when another refresh has
-    added this new file meanwhile (its rows are then already current)."""
+def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
+    """Inside the file's transaction: its files row, and no stale rows.
+    None when another refresh has added this new file meanwhile (its rows
+    are then already current)."""
     f = plan.found
     if plan.file_id is None:
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (f.path,)).fetchone():
             return None
-        if file_id is not None and conn.execute("SELECT 1 FROM files WHERE id = ?", (file_id,)).fetchone():
-            file_id = None  # taken by another refresh since the worker was given it
         return conn.execute(
-            "INSERT INTO files (id, path, root, project, kind, size) VALUES (?,?,?,?,?,0)",
-            (file_id, f.path, f.root, f.project, f.kind),
+            "INSERT INTO files (path, root, project, kind, size) VALUES (?,?,?,?,0)",
+            (f.path, f.root, f.project, f.kind),
         ).lastrowid
     if plan.status == "rewritten":
-        _delete_file_rows(conn, plan.file_id, keep_usage=True)
+        _delete_file_rows(conn, plan.file_id, keep_usage=True, index_text=index_text)
+    else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
+        if index_text:
+            conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
+        conn.execute("DELETE FROM blocks WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
 
-def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest | None,
-              cursor: int, next_line: int, hashes: tuple[str, str]) -> None:
-    """Inside the file's transaction: the session, dangling parents, chain
-    and the cursor (whose update also indexes the queued full text)."""
+def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
+              cursor: int, next_line: int, hashes: tuple[str, str], index_text: bool) -> None:
+    """Inside the file's transaction: the full-text index of its new
+    blocks, the session, dangling parents, chain and the cursor."""
     f = plan.found
+    if index_text:
+        conn.execute(FTS_INDEX, (file_id, plan.start_offset))
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
@@ -379,63 +385,28 @@ def _count(stats: RefreshStats, plan: Plan, s: FileSummary, cursor: int) -> None
     setattr(stats, plan.status, getattr(stats, plan.status) + 1)
 
 
-def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats) -> None:
-    """Read one file (in this process) and bring its rows up to date; its
-    rows and its cursor commit in one transaction."""
+def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index_text: bool = True) -> None:
+    """Read one file and bring its rows up to date, full-text index
+    included (unless ``index_text`` is False: a first build indexes at its
+    end); its rows and its cursor commit in one transaction. The one write
+    path of a refresh, for a new catalog as for an existing one."""
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
-    fresh = plan.from_start
     with open(plan.found.path, "rb", buffering=READ_BUFFER) as fh, transaction(conn):
-        file_id = _begin_file(conn, plan, None)
+        file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
             stats.unchanged += 1
             return
-        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, fresh), fresh)
+        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b), plan.from_start)
         cursor, next_line = plan.start_offset, plan.start_line
         for line in read_lines(fh, plan.start_offset, plan.start_line):
             ing.add_line(line)
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor))
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor), index_text)
     _count(stats, plan, s, cursor)
-
-
-def ingest_parsed(conn: sqlite3.Connection, plan: Plan, file_id: int | None, parts, stats: RefreshStats) -> None:
-    """Write one file read from its start by a parse worker: ``parts`` yields
-    its row batches, then ("end", summary, cursor, next_line, hashes)."""
-    part = next(parts)
-    if part[0] == "skip":  # vanished (no reason) or unreadable
-        if part[1]:
-            stats.add_unreadable(plan.found.path, part[1])
-        return
-    try:
-        with transaction(conn):
-            given = file_id
-            file_id = _begin_file(conn, plan, given)
-            while part[0] == "rows":
-                if file_id is not None:
-                    batch = part[1]
-                    _write_rows(conn, batch if file_id == given else batch.for_file(file_id), True)
-                part = next(parts)
-            if part[0] == "skip":  # failed part way: none of its rows stay
-                raise _Skipped(part[1])
-            if file_id is None:  # another refresh added it meanwhile
-                stats.unchanged += 1
-                return
-            _, s, cursor, next_line, hashes = part
-            _end_file(conn, plan, file_id, s, None, cursor, next_line, hashes)
-    except _Skipped as e:
-        if e.reason:
-            stats.add_unreadable(plan.found.path, e.reason)
-        return
-    _count(stats, plan, s, cursor)
-
-
-class _Skipped(Exception):
-    def __init__(self, reason: str | None):
-        self.reason = reason
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -448,16 +419,10 @@ def _existing(conn) -> dict[str, tuple]:
 
 
 def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
-            progress: Callable[[int, int], None] | None = None,
-            parallel: bool | None = None,
-            fts_sidecar: tuple[str, str] | None = None) -> RefreshStats:
-    """Refresh every session file under ``roots``.
-
-    ``parallel``: parse files read from their start in a worker process
-    while this one writes (None: when there is enough to read to be worth it).
-    ``fts_sidecar``: (path, CREATE statement): a bulk build's worker indexes
-    the block text there (see txdb.ingest.fts).
-    """
+            progress: Callable[[int, int], None] | None = None, index_text: bool = True) -> RefreshStats:
+    """Refresh every session file under ``roots``. ``index_text=False``
+    leaves the full-text index alone, for a first build that then rebuilds
+    it whole (txdb.ingest.bulk)."""
     t0 = time.perf_counter()
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
@@ -475,7 +440,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
         conn.execute(f"PRAGMA wal_autocheckpoint = {REFRESH_CHECKPOINT_PAGES}")
     try:
-        _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar)
+        _refresh_found(conn, found, existing, stats, progress, index_text)
     finally:
         if 0 < ckpt < REFRESH_CHECKPOINT_PAGES:
             conn.execute(f"PRAGMA wal_autocheckpoint = {int(ckpt)}")
@@ -563,7 +528,7 @@ def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
             break
 
 
-def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar) -> None:
+def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
     total = sum(f.stat.st_size for f in found)
     done = 0
     plans: list[Plan] = []
@@ -582,15 +547,9 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
             plans.append(plan)
     if progress and done:
         progress(done, total)
-    # Files read from their start go to the parse worker when it is worth it.
-    if parallel is None:
-        parallel = sum(p.found.stat.st_size for p in plans if p.from_start) >= worker.WORTH_IT_BYTES
-    by_worker = parallel and worker.available()
-    fresh = [p for p in plans if by_worker and p.from_start]
-    in_process = [p for p in plans if not (by_worker and p.from_start)]
-    for plan in in_process:
+    for plan in plans:
         try:
-            ingest_file(conn, plan, stats)
+            ingest_file(conn, plan, stats, index_text)
         except FileNotFoundError:
             continue  # vanished between discovery and read
         except sqlite3.Error:
@@ -601,22 +560,6 @@ def _refresh_found(conn, found, existing, stats, progress, parallel, fts_sidecar
         done += plan.found.stat.st_size
         if progress:
             progress(done, total)
-    if not fresh:
-        return
-    # New files get the next ids now, so the worker can write them into rows.
-    next_id = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
-    ids = []
-    for plan in fresh:
-        ids.append(plan.file_id if plan.file_id is not None else next_id)
-        next_id += plan.file_id is None
-    tasks = [(p.found.path, fid, p.found.kind) for p, fid in zip(fresh, ids)]
-    with worker.ParseWorker(tasks, fts_sidecar) as w:
-        for plan, fid in zip(fresh, ids):
-            ingest_parsed(conn, plan, fid, w.parts(), stats)
-            done += plan.found.stat.st_size
-            if progress:
-                progress(done, total)
-        w.finish()
 
 
 def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_result | None = None) -> str | None:

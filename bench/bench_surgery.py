@@ -25,6 +25,10 @@
      orjson variant is printed too). It is the floor any tool that
      re-serialises every line pays; txdb re-serialises only changed lines but
      also builds the chain, checks pairs and estimates tokens.
+   - ``replace-images`` (a transcript for every distinct image, in-process
+     and as a whole process) and ``compact --before`` (at the first user
+     prompt past the middle of the chain; the new session file is deleted
+     after each run);
 2. The benchmark corpus (../shared/corpus real + generated) copied to a
    scratch folder in Claude Code's layout, indexed, then for each bulk
    command: the plan (``txdb <cmd> --where ...`` as a whole process: query,
@@ -57,7 +61,8 @@ from bench_refresh import (  # noqa: E402
     DEFAULT_CORPUS, TXDB, build_big_session, mb, median, normalise_corpus, rm_db, run_proc, say, session_files,
 )
 
-from txdb.surgery import ops  # noqa: E402
+from txdb.surgery import images, ops  # noqa: E402
+from txdb.surgery.compact import compact_before  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402
 from txdb.surgery.engine import run_surgery  # noqa: E402
@@ -185,6 +190,7 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
     dt, peak, rc, err = run_proc([TXDB, "refresh", "--root", str(root), "--db", str(db)])
     if rc:
         raise SystemExit(f"refresh failed: {err}")
+    bench_images_compact(big, scratch, db, reps, out)  # before the apply below strips the session
     clean()
     dt_p, rss_p, rc, err = run_proc([TXDB, "persist-tools", str(big), "--db", str(db)])
     if rc:
@@ -213,6 +219,65 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
         f"{out['cli_peak_vs_size']:.2f}x (target <= 2x)")
     say(f"  txdb apply PATH (whole process; 0.4 s settle, verify x2, swap, catalog refresh of the new file): "
         f"{dt_a:.2f}s, peak RSS {mb(rss_a):.0f} MB")
+
+
+def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dict) -> None:
+    """replace-images (a transcript for every distinct image) and compact --before
+    (cut at the first user prompt past the middle of the chain) on the big session."""
+    say("  -- replace-images and compact --before on the same session --")
+
+    def clean():
+        for p in (pend.pending_path(big), pend.meta_path(big)):
+            if p.exists():
+                p.unlink()
+    t = Transcript.load(big)
+    t0 = time.perf_counter()
+    refs = images.list_images(t)
+    t_list = time.perf_counter() - t0
+    hashes = sorted({r.sha256 for r in refs if r.sha256})
+    tdir = scratch / "transcripts"
+    tdir.mkdir(exist_ok=True)
+    for h in hashes:
+        (tdir / f"{h}.txt").write_text(f"A screenshot ({h[:8]}): a terminal with three lines of output.\n")
+    cut = next((r.pos for r in t.chain[len(t.chain) // 2:] if r.type == "user" and
+                isinstance((r.parse().get("message") or {}).get("content"), str)), len(t.chain) // 2)
+    del t
+    say(f"    list_images: {len(refs):,} images ({len(hashes):,} distinct) in {t_list:.2f}s")
+    last: dict = {}
+
+    def replace():
+        clean()
+        rep = run_surgery(big, "replace-images", lambda tt, o: images.replace_images(tt, tdir))
+        last["replace"] = rep
+    t_rep = timed(replace, reps)
+    r = last["replace"]
+    out["replace_images_seconds"] = median(t_rep)
+    out["replace_images"] = {"images": r.result["images"], "replaced": r.result["replaced"],
+                             "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
+                             "tokens_before": r.tokens_before, "tokens_after": r.tokens_after}
+    say(f"    run_surgery replace-images (in-process, writes the pending copy): {median(t_rep):.2f}s; "
+        f"{r.result['replaced']:,} of {r.result['images']:,} images replaced; {mb(r.bytes_before):.1f} -> "
+        f"{mb(r.bytes_after):.1f} MB; est. tokens {r.tokens_before:,} -> {r.tokens_after:,}")
+    clean()
+    dt, rss, rc, err = run_proc([TXDB, "replace-images", str(big), "--dir", str(tdir), "--db", str(db)])
+    if rc:
+        raise SystemExit(f"replace-images failed: {err}")
+    clean()
+    out.update({"cli_replace_images_seconds": dt, "cli_replace_images_peak_rss": rss})
+    say(f"    txdb replace-images PATH --dir D (whole process): {dt:.2f}s, peak RSS {mb(rss):.0f} MB")
+
+    def compact():
+        rep = run_surgery(big, "compact", lambda tt, o: compact_before(tt, cut, source=str(big)), fork=True)
+        last["compact"] = rep
+        Path(rep.target).unlink()
+    t_cmp = timed(compact, reps)
+    c = last["compact"]
+    out["compact_before"] = {"before": cut, "seconds": median(t_cmp), "bytes_after": c.bytes_after,
+                             "kept": c.result["kept"], "summarized": c.result["summarized"],
+                             "tokens_before": c.tokens_before, "tokens_after": c.tokens_after}
+    say(f"    run_surgery compact --before {cut:,} (in-process, writes the new session): {median(t_cmp):.2f}s; "
+        f"{c.result['summarized']:,} records summarised, {c.result['kept']:,} kept; new file "
+        f"{mb(c.bytes_after):.1f} MB; est. tokens {c.tokens_before:,} -> {c.tokens_after:,}")
 
 
 def bench_bulk(corpora: list[Path], scratch: Path, results: dict) -> None:

@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config, db, tokens
+from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_file, is_session_path
 from .ingest.store import catalogued_path, refresh_path
@@ -229,6 +229,17 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
         (file_id,),
     )
+    images = _rows(
+        conn,
+        "SELECT coalesce(sum(CASE b.kind WHEN 'image' THEN 1 ELSE b.images END), 0) AS images, "
+        "coalesce(sum(CASE WHEN b.kind = 'tool_result' THEN b.images ELSE 0 END), 0) AS in_tool_results, "
+        "max(max(coalesce(b.width, 0), coalesce(b.height, 0))) AS largest_px "
+        "FROM chain c JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset "
+        "WHERE c.file_id = ? AND (b.kind = 'image' OR (b.kind = 'tool_result' AND b.images > 0))",
+        (file_id,),
+    )[0]
+    images["warnings"] = vision.limit_warnings(images["images"], images["in_tool_results"],
+                                               images["largest_px"] or None)
     # What is persisted (markers on the active chain) and what it saved.
     persisted = _rows(
         conn,
@@ -250,6 +261,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "on_disk": on_disk,
         "cut_points": cut_points,
         "health": health,
+        "images": images,
         "persisted": persisted,
     }
 

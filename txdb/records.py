@@ -126,7 +126,14 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["text"] = inp
         elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
             text, images = _result_text(block.get("content"))
-            img_tokens = sum(tokens.image_info(s)["tokens"] for s in images)
+            infos = [tokens.image_info(s) for s in images]
+            img_tokens = sum(i["tokens"] for i in infos)
+            if infos:
+                # The largest nested image's size: what the API's per-image limits test.
+                big = max(infos, key=lambda i: (i["width"] or 0) * (i["height"] or 0))
+                row["media_type"], row["width"], row["height"] = big["media_type"], big["width"], big["height"]
+                if len(infos) == 1:
+                    row["image_sha256"] = big["sha256"]
             row["kind"] = "tool_result"
             row["tool_use_id"] = block.get("tool_use_id")
             row["is_error"] = 1 if block.get("is_error") else 0

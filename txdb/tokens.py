@@ -89,18 +89,28 @@ def image_info(source: dict) -> dict:
     media_type = source.get("media_type")
     data = source.get("data")
     width = height = sha = None
-    if isinstance(data, str):
-        try:
-            raw = base64.b64decode(data, validate=False)
-        except (ValueError, TypeError):
-            raw = b""
-        if raw:
-            sha = hashlib.sha256(raw).hexdigest()
-            width, height = image_size(raw)
+    raw = image_bytes(source)
+    if raw:
+        sha = hashlib.sha256(raw).hexdigest()
+        width, height = image_size(raw)
     return {
         "media_type": media_type,
         "width": width,
         "height": height,
         "sha256": sha,
         "tokens": image_tokens(width, height),
+        "base64_chars": len(data) if isinstance(data, str) else 0,
+        "valid": raw is not None,
     }
+
+
+def image_bytes(source: dict) -> bytes | None:
+    """The decoded bytes of a base64 image source; None when its data is not
+    valid base64 (the API refuses such a block, and it has no sha256)."""
+    data = source.get("data") if isinstance(source, dict) else None
+    if not isinstance(data, str) or not data:
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (ValueError, TypeError):
+        return None

@@ -36,6 +36,7 @@ LAZY_COMMANDS = {
          "persist-texts", "persist-message", "persist-range", "migrate-persisted"),
         "txdb.cli.persist",
     ),
+    **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
     "serve": "txdb.cli.serve",
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "plugin": "txdb.cli.plugin",
@@ -279,6 +280,12 @@ def analyze(db_path, session, as_json):
         if rows:
             echo(f"\n{title}:")
             echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+    im = report.get("images") or {}
+    if im.get("images"):
+        echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "
+             f"largest {im['largest_px'] or '?'} px on its long edge (txdb list-images SESSION)")
+    for w in im.get("warnings") or ():
+        echo(f"Warning: {w}")
     cuts = report["cut_points"]
     if cuts:
         echo("\nCut points (user prompts: pos, line, tokens before):")

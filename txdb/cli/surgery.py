@@ -66,6 +66,8 @@ _RANGE = [
     click.option("--from", "frm", type=click.IntRange(min=0), default=None,
                  help="First chain position to touch (as in the catalog's active_chain view)."),
     click.option("--to", "to", type=click.IntRange(min=0), default=None, help="Last chain position to touch."),
+    click.option("--pos", "pos", type=click.IntRange(min=0), default=None,
+                 help="One chain position: the same as --from N --to N."),
 ]
 _WRITE = [
     click.option("--dry-run", is_flag=True, help="Run everything on a throwaway copy; write nothing."),
@@ -83,7 +85,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print the report a
 
 # Parameters that are not the command's options as logged in `surgeries.arguments`.
 _NOT_ARGUMENTS = {"db_path", "as_json", "session", "where", "do_apply"}
-_SHARED = {"session", "db_path", "where", "do_apply", "frm", "to", "dry_run", "fork", "fork_title",
+_SHARED = {"session", "db_path", "where", "do_apply", "frm", "to", "pos", "dry_run", "fork", "fork_title",
            "no_usage_reset", "keep_dropped_thinking", "no_backup", "as_json"}
 
 
@@ -99,6 +101,10 @@ def surgery_options(*, where: bool = True, edits: bool = True):
         @functools.wraps(f)
         def command(**params):
             shared = {k: params.pop(k) for k in list(params) if k in _SHARED}
+            if shared.get("pos") is not None:
+                if shared.get("frm") is not None or shared.get("to") is not None:
+                    raise click.UsageError("--pos N is one position: give it or --from/--to, not both")
+                shared["frm"] = shared["to"] = shared["pos"]
             logged = {k: v for k, v in {**shared, **params}.items()
                       if k not in _NOT_ARGUMENTS and v not in (None, False, ())}
             opts = SurgeryOptions(
@@ -156,6 +162,12 @@ def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> 
         _run_where(o, operation, options or {})
         return
     conn, orig = _resolve(o.db_path, o.session)
+    if o.positions is not None:
+        inner = op
+
+        def op(t, original):
+            ops.check_positions(t, o.positions)
+            return inner(t, original)
     report = run_surgery(
         orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
         usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking, arguments=o.arguments,
@@ -286,6 +298,16 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                         if thinking.get("records_removed") else ""))
     if "removed" in res and "attachments" in res:
         parts.append(f"{res['removed']} of {res['attachments']} attachments dropped")
+    if "replaced" in res and "transcripts" in res:
+        parts.append(f"{res['replaced']} of {res['images']} images replaced by transcripts"
+                     + (f", {res['dropped']} dropped" if res["dropped"] else "")
+                     + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
+                     + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
+                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used)")
+    if "summarized" in res:
+        parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
+                     f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
+                     f"with fresh uuids")
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
     if "persisted" in res:

@@ -148,6 +148,9 @@ def run_surgery(
     report.bytes_after = t.byte_size()
     report.tokens_after = calibrated(t)
     removed = base_uuids - gate.uuids(t)
+    if fork:
+        # A fork's record that took a fresh uuid (compact) still keeps its original.
+        removed -= gate.fork_keys(t)
     # The chain of what will be written: the records' chain fields are read
     # from the very objects the changed lines are written from.
     gate.check_chain(original, t, gate.recorded_removals(meta) | removed,

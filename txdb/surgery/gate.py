@@ -72,6 +72,11 @@ def chain_loss(original: Transcript, result: Transcript, removed: set[str] | fro
     return None
 
 
+def fork_keys(t: Transcript) -> set[str]:
+    """The original uuids a fork's records carry (``forkedFrom.messageUuid``)."""
+    return {k for r in t.live() if (k := _key(r, True)) is not None}
+
+
 def uuids(t: Transcript) -> set[str]:
     return {r.uuid for r in t.live() if r.uuid}
 

@@ -39,7 +39,8 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
         for r in rows:
             cur = conn.execute(
                 "INSERT INTO surgeries (at, command, arguments, session_id, file_id, path, backup_path, "
-                "records_changed, tokens_before, tokens_after) VALUES (?,?,?,?,?,?,?,?,?,?)", r)
+                "records_changed, tokens_before, tokens_after, result_size, result_sha256) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
     return ids
 
@@ -87,7 +88,7 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
             args.setdefault("pass_at", p["at"])
         rows.append((at, p.get("command") or "apply", orjson.dumps(args).decode(), session_id, file_id,
                      str(orig), rep.backup, p.get("records_changed"), p.get("tokens_before"),
-                     p.get("tokens_after")))
+                     p.get("tokens_after"), rep.size_after, rep.result_sha256))
     return rep, _insert(conn, rows)
 
 
@@ -101,4 +102,14 @@ def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | 
     args.setdefault("forked_from", report.original)
     return _insert(conn, [(now_timestamp(), report.operation, orjson.dumps(args).decode(),
                            session_id or report.fork_session_id, file_id, report.target, None,
-                           report.changed_lines, report.tokens_before, report.tokens_after)])
+                           report.changed_lines, report.tokens_before, report.tokens_after,
+                           *_size_sha(report.target))])
+
+
+def _size_sha(path: str | Path) -> tuple[int | None, str | None]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None, None
+    return len(data), pend.sha256(data)

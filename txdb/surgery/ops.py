@@ -24,6 +24,7 @@ from .. import tokens
 from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
 from .. import records
 from ..records import block_rows, is_wrapped_thinking, record_tokens
+from ..errors import SurgeryError
 from .transcript import Record, Transcript, dumps
 
 MARK = "[stripped by txdb"
@@ -37,6 +38,20 @@ Range = tuple[int | None, int | None] | None
 class BlockRef(NamedTuple):
     uuid: str
     idx: int
+
+
+def check_positions(t: Transcript, positions: Range) -> None:
+    """A range must name positions of the active chain (0..len-1), in order."""
+    if not positions:
+        return
+    lo, hi = positions
+    if lo is not None and hi is not None and lo > hi:
+        raise SurgeryError(f"--from {lo} is after --to {hi}: give the range lowest position first")
+    last = len(t.chain) - 1
+    names = (("--pos", lo),) if lo == hi else (("--from", lo), ("--to", hi))
+    for name, v in names:
+        if v is not None and (v < 0 or v > last):
+            raise SurgeryError(f"{name} {v} is past the end of the active chain (positions 0..{last})")
 
 
 def placeholder(chars: int, extra: str = "") -> str:

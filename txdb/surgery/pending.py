@@ -248,6 +248,7 @@ class ApplyReport:
     errors_after: int
     applied: bool
     passes: list = None  # the commands that produced the pending copy (from its sidecar)
+    result_sha256: str | None = None  # of the file the apply wrote (what `undo` expects to find)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -359,7 +360,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                            + (f" (+{len(added) - 1} more)" if len(added) > 1 else ""))
     report = ApplyReport(str(orig), str(pend), dry_run, None, len(data), len(new), discarded_lines,
                          len(tail), before.counts()["error"], after.counts()["error"], False,
-                         list(meta.get("passes") or []))
+                         list(meta.get("passes") or []), sha256(new))
     if dry_run:
         return report
     _step("checked")

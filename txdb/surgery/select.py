@@ -5,7 +5,9 @@
 - ``block_targets`` (one row per content block) for ``strip-tools``,
   ``strip-thinking`` and ``strip-all``;
 - ``attachment_targets`` (one row per attachment line) for
-  ``strip-attachments``.
+  ``strip-attachments``;
+- ``image_targets`` (one row per image, or per tool_result holding images)
+  for ``replace-images``: a row selects its record's images.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
 ``txdb/cli/surgery.py``):
@@ -60,7 +62,7 @@ from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
 from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
-from . import ops
+from . import images, ops
 from . import pending as pend
 from .engine import SurgeryReport, run_surgery
 from .log import apply_logged
@@ -71,12 +73,14 @@ VIEWS = {
     "strip-all": "block_targets",
     "strip-attachments": "attachment_targets",
     "persist-tools": "block_targets",
+    "replace-images": "image_targets",
 }
 
 _COLUMNS = {
     "block_targets": "file_id, path, session_id, title, offset, idx, kind, type, tool_use_id, tokens",
     "attachment_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'attachment' AS kind, "
                           "type, NULL AS tool_use_id, tokens",
+    "image_targets": "file_id, path, session_id, title, offset, idx, kind, 'image' AS type, tool_use_id, tokens",
 }
 
 TOOL_KINDS = ("tool_use", "tool_result")
@@ -253,6 +257,12 @@ def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -
 
     def op(t, original):
         resolved = _resolve(original, rows, stats)
+        if command == "replace-images":
+            # By uuid: a pending copy from an earlier pass has other offsets.
+            uuids = {rec.uuid for _r, rec in resolved if rec.uuid}
+            stats["targets"] = len(uuids)
+            return images.replace_images(t, options["dir"], drop_missing=bool(options.get("drop_missing")),
+                                         uuids=uuids)
         if command == "strip-attachments":
             uuids = {rec.uuid for _r, rec in resolved if rec.uuid}
             stats["targets"] = len(uuids)
@@ -341,6 +351,8 @@ class SessionOutcome:
 
 
 def _changed(command: str, res: dict) -> int:
+    if command == "replace-images":
+        return res.get("replaced", 0) + res.get("dropped", 0)
     if command == "strip-attachments":
         return res.get("removed", 0)
     if "persisted" in res:

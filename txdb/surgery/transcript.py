@@ -391,6 +391,14 @@ class Transcript:
         self._reindex()
         return len(recs)
 
+    def rebuild(self, objs: list[dict]) -> None:
+        """Make this transcript these records, written anew (a new file such as
+        compact's): attributes set on it (``fork_of``) stay."""
+        fresh = Transcript(b"".join(dumps(o) + b"\n" for o in objs), self.path)
+        extra = {k: v for k, v in self.__dict__.items() if k not in fresh.__dict__}
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__, **extra)
+
     # -- writing -----------------------------------------------------------
     def changed_lines(self) -> int:
         recs = self.records

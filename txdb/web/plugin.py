@@ -37,7 +37,7 @@ TEXT_TABLES = {"blocks", "search_messages", "search_thinking", "search_tool_outp
 # Tables and views with a file_id whose `title` links to the session page.
 TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_by_context",
                      "sessions_near_limit", "context_by_category", "context_by_tool",
-                     "costliest_tool_calls", "chain_problems", "surgery_log", "block_targets",
+                     "costliest_tool_calls", "chain_problems", "surgery_log", "block_targets", "image_targets",
                      "attachment_targets", "search_messages", "search_thinking",
                      "search_tool_output", "search_tool_input"}
 

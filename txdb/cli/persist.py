@@ -78,7 +78,7 @@ def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summarie
 
 
 @cli.command("persist-thinking")
-@surgery_options(where=False)
+@surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
@@ -108,7 +108,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
 
 
 @cli.command("persist-text")
-@surgery_options(where=False)
+@surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--idx", type=click.IntRange(min=0), default=None, help="Only this block of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
@@ -141,7 +141,7 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
 
 
 @cli.command("persist-message")
-@surgery_options(where=False)
+@surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_message_cmd(o: SurgeryOptions, pos, summary):

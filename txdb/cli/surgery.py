@@ -89,18 +89,23 @@ _SHARED = {"session", "db_path", "where", "do_apply", "frm", "to", "pos", "dry_r
            "no_usage_reset", "keep_dropped_thinking", "no_backup", "as_json"}
 
 
-def surgery_options(*, where: bool = True, edits: bool = True):
+def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = True):
     """Give a command the shared options, passed to it as one ``SurgeryOptions``
     (first argument) beside its own options.
 
     ``where``: SESSION may be replaced by --where (and --apply); ``edits``:
-    the command edits content, so --from/--to, --no-usage-reset,
-    --keep-dropped-thinking and --no-backup (with --apply) apply to it.
+    the command edits content, so --from/--to/--pos, --no-usage-reset,
+    --keep-dropped-thinking and --no-backup (with --apply) apply to it;
+    ``ranged=False``: a command that names its one target itself (its own
+    required --pos or --id) takes no --from/--to/--pos range.
     """
+    takes_range = edits and ranged
+    own = set() if takes_range else {"frm", "to", "pos"}
+
     def decorate(f):
         @functools.wraps(f)
         def command(**params):
-            shared = {k: params.pop(k) for k in list(params) if k in _SHARED}
+            shared = {k: params.pop(k) for k in list(params) if k in _SHARED and k not in own}
             if shared.get("pos") is not None:
                 if shared.get("frm") is not None or shared.get("to") is not None:
                     raise click.UsageError("--pos N is one position: give it or --from/--to, not both")
@@ -118,7 +123,7 @@ def surgery_options(*, where: bool = True, edits: bool = True):
             _check(opts)
             return f(opts, **params)
 
-        decorators = [click.argument("session", required=not where), db_option] + (_WHERE if where else []) + (_RANGE if edits else []) + _WRITE \
+        decorators = [click.argument("session", required=not where), db_option] + (_WHERE if where else []) + (_RANGE if takes_range else []) + _WRITE \
             + (_EDIT if edits else []) + [_JSON]
         for d in reversed(decorators):
             command = d(command)
@@ -162,15 +167,10 @@ def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> 
         _run_where(o, operation, options or {})
         return
     conn, orig = _resolve(o.db_path, o.session)
-    if o.positions is not None:
-        inner = op
-
-        def op(t, original):
-            ops.check_positions(t, o.positions)
-            return inner(t, original)
     report = run_surgery(
         orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
         usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking, arguments=o.arguments,
+        positions=o.positions,
     )
     if report.written and report.fork_session_id:
         log_fork(conn, report, o.arguments)

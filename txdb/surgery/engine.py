@@ -43,6 +43,7 @@ from ..records import now_timestamp
 from . import fork as forkmod
 from . import gate
 from . import pending as pend
+from .ops import check_positions
 from .thinking import dropped_thinking, remove_dropped
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
 from .usage import context_estimator, reset_usage
@@ -107,9 +108,12 @@ def run_surgery(
     usage_reset: bool = True,
     keep_dropped_thinking: bool = False,
     arguments: dict | None = None,
+    positions: tuple[int | None, int | None] | None = None,
 ) -> SurgeryReport:
     """``arguments`` (the command's options, JSON-able) are remembered with the
-    pass in the pending copy's sidecar; ``apply`` logs them in ``surgeries``."""
+    pass in the pending copy's sidecar; ``apply`` logs them in ``surgeries``.
+    ``positions`` (--from/--to/--pos) must name positions of the copy's active
+    chain: checked before the operation runs, so nothing is written otherwise."""
     orig = pend.original_path(path)
     if fork:
         forkmod.check_forkable(pend.session_path(path))
@@ -132,6 +136,7 @@ def run_surgery(
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
     t.base = report.base  # chain positions an op reports (and --pos) are this copy's
+    check_positions(t, positions)
     report.result = op(t, original) or {}
     t.refresh()
     changed = t.changed_lines()

@@ -90,6 +90,17 @@ class _Filter:
         return change == watchfiles.Change.deleted
 
 
+def watched_roots(roots: list[Path]) -> list[Path]:
+    """The roots that exist (a watch needs a folder); NothingToWatch if none does."""
+    existing = [Path(r) for r in roots if Path(r).is_dir()]
+    if not existing:
+        raise NothingToWatch(
+            "nothing to watch: no sessions folder at " + ", ".join(str(r) for r in roots)
+            + " (set --root or CLAUDE_CONFIG_DIR)"
+        )
+    return existing
+
+
 def watch(db_path: str | Path, roots: list[Path], prune: bool = False,
           report: Callable[[WatchEvent], None] | None = None,
           stop: threading.Event | None = None) -> None:
@@ -103,12 +114,7 @@ def watch(db_path: str | Path, roots: list[Path], prune: bool = False,
     import watchfiles
 
     report = report or (lambda event: None)
-    existing = [Path(r) for r in roots if Path(r).is_dir()]
-    if not existing:
-        raise NothingToWatch(
-            "nothing to watch: no sessions folder at " + ", ".join(str(r) for r in roots)
-            + " (set --root or CLAUDE_CONFIG_DIR)"
-        )
+    existing = watched_roots(roots)
     root_strs = [str(r) for r in existing]
     conn = db.connect(db_path)
     try:

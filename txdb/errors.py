@@ -33,3 +33,11 @@ class NotASession(TxdbError):
 class CatalogError(TxdbError):
     """The catalog database cannot be opened (not a database, another
     program's database, a newer txdb's)."""
+
+
+class NothingToWatch(TxdbError):
+    """`--watch` was given no sessions folder that exists."""
+
+
+class ExportError(TxdbError):
+    """An export refused (its folder is in use, an optional extra is missing); nothing was written."""

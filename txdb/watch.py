@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import db
-from .errors import TxdbError
+from .errors import NothingToWatch
 from .ingest.discover import SKIP_DIRS, is_session_path
 from .ingest.store import refresh, refresh_path
 
@@ -40,10 +40,6 @@ IDLE_MS = 500
 # Another writer held the catalog past the busy timeout (a long first build,
 # an apply): try again; any other SQLite condition (a full disk) ends the watch.
 BUSY = "database is locked"
-
-
-class NothingToWatch(TxdbError):
-    """None of the roots exists."""
 
 
 @dataclass(slots=True)

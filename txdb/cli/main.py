@@ -32,6 +32,7 @@ LAZY_COMMANDS = {
         "txdb.cli.surgery",
     ),
     "serve": "txdb.cli.serve",
+    "export": "txdb.cli.export",
 }
 
 class TxdbGroup(click.Group):

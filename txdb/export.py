@@ -41,7 +41,7 @@ MARKER = "_txdb_export.json"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Buffered rows are written out (a row group) once they hold this many
 # bytes of values, or this many rows: memory stays bounded by one batch.
-BATCH_BYTES = 32 << 20
+BATCH_BYTES = 8 << 20
 BATCH_ROWS = 50_000
 
 MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' THEN substr({0}, 1, 7) END"
@@ -139,7 +139,9 @@ class _Partitions:
             columns = list(zip(*rows))
             batch = self.pa.record_batch(
                 [self.pa.array(col, type=f.type) for col, f in zip(columns, self.schema)], schema=self.schema)
-            self._writer(key).write_batch(batch)
+            # write_table ends a row group per call (write_batch would keep
+            # adding to one open row group, held in memory until the file closes).
+            self._writer(key).write_table(self.pa.Table.from_batches([batch]))
             self.report.tables[self.table] += len(rows)
         self.buffers.clear()
         self.buffered_bytes = self.buffered_rows = 0

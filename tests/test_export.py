@@ -133,13 +133,16 @@ def test_two_machines_exports_read_together_give_the_sum(tmp_path):
     first = build_catalog(tmp_path, "alice")
     second = build_catalog(tmp_path, "bob", extra_turns=3)
     for name, path in (("alice", first), ("bob", second)):
-        assert export(path, tmp_path / "exports" / name).returncode == 0
-    total = duck(
-        "select count(*), sum(output_tokens), sum(cache_read_input_tokens) from "
-        + parquet(tmp_path / "exports" / "*" / "usage" / "**" / "*.parquet"))[0]
-    each = [catalog_rows(p, "select count(*), sum(output_tokens), sum(cache_read_input_tokens) from usage")[0]
-            for p in (first, second)]
+        # A Hive-style folder per machine: DuckDB reads `machine` as a column too.
+        assert export(path, tmp_path / "exports" / f"machine={name}").returncode == 0
+    sums = "count(*), sum(output_tokens), sum(cache_read_input_tokens)"
+    usage = parquet(tmp_path / "exports" / "*" / "usage" / "**" / "*.parquet")
+    each = [catalog_rows(p, f"select {sums} from usage")[0] for p in (first, second)]
+    assert each[0] != each[1]
+    total = duck(f"select {sums} from {usage}")[0]
     assert tuple(total) == tuple(a + b for a, b in zip(*each))
+    by_machine = duck(f"select machine, {sums} from {usage} group by machine order by machine")
+    assert by_machine == [("alice", *each[0]), ("bob", *each[1])]
 
 
 def test_export_files_are_private(exported):

@@ -175,6 +175,20 @@ def test_an_existing_folder_is_refused_unless_an_export_and_replace(exported, tm
     assert sorted(p.name for p in out.parent.iterdir()) == ["one"]
 
 
+def test_a_missing_catalog_or_a_linked_folder_is_one_error_line(exported, tmp_path):
+    path, out, _ = exported
+    r = export(tmp_path / "none.db", tmp_path / "out")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"Error: no catalog at {tmp_path / 'none.db'}: run `txdb refresh` first "
+                                "(or name one with --db)")
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "out").exists()
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    r = export(path, link, "--replace")
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"Error: {link} is a symbolic link: name the folder itself"
+
+
 def test_a_hostile_project_folder_stays_inside_the_export(tmp_path):
     root = tmp_path / "projects"
     name = "..=x%2F..%0a"

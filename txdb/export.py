@@ -181,7 +181,9 @@ def _private_dir(path: Path) -> None:
 def _check_target(out: Path, replace: bool) -> None:
     if not out.exists() and not out.is_symlink():
         return
-    if not out.is_dir() or out.is_symlink():
+    if out.is_symlink():
+        raise ExportError(f"{out} is a symbolic link: name the folder itself")
+    if not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder: name another")
     if not any(out.iterdir()):
         return
@@ -201,6 +203,8 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
     out = Path(out).expanduser().absolute()
+    if not Path(catalog).is_file():
+        raise ExportError(f"no catalog at {catalog}: run `txdb refresh` first (or name one with --db)")
     _check_target(out, replace)
     conn = db.connect(catalog)  # migrated, as every command reads it
     conn.close()

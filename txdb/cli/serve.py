@@ -90,7 +90,10 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
         if watcher is not None:
             stop, thread = watcher
             stop.set()  # the watcher ends between two files' transactions
-            thread.join()
+            thread.join(1.0)
+            if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
+                echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
+                thread.join()
 
 
 def _start_watcher(path: Path, roots: list[Path]) -> tuple[threading.Event, threading.Thread]:

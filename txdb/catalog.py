@@ -11,6 +11,7 @@ from . import config, db
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_file, is_session_path
 from .ingest.store import catalogued_path, refresh_path
+from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
 
 @dataclass
@@ -45,15 +46,6 @@ def _ref(conn, path: str) -> SessionRef:
     return SessionRef(*row)
 
 
-def stale(conn, path: str) -> bool:
-    """True when the file on disk differs (size or mtime) from what the
-    catalog indexed; a file gone from disk is not stale (its rows are kept)."""
-    row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False  # gone: the catalog keeps its rows
-    return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns
 
 
 PENDING = ".pending"

@@ -71,8 +71,8 @@ def transaction(conn: sqlite3.Connection):
     conn.execute("COMMIT")
 
 
-def _pragmas(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA busy_timeout = 10000")
+def _pragmas(conn: sqlite3.Connection, busy_timeout_ms: int = 10000) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA temp_store = MEMORY")
@@ -165,8 +165,9 @@ def _check_is_catalog(conn: sqlite3.Connection, path: Path) -> None:
         raise CatalogError(f"{path} is not a txdb catalog (it holds other tables): name another --db")
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """A read-write connection to a migrated catalog with current views."""
+def connect(path: str | Path, busy_timeout_ms: int = 10000) -> sqlite3.Connection:
+    """A read-write connection to a migrated catalog with current views;
+    a writer waits up to ``busy_timeout_ms`` for another one to finish."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,11 +178,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
         create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         _check_is_catalog(conn, path)  # before anything is written to it (WAL mode is)
         if existed:
             create_private(path)  # ours: private (another program's file is left as it is)
-        _pragmas(conn)
+        _pragmas(conn, busy_timeout_ms)
         register_functions(conn)
         migrate(conn)
         ensure_views(conn)

@@ -33,6 +33,7 @@ LAZY_COMMANDS = {
     ),
     "serve": "txdb.cli.serve",
     "export": "txdb.cli.export",
+    "plugin": "txdb.cli.plugin",
 }
 
 class TxdbGroup(click.Group):
@@ -115,7 +116,7 @@ def open_catalog(db_path):
 
 
 @click.group(cls=TxdbGroup)
-@click.version_option(package_name="txdb")
+@click.version_option(package_name="txdb", prog_name="txdb")
 def cli():
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 

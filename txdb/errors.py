@@ -37,3 +37,11 @@ class CatalogError(TxdbError):
 
 class NoSuchTarget(TxdbError):
     """A --pos, --id or other target the session does not have."""
+
+
+class NothingToWatch(TxdbError):
+    """`--watch` was given no sessions folder that exists."""
+
+
+class ExportError(TxdbError):
+    """An export refused (its folder is in use, an optional extra is missing); nothing was written."""

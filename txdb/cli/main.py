@@ -39,6 +39,7 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
     "serve": "txdb.cli.serve",
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
+    "export": "txdb.cli.export",
     "plugin": "txdb.cli.plugin",
 }
 
@@ -148,14 +149,22 @@ def path(db_path):
 @db_option
 @root_option
 @click.option("--prune", is_flag=True, help="Delete the rows of files that vanished from disk.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def refresh(db_path, roots, prune, as_json):
+@click.option("--watch", is_flag=True,
+              help="Then keep the catalog current as session files change, until Ctrl-C.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (with --watch: one line per event).")
+def refresh(db_path, roots, prune, watch, as_json):
     """Index every session file, reading only what changed.
+
+    With --watch it stays running: each change to a session file reaches the
+    catalog within a second (a last line without its newline waits for it),
+    new sessions and project folders are picked up, deleted files are marked
+    gone (or pruned), and Ctrl-C leaves a consistent catalog.
 
     Example:
 
         txdb refresh
         txdb refresh --root tests/data/projects --db /tmp/demo.db
+        txdb refresh --watch
     """
     root_paths = config.projects_roots(roots)
     bar = None
@@ -176,11 +185,39 @@ def refresh(db_path, roots, prune, as_json):
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
-        echo(to_json(d))
-        return
-    for r in stats.roots_missing:
-        echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
-    echo(stats.summary())
+        echo(to_json(d, indent=not watch))
+    else:
+        for r in stats.roots_missing:
+            echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
+        echo(stats.summary())
+    if watch:
+        from ..watch import watch as watch_roots
+
+        watch_roots(db_path or config.default_db_path(), root_paths, prune=prune,
+                    report=watch_reporter(as_json))
+
+
+def watch_reporter(as_json: bool):
+    """Prints what the watcher did: JSON lines on stdout, or short lines on stderr."""
+    import time
+
+    def report(event) -> None:
+        if as_json:
+            echo(to_json({"event": event.kind, "paths": event.paths, "status": event.status,
+                          "seconds": round(event.seconds, 4), "changed": event.changed}, indent=False))
+            sys.stdout.flush()
+            return
+        if event.kind == "watching":
+            echo(f"Watching {', '.join(event.paths)} for changes (Ctrl-C to stop)", err=True)
+            return
+        if (event.kind == "file" and event.status == "unchanged") or not event.changed:
+            return
+        what = event.kind if event.kind != "file" else event.status
+        where = ", ".join(event.paths)
+        echo(terminal_safe(f"{time.strftime('%H:%M:%S')} {what}: {where}"
+                           + (f" ({event.status})" if event.kind != "file" else "")), err=True)
+
+    return report
 
 
 @cli.command()

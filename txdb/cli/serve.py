@@ -10,6 +10,7 @@ The equivalent plain command (the plugin loads through its entry point):
 from __future__ import annotations
 
 import socket
+import sqlite3
 import threading
 import webbrowser
 from pathlib import Path
@@ -17,10 +18,11 @@ from pathlib import Path
 import click
 
 from .. import config, db
+from ..errors import TxdbError
 from ..web.hostcheck import refuse_foreign_hosts
 from ..web.metadata import make_datasette, metadata_path
-from .main import cli, db_option
-from .output import echo
+from .main import cli, db_option, root_option, watch_reporter
+from .output import echo, terminal_safe
 
 
 def _free_port(host: str) -> int:
@@ -36,16 +38,24 @@ def _free_port(host: str) -> int:
 @click.option("--open", "open_browser", is_flag=True, help="Open the catalog in a web browser.")
 @click.option("--print-metadata-path", is_flag=True,
               help="Print the path of txdb's Datasette metadata.json and exit.")
-def serve(db_path, port, open_browser, print_metadata_path):
+@click.option("--watch", is_flag=True,
+              help="Keep the catalog current while serving, as `txdb refresh --watch` does.")
+@root_option
+def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
     """Browse the catalog in Datasette (read-only, bound to 127.0.0.1).
 
     Views worth opening: sessions_by_size, sessions_by_context,
     context_by_category, costliest_tool_calls, sessions_near_limit and the
     search_* views; each session's conversation is at /-/txdb/session/<file_id>.
 
+    With --watch, a watcher in the same process refreshes the catalog as
+    session files change (Datasette only reads it; each page shows what
+    was committed when it was asked for).
+
     Example:
 
         txdb refresh && txdb serve --open
+        txdb serve --watch
     """
     if print_metadata_path:
         echo(metadata_path())
@@ -66,6 +76,7 @@ def serve(db_path, port, open_browser, print_metadata_path):
                 raise click.ClickException(
                     f"port {port} on {host} is in use: pick another with --port (0 picks a free one)"
                 ) from None
+    watcher = _start_watcher(path, config.projects_roots(roots)) if watch else None
     ds = make_datasette(path)
     url = f"http://{host}:{port}/"
     echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
@@ -73,4 +84,33 @@ def serve(db_path, port, open_browser, print_metadata_path):
         threading.Timer(1.0, webbrowser.open, [url]).start()
     # Requests naming another host are refused here, whatever plugins load
     # (the txdb plugin does the same for plain `datasette serve`).
-    uvicorn.run(refuse_foreign_hosts(ds.app()), host=host, port=port, log_level="warning", lifespan="on")
+    try:
+        uvicorn.run(refuse_foreign_hosts(ds.app()), host=host, port=port, log_level="warning", lifespan="on")
+    finally:
+        if watcher is not None:
+            stop, thread = watcher
+            stop.set()  # the watcher ends between two files' transactions
+            thread.join(1.0)
+            if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
+                echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
+                thread.join()
+
+
+def _start_watcher(path: Path, roots: list[Path]) -> tuple[threading.Event, threading.Thread]:
+    """The watcher, in a thread of this process: it is the catalog's one
+    writer while Datasette reads it."""
+    from ..watch import watch, watched_roots
+
+    roots = watched_roots(roots)  # a missing folder is an error before serving, not in the thread
+    stop = threading.Event()
+    report = watch_reporter(False)
+
+    def run() -> None:
+        try:
+            watch(path, roots, report=report, stop=stop)
+        except (TxdbError, sqlite3.OperationalError, OSError) as e:
+            echo(terminal_safe(f"Error: {e} (the catalog is no longer kept current)"), err=True)
+
+    thread = threading.Thread(target=run, name="txdb-watch", daemon=True)
+    thread.start()
+    return stop, thread

@@ -1,0 +1,53 @@
+"""`txdb export`: the catalog's tables as files other engines read."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import config
+from ..export import export_parquet
+from .main import cli, db_option
+from .output import echo, terminal_safe, to_json
+
+
+@cli.command()
+@db_option
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
+              help="File format (Parquet needs the extra: pip install 'txdb[parquet]').")
+@click.option("--replace", is_flag=True, help="Replace an earlier txdb export in DIRECTORY (once the new one is whole).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def export(db_path, directory, fmt, replace, as_json):
+    """Export the catalog's tables as Parquet, partitioned by project and month.
+
+    Writes DIRECTORY/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet for
+    records, blocks, attachments, usage, sessions, files, chain and
+    surgeries (files private to you), ready for DuckDB, Spark, Trino or
+    BigQuery, also over several machines' exports at once.
+
+    Example:
+
+        txdb export exports/$(hostname) --format parquet
+        duckdb -c "select model, sum(output_tokens) from read_parquet('exports/*/usage/**/*.parquet', hive_partitioning=true) group by model"
+    """
+    progress = None
+    bar = None
+    if sys.stderr.isatty() and not as_json:
+        bar = click.progressbar(length=1, label="Exporting", file=sys.stderr, show_pos=True)
+        bar.__enter__()
+
+        def progress(done, total):
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+    try:
+        report = export_parquet(db_path or config.default_db_path(), directory, replace=replace, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if as_json:
+        echo(to_json(report.__dict__))
+    else:
+        echo(terminal_safe(report.summary()))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from .. import config
 from ..export import export_parquet
 from .main import cli, db_option
-from .output import echo, terminal_safe, to_json
+from .output import echo, progress_bar, terminal_safe, to_json
 
 
 @cli.command()
@@ -32,21 +31,8 @@ def export(db_path, directory, fmt, replace, as_json):
         txdb export exports/$(hostname) --format parquet
         duckdb -c "select model, sum(output_tokens) from read_parquet('exports/*/usage/**/*.parquet', hive_partitioning=true) group by model"
     """
-    progress = None
-    bar = None
-    if sys.stderr.isatty() and not as_json:
-        bar = click.progressbar(length=1, label="Exporting", file=sys.stderr, show_pos=True)
-        bar.__enter__()
-
-        def progress(done, total):
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
-
-    try:
+    with progress_bar("Exporting", not as_json, show_pos=True) as progress:
         report = export_parquet(db_path or config.default_db_path(), directory, replace=replace, progress=progress)
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
     if as_json:
         echo(to_json(report.__dict__))
     else:

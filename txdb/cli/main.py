@@ -13,6 +13,7 @@ import importlib
 import io
 import os
 import sqlite3
+import signal
 import sys
 
 import click
@@ -21,7 +22,7 @@ from .. import catalog, config, db
 from ..errors import QueryRefused, TxdbError
 from ..ingest.bulk import refresh_db
 from ..verify import verify_file
-from .output import echo, emit_rows, format_options, tabulate, terminal_safe, to_json
+from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
 
 # Commands defined in other modules, imported only when one of them runs
 # (or --help lists them): `txdb refresh` need not load the surgery engine.
@@ -76,6 +77,10 @@ class TxdbGroup(click.Group):
         except OSError as e:
             raise click.ClickException(_os_error(e)) from None
         except KeyboardInterrupt:
+            # Ctrl-C: every transaction has rolled back by now. A second
+            # Ctrl-C while the process winds down must not turn a clean
+            # exit into a death by signal.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             raise click.exceptions.Exit(130) from None
 
 
@@ -167,21 +172,8 @@ def refresh(db_path, roots, prune, watch, as_json):
         txdb refresh --watch
     """
     root_paths = config.projects_roots(roots)
-    bar = None
-    progress = None
-    if sys.stderr.isatty() and not as_json:
-        bar = click.progressbar(length=1, label="Refreshing", file=sys.stderr, show_pos=False)
-        bar.__enter__()
-
-        def progress(done, total):
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
-
-    try:
+    with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -28,6 +29,21 @@ def terminal_safe(text: str) -> str:
 def echo(message="", err: bool = False, nl: bool = True) -> None:
     """click.echo of text made terminal-safe (JSON needs nothing: orjson escapes control characters)."""
     click.echo(terminal_safe(str(message)), err=err, nl=nl)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool, show_pos: bool = False):
+    """A ``progress(done, total)`` callback drawing a bar on stderr when
+    ``enabled`` and stderr is a terminal; else None (the library takes None)."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    with click.progressbar(length=1, label=label, file=sys.stderr, show_pos=show_pos) as bar:
+        def progress(done, total):
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        yield progress
 
 
 def to_json(value, indent: bool = True) -> str:

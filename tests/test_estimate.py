@@ -226,3 +226,14 @@ def test_turns_recorded_before_the_compaction_are_not_calibration_points():
     ]
     pairs = reference.transcript_pairs(chain)
     assert [r for _, r in pairs] == [12_000]
+
+
+def test_a_prediction_never_falls_below_the_lowest_factor_times_the_raw_size():
+    # Recorded usage far below the content (a synthetic session, or usage an
+    # older tool lowered): the anchor alone would predict 0 after a strip.
+    f = estimate.fit([(8_000, 150), (8_200, 130)])
+    assert estimate.predict(f, 1_000) == round(estimate.MIN_FACTOR * 1_000)
+    assert estimate.predict(f, 0) == 0
+    # An ordinary session is untouched by the floor.
+    g = estimate.fit([(10_000, 30_000), (20_000, 50_000)])
+    assert estimate.predict(g, 15_000) == 40_000

@@ -132,7 +132,10 @@ def predict(f: Fit, estimate: float) -> int:
         value = f.anchor_recorded + f.factor * (estimate - f.anchor_estimate)
     else:
         value = f.overhead + f.factor * estimate
-    return max(0, int(round(value)))
+    # A chain never costs less than the lowest factor the fit allows times its
+    # raw size: a session whose recorded usage is smaller than its content
+    # (an anchor far below chars/4) must not predict 0 after a strip.
+    return max(int(round(MIN_FACTOR * estimate)), int(round(value)))
 
 
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,

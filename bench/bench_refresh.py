@@ -65,19 +65,34 @@ from txdb.ingest import store  # noqa: E402
 LAST_CPU = [0.0]
 
 
+# A small process that starts the measured command and reports on it. The
+# peak RSS that wait4 reports for a child counts the pages of whoever
+# started it until it execs (fork and posix_spawn alike), so a bench
+# process grown by its in-process runs would inflate every later figure:
+# the command is started from this launcher instead, a fresh interpreter.
+_LAUNCHER = """
+import os, sys, time
+cwd, argv = sys.argv[1], sys.argv[2:]
+if cwd:
+    os.chdir(cwd)
+devnull = os.open(os.devnull, os.O_WRONLY)
+t0 = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1)])
+_, status, ru = os.wait4(pid, 0)
+dt = time.perf_counter() - t0
+print(dt, ru.ru_maxrss, os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime)
+"""
+
+
 def run_proc(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> tuple[float, int, int, str]:
     """(seconds, peak RSS in bytes of that process, return code, stderr tail)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
-    # Read stderr fully before wait4 (a full pipe would block the child).
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    dt = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    p.stderr.close()
-    rss = ru.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    LAST_CPU[0] = ru.ru_utime + ru.ru_stime
-    return dt, rss, p.returncode, err.decode("utf-8", "replace")[-600:]
+    p = subprocess.run([sys.executable, "-c", _LAUNCHER, cwd or "", *cmd], capture_output=True, env=env)
+    if p.returncode != 0 or not p.stdout.strip():
+        raise RuntimeError(f"could not run {cmd[0]}: {p.stderr.decode('utf-8', 'replace')[-300:]}")
+    dt, rss, rc, cpu = p.stdout.split()
+    LAST_CPU[0] = float(cpu)
+    rss = int(rss) * (1 if sys.platform == "darwin" else 1024)
+    return float(dt), rss, int(rc), p.stderr.decode("utf-8", "replace")[-600:]
 
 
 def median(xs):

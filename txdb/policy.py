@@ -28,6 +28,14 @@ KEEP_ALL = frozenset(
 # Records that build the system prompt; kept and not messages.
 SYSTEM_PROMPT = frozenset({"prompt_snapshot", "deferred_tools_record"})
 
+# What the CLI has announced to the model (tools, agents, MCP servers,
+# skills): it computes the next announcement from these, so they are state,
+# not conversation. compact-range leaves them, and SYSTEM_PROMPT records,
+# in place.
+ANNOUNCEMENTS = frozenset(
+    {"deferred_tools_delta", "agent_listing_delta", "mcp_instructions_delta", "skill_listing"}
+)
+
 # Known reminders that each newer copy supersedes: keep the newest.
 SUPERSEDED = frozenset(
     {

@@ -34,7 +34,7 @@ LAZY_COMMANDS = {
     ),
     **dict.fromkeys(
         ("persist-tool", "persist-tools", "persist-thinking", "persist-thinkings", "persist-text",
-         "persist-texts", "persist-message", "persist-range", "migrate-persisted"),
+         "persist-texts", "persist-message", "persist-range", "compact-range", "migrate-persisted"),
         "txdb.cli.persist",
     ),
     **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),

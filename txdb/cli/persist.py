@@ -1,5 +1,5 @@
 """The persist commands: persist-tool(s), persist-thinking(s), persist-text(s),
-persist-message, persist-range, migrate-persisted.
+persist-message, persist-range, compact-range, migrate-persisted.
 
 Each builds one ``persist.PersistOp`` (what to move, summaries) and runs it
 through the same path as the strips (``surgery._run``: SESSION or --where,
@@ -180,6 +180,38 @@ def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summarie
         raise click.UsageError(f"--kinds takes tool, thinking, text (got {kinds!r})")
     _persist(o, "persist-range", per.Selection(kinds=tuple(kind_list), positions=o.positions, min_chars=min_chars,
                                                keep_recent=keep_recent), _summaries(None, summaries_file))
+
+
+@cli.command("compact-range")
+@surgery_options()
+@click.option("--summary", default=None, help="What the range was about (default: a placeholder).")
+def compact_range_cmd(o: SurgeryOptions, summary):
+    """Collapse chain positions --from..--to into one user message carrying a
+    <persisted-range> marker (summary, preview of the first messages); each
+    record of the range is saved whole to <session>/persisted/message/<uuid>.json.
+
+    Refuses a range that holds the leaf or cuts a tool call from its result.
+    Running it again on the survivor changes nothing; --pos N on one survivor
+    an older tool left in a system or attachment record makes it a plain
+    user message. With --where, each run of consecutive chain_targets rows
+    it selects in a session is one range. Positions are the pending copy's
+    when there is one: compact several ranges from the last one back.
+
+    Example:
+
+    \b
+        txdb compact-range SESSION --from 46 --to 77 --summary "Audit done: 21 issues filed"
+        txdb compact-range SESSION --from 10 --to 30 --fork --fork-title "scope-X"
+        txdb compact-range --where "session_id = 'abc...' and pos between 10 and 30"
+    """
+    from ..surgery.compact_range import CompactRangeOp
+
+    if o.where:
+        _run(o, "compact-range", None, dict(summary=summary))
+        return
+    if o.frm is None or o.to is None:
+        raise click.UsageError("compact-range needs --from and --to (or --pos N)")
+    _run(o, "compact-range", CompactRangeOp(o.frm, o.to, summary))
 
 
 @cli.command("migrate-persisted")

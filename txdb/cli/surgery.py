@@ -315,11 +315,23 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
         parts.append(f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
                      + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
                      + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else ""))
+    for rg in res.get("ranges", []):
+        if rg["status"] == "already":
+            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message carrying its "
+                         f"<persisted-range> marker; nothing to change")
+        elif rg["status"] == "converted":
+            parts.append(f"position {rg['from']}: the {rg['was']} record carrying a <persisted-range> marker "
+                         f"is now a plain user message (marker kept)")
+        else:
+            saved = len(rg["files"])
+            parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one user "
+                         f"message at position {rg['from']}; originals saved to {rg['folder']} ({saved} "
+                         f"{'file' if saved == 1 else 'files'})")
     if "markers_repointed" in res:
         parts.append(f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
                      f"files moved, {res['markers_repointed']} markers re-pointed")
     echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
-    if r.base != "original" and ("persisted" in res or "markers_repointed" in res):
+    if r.base != "original" and ("persisted" in res or "markers_repointed" in res or "ranges" in res):
         echo(f"Positions are those of the {r.base}'s active chain.")
     for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:
         if isinstance(f, dict):
@@ -350,6 +362,8 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                    f"txdb apply {r.original}")
     elif r.written:
         pass
+    elif r.base == "pending copy":
+        echo("Nothing new to change: the pending copy stays as earlier passes left it.")
     else:
         echo("Nothing to change: no pending copy written.")
 

@@ -308,7 +308,7 @@ def _check_sidecars(orig: Path, original: bytes, new: bytes) -> None:
         first = sorted(missing)[0]
         raise SurgeryError(f"the pending copy refers to a sidecar that is not on disk: {first}"
                            + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
-                           + "; redo the persist command")
+                           + "; run the pass that wrote it again (txdb snapshot --refresh first)")
 
 
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,

@@ -140,28 +140,16 @@ class _Target:
     block: dict | None = None
 
 
-class PersistOp:
+class PersistOp(sc.Writes):
     """``op(t, original)`` for ``run_surgery``; ``write_files`` writes the planned sidecars."""
 
     def __init__(self, selection: Selection, summaries: Summaries | None = None):
+        super().__init__()
         self.sel = selection
         self.summaries = summaries or Summaries()
-        self.sidecars: list[sc.Sidecar] = []
-        self.created: list[Path] = []
-        self.sdir: Path | None = None
-
-    # The engine calls this after the gate and before writing the pending copy.
-    def write_files(self, owner: tuple[int, int] | None = None) -> int:
-        self.created = sc.write(self.sdir, self.sidecars, owner) if self.sidecars else []
-        return len(self.created)
-
-    # ... and this when writing the pending copy failed after them.
-    def remove_files(self) -> None:
-        sc.remove(self.created)
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.sidecars = []
-        self.sdir = sc.session_dir(t.path, t.session_id)
+        self.plan_files(sc.session_dir(t.path, t.session_id))
         base = getattr(t, "base", "original")
         s = self.sel
         for p in (s.pos, s.message_pos):
@@ -206,11 +194,7 @@ class PersistOp:
                                  "path": str(side.path), "chars": len(tg.text), "summary": summary})
         for rec, obj in touched.values():
             t.touch(rec, obj)
-        # one file per path (a reused name may be planned twice)
-        uniq: dict[Path, sc.Sidecar] = {}
-        for side in self.sidecars:
-            uniq.setdefault(side.path, side)
-        self.sidecars = list(uniq.values())
+        self.unique()
         out["summaries_unused"] = self.summaries.unused(t)
         out["blocks"] = sum(out["persisted"].values())
         return out
@@ -394,6 +378,12 @@ def _replace(obj: dict, tg: _Target, side: sc.Sidecar, summary: str | None) -> N
 
 
 def _message_preview(role, content) -> str:
+    return f"[{role}] " + sc.preview(outline(content))
+
+
+def outline(content) -> str:
+    """A message's content as text for a preview: its text, tool calls and
+    results as ``[tool_use NAME ID]`` / ``[tool_result ID] text``, other blocks as ``[type]``."""
     parts = []
     if isinstance(content, str):
         parts.append(content)
@@ -412,7 +402,7 @@ def _message_preview(role, content) -> str:
                 parts.append("[thinking]")
             elif bt:
                 parts.append(f"[{bt}]")
-    return f"[{role}] " + sc.preview("\n".join(parts))
+    return "\n".join(parts)
 
 
 def _part(obj: dict, tg: _Target):
@@ -451,8 +441,7 @@ class MigrateOp(PersistOp):
         self.moves: list[tuple[Path, sc.Sidecar]] = []
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.sidecars = []
-        self.sdir = sc.session_dir(t.path, t.session_id)
+        self.plan_files(sc.session_dir(t.path, t.session_id))
         out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
                "markers_repointed": 0, "files": []}
         old_dir = self.sdir / ".tool-results"
@@ -503,10 +492,7 @@ class MigrateOp(PersistOp):
                                     changed = True
             if changed:
                 t.touch(rec, obj)
-        uniq: dict[Path, sc.Sidecar] = {}
-        for side in self.sidecars:
-            uniq.setdefault(side.path, side)
-        self.sidecars = list(uniq.values())
+        self.unique()
         out["files"] = [str(s.path) for s in self.sidecars]
         return out
 

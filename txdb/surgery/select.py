@@ -7,7 +7,10 @@
 - ``attachment_targets`` (one row per attachment line) for
   ``strip-attachments``;
 - ``image_targets`` (one row per image, or per tool_result holding images)
-  for ``replace-images``: a row selects its record's images.
+  for ``replace-images``: a row selects its record's images;
+- ``chain_targets`` (one row per record of an active chain) for
+  ``compact-range``: each run of consecutive positions selected in a
+  session is one range (the leaf and tool-call rules refuse that session).
 
 It spans every session of the catalog. The flow (no click here; the CLI is
 ``txdb/cli/surgery.py``):
@@ -74,6 +77,7 @@ VIEWS = {
     "strip-attachments": "attachment_targets",
     "persist-tools": "block_targets",
     "replace-images": "image_targets",
+    "compact-range": "chain_targets",
 }
 
 _COLUMNS = {
@@ -81,6 +85,8 @@ _COLUMNS = {
     "attachment_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'attachment' AS kind, "
                           "type, NULL AS tool_use_id, tokens",
     "image_targets": "file_id, path, session_id, title, offset, idx, kind, 'image' AS type, tool_use_id, tokens",
+    "chain_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'record' AS kind, type, "
+                     "NULL AS tool_use_id, tokens",
 }
 
 TOOL_KINDS = ("tool_use", "tool_result")
@@ -254,6 +260,8 @@ def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -
     stats.update({"rows": len(rows), "targets": 0, "not_strippable": 0, "after_snapshot": 0})
     if command == "persist-tools":
         return _persist_op(rows, options, stats)
+    if command == "compact-range":
+        return _compact_range_op(rows, options, stats)
 
     def op(t, original):
         resolved = _resolve(original, rows, stats)
@@ -322,6 +330,20 @@ def _persist_op(rows: list[dict], options: dict, stats: dict):
     return persist.PersistOp(sel, persist.Summaries(options.get("summaries")))
 
 
+def _compact_range_op(rows: list[dict], options: dict, stats: dict):
+    """compact-range over the selected chain rows: each run of consecutive
+    positions (in the copy being edited) is one range."""
+    from .compact_range import CompactRangeOp, contiguous
+
+    def ranges_of(t, original):
+        uuids = {rec.uuid for _r, rec in _resolve(original, rows, stats) if rec.uuid}
+        positions = [t.by_uuid[u].pos for u in uuids if u in t.by_uuid and t.by_uuid[u].pos is not None]
+        stats["targets"] = len(positions)
+        return contiguous(positions)
+
+    return CompactRangeOp(summary=options.get("summary"), ranges_of=ranges_of)
+
+
 # -- plan and apply ----------------------------------------------------------
 
 @dataclass
@@ -357,6 +379,8 @@ def _changed(command: str, res: dict) -> int:
         return res.get("removed", 0)
     if "persisted" in res:
         return res.get("blocks", 0)
+    if "ranges" in res:
+        return res.get("records", 0) + res.get("converted", 0)
     n = 0
     if "tools" in res:
         n += res["tools"].get("inputs", 0) + res["tools"].get("results", 0)

@@ -9,7 +9,8 @@ subagent transcript ``<sessionId>/subagents/agent-X.jsonl``, the same
     persisted/thinking/<msg_uuid>.txt
     persisted/text/<msg_uuid>_<idx>.txt
     persisted/image/<sha256>.txt             image transcripts (migrate-persisted)
-    persisted/message/<msg_uuid>.json
+    persisted/message/<msg_uuid>.json       persist-message: the message's content;
+                                             compact-range: each whole record
 
 Rules (each one here, nowhere else):
 
@@ -28,7 +29,8 @@ Rules (each one here, nowhere else):
   ``write_files``), so a pending copy never points at a file not on disk;
   an abandoned pending copy leaves only files nothing live refers to.
 - Markers: ``<persisted-{kind}>`` with ``Saved to: PATH (N chars)``,
-  ``Summary:``, ``Preview:``; tool results use Claude Code's native
+  ``Summary:``, ``Preview:``; a compacted range's ``<persisted-range from=
+  to= count=>`` names its folder, ``Saved to: FOLDER (N files)``; tool results use Claude Code's native
   ``<persisted-output>`` shape (``Output too large (N). Full output saved
   to: PATH``). PATH is absolute, as Claude Code writes its own: the model's
   Read resolves a relative path against the CLI's working directory, not the
@@ -61,7 +63,9 @@ FILE_MODE = 0o600
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SAVED = re.compile(r"(?:^|\n)(?:Saved to|Output too large \([^)\n]*\)\. Full output saved to): (.+?)"
-                    r"(?: \(\d[\d,]* chars\))?(?:\n|$)")
+                    r"(?: \(\d[\d,]* (?:chars|files?)\))?(?:\n|$)")
+RANGE_TAG = "persisted-range"
+_RANGE_HEAD = re.compile(r'<persisted-range from="(\d+)" to="(\d+)" count="(\d+)">')
 
 
 def safe_name(value: str) -> str:
@@ -215,6 +219,38 @@ def remove(paths: list[Path]) -> None:
             pass
 
 
+class Writes:
+    """What an operation that moves content to sidecars keeps between planning
+    and writing: ``engine.run_surgery`` calls ``write_files`` after the gate
+    and before the pending copy that names them, and ``remove_files`` when
+    writing that copy failed."""
+
+    sdir: Path | None = None
+
+    def __init__(self):
+        self.sidecars: list[Sidecar] = []
+        self.created: list[Path] = []
+
+    def plan_files(self, sdir: Path) -> None:
+        """Start a pass: nothing planned yet, files go under ``sdir``."""
+        self.sdir = sdir
+        self.sidecars = []
+
+    def unique(self) -> None:
+        """One file per path (a reused name may be planned twice)."""
+        uniq: dict[Path, Sidecar] = {}
+        for side in self.sidecars:
+            uniq.setdefault(side.path, side)
+        self.sidecars = list(uniq.values())
+
+    def write_files(self, owner: tuple[int, int] | None = None) -> int:
+        self.created = write(self.sdir, self.sidecars, owner) if self.sidecars else []
+        return len(self.created)
+
+    def remove_files(self) -> None:
+        remove(self.created)
+
+
 # -- markers -------------------------------------------------------------------
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -243,6 +279,26 @@ def marker(kind: str, path: Path, chars: int, summary: str | None, body_preview:
             f"Preview:\n{body_preview}\n</persisted-{kind}>")
 
 
+def range_marker(frm: int, to: int, folder: Path, summary: str | None, preview_lines: list[str],
+                 count: int) -> str:
+    """The ``<persisted-range>`` marker of positions ``frm``..``to`` (``count``
+    records, one file each in ``folder``); ``preview_lines``: the first
+    messages, one line each."""
+    more = count - len(preview_lines)
+    lines = preview_lines + ([f"[... {more} more]"] if more > 0 else [])
+    return (f'<{RANGE_TAG} from="{frm}" to="{to}" count="{count}">\nSaved to: {folder} ({count} '
+            f'{"file" if count == 1 else "files"})\nSummary: {summary or NO_SUMMARY}\n\nPreview:\n'
+            + "\n".join(lines) + f"\n</{RANGE_TAG}>")
+
+
+def range_head(text) -> tuple[int, int, int] | None:
+    """(from, to, count) of a ``<persisted-range>`` marker text, else None."""
+    if not isinstance(text, str):
+        return None
+    m = _RANGE_HEAD.match(text.lstrip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
 def tool_marker(path: Path, size: int, text: str, summary: str | None) -> str:
     """Claude Code's own persisted tool-result shape (plus a Summary line when one is given)."""
     head = f"<{NATIVE_TOOL_TAG}>\nOutput too large ({human_size(size)}). Full output saved to: {path}\n"
@@ -264,24 +320,29 @@ def marker_paths(text: str) -> list[str]:
 
 
 def resolve(path_text: str, session_file: str | Path, session_id: str | None) -> Path | None:
-    """Where the sidecar a marker names is now: its path, or (a moved projects
+    """Where the sidecar a marker names is now (a range marker's folder too): its path, or (a moved projects
     tree) the part from the session folder's name on, under the session's
     current folder. None when neither exists."""
     p = Path(path_text).expanduser()
-    if p.is_absolute() and p.is_file():
+    if p.is_absolute() and _present(p):
         return p
     sdir = session_dir(session_file, session_id)
     parts = p.parts
     if sdir.name in parts:
         tail = parts[len(parts) - 1 - parts[::-1].index(sdir.name) + 1:]
         cand = sdir.joinpath(*tail) if tail else None
-        if cand is not None and cand.is_file() and _inside(cand, sdir):
+        if cand is not None and _present(cand) and _inside(cand, sdir):
             return cand
     if not p.is_absolute():
         cand = Path(session_file).parent / p
-        if cand.is_file():
+        if _present(cand):
             return cand
     return None
+
+
+def _present(p: Path) -> bool:
+    """A sidecar file, or the folder a range marker names."""
+    return p.is_file() or (p.name == "message" and p.is_dir())
 
 
 def _strings(value):
@@ -296,8 +357,9 @@ def _strings(value):
 
 
 def referenced(data: bytes) -> set[str]:
-    """Every sidecar path named by a marker in the message content of ``data``
-    (a session file's bytes). Only lines holding a marker are parsed."""
+    """Every sidecar path named by a marker in ``data`` (a session file's bytes):
+    in message content, or anywhere else in a record (an older survivor kept
+    its marker as a system record's content). Only lines holding a marker are parsed."""
     from ..ingest.lines import parse_line
     out: set[str] = set()
     needle = MARKER_PREFIX.encode()
@@ -310,10 +372,8 @@ def referenced(data: bytes) -> set[str]:
         le = data.find(b"\n", at)
         le = len(data) if le < 0 else le
         for _s, _l, obj in parse_line(data[ls:le]).objects:
-            msg = obj.get("message") if isinstance(obj, dict) else None
-            if isinstance(msg, dict):
-                for s in _strings(msg.get("content")):
-                    out.update(marker_paths(s))
+            for s in _strings(obj):
+                out.update(marker_paths(s))
         start = le + 1
 
 

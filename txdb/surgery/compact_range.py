@@ -1,0 +1,295 @@
+"""compact-range A..B: a closed stretch of the conversation becomes one user
+message that says where it went.
+
+Positions A..B of the active chain (of the copy the pass runs on, as for
+every command) collapse into one survivor carrying a ``<persisted-range>``
+marker (``sidecar.range_marker``: from, to, count, the folder, the summary,
+a preview of the first messages). Each record of the range is saved whole,
+its bytes exactly as they were, to ``<sessionId>/persisted/message/<uuid>.json``
+(``sidecar.plan``: an existing file with other bytes is never touched); the
+engine writes those files after the gate and before the pending copy that
+names them (``sidecar.Writes``).
+
+Rules, each one here:
+
+- Refused when the range holds the leaf: resuming walks back from it.
+- Refused when the range cuts a tool call: a tool_use and its tool_result
+  (the first result of that id after it on the chain) are both inside the
+  range or both outside, and the range may not sit between them either (the
+  survivor would land between a call and its result). The refusal names
+  both positions.
+- The survivor is always a plain user message (``type`` user, ``message``
+  ``{role: user, content: <marker>}``), whatever the range's first record
+  was: a system or attachment record keeps neither its envelope nor its
+  type, since Claude Code sends neither to the model. It keeps that
+  record's uuid, parent and timestamp, and the session envelope (cwd,
+  sessionId, version, gitBranch, slug, ...) of the first record that has it.
+- Records that are state rather than conversation stay where they are,
+  uncounted: what the CLI announced to the model (``*_delta``,
+  ``skill_listing``: it computes the next announcement from them, and
+  re-announces everything when they go) and the system prompt
+  (``prompt_snapshot``, ``deferred_tools_record``). The survivor is the
+  first record of the range that is not one of them.
+- The other records of the range are removed with ``Transcript.remove``
+  (records hanging off them, off the chain, and ``last-prompt`` pointers
+  follow to the survivor); the record after the range becomes the child of
+  the last record left of it (also when it was joined to the range only by
+  Claude Code's bridge over a missing parent).
+- Idempotent: a range of one record that already is a plain-user survivor,
+  or exactly the range its survivor says it compacted (the same command
+  run again on the pending copy), changes nothing. One record carrying a
+  marker in another envelope (a survivor written by an older tool) is
+  converted to a plain user message, its marker kept as it is.
+- A range starting at a survivor and reaching further compacts again: the
+  old survivor is saved like any record, so its own marker stays readable.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import SurgeryError
+from ..policy import ANNOUNCEMENTS, SYSTEM_PROMPT
+from . import sidecar as sc
+from .ops import _content_list
+from .persist import _one_line, outline
+from .transcript import Record, Transcript
+
+STAYS = ANNOUNCEMENTS | SYSTEM_PROMPT
+PREVIEW_MESSAGES = 3
+PREVIEW_LINE_CHARS = 200
+# The session envelope a survivor carries (Claude Code's user-record keys).
+ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug")
+# Keys that make a user record something other than a plain prompt.
+ENVELOPE_RECORDS = 8  # the envelope is looked for in the range's first records
+NOT_PLAIN = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "toolUseResult", "sourceToolAssistantUUID")
+
+Ranges = Callable[[Transcript, Transcript], list[tuple[int, int]]]
+
+
+class CompactRangeOp(sc.Writes):
+    """``op(t, original)`` for ``run_surgery``: one range (``frm``..``to``), or the
+    ranges ``ranges_of`` picks per session (``--where``); one ``summary`` for each."""
+
+    def __init__(self, frm: int | None = None, to: int | None = None, summary: str | None = None,
+                 ranges_of: Ranges | None = None):
+        super().__init__()
+        self.frm, self.to = frm, to
+        self.summary = _one_line(summary) if summary else None
+        self.ranges_of = ranges_of
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict:
+        self.plan_files(sc.session_dir(t.path, t.session_id))
+        if self.ranges_of is not None:
+            ranges = self.ranges_of(t, original)
+        else:
+            if self.frm is None or self.to is None:
+                raise SurgeryError("compact-range needs a range: --from A --to B (or --pos N)")
+            ranges = [(self.frm, self.to)]
+        out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
+               "converted": 0, "already": 0, "sidecars_new": 0, "sidecars_reused": 0}
+        for a, b in ranges:  # every range is checked before any is changed
+            if _again(t, a, b) is None:
+                _check(t, a, b)
+        # From the last range back, so the positions of the earlier ones stay put.
+        for a, b in sorted(ranges, reverse=True):
+            out["ranges"].append(self._compact(t, a, b, out))
+            t.refresh()
+        out["ranges"].reverse()
+        self.unique()
+        return out
+
+    def _compact(self, t: Transcript, a: int, b: int, out: dict) -> dict:
+        chain = t.chain
+        span = chain[a:b + 1]
+        recs = [r for r in span if not _stays(r)]
+        kept = len(span) - len(recs)
+        first = recs[0]
+        fobj = first.parse()
+        base = {"from": a, "to": b, "uuid": first.uuid, "kept_in_place": kept}
+        marker = _again(t, a, b)
+        if marker is not None:
+            # The same range again, or one survivor alone: at most its envelope changes.
+            head = sc.range_head(marker)
+            count = head[2] if head else 1
+            if _plain_user(fobj, marker):
+                out["already"] += 1
+                return dict(base, status="already", count=count, files=[])
+            t.touch(first, _survivor([fobj], marker))
+            out["converted"] += 1
+            return dict(base, status="converted", count=count, was=_kind(fobj), files=[])
+        nxt = chain[b + 1]  # _check: the leaf is never in the range
+        folder = self.sdir / "persisted" / "message"
+        files, objs, preview = [], [], []
+        for r in recs:
+            side = sc.plan(self.sdir, sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.raw))
+            self.sidecars.append(side)
+            out["sidecars_reused" if side.reused else "sidecars_new"] += 1
+            files.append(str(side.path))
+            if len(objs) < ENVELOPE_RECORDS or len(preview) < PREVIEW_MESSAGES:
+                o = r.parse()
+                if len(objs) < ENVELOPE_RECORDS:
+                    objs.append(o)  # where the survivor's envelope comes from
+                line = _preview_line(r, o)
+                if line and len(preview) < PREVIEW_MESSAGES:
+                    preview.append(line)
+        text = sc.range_marker(a, b, folder, self.summary, preview, len(recs))
+        t.touch(first, _survivor(objs, text))
+        try:
+            t.remove(recs[1:])
+        except SurgeryError as e:
+            raise SurgeryError(f"compact-range {a}..{b}: {e}") from None
+        # The record after the range hangs off the last one left of it (also
+        # when only Claude Code's bridge over a missing parent joined them).
+        tail = next(r for r in reversed(span) if not r.removed)
+        if nxt.parent_uuid != tail.uuid:
+            o = nxt.parse()
+            o["parentUuid"] = tail.uuid
+            t.touch(nxt, o)
+        out["records"] += len(recs)
+        out["compacted"] += 1
+        out["kept_in_place"] = out.get("kept_in_place", 0) + kept
+        return dict(base, status="compacted", count=len(recs), was=_kind(fobj), folder=str(folder),
+                    summary=self.summary, files=files)
+
+
+def _again(t: Transcript, a: int, b: int) -> str | None:
+    """The marker of the range's survivor when running a..b again changes at most
+    that record's envelope: the range's only record to compact carries a marker,
+    or its first one carries the marker of exactly this range. Else None."""
+    recs = [r for r in t.chain[a:b + 1] if not _stays(r)]
+    if not recs:
+        return None
+    marker = _marker_in(recs[0].parse())
+    if marker is None:
+        return None
+    head = sc.range_head(marker)
+    return marker if len(recs) == 1 or (head is not None and head[:2] == (a, b)) else None
+
+
+def _stays(r: Record) -> bool:
+    """Records a range leaves in place: what the CLI announced, the system prompt
+    (``policy.ANNOUNCEMENTS``, ``policy.SYSTEM_PROMPT``)."""
+    return r.type == "attachment" and r.attachment_type in STAYS
+
+
+def _check(t: Transcript, a: int, b: int) -> None:
+    """The range's refusals (see module doc), naming positions."""
+    last = len(t.chain) - 1
+    if a > b:
+        raise SurgeryError(f"--from {a} is after --to {b}: give the range lowest position first")
+    if b > last:
+        raise SurgeryError(f"the range {a}..{b} is past the end of the active chain (positions 0..{last})")
+    if b == last:
+        raise SurgeryError(f"the range {a}..{b} holds the leaf message of the active chain (position {last}): "
+                           f"resuming starts from it; end the range before it")
+    if all(_stays(r) for r in t.chain[a:b + 1]):
+        raise SurgeryError(f"the range {a}..{b} holds only records compact-range leaves in place (tool, agent "
+                           f"and skill announcements, the system prompt): nothing to compact")
+    for use, result, tid in tool_spans(t):
+        if (a <= use and result <= b) or result < a or use > b:
+            continue  # both inside, or both outside
+        if a <= use <= b:
+            why = f"the tool_use at position {use} is inside it and its tool_result at position {result} is not"
+        elif a <= result <= b:
+            why = f"the tool_result at position {result} is inside it and its tool_use at position {use} is not"
+        else:
+            why = f"it sits between the tool_use at position {use} and its tool_result at position {result}"
+        raise SurgeryError(f"the range {a}..{b} splits tool call {tid}: {why}; a tool call and its "
+                           f"result must both be inside the range or both outside")
+    for r in [r for r in t.chain[a:b + 1] if not _stays(r)][1:]:
+        if r.uuid in t.repeated:
+            raise SurgeryError(f"position {r.pos}: its uuid {r.uuid} is on more than one line of the file, "
+                               f"so removing it would re-point the other copy's children")
+
+
+def tool_spans(t: Transcript) -> list[tuple[int, int, str]]:
+    """(tool_use position, tool_result position, id) of every tool call on the
+    active chain; a result pairs with the latest call of its id before it."""
+    open_uses: dict[str, int] = {}
+    spans = []
+    for r in t.chain:
+        if r.type not in ("user", "assistant"):
+            continue
+        for blk in _content_list(r.parse()) or ():
+            if not isinstance(blk, dict):
+                continue
+            if blk.get("type") in ("tool_use", "server_tool_use") and isinstance(blk.get("id"), str):
+                open_uses[blk["id"]] = r.pos
+            elif blk.get("type") == "tool_result" and isinstance(blk.get("tool_use_id"), str):
+                use = open_uses.pop(blk["tool_use_id"], None)
+                if use is not None:
+                    spans.append((use, r.pos, blk["tool_use_id"]))
+    return spans
+
+
+def _marker_in(obj: dict) -> str | None:
+    """The ``<persisted-range>`` marker a record carries, in any field (an older
+    survivor may hold it as a system record's content or an assistant's text)."""
+    for s in sc._strings({k: v for k, v in obj.items() if k not in ("uuid", "parentUuid")}):
+        if sc.range_head(s) is not None:
+            return s.lstrip()
+    return None
+
+
+def _plain_user(obj: dict, marker: str) -> bool:
+    msg = obj.get("message")
+    if obj.get("type") != "user" or not isinstance(msg, dict) or msg.get("role") != "user":
+        return False
+    if any(obj.get(k) for k in NOT_PLAIN):
+        return False
+    content = msg.get("content")
+    return content == marker or (isinstance(content, list) and len(content) == 1
+                                 and isinstance(content[0], dict) and content[0].get("text") == marker)
+
+
+def _kind(obj: dict) -> str:
+    """What a record was: ``user``, ``system/informational``, ``attachment/skill_listing``."""
+    sub = obj.get("subtype")
+    att = obj.get("attachment")
+    if isinstance(att, dict):
+        sub = att.get("type")
+    return f"{obj.get('type')}/{sub}" if isinstance(sub, str) and sub else str(obj.get("type"))
+
+
+def _survivor(objs: list[dict], marker: str) -> dict:
+    """The plain user record that stands for the range (module doc)."""
+    first = objs[0]
+    out = {"parentUuid": first.get("parentUuid"), "isSidechain": bool(first.get("isSidechain", False)),
+           "type": "user", "message": {"role": "user", "content": marker}, "uuid": first.get("uuid"),
+           "timestamp": first.get("timestamp")}
+    for key in ENVELOPE:
+        value = next((o[key] for o in objs if isinstance(o.get(key), str) and o[key]), None)
+        if value is not None:
+            out[key] = value
+    if out["timestamp"] is None:
+        out["timestamp"] = next((o["timestamp"] for o in objs if isinstance(o.get("timestamp"), str)), None)
+        if out["timestamp"] is None:
+            del out["timestamp"]
+    return out
+
+
+def _preview_line(r: Record, obj: dict) -> str | None:
+    """``[role] excerpt`` of a message, on one line; None for what has no text to show."""
+    if r.type not in ("user", "assistant") or obj.get("isMeta"):
+        return None
+    msg = obj.get("message")
+    if not isinstance(msg, dict):
+        return None
+    text = " ".join(outline(msg.get("content")).split())
+    if not text:
+        return None
+    if len(text) > PREVIEW_LINE_CHARS:
+        text = text[:PREVIEW_LINE_CHARS].rstrip() + " ..."
+    return f"[{msg.get('role') or r.type}] {text}"
+
+
+def contiguous(positions: list[int]) -> list[tuple[int, int]]:
+    """Sorted positions as runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    runs: list[tuple[int, int]] = []
+    for p in sorted(set(positions)):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], p)
+        else:
+            runs.append((p, p))
+    return runs

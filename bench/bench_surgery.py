@@ -26,9 +26,12 @@
      re-serialises every line pays; txdb re-serialises only changed lines but
      also builds the chain, checks pairs and estimates tokens.
    - ``replace-images`` (a transcript for every distinct image, in-process
-     and as a whole process) and ``compact --before`` (at the first user
+     and as a whole process), ``compact --before`` (at the first user
      prompt past the middle of the chain; the new session file is deleted
-     after each run);
+     after each run) and ``compact-range`` (from the first user prompt past
+     a quarter of the chain to the last position before that cut that
+     splits no tool call; in-process and as a whole process, its saved
+     records removed after each run);
 2. The benchmark corpus (../shared/corpus real + generated) copied to a
    scratch folder in Claude Code's layout, indexed, then for each bulk
    command: the plan (``txdb <cmd> --where ...`` as a whole process: query,
@@ -63,6 +66,8 @@ from bench_refresh import (  # noqa: E402
 
 from txdb.surgery import images, ops  # noqa: E402
 from txdb.surgery.compact import compact_before  # noqa: E402
+from txdb.surgery.compact_range import CompactRangeOp, tool_spans  # noqa: E402
+from txdb.surgery import sidecar as sc  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402
 from txdb.surgery.engine import run_surgery  # noqa: E402
@@ -224,7 +229,7 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
 def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dict) -> None:
     """replace-images (a transcript for every distinct image) and compact --before
     (cut at the first user prompt past the middle of the chain) on the big session."""
-    say("  -- replace-images and compact --before on the same session --")
+    say("  -- replace-images, compact --before and compact-range on the same session --")
 
     def clean():
         for p in (pend.pending_path(big), pend.meta_path(big)):
@@ -278,6 +283,40 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
     say(f"    run_surgery compact --before {cut:,} (in-process, writes the new session): {median(t_cmp):.2f}s; "
         f"{c.result['summarized']:,} records summarised, {c.result['kept']:,} kept; new file "
         f"{mb(c.bytes_after):.1f} MB; est. tokens {c.tokens_before:,} -> {c.tokens_after:,}")
+
+    # compact-range: from the first user prompt past a quarter of the chain to
+    # the last position before the cut above that splits no tool call.
+    t = Transcript.load(big)
+    a = next(r.pos for r in t.chain[len(t.chain) // 4:] if r.type == "user" and
+             isinstance((r.parse().get("message") or {}).get("content"), str))
+    spans = tool_spans(t)
+    b = max(x for x in range(a + 1, cut) if all((a <= u and r <= x) or r < a or u > x for u, r, _ in spans))
+    folder = sc.session_dir(big, t.session_id) / "persisted" / "message"
+    del t
+
+    def compact_range():
+        clean()
+        shutil.rmtree(folder, ignore_errors=True)
+        last["range"] = run_surgery(big, "compact-range", CompactRangeOp(a, b, "bench"))
+    t_rng = timed(compact_range, reps)
+    g = last["range"]
+    out["compact_range"] = {"from": a, "to": b, "seconds": median(t_rng), "records": g.result["records"],
+                            "bytes_before": g.bytes_before, "bytes_after": g.bytes_after,
+                            "tokens_before": g.tokens_before, "tokens_after": g.tokens_after}
+    say(f"    run_surgery compact-range --from {a:,} --to {b:,} (in-process, writes the pending copy and "
+        f"{g.result['records']:,} files): {median(t_rng):.2f}s; {mb(g.bytes_before):.1f} -> "
+        f"{mb(g.bytes_after):.1f} MB; est. tokens {g.tokens_before:,} -> {g.tokens_after:,}")
+    clean()
+    shutil.rmtree(folder, ignore_errors=True)
+    dt, rss, rc, err = run_proc([TXDB, "compact-range", str(big), "--from", str(a), "--to", str(b),
+                                 "--db", str(db)])
+    if rc:
+        raise SystemExit(f"compact-range failed: {err}")
+    clean()
+    shutil.rmtree(folder, ignore_errors=True)
+    out.update({"cli_compact_range_seconds": dt, "cli_compact_range_peak_rss": rss})
+    say(f"    txdb compact-range PATH --from {a:,} --to {b:,} (whole process): {dt:.2f}s, "
+        f"peak RSS {mb(rss):.0f} MB ({rss / g.bytes_before:.2f}x the file)")
 
 
 def bench_bulk(corpora: list[Path], scratch: Path, results: dict) -> None:

@@ -276,3 +276,20 @@ def test_where_compacts_each_run_of_selected_positions(env):
 def test_contiguous():
     assert contiguous([9, 3, 4, 5, 11, 10]) == [(3, 5), (9, 11)]
     assert contiguous([]) == []
+
+
+def test_a_tool_id_repeated_by_a_resume_is_not_a_partner(tmp_path, monkeypatch):
+    """Sessions glued by resume repeat tool ids: a call and its result inside the
+    range are a pair even when the same id is used again after it."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = conversation(3, session=SID)
+    again = conversation(2, session=SID)                       # toolu_0000 and toolu_0001 again
+    again[0]["parentUuid"] = objs[-1]["uuid"]
+    f = write(tmp_path / "p" / f"{SID}.jsonl", objs + again)
+    r = run("compact-range", f, "--from", 0, "--to", 7)
+    assert r.exit_code == 0, r.output
+    chain = Transcript.load(_pending(f)).chain
+    assert len(chain) == 20 - 7 and chain[1].uuid == objs[8]["uuid"]
+    r = run("compact-range", f, "--from", 5, "--to", 6)        # the second toolu_0000: call in, result out
+    assert r.exit_code == 1 and ("splits tool call toolu_0000: the tool_use at position 6 is inside it and its "
+                                 "tool_result at position 7 is not") in r.output

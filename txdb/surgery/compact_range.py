@@ -135,10 +135,7 @@ class CompactRangeOp(sc.Writes):
                     preview.append(line)
         text = sc.range_marker(a, b, folder, self.summary, preview, len(recs))
         t.touch(first, _survivor(objs, text))
-        try:
-            t.remove(recs[1:])
-        except SurgeryError as e:
-            raise SurgeryError(f"compact-range {a}..{b}: {e}") from None
+        t.remove(recs[1:], pairs_checked=True)  # _check: no tool call of the chain is cut
         # The record after the range hangs off the last one left of it (also
         # when only Claude Code's bridge over a missing parent joined them).
         tail = next(r for r in reversed(span) if not r.removed)

@@ -200,7 +200,10 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
                     os.unlink(tmp)
                 except OSError:
                     pass
-            fsync_dir(sc.path.parent)
+        # Each folder once, after every link in it: the names are durable
+        # before the pending copy that refers to them is written.
+        for folder in sorted({p.parent for p in created}):
+            fsync_dir(folder)
     except OSError as e:
         remove(created)
         raise SurgeryError(f"cannot write a sidecar in {sdir}: {e.strerror or e}; nothing was changed") from None

@@ -349,15 +349,19 @@ class Transcript:
             return False
         return True
 
-    def remove(self, recs) -> int:
+    def remove(self, recs, *, pairs_checked: bool = False) -> int:
         """Remove records, re-parenting children and leaf pointers to the nearest
         surviving ancestor. Refuses the leaf and records carrying tool blocks
-        whose partner would stay behind. Returns how many were removed."""
+        whose partner (any block of the same id) would stay behind, unless the
+        caller checked the pairs itself (``pairs_checked``: compact-range pairs
+        calls and results by chain position, so a tool id repeated by a resume
+        is not a partner). Returns how many were removed."""
         recs = [r for r in recs if not r.removed]
         for r in recs:
             if not self.removable(r):
                 raise SurgeryError(f"refusing to remove the record at offset {r.offset} (leaf or repeated uuid)")
-        _check_tool_partners(self, recs)
+        if not pairs_checked:
+            _check_tool_partners(self, recs)
         gone: dict[str, str | None] = {}
         for r in recs:
             if r.uuid:

@@ -66,7 +66,8 @@ from bench_refresh import (  # noqa: E402
 
 from txdb.surgery import images, ops  # noqa: E402
 from txdb.surgery.compact import compact_before  # noqa: E402
-from txdb.surgery.compact_range import CompactRangeOp, tool_spans  # noqa: E402
+from txdb.surgery.compact_range import CompactRangeOp  # noqa: E402
+from txdb.surgery.ops import tool_spans  # noqa: E402
 from txdb.surgery import sidecar as sc  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402

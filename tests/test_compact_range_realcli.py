@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from txdb.cli import cli
-from txdb.surgery.compact_range import tool_spans
+from txdb.surgery.ops import tool_spans
 from txdb.surgery.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

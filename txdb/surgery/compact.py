@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 
 from ..errors import SurgeryError
 from ..records import markup_kind
-from .ops import _content_list
+from .ops import tool_spans
 from .transcript import Transcript
 
 MESSAGE_CHARS = 2000
@@ -77,11 +77,6 @@ def dialogue(records) -> tuple[str, int]:
     return "\n\n".join(lines), n
 
 
-def _tool_ids(obj: dict, kind: str, key: str) -> list[str]:
-    return [b.get(key) for b in _content_list(obj) or () if isinstance(b, dict) and b.get("type") == kind
-            and isinstance(b.get(key), str)]
-
-
 def _ts(value) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -107,19 +102,11 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
         raise SurgeryError(f"--before {before} is past the end of the active chain (positions 0..{last}); "
                            f"the last message must stay after the cut")
     pre, post = chain[:before], chain[before:]
-    uses = {}
-    for r in pre:
-        for tid in _tool_ids(r.parse(), "tool_use", "id"):
-            uses[tid] = r.pos
-    # A tool id can repeat (sessions glued by resume): a result is cut off
-    # from its call only when no call of that id stays after the cut.
-    post_uses = {tid for r in post for tid in _tool_ids(r.parse(), "tool_use", "id")}
-    for r in post:
-        for tid in _tool_ids(r.parse(), "tool_result", "tool_use_id"):
-            if tid in uses and tid not in post_uses:
-                raise SurgeryError(f"--before {before} splits a tool call: the tool_result at position {r.pos} "
-                                   f"answers the tool_use at position {uses[tid]}; cut at a user prompt "
-                                   f"(`txdb analyze` lists the cut points)")
+    for use, result, _tid in tool_spans(t):
+        if use < before <= result:
+            raise SurgeryError(f"--before {before} splits a tool call: the tool_result at position {result} "
+                               f"answers the tool_use at position {use}; cut at a user prompt "
+                               f"(`txdb analyze` lists the cut points)")
     text, messages = dialogue(pre)
     post_ids = {id(r) for r in post}
     mapping = {r.uuid: str(uuidlib.uuid4()) for r in post if r.uuid}

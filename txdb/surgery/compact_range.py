@@ -51,7 +51,7 @@ from typing import Callable
 from ..errors import SurgeryError
 from ..policy import ANNOUNCEMENTS, SYSTEM_PROMPT
 from . import sidecar as sc
-from .ops import _content_list
+from .ops import tool_spans
 from .persist import _one_line, outline
 from .transcript import Record, Transcript
 
@@ -198,26 +198,6 @@ def _check(t: Transcript, a: int, b: int) -> None:
         if r.uuid in t.repeated:
             raise SurgeryError(f"position {r.pos}: its uuid {r.uuid} is on more than one line of the file, "
                                f"so removing it would re-point the other copy's children")
-
-
-def tool_spans(t: Transcript) -> list[tuple[int, int, str]]:
-    """(tool_use position, tool_result position, id) of every tool call on the
-    active chain; a result pairs with the latest call of its id before it."""
-    open_uses: dict[str, int] = {}
-    spans = []
-    for r in t.chain:
-        if r.type not in ("user", "assistant"):
-            continue
-        for blk in _content_list(r.parse()) or ():
-            if not isinstance(blk, dict):
-                continue
-            if blk.get("type") in ("tool_use", "server_tool_use") and isinstance(blk.get("id"), str):
-                open_uses[blk["id"]] = r.pos
-            elif blk.get("type") == "tool_result" and isinstance(blk.get("tool_use_id"), str):
-                use = open_uses.pop(blk["tool_use_id"], None)
-                if use is not None:
-                    spans.append((use, r.pos, blk["tool_use_id"]))
-    return spans
 
 
 def _marker_in(obj: dict) -> str | None:

@@ -54,6 +54,28 @@ def check_positions(t: Transcript, positions: Range) -> None:
             raise SurgeryError(f"{name} {v} is past the end of the active chain (positions 0..{last})")
 
 
+def tool_spans(t: Transcript) -> list[tuple[int, int, str]]:
+    """(tool_use position, tool_result position, id) of every tool call on the
+    active chain; a result pairs with the latest call of its id before it (so
+    an id a resume used again pairs with its own call). The one rule of
+    "where does this call end" for compact --before and compact-range."""
+    open_uses: dict[str, int] = {}
+    spans = []
+    for r in t.chain:
+        if r.type not in ("user", "assistant"):
+            continue
+        for blk in _content_list(r.parse()) or ():
+            if not isinstance(blk, dict):
+                continue
+            if blk.get("type") in ("tool_use", "server_tool_use") and isinstance(blk.get("id"), str):
+                open_uses[blk["id"]] = r.pos
+            elif blk.get("type") == "tool_result" and isinstance(blk.get("tool_use_id"), str):
+                use = open_uses.pop(blk["tool_use_id"], None)
+                if use is not None:
+                    spans.append((use, r.pos, blk["tool_use_id"]))
+    return spans
+
+
 def placeholder(chars: int, extra: str = "") -> str:
     return f"{MARK}: {chars:,} chars{extra}]"
 

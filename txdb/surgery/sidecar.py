@@ -161,7 +161,12 @@ def _mkdirs(sdir: Path, folder: Path) -> None:
         f = f.parent
     _no_links(sdir, folder)
     for d in reversed(missing):
-        os.mkdir(d, 0o700)
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            if not d.is_dir() or d.is_symlink():
+                raise
+            continue  # another txdb made it just now
         fsync_dir(d.parent)
     _no_links(sdir, folder)
 

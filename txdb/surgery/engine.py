@@ -23,8 +23,9 @@
    with the uuids this pass removed recorded in the sidecar for ``apply``'s
    same check; ``dry_run`` writes nothing.
 
-Temp files an earlier, killed txdb left beside the session are removed
-first. A fork of a subagent transcript is refused: ``claude -r`` resumes
+The whole pass holds the session's lock (``lock.session_lock``): a second
+txdb command on the same session is refused, never interleaved. Temp
+files an earlier, killed txdb left beside the session are removed first. A fork of a subagent transcript is refused: ``claude -r`` resumes
 top-level sessions only.
 
 The bulk ``--where`` path calls this per session with an ``op`` closing over
@@ -43,6 +44,7 @@ from ..records import now_timestamp
 from . import fork as forkmod
 from . import gate
 from . import pending as pend
+from .lock import session_lock
 from .ops import check_positions
 from .thinking import dropped_thinking, remove_dropped
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
@@ -117,6 +119,17 @@ def run_surgery(
     orig = pend.original_path(path)
     if fork:
         forkmod.check_forkable(pend.session_path(path))
+    if not orig.is_file():
+        raise SurgeryError(f"no session file at {orig}")
+    with session_lock(orig):
+        return _run_locked(orig, operation, op, dry_run=dry_run, fork=fork, fork_title=fork_title,
+                           usage_reset=usage_reset, keep_dropped_thinking=keep_dropped_thinking,
+                           arguments=arguments, positions=positions, path=path)
+
+
+def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool, fork_title: str | None,
+                usage_reset: bool, keep_dropped_thinking: bool, arguments: dict | None,
+                positions: tuple[int | None, int | None] | None, path: str | Path) -> SurgeryReport:
     if not dry_run:
         clean_stale_temps(orig.parent)
     t, original, had_pending, meta = load_base(orig)

@@ -21,8 +21,10 @@ import orjson
 
 from ..db import transaction
 from ..ingest.store import catalogued_path, refresh_path
+from ..errors import SurgeryError
 from . import pending as pend
 from .engine import SurgeryReport
+from .lock import session_lock
 from .usage import context_estimator
 from .transcript import Transcript
 
@@ -70,6 +72,14 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
     ``SurgeryError`` (no file changed, nothing logged); ``dry_run`` logs nothing.
     """
     orig = pend.original_path(path)
+    if not orig.is_file():
+        raise SurgeryError(f"no session file at {orig}")
+    with session_lock(orig):
+        return _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle)
+
+
+def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup: bool,
+                  settle: float) -> tuple[pend.ApplyReport, list[int]]:
     fallback = None
     meta = pend.read_meta(orig)
     if not dry_run and meta is not None and not meta.get("passes") and pend.pending_path(orig).is_file():

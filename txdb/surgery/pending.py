@@ -51,6 +51,7 @@ from ..errors import SurgeryError
 from ..ingest.discover import session_stem
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_file
+from .lock import session_lock
 from . import gate
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
 
@@ -174,13 +175,17 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     """Create the pending copy, or reuse the one there (``refresh`` discards it)."""
     orig = original_path(path)
     pend = pending_path(orig)
-    meta = read_meta(orig)
-    if pend.exists() and meta is not None and not refresh:
-        return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False, meta.get("left_out_bytes", 0))
-    data, meta = take_snapshot(orig)
-    clean_stale_temps(orig.parent)
-    write_snapshot(orig, data, meta)
-    return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
+    if not orig.is_file():
+        raise SurgeryError(f"no session file at {orig}")
+    with session_lock(orig):
+        meta = read_meta(orig)
+        if pend.exists() and meta is not None and not refresh:
+            return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False,
+                            meta.get("left_out_bytes", 0))
+        data, meta = take_snapshot(orig)
+        clean_stale_temps(orig.parent)
+        write_snapshot(orig, data, meta)
+        return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
 
 def _prefix_sha256(orig: Path, size: int) -> str | None:

@@ -35,6 +35,7 @@ from ..ingest.store import refresh_path
 from ..records import now_timestamp
 from ..verify import verify_file
 from . import pending as pend
+from .lock import session_lock
 from .transcript import owner_of, write_atomic
 
 
@@ -71,6 +72,11 @@ def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False,
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
+    with session_lock(orig):
+        return _undo(conn, orig, dry_run=dry_run, settle=settle)
+
+
+def _undo(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, settle: float) -> UndoReport:
     last = _last_surgery(conn, orig)
     if last is None:
         raise SurgeryError(f"no surgery of {orig.name} is logged in this catalog: nothing to undo")

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import chain as chainmod
 from .ingest.lines import is_whole_object
 from .records import message_content
-from .surgery.transcript import Transcript
+
+if TYPE_CHECKING:
+    from .surgery.transcript import Transcript
 
 MESSAGE_TYPES = ("user", "assistant")
 MAX_GAPS_LISTED = 20  # a file of orphans is reported, not listed line by line
@@ -186,6 +189,8 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     (``pending``; by default, a path ending in ``.jsonl.pending``) is never
     being written: an unfinished last line is an error there, and so is an
     empty copy of a non-empty original."""
+    # Imported here: refresh uses this module (store_chain_findings) and loads nothing of surgery.
+    from .surgery.transcript import Transcript
     t = Transcript.load(path) if data is None else Transcript.from_bytes(data, path)
     return verify_transcript(t, sidechain_file, pending)
 

@@ -1,6 +1,9 @@
 """Chain integrity of one session file, read from disk.
 
-Used by ``txdb verify`` and by ``apply`` (on the pending copy). Findings
+Used by ``txdb verify`` and by ``apply`` (on the original's snapshot and
+the pending copy). A file is read as a surgery ``Transcript`` (its bytes
+and a ``chain.Node`` per record); a record is parsed again only where a
+check reads more than its chain fields. Findings
 have a severity: an ``error`` means Claude Code would not resume the file as
 it stands (or would resume less of it); ``warning`` and ``note`` describe
 what real CLI-written files also contain and never fail verification.
@@ -8,13 +11,16 @@ what real CLI-written files also contain and never fail verification.
 
 from __future__ import annotations
 
-import io
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import chain as chainmod
-from .ingest.lines import READ_BUFFER, parse_line, read_lines
+from .ingest.lines import is_whole_object
 from .records import message_content
+
+if TYPE_CHECKING:
+    from .surgery.transcript import Transcript
 
 MESSAGE_TYPES = ("user", "assistant")
 MAX_GAPS_LISTED = 20  # a file of orphans is reported, not listed line by line
@@ -183,49 +189,53 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     (``pending``; by default, a path ending in ``.jsonl.pending``) is never
     being written: an unfinished last line is an error there, and so is an
     empty copy of a non-empty original."""
-    path = Path(path)
+    # Imported here: refresh uses this module (store_chain_findings) and loads nothing of surgery.
+    from .surgery.transcript import Transcript
+    t = Transcript.load(path) if data is None else Transcript.from_bytes(data, path)
+    return verify_transcript(t, sidechain_file, pending)
+
+
+def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending: bool | None = None) -> Report:
+    """``verify_file`` of a transcript as loaded (``apply`` shares the one it
+    gives the gate): the chain fields of its records, and their bytes parsed
+    again only where a check reads more (the blocks of the active chain)."""
+    path = Path(t.path) if t.path is not None else Path("")
     if pending is None:
         pending = path.name.endswith(PENDING_SUFFIX)
-    end = 0  # where the last whole line ends
     report = Report(str(path))
+    lines = t.lines
+    # A last line without a newline counts only when it is a whole object (ingest.lines.read_lines).
+    if lines and not lines[-1].ending.endswith(b"\n") and not is_whole_object(lines[-1].raw + lines[-1].ending):
+        lines = lines[:-1]
+    end = lines[-1].offset + lines[-1].size + lines[-1].end if lines else 0  # where the last whole line ends
     nodes: list[chainmod.Node] = []
     line_of: dict[int, int] = {}
-    objs: dict[int, dict] = {}
     uuid_lines: dict[str, int] = {}
     last_prompts: list[tuple[int, str]] = []
     summaries: list[tuple[int, str]] = []
     add = report.findings.append
-    with (open(path, "rb", buffering=READ_BUFFER) if data is None else io.BytesIO(data)) as fh:
-        for line in read_lines(fh):
-            report.lines += 1
-            end = line.offset + line.length
-            parsed = parse_line(line.raw)
-            if parsed.error:
-                sev = "error" if not parsed.objects or len(parsed.objects) > 1 else "warning"
-                add(Finding(sev, "parse", parsed.error, line.number))
-            for start, _length, obj in parsed.objects:
-                off = line.offset + start
-                report.records += 1
-                uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
-                rtype = obj.get("type")
-                leaf = obj.get("leafUuid") if isinstance(obj.get("leafUuid"), str) else None
-                if uuid:
-                    if uuid in uuid_lines:
-                        add(Finding("warning", "duplicate_uuid",
-                                    f"uuid {uuid} also on line {uuid_lines[uuid]}", line.number))
-                    uuid_lines[uuid] = line.number
-                node = chainmod.node_from(off, obj)
-                if node is not None:
-                    nodes.append(node)
-                    line_of[off] = line.number
-                    objs[off] = obj
-                if rtype == "last-prompt" and leaf:
-                    last_prompts.append((line.number, leaf))
-                elif rtype == "summary" and leaf:
-                    summaries.append((line.number, leaf))
-        # read_lines leaves out a last line that has no newline and is no whole object.
-        fh.seek(end)
-        unfinished = len(fh.read().strip())
+    records = t.records
+    for ln in lines:
+        report.lines += 1
+        error = ln.error if ln.raw.strip() else "blank line"
+        if error:
+            add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
+        for rec in (records[i] for i in ln.records):
+            report.records += 1
+            node = rec.node
+            uuid = node.uuid
+            if uuid:
+                if uuid in uuid_lines:
+                    add(Finding("warning", "duplicate_uuid", f"uuid {uuid} also on line {uuid_lines[uuid]}", ln.number))
+                uuid_lines[uuid] = ln.number
+            if rec.chained:
+                nodes.append(node)
+                line_of[rec.offset] = ln.number
+            if node.leaf_uuid and node.type == "last-prompt":
+                last_prompts.append((ln.number, node.leaf_uuid))
+            elif node.leaf_uuid and node.type == "summary":
+                summaries.append((ln.number, node.leaf_uuid))
+    unfinished = len(t.data[end:].strip())
     if unfinished:
         if pending:
             add(Finding("error", "unfinished_last_line",
@@ -242,6 +252,10 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
             add(Finding("error", "empty_pending_copy",
                         f"the pending copy holds no record while its original {original.name} "
                         f"holds {_plural(size, 'byte')}"))
+
+    def obj(n: chainmod.Node) -> dict:
+        return t.record_at(n.offset).parse()
+
     by_uuid = chainmod.index(nodes)
     chain = chainmod.active_chain(nodes)
     leaf = chain[-1] if chain else None
@@ -252,12 +266,12 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
 
     if not chain:
         add(Finding("note", "no_chain", "no conversation to resume in this file"))
-    elif not any(objs[n.offset].get("type") in MESSAGE_TYPES for n in chain):
+    elif not any(n.type in MESSAGE_TYPES for n in chain):
         add(Finding("note", "no_messages", "the active chain holds no user or assistant message"))
     _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add)
 
     roots = [n for n in nodes if n.uuid and n.parent_uuid is None and n.type in chainmod.CHAIN_TYPES
-             and not (n.type == "system" and objs[n.offset].get("subtype") == "compact_boundary")]
+             and not (n.type == "system" and obj(n).get("subtype") == "compact_boundary")]
     if len(roots) > 1:
         add(Finding("note", "multiple_roots",
                     f"{len(roots)} roots (lines {', '.join(str(line_of[r.offset]) for r in roots[:8])})"))
@@ -266,7 +280,7 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     uses: dict[str, int] = {}
     results: dict[str, int] = {}
     for pos, n in enumerate(chain):
-        for b in _blocks(objs[n.offset]):
+        for b in _blocks(obj(n)):
             if not isinstance(b, dict):
                 continue
             if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
@@ -308,8 +322,8 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     out_of_order = 0
     first_line = None
     for n in chain:
-        ts = objs[n.offset].get("timestamp")
-        if isinstance(ts, str):
+        ts = n.timestamp
+        if ts is not None:
             if prev is not None and ts < prev:
                 out_of_order += 1
                 first_line = first_line or line_of.get(n.offset)

@@ -171,7 +171,7 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
         removed -= gate.fork_keys(t)
     # The chain of what will be written: the records' chain fields are read
     # from the very objects the changed lines are written from.
-    gate.check_chain(original, t, gate.recorded_removals(meta) | removed,
+    gate.check_chain(gate.original_chain(original), t, gate.recorded_removals(meta) | removed,
                      what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
     if dry_run:
         return report

@@ -18,6 +18,7 @@ by both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import SurgeryError
 from .transcript import Record, Transcript
@@ -49,25 +50,37 @@ def _key(rec: Record, via_fork: bool) -> str | None:
     return rec.uuid
 
 
-def chain_loss(original: Transcript, result: Transcript, removed: set[str] | frozenset[str] = frozenset(),
+@dataclass
+class OriginalChain:
+    """What the gate keeps of the original: its active chain as (uuid, line
+    number) root -> leaf, and its path. Small, so that ``apply`` can let go
+    of the original's bytes before it reads the pending copy."""
+    path: Path | None
+    records: list[tuple[str | None, int]]
+
+
+def original_chain(original: Transcript) -> OriginalChain:
+    return OriginalChain(original.path, [(r.uuid, original.lines[r.line].number) for r in original.chain])
+
+
+def chain_loss(original: OriginalChain, result: Transcript, removed: set[str] | frozenset[str] = frozenset(),
                via_fork: bool = False) -> ChainLoss | None:
     """None when ``result`` keeps ``original``'s active chain (less ``removed``) whole and in order."""
-    want = [r for r in original.chain if r.uuid not in removed]
+    want = [(pos, uuid, line) for pos, (uuid, line) in enumerate(original.records) if uuid not in removed]
     have = [_key(r, via_fork) for r in result.chain]
     at = {}
     for i, k in enumerate(have):
         if k is not None:
             at.setdefault(k, i)
-    missing = [r for r in want if r.uuid not in at]
+    missing = [w for w in want if w[1] not in at]
     if missing:
-        first = missing[0]
-        return ChainLoss(len(want), len(missing), original.position(first), original.lines[first.line].number,
-                         False, len(have))
+        pos, _uuid, line = missing[0]
+        return ChainLoss(len(want), len(missing), pos, line, False, len(have))
     last = -1
-    for r in want:
-        i = at[r.uuid]
+    for pos, uuid, line in want:
+        i = at[uuid]
         if i <= last:
-            return ChainLoss(len(want), 0, original.position(r), original.lines[r.line].number, True, len(have))
+            return ChainLoss(len(want), 0, pos, line, True, len(have))
         last = i
     return None
 
@@ -90,7 +103,7 @@ def recorded_removals(meta: dict | None) -> set[str]:
     return out
 
 
-def check_chain(original: Transcript, result: Transcript, removed: set[str], *, what: str,
+def check_chain(original: OriginalChain, result: Transcript, removed: set[str], *, what: str,
                 via_fork: bool = False) -> None:
     """Raise ``SurgeryError`` when ``result`` loses part of ``original``'s active chain."""
     loss = chain_loss(original, result, removed, via_fork)

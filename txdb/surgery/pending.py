@@ -50,7 +50,7 @@ import orjson
 from ..errors import SurgeryError
 from ..ingest.discover import session_stem
 from ..ingest.lines import is_whole_object
-from ..verify import Report, verify_file
+from ..verify import Report, verify_transcript
 from .lock import session_lock
 from . import gate
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
@@ -259,6 +259,17 @@ class ApplyReport:
         return asdict(self)
 
 
+def _read_range(fd: int, size: int):
+    """The first ``size`` bytes of an open file, in chunks."""
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, min(READ_CHUNK, size - pos), pos)
+        if not chunk:
+            return
+        yield chunk
+        pos += len(chunk)
+
+
 def _tail(fd: int, start: int) -> tuple[int, int]:
     """(lines, bytes) of an open file from ``start`` to its end, streamed."""
     lines = size = 0
@@ -301,14 +312,16 @@ def _refuse_changed(orig: Path, when: str) -> SurgeryError:
                         "nothing was changed: stop it and apply again")
 
 
-def _check_sidecars(orig: Path, original: bytes, new: bytes) -> None:
-    """Refuse a pending copy whose markers point at a sidecar not on disk
-    (unless the original already pointed at it)."""
+def _missing_sidecars(orig: Path, data: bytes) -> set[str]:
+    """The sidecar paths ``data``'s markers name that are not on disk."""
     from . import sidecar
-    sid = session_stem(orig)
-    missing = sidecar.missing_referenced(new, orig, sid)
-    if missing:
-        missing -= sidecar.missing_referenced(original, orig, sid)
+    return sidecar.missing_referenced(data, orig, session_stem(orig))
+
+
+def _check_sidecars(orig: Path, had_missing: set[str], new: bytes) -> None:
+    """Refuse a pending copy whose markers point at a sidecar not on disk
+    (unless the original already pointed at it: ``had_missing``)."""
+    missing = _missing_sidecars(orig, new) - had_missing
     if missing:
         first = sorted(missing)[0]
         raise SurgeryError(f"the pending copy refers to a sidecar that is not on disk: {first}"
@@ -337,15 +350,22 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     time.sleep(settle)
     if file_state(orig) != st1:
         raise being_written(orig, settle)
+    # The two files are never held at once: the original's side of every
+    # check is taken first (its verify report, chain and missing sidecars),
+    # then its bytes go and the pending copy is read.
+    size = meta["size"]
     with open(orig, "rb") as fh:
-        data = fh.read()
+        data = fh.read(size)  # the snapshot's part; what was appended after it is only counted
+        discarded_lines, discarded_bytes = _tail(fh.fileno(), len(data))
         seen = os.fstat(fh.fileno())
-    if seen.st_size != len(data):
+    if seen.st_size != len(data) + discarded_bytes:
         raise _refuse_changed(orig, "while apply read it")
     check_descends(orig, meta, data)
-    size = meta["size"]
-    tail = data[size:]
-    discarded_lines = tail.count(b"\n") + (1 if tail and not tail.endswith(b"\n") else 0)
+    original = Transcript.from_bytes(data, orig)
+    before = verify_transcript(original)
+    original_chain = gate.original_chain(original)
+    had_missing = _missing_sidecars(orig, data)
+    del original, data
     with open(pend, "rb") as fh:
         new = fh.read()
     whole = complete_prefix(new)
@@ -353,18 +373,17 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise SurgeryError(
             f"the pending copy {pend.name} ends in an unfinished line ({len(new) - whole:,} bytes after its last "
             f"newline): it was cut short; run `txdb snapshot --refresh {orig}` and redo the surgery")
-    original_t = Transcript.from_bytes(data[:size], orig)
-    gate.check_chain(original_t, Transcript.from_bytes(new, pend), gate.recorded_removals(meta),
-                     what="the pending copy")
-    _check_sidecars(orig, data[:size], new)
-    before = verify_file(orig, data=data[:size])
-    after = verify_file(pend, data=new)
+    result = Transcript.from_bytes(new, pend)
+    gate.check_chain(original_chain, result, gate.recorded_removals(meta), what="the pending copy")
+    _check_sidecars(orig, had_missing, new)
+    after = verify_transcript(result)
+    del result
     added = new_errors(before, after)
     if added:
         raise SurgeryError(f"the pending copy fails verify where the original did not: {added[0]}"
                            + (f" (+{len(added) - 1} more)" if len(added) > 1 else ""))
-    report = ApplyReport(str(orig), str(pend), dry_run, None, len(data), len(new), discarded_lines,
-                         len(tail), before.counts()["error"], after.counts()["error"], False,
+    report = ApplyReport(str(orig), str(pend), dry_run, None, seen.st_size, len(new), discarded_lines,
+                         discarded_bytes, before.counts()["error"], after.counts()["error"], False,
                          list(meta.get("passes") or []), sha256(new))
     if dry_run:
         return report
@@ -374,14 +393,6 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     owner = owner_of(seen)
     mode = stat.S_IMODE(seen.st_mode)
     bak = None
-    if backup:
-        bak = next_backup(orig)
-        try:
-            os.link(orig, bak)  # the original inode itself: instant, whole, same owner and mode
-        except OSError:
-            write_atomic(bak, data, mode=mode, owner=owner)
-        report.backup = str(bak)
-    _step("backup")
     old = os.open(orig, os.O_RDONLY)  # the old inode: what it holds at the rename is what is discarded
 
     def last_check():
@@ -391,6 +402,15 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         _step("renaming")
 
     try:
+        if backup:
+            bak = next_backup(orig)
+            try:
+                os.link(orig, bak)  # the original inode itself: instant, whole, same owner and mode
+            except OSError:
+                # a copy of the bytes checked, read again from the old inode (last_check holds it unchanged)
+                write_atomic(bak, _read_range(old, seen.st_size), mode=mode, owner=owner)
+            report.backup = str(bak)
+        _step("backup")
         try:
             write_atomic(orig, new, mode=mode, owner=owner, before_replace=last_check)
         except BaseException:

@@ -115,11 +115,10 @@ def test_analyze_of_the_pending_copy_reports_the_pending_copy(env, tmp_path):
 def test_a_pending_copy_that_does_not_exist_is_said_so(env, tmp_path):
     sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
     pending = sess.with_name("s1.jsonl.pending")
-    assert one_error_line(run("verify", pending, ok=False)) == (
-        f"Error: no pending copy at {pending}: nothing to verify (the original is {sess}; "
-        "a strip command or `txdb snapshot` makes a pending copy)")
-    for command in ("analyze", "strip-all", "apply"):
-        assert one_error_line(run(command, pending, ok=False)) == f"Error: no pending copy at {pending}", command
+    for command in ("verify", "analyze", "strip-all", "apply"):
+        assert one_error_line(run(command, pending, ok=False)) == (
+            f"Error: no pending copy at {pending} (the original is {sess}; a surgery command or "
+            "`txdb snapshot` makes one)"), command
 
 
 def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):
@@ -234,3 +233,21 @@ def test_surgery_by_the_target_path_of_a_symlinked_session_keeps_one_row(env, tm
     logged = conn.execute("SELECT DISTINCT s.file_id, f.path FROM surgeries s LEFT JOIN files f ON f.id = s.file_id")
     assert logged.fetchall() == [(report["session"]["file_id"], str(link))]
     conn.close()
+
+
+def test_the_pending_name_of_a_symlinked_session_finds_its_copy(env, tmp_path):
+    """The pending copy of a linked session lives beside the link's target; the
+    link's `.pending` name still names it, for readers and for apply."""
+    real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
+    link = env / "-home-me-app" / "s9.jsonl"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    run("strip-all", link)
+    copy = f"{link}.pending"
+    assert not Path(copy).exists() and Path(f"{real}.pending").is_file()
+    assert run("verify", copy).output.startswith("OK: ")
+    assert json.loads(run("analyze", copy, "--json").output)["file"]["path"] == f"{real}.pending"
+    run("apply", copy)
+    assert link.is_symlink() and not Path(f"{real}.pending").exists()
+    r = run("apply", copy, ok=False)
+    assert one_error_line(r).startswith(f"Error: no pending copy at {copy} (the original is {link};")

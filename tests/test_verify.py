@@ -256,8 +256,8 @@ def run(tmp_path, monkeypatch):
 def test_cli_verify_of_a_pending_copy_that_does_not_exist_says_so(run, tmp_path):
     f = write(tmp_path / "proj" / "s.jsonl", turns(2))
     out = run("verify", f"{f}.pending", code=1)
-    assert out == (f"Error: no pending copy at {f}.pending: nothing to verify (the original is {f}; "
-                   "a strip command or `txdb snapshot` makes a pending copy)\n")
+    assert out == (f"Error: no pending copy at {f}.pending (the original is {f}; "
+                   "a surgery command or `txdb snapshot` makes one)\n")
 
 
 def test_cli_verify_prints_the_finding_and_exits_1(run, tmp_path):

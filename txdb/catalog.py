@@ -137,7 +137,13 @@ def _find_in_root(root: Path, name: str) -> Path | None:
 def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     p = Path(ref).expanduser().absolute()
     if p.name.endswith(".jsonl" + PENDING) and not p.is_file():
-        raise SessionNotFound(f"no pending copy at {ref}")
+        # The pending copy of a symlinked session lives beside the file the link points at.
+        real = Path(os.path.realpath(p.with_name(p.name[: -len(PENDING)])))
+        beside = real.with_name(real.name + PENDING)
+        if not beside.is_file():
+            raise SessionNotFound(f"no pending copy at {ref} (the original is {p.with_name(p.name[: -len(PENDING)])}; "
+                                  "a surgery command or `txdb snapshot` makes one)")
+        p = beside
     if not is_session_path(p):
         if not mutating:
             if not p.is_file():

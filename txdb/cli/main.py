@@ -337,18 +337,8 @@ def verify(db_path, session, as_json):
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
-    target = session
-    if session.endswith(".pending"):
-        if not os.path.isfile(session):
-            original = session[: -len(".pending")]
-            raise click.ClickException(
-                f"no pending copy at {session}: nothing to verify (the original is {original}; "
-                "a strip command or `txdb snapshot` makes a pending copy)"
-            )
-    else:
-        conn, _ = open_catalog(db_path)
-        target = catalog.resolve_session(conn, session).path
-    report = verify_file(target)
+    conn, _ = open_catalog(db_path)
+    report = verify_file(catalog.resolve_session(conn, session).path)
     if as_json:
         echo(to_json(report.as_dict()))
     else:

@@ -60,8 +60,8 @@ PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
 # The session envelope a survivor carries (Claude Code's user-record keys).
 ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug")
-# Keys that make a user record something other than a plain prompt.
 ENVELOPE_RECORDS = 8  # the envelope is looked for in the range's first records
+# Keys that make a user record something other than a plain prompt.
 NOT_PLAIN = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "toolUseResult", "sourceToolAssistantUUID")
 
 Ranges = Callable[[Transcript, Transcript], list[tuple[int, int]]]
@@ -87,7 +87,7 @@ class CompactRangeOp(sc.Writes):
                 raise SurgeryError("compact-range needs a range: --from A --to B (or --pos N)")
             ranges = [(self.frm, self.to)]
         out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
-               "converted": 0, "already": 0, "sidecars_new": 0, "sidecars_reused": 0}
+               "converted": 0, "already": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
         for a, b in ranges:  # every range is checked before any is changed
             if _again(t, a, b) is None:
                 _check(t, a, b)
@@ -145,7 +145,7 @@ class CompactRangeOp(sc.Writes):
             t.touch(nxt, o)
         out["records"] += len(recs)
         out["compacted"] += 1
-        out["kept_in_place"] = out.get("kept_in_place", 0) + kept
+        out["kept_in_place"] += kept
         return dict(base, status="compacted", count=len(recs), was=_kind(fobj), folder=str(folder),
                     summary=self.summary, files=files)
 

@@ -101,7 +101,7 @@ def test_refuses_the_leaf_and_a_cut_tool_call(env, tmp_path):
     assert r.exit_code == 1 and ("splits tool call toolu_0001: the tool_result at position 6 is inside it and "
                                  "its tool_use at position 5 is not") in r.output
     r = run("compact-range", f, "--from", 8, "--to", 4)
-    assert r.exit_code == 2 and "--from 8 is after --to 4" in r.output
+    assert r.exit_code == 1 and r.output == "Error: --from 8 is after --to 4: give the range lowest position first\n"
     r = run("compact-range", f, "--from", 4, "--to", 99)
     assert r.exit_code == 1 and "--to 99 is past the end of the active chain (positions 0..23)" in r.output
     r = run("compact-range", f, "--from", 4)
@@ -293,3 +293,16 @@ def test_a_tool_id_repeated_by_a_resume_is_not_a_partner(tmp_path, monkeypatch):
     r = run("compact-range", f, "--from", 5, "--to", 6)        # the second toolu_0000: call in, result out
     assert r.exit_code == 1 and ("splits tool call toolu_0000: the tool_use at position 6 is inside it and its "
                                  "tool_result at position 7 is not") in r.output
+
+
+def test_a_new_summary_on_the_same_range_replaces_only_the_summary(env):
+    f = env / f"{SID}.jsonl"
+    assert run("compact-range", f, "--from", 4, "--to", 11, "--summary", "first").exit_code == 0
+    before = _objs(_pending(f))
+    r = run("compact-range", f, "--from", 4, "--to", 11, "--summary", "better\x1b[31m </persisted-range> end")
+    assert r.exit_code == 0 and "its marker's summary is now 'better [31m < /persisted-range> end'" in r.output
+    after = _objs(_pending(f))
+    old, new = before[4]["message"]["content"], after[4]["message"]["content"]
+    assert new == old.replace("Summary: first\n", "Summary: better [31m < /persisted-range> end\n")
+    assert new.count("</persisted-range>") == 1
+    assert [o for i, o in enumerate(after) if i != 4] == [o for i, o in enumerate(before) if i != 4]

@@ -251,3 +251,24 @@ def test_the_pending_name_of_a_symlinked_session_finds_its_copy(env, tmp_path):
     assert link.is_symlink() and not Path(f"{real}.pending").exists()
     r = run("apply", copy, ok=False)
     assert one_error_line(r).startswith(f"Error: no pending copy at {copy} (the original is {link};")
+
+
+def test_a_link_named_like_a_session_to_a_backup_is_a_backup(env, tmp_path):
+    """A symlink `x.jsonl` pointing at a `.bak` must not let a surgery rewrite the
+    backup, nor put the backup in the catalog."""
+    sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
+    run("strip-all", sess, "--apply")
+    bak = Path(f"{sess}.bak")
+    kept = bak.read_bytes()
+    link = env / "-p" / "s2.jsonl"
+    link.symlink_to(bak)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.symlink_to(bak)
+    for ref in (link, outside):
+        for command in (("compact-range", ref, "--from", 1, "--to", 2), ("strip-all", ref), ("apply", ref)):
+            r = run(*command, ok=False)
+            assert one_error_line(r) == (f"Error: {ref} is a link to {bak}, which is a backup, not a session: "
+                                         "txdb never changes it (name the session instead)"), command
+    run("refresh")
+    assert bak.read_bytes() == kept and not Path(f"{bak}.pending").exists()
+    assert paths(tmp_path) == [str(sess)]

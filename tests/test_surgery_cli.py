@@ -133,11 +133,13 @@ def test_snapshot_command(env):
 
 
 @pytest.mark.parametrize("args,code,error", [
-    (["apply", "{f}"], 1, "no pending copy for {name}: run a strip command (or `txdb snapshot`) first"),
+    (["apply", "{f}"], 1,
+     "no pending copy for {name}: a surgery command (strip-*, persist-*, compact-range, ...) makes one first"),
     (["strip-all", "/nonexistent/x.jsonl"], 1, "no session file at /nonexistent/x.jsonl"),
     (["strip-attachments", "{f}", "--drop-all"], 2,
      "--drop-all needs --types (it can remove what tells the model its tools exist)"),
-    (["strip-thinking", "{f}", "--from", "9", "--to", "3"], 2, "--from 9 is after --to 3"),
+    (["strip-thinking", "{f}", "--from", "9", "--to", "3"], 1,
+     "--from 9 is after --to 3: give the range lowest position first"),
     (["strip-tools", "{f}", "--only-inputs", "--only-results"], 2, "--only-inputs and --only-results exclude each other"),
     (["strip-all", "no-such-session-id"], 1, "no session 'no-such-session-id' in the catalog (run `txdb refresh`?)"),
     (["strip-all", "{f}", "--no-backup"], 2, "--no-backup goes with --apply (without it only the pending copy is written)"),

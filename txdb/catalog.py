@@ -53,15 +53,18 @@ PENDING = ".pending"
 
 
 def copy_kind(path: str | Path) -> str:
-    """What a file that is not a session is, in words."""
-    name = Path(path).name
+    """What a file that is not a session is, in words ("a backup", ...)."""
+    p = Path(path)
+    name = p.name
     if name.endswith(".jsonl" + PENDING):
         return "the pending copy"
     if ".jsonl.bak" in name:
         return "a backup"
+    if is_session_file(name) and os.path.islink(p):
+        return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
     if is_session_file(name):
         return "a file inside a tool-results folder"
-    return "not a session file"
+    return "a file that is not a session (not named <id>.jsonl)"
 
 
 def _copy_of(p: Path) -> str | None:

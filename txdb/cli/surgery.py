@@ -142,7 +142,7 @@ def _check(o: SurgeryOptions) -> None:
         raise click.UsageError("--from/--to take a SESSION; with --where, select positions in the "
                                "condition (the view's `pos` column)")
     if o.frm is not None and o.to is not None and o.frm > o.to:
-        raise click.UsageError(f"--from {o.frm} is after --to {o.to}")
+        raise click.ClickException(f"--from {o.frm} is after --to {o.to}: give the range lowest position first")
     if o.apply and o.fork:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
     if not o.apply and not o.backup:
@@ -198,7 +198,10 @@ def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
         arguments=dict(o.arguments, where=selection.condition), on_fork=lambda r: log_fork(conn, r, o.arguments),
     )
     if o.apply and not o.dry_run:
-        applied = sel.apply_all(conn, [x.path for x in outcomes if x.status == "pending"], backup=o.backup)
+        # A session this pass left unchanged may hold an earlier pass's copy (a plan
+        # run first, then the same command with --apply): apply that too.
+        todo = [x.path for x in outcomes if x.status == "pending" or (x.status == "unchanged" and x.pending)]
+        applied = sel.apply_all(conn, todo, backup=o.backup)
         by = {a.path: a for a in applied}
         for x in outcomes:
             a = by.get(x.path)
@@ -265,9 +268,10 @@ def _print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
     ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
     saved = sum(o.tokens_before - o.tokens_after for o in ok)
     freed = sum(o.bytes_before - o.bytes_after for o in ok if o.bytes_before is not None)
+    tokens = f"~{saved:,} estimated tokens saved" if saved >= 0 else f"~{-saved:,} estimated tokens added"
+    size = f"{freed:,} bytes removed" if freed >= 0 else f"{-freed:,} bytes added"
     echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
-         f"{sum(o.changed for o in outcomes)} changed; ~{saved:,} estimated tokens saved "
-         f"({freed:,} bytes removed) by this pass.")
+         f"{sum(o.changed for o in outcomes)} changed; {tokens} ({size}) by this pass.")
     for o in outcomes:
         if o.error:
             echo(f"Refused: {o.path}: {o.error}", err=True)
@@ -319,14 +323,20 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
         if rg["status"] == "already":
             parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message carrying its "
                          f"<persisted-range> marker; nothing to change")
+        elif rg["status"] == "resummarised":
+            parts.append(f"positions {rg['from']}..{rg['to']}: already compacted; its marker's summary is now "
+                         f"{rg['summary']!r}")
         elif rg["status"] == "converted":
             parts.append(f"position {rg['from']}: the {rg['was']} record carrying a <persisted-range> marker "
                          f"is now a plain user message (marker kept)")
         else:
             saved = len(rg["files"])
+            verb = "would be saved" if r.dry_run else "saved"
             parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one user "
-                         f"message at position {rg['from']}; originals saved to {rg['folder']} ({saved} "
-                         f"{'file' if saved == 1 else 'files'})")
+                         f"message at position {rg['from']}; originals {verb} to {rg['folder']} ({saved} "
+                         f"{'file' if saved == 1 else 'files'})"
+                         + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
+                            if rg.get("kept_in_place") else ""))
     if "markers_repointed" in res:
         parts.append(f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
                      f"files moved, {res['markers_repointed']} markers re-pointed")
@@ -351,8 +361,13 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
         u = r.usage
         echo(f"Usage reset: {u['capped']} turns capped; context gauge {u['last_before']:,} -> "
                    f"{u['last_after']:,} tokens (never raised)")
-    echo(f"Estimated context: {r.tokens_before:,} -> {r.tokens_after:,} tokens; "
-               f"file {r.bytes_before:,} -> {r.bytes_after:,} bytes; {r.changed_lines} lines rewritten")
+    # This pass, from the copy it started on (the original's figure too when that was a pending copy).
+    since = f" ({r.tokens_before:,} in the original)" if r.base == "pending copy" else ""
+    echo(f"Estimated context: {r.tokens_base:,} -> {r.tokens_after:,} tokens{since}; "
+         f"file {r.bytes_before:,} -> {r.bytes_after:,} bytes; {r.changed_lines} lines rewritten")
+    if r.changed_lines and r.tokens_after > r.tokens_base:
+        echo(f"Note: this pass makes the context larger by ~{r.tokens_after - r.tokens_base:,} tokens "
+             f"(what it wrote is bigger than what it replaced).", err=True)
     if r.dry_run:
         echo("Dry run: nothing written.")
     elif r.fork_session_id:

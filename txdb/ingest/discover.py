@@ -49,11 +49,17 @@ def is_session_file(name: str) -> bool:
 
 def is_session_path(path: str | Path) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
-    ``.jsonl`` name outside any ``tool-results`` folder. Backups, pending
-    copies and every other file are read directly when asked for, never
-    catalogued."""
+    ``.jsonl`` name outside any ``tool-results`` folder, and, for a symlink,
+    the file it points at too (a link named ``X.jsonl`` to a backup is a
+    backup). Backups, pending copies and every other file are read directly
+    when asked for, never catalogued."""
     p = Path(path)
-    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
+    if not (is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)):
+        return False
+    if os.path.islink(p):
+        real = Path(os.path.realpath(p))
+        return is_session_file(real.name) and not SKIP_DIRS.intersection(real.parent.parts)
+    return True
 
 
 def session_stem(path: str | Path) -> str:
@@ -108,6 +114,8 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> l
                         continue
                     if not is_session_file(entry.name):
                         continue
+                    if entry.is_symlink() and not is_session_path(entry.path):
+                        continue  # a link to a backup, a pending copy, ...
                     if not entry.is_file(follow_symlinks=True):
                         continue
                     st = entry.stat(follow_symlinks=True)

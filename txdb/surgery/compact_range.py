@@ -37,15 +37,17 @@ Rules, each one here:
   Claude Code's bridge over a missing parent).
 - Idempotent: a range of one record that already is a plain-user survivor,
   or exactly the range its survivor says it compacted (the same command
-  run again on the pending copy), changes nothing. One record carrying a
-  marker in another envelope (a survivor written by an older tool) is
-  converted to a plain user message, its marker kept as it is.
+  run again on the pending copy), changes nothing, unless a different
+  ``--summary`` is given: then only the marker's Summary line changes.
+  One record carrying a marker in another envelope (a survivor written by
+  an older tool) is converted to a plain user message, its marker kept.
 - A range starting at a survivor and reaching further compacts again: the
   old survivor is saved like any record, so its own marker stays readable.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from ..errors import SurgeryError
@@ -75,7 +77,7 @@ class CompactRangeOp(sc.Writes):
                  ranges_of: Ranges | None = None):
         super().__init__()
         self.frm, self.to = frm, to
-        self.summary = _one_line(summary) if summary else None
+        self.summary = _clean(summary) if summary else None
         self.ranges_of = ranges_of
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
@@ -87,7 +89,7 @@ class CompactRangeOp(sc.Writes):
                 raise SurgeryError("compact-range needs a range: --from A --to B (or --pos N)")
             ranges = [(self.frm, self.to)]
         out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
-               "converted": 0, "already": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
+               "converted": 0, "already": 0, "resummarised": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
         for a, b in ranges:  # every range is checked before any is changed
             if _again(t, a, b) is None:
                 _check(t, a, b)
@@ -109,13 +111,19 @@ class CompactRangeOp(sc.Writes):
         base = {"from": a, "to": b, "uuid": first.uuid, "kept_in_place": kept}
         marker = _again(t, a, b)
         if marker is not None:
-            # The same range again, or one survivor alone: at most its envelope changes.
+            # The same range again, or one survivor alone: at most its envelope
+            # changes, and its summary when a new one is given.
             head = sc.range_head(marker)
             count = head[2] if head else 1
+            text = sc.with_summary(marker, self.summary) if self.summary else marker
             if _plain_user(fobj, marker):
-                out["already"] += 1
-                return dict(base, status="already", count=count, files=[])
-            t.touch(first, _survivor([fobj], marker))
+                if text == marker:
+                    out["already"] += 1
+                    return dict(base, status="already", count=count, files=[])
+                t.touch(first, _survivor([fobj], text))
+                out["resummarised"] += 1
+                return dict(base, status="resummarised", count=count, summary=self.summary, files=[])
+            t.touch(first, _survivor([fobj], text))
             out["converted"] += 1
             return dict(base, status="converted", count=count, was=_kind(fobj), files=[])
         nxt = chain[b + 1]  # _check: the leaf is never in the range
@@ -220,6 +228,15 @@ def _plain_user(obj: dict, marker: str) -> bool:
                                  and isinstance(content[0], dict) and content[0].get("text") == marker)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str) -> str:
+    """Text for one line of a marker: whitespace runs as one space, no control
+    characters, and no closing tag that would end the marker early."""
+    return _one_line(_CONTROL.sub(" ", text)).replace(f"</{sc.RANGE_TAG}", f"< /{sc.RANGE_TAG}")
+
+
 def _kind(obj: dict) -> str:
     """What a record was: ``user``, ``system/informational``, ``attachment/skill_listing``."""
     sub = obj.get("subtype")
@@ -253,7 +270,7 @@ def _preview_line(r: Record, obj: dict) -> str | None:
     msg = obj.get("message")
     if not isinstance(msg, dict):
         return None
-    text = " ".join(outline(msg.get("content")).split())
+    text = _clean(outline(msg.get("content")))
     if not text:
         return None
     if len(text) > PREVIEW_LINE_CHARS:

@@ -21,12 +21,18 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import SurgeryError
+from ..ingest.discover import is_session_path
 
 
 @contextmanager
 def session_lock(session: str | Path) -> Iterator[None]:
-    """Hold the lock of ``session`` (the session file, not a copy) for the block."""
+    """Hold the lock of ``session`` for the block. Only a session file is ever
+    locked for writing: a backup or a pending copy (also reached through a link
+    named like a session) is refused here, whoever the caller is."""
     path = Path(session)
+    if not is_session_path(path) or not is_session_path(os.path.realpath(path)):
+        raise SurgeryError(f"{path} is not a session file (a backup, a pending copy or another file): "
+                           f"txdb never changes it")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:

@@ -337,7 +337,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     if not pend.is_file():
-        raise SurgeryError(f"no pending copy for {orig.name}: run a strip command (or `txdb snapshot`) first")
+        raise SurgeryError(f"no pending copy for {orig.name}: a surgery command (strip-*, persist-*, compact-range, ...) makes one first")
     if pend.is_symlink():
         raise SurgeryError(f"{pend.name} is a symlink, not a pending copy txdb wrote: remove it and redo the surgery")
     meta = read_meta(orig)

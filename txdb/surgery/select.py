@@ -380,7 +380,7 @@ def _changed(command: str, res: dict) -> int:
     if "persisted" in res:
         return res.get("blocks", 0)
     if "ranges" in res:
-        return res.get("records", 0) + res.get("converted", 0)
+        return res.get("records", 0) + res.get("converted", 0) + res.get("resummarised", 0)
     n = 0
     if "tools" in res:
         n += res["tools"].get("inputs", 0) + res["tools"].get("results", 0)

@@ -299,6 +299,14 @@ def range_marker(frm: int, to: int, folder: Path, summary: str | None, preview_l
             + "\n".join(lines) + f"\n</{RANGE_TAG}>")
 
 
+_SUMMARY_LINE = re.compile(r"\nSummary: [^\n]*\n")
+
+
+def with_summary(marker_text: str, summary: str) -> str:
+    """A marker with its (first) ``Summary:`` line replaced."""
+    return _SUMMARY_LINE.sub(lambda _m: f"\nSummary: {summary}\n", marker_text, count=1)
+
+
 def range_head(text) -> tuple[int, int, int] | None:
     """(from, to, count) of a ``<persisted-range>`` marker text, else None."""
     if not isinstance(text, str):

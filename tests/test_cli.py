@@ -291,3 +291,23 @@ def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, project
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "[]"
+
+
+def test_every_command_shows_its_examples_line_by_line():
+    """`txdb COMMAND --help` prints each example on its own line (click rewraps
+    a paragraph unless it is marked to be kept as written)."""
+    import importlib
+
+    from txdb.cli.main import LAZY_COMMANDS
+    for module in set(LAZY_COMMANDS.values()):
+        importlib.import_module(module)
+    for name in sorted(cli.commands):
+        r = CliRunner().invoke(cli, [name, "--help"], terminal_width=80)
+        assert r.exit_code == 0, name
+        doc = cli.commands[name].help or ""
+        assert "Example:" in doc, f"{name} has no Example block"
+        examples = [ln.strip() for ln in doc.split("Example:", 1)[1].splitlines()
+                    if ln.strip() and ln.strip() != "\b"]
+        shown = [ln.strip() for ln in r.output.splitlines()]
+        for ex in examples:
+            assert ex in shown, (name, ex)

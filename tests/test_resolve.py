@@ -206,7 +206,8 @@ def two_sessions(env, tmp_path):
 def test_patterns_match_nothing(two_sessions, tmp_path, ref):
     for catalogued in (False, True):  # found on disk under the roots, then in the catalog
         r = run("analyze", ref, ok=False)
-        assert one_error_line(r) == f"Error: no session {ref!r} in the catalog (run `txdb refresh`?)"
+        why = "an id prefix needs at least 4 characters" if len(ref) < 4 else "run `txdb refresh`?"
+        assert one_error_line(r) == f"Error: no session {ref!r} in the catalog ({why})"
         run("refresh")
 
 

@@ -50,6 +50,7 @@ def _ref(conn, path: str) -> SessionRef:
 
 
 PENDING = ".pending"
+MIN_PREFIX = 4  # shorter prefixes would match too much by accident
 
 
 def copy_kind(path: str | Path) -> str:
@@ -99,7 +100,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
         "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
         (ref, len(suffix), suffix),
     ).fetchall()
-    if not rows and len(ref) >= 4:
+    if not rows and len(ref) >= MIN_PREFIX:
         rows = conn.execute(
             "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
             "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
@@ -112,6 +113,9 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             if p is not None:
                 refresh_path(conn, p, str(root))
                 return _ref(conn, catalogued_path(conn, p))
+        if len(ref) < MIN_PREFIX:
+            raise SessionNotFound(f"no session {ref!r} in the catalog (an id prefix needs at least "
+                                  f"{MIN_PREFIX} characters)")
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
     live = [r for r in rows if r[3] == "session" and not r[4]] or rows
     paths = {r[1] for r in live}

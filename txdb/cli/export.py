@@ -28,6 +28,7 @@ def export(db_path, directory, fmt, replace, as_json):
 
     Example:
 
+    \b
         txdb export exports/$(hostname) --format parquet
         duckdb -c "select model, sum(output_tokens) from read_parquet('exports/*/usage/**/*.parquet', hive_partitioning=true) group by model"
     """

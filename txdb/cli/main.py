@@ -145,6 +145,7 @@ def path(db_path):
 
     Example:
 
+    \b
         sqlite3 "$(txdb path)" ".tables"
     """
     echo(str(db_path or config.default_db_path()))
@@ -167,6 +168,7 @@ def refresh(db_path, roots, prune, watch, as_json):
 
     Example:
 
+    \b
         txdb refresh
         txdb refresh --root tests/data/projects --db /tmp/demo.db
         txdb refresh --watch
@@ -222,6 +224,7 @@ def query(db_path, sql, params, fmt):
 
     Example:
 
+    \b
         txdb query "select type, count(*) as n from records group by type order by n desc"
     """
     conn, path = open_catalog(db_path)
@@ -248,6 +251,7 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 
     Example:
 
+    \b
         txdb sessions --sort tokens --limit 10
     """
     conn, _ = open_catalog(db_path)
@@ -272,6 +276,7 @@ def analyze(db_path, session, as_json):
 
     Example:
 
+    \b
         txdb analyze 3f2a9c1e-...
         txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
@@ -374,6 +379,7 @@ def current(db_path, quiet):
 
     Example:
 
+    \b
         SESS=$(txdb current --quiet) && txdb analyze "$SESS"
     """
     sid = os.environ.get("CLAUDE_CODE_SESSION_ID")

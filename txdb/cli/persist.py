@@ -43,6 +43,7 @@ def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
 
     Example:
 
+    \b
         txdb persist-tool SESSION --id toolu_01AbC --summary "Read config.py: Flask config"
     """
     _persist(o, "persist-tool", per.Selection(kinds=("tool",), tool_ids={tool_id}, positions=o.positions),
@@ -87,6 +88,7 @@ def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
 
     Example:
 
+    \b
         txdb persist-thinking SESSION --pos 42 --summary "Chose content matching: Bun strips paths"
     """
     _persist(o, "persist-thinking", per.Selection(kinds=("thinking",), pos=pos), _summaries(summary))
@@ -101,6 +103,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
 
     Example:
 
+    \b
         txdb persist-thinkings SESSION --keep-recent 2
     """
     _persist(o, "persist-thinkings", per.Selection(kinds=("thinking",), positions=o.positions,
@@ -118,6 +121,7 @@ def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
 
     Example:
 
+    \b
         txdb persist-text SESSION --pos 47 --summary "Audit M-02 spec draft"
     """
     _persist(o, "persist-text", per.Selection(kinds=("text",), pos=pos, idx=idx), _summaries(summary))
@@ -134,6 +138,7 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
 
     Example:
 
+    \b
         txdb persist-texts SESSION --from 0 --to 95 --min-chars 500 --keep-recent 3
     """
     _persist(o, "persist-texts", per.Selection(kinds=("text",), positions=o.positions, min_chars=min_chars,
@@ -151,6 +156,7 @@ def persist_message_cmd(o: SurgeryOptions, pos, summary):
 
     Example:
 
+    \b
         txdb persist-message SESSION --pos 47 --summary "Adam dialogue"
     """
     _persist(o, "persist-message", per.Selection(message_pos=pos), _summaries(summary))
@@ -223,6 +229,7 @@ def migrate_persisted_cmd(o: SurgeryOptions):
 
     Example:
 
+    \b
         txdb migrate-persisted SESSION && txdb apply SESSION
     """
     _run(o, "migrate-persisted", per.MigrateOp())

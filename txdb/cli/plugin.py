@@ -19,6 +19,7 @@ def plugin(as_json):
 
     Example:
 
+    \b
         txdb plugin
         claude --plugin-dir "$(txdb plugin --json | jq -r .path)"
     """

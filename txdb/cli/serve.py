@@ -54,6 +54,7 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
 
     Example:
 
+    \b
         txdb refresh && txdb serve --open
         txdb serve --watch
     """

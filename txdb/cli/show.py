@@ -57,6 +57,7 @@ def show_tool(db_path, session, as_list, tool_use_id, context, as_json):
 
     Example:
 
+    \b
         txdb show-tool 3f2a9c1e --list
         txdb show-tool 3f2a9c1e --id toolu_01ABC --context 3
     """
@@ -131,6 +132,7 @@ def show_thinking(db_path, session, pos, context, as_json):
 
     Example:
 
+    \b
         txdb show-thinking 3f2a9c1e
         txdb show-thinking 3f2a9c1e --pos 42 --context 3
     """

@@ -513,6 +513,7 @@ def reset_usage_cmd(o: SurgeryOptions):
 
     Example:
 
+    \b
         txdb reset-usage SESSION && txdb apply SESSION
     """
     def op(t, original):
@@ -534,6 +535,7 @@ def fork_cmd(session, db_path, fork_title, dry_run, as_json):
 
     Example:
 
+    \b
         txdb fork SESSION --fork-title "checkpoint"
     """
     o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, usage_reset=False,

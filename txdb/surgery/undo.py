@@ -86,7 +86,9 @@ def _undo(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, settle: float)
         if isinstance(args, dict) and args.get("forked_from"):
             raise SurgeryError(f"{orig.name} is a fork written by {last['command']} from {args['forked_from']}; "
                                f"the original is untouched, so there is nothing to undo: delete the fork instead "
-                               f"(rm {orig})")
+                               f"(rm {orig}"
+                               + (f", and its folder {folder}" if (folder := orig.with_suffix("")).is_dir() else "")
+                               + ")")
         raise SurgeryError(f"the last {what} kept no backup (--no-backup): nothing to restore")
     bak = Path(last["backup_path"])
     if bak.is_symlink() or not bak.is_file():

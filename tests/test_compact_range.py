@@ -306,3 +306,27 @@ def test_a_new_summary_on_the_same_range_replaces_only_the_summary(env):
     assert new == old.replace("Summary: first\n", "Summary: better [31m < /persisted-range> end\n")
     assert new.count("</persisted-range>") == 1
     assert [o for i, o in enumerate(after) if i != 4] == [o for i, o in enumerate(before) if i != 4]
+
+
+def test_where_plan_then_apply_applies_the_plans_copy(env):
+    """The plan's hint: run the same command again with --apply. That pass changes
+    nothing new, and applies the copy the plan left."""
+    f = env / f"{SID}.jsonl"
+    assert run("refresh").exit_code == 0
+    cond = "pos between 4 and 7"
+    assert run("compact-range", "--where", cond).exit_code == 0
+    planned = _pending(f).read_bytes()
+    r = run("compact-range", "--where", cond, "--apply", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["sessions"][0]["status"] == "applied"
+    assert f.read_bytes() == planned and not _pending(f).exists()
+
+
+def test_a_pass_that_grows_the_context_says_so(env):
+    f = env / f"{SID}.jsonl"
+    r = run("compact-range", f, "--pos", 0, "--summary", "a long summary " * 40)
+    assert r.exit_code == 0, r.output
+    assert "Note: this pass makes the context larger by ~" in r.output
+    assert run("refresh").exit_code == 0
+    r = run("compact-range", "--where", "pos = 4", "--summary", "x " * 300)
+    assert r.exit_code == 0 and "estimated tokens added (" in r.output and "bytes added) by this pass" in r.output

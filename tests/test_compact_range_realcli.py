@@ -10,7 +10,6 @@ after ``--pos 0`` it is."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from txdb.surgery.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli.fake_api import read, text  # noqa: E402
-from realcli.oracle import resume  # noqa: E402
+from realcli.oracle import read_back, resume  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 
@@ -96,14 +95,6 @@ def _where(sent: list[str], atom: str) -> tuple[int, int] | None:
     return None
 
 
-def _read_back(result) -> str:
-    c = result["content"]
-    if isinstance(c, list):
-        c = "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
-    c = c.split("\n\n<system-reminder>")[0]
-    return "\n".join(re.sub(r"^\s*\d+\t", "", ln, count=1) for ln in c.split("\n"))
-
-
 CASES = [("tools-demo", 0), ("tools-demo", "mid"), ("real", 0), ("real", "mid")]  # real: position 0 is an attachment
 
 
@@ -153,7 +144,7 @@ def test_resume_sends_the_summary_and_everything_outside_the_range(env, tmp_path
     last = r.requests[-1]["messages"][-1]
     results = [x for x in last["content"] if isinstance(x, dict) and x.get("type") == "tool_result"]
     assert results and not results[0].get("is_error"), results
-    assert _read_back(results[0]).rstrip("\n") == Path(target).read_text()
+    assert read_back(results[0]).rstrip("\n") == Path(target).read_text()
 
 
 def test_an_old_survivor_in_a_system_envelope_is_sent_once_converted(env, tmp_path):

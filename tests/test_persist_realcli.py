@@ -14,7 +14,6 @@ same string)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import claude_binary  # noqa: E402
 from realcli.driver import Sandbox  # noqa: E402
 from realcli.fake_api import FakeAPI, bash, read, text, thinking  # noqa: E402
-from realcli.oracle import resume  # noqa: E402
+from realcli.oracle import read_back, resume  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 
@@ -101,15 +100,6 @@ def _original_block(t: Transcript, f: dict) -> str:
         return content
     idx = int(Path(f["path"]).stem.rsplit("_", 1)[1])
     return content[idx]["text"]
-
-
-def _read_back(result) -> str:
-    """The file text the CLI's Read returned (line numbers taken off)."""
-    c = result["content"]
-    if isinstance(c, list):
-        c = "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
-    c = c.split("\n\n<system-reminder>")[0]
-    return "\n".join(re.sub(r"^\s*\d+\t", "", ln, count=1) for ln in c.split("\n"))
 
 
 def _usage(path: Path) -> dict:
@@ -196,7 +186,7 @@ def test_resume_sends_markers_and_read_returns_the_original(made, tmp_path, tmp_
     last = r.requests[-1]["messages"][-1]
     results = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert results and not results[0].get("is_error"), results
-    assert _read_back(results[0]).rstrip("\n") == want.rstrip("\n")
+    assert read_back(results[0]).rstrip("\n") == want.rstrip("\n")
     assert Path(marker_path).read_bytes() == want.encode()  # the sidecar itself, byte for byte
     # no recorded usage goes up
     after = _usage(f)

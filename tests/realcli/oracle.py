@@ -234,4 +234,15 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
             tmp.cleanup()
 
 
-__all__ = ["ResumeResult", "resume", "install_session", "content_blocks", "munge", "read_session_meta"]
+def read_back(tool_result: dict[str, Any]) -> str:
+    """The file text a Read tool_result returned: the CLI's line numbers and the
+    reminder it appends taken off."""
+    c = tool_result["content"]
+    if isinstance(c, list):
+        c = "".join(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
+    c = c.split("\n\n<system-reminder>")[0]
+    return "\n".join(re.sub(r"^\s*\d+\t", "", ln, count=1) for ln in c.split("\n"))
+
+
+__all__ = ["ResumeResult", "resume", "install_session", "content_blocks", "munge", "read_session_meta",
+           "read_back"]

@@ -197,9 +197,9 @@ def compact_range_cmd(o: SurgeryOptions, summary):
     record of the range is saved whole to <session>/persisted/message/<uuid>.json.
 
     Refuses a range that holds the leaf or cuts a tool call from its result.
-    Running it again on the survivor changes nothing; --pos N on one survivor
-    an older tool left in a system or attachment record makes it a plain
-    user message. With --where, each run of consecutive chain_targets rows
+    Running it again changes nothing but a new --summary; --pos N on one
+    survivor an older tool left in a system or attachment record makes it a
+    plain user message. With --where, each run of consecutive chain_targets rows
     it selects in a session is one range. Positions are the pending copy's
     when there is one: compact several ranges from the last one back.
 

@@ -330,3 +330,26 @@ def test_a_pass_that_grows_the_context_says_so(env):
     assert run("refresh").exit_code == 0
     r = run("compact-range", "--where", "pos = 4", "--summary", "x " * 300)
     assert r.exit_code == 0 and "estimated tokens added (" in r.output and "bytes added) by this pass" in r.output
+
+
+def test_a_summary_that_is_not_utf8_is_one_error_line_and_writes_nothing(env):
+    """Bytes that are not UTF-8 on the command line arrive as lone surrogates:
+    refused before anything runs (they could go into no JSON line or log)."""
+    f = env / f"{SID}.jsonl"
+    for args in (("--summary", "bad \udcff byte"), ("--fork-title", "t\udcfe")):
+        r = run("compact-range", f, "--from", 4, "--to", 7, *args)
+        assert r.exit_code == 1 and r.output == f"Error: {args[0]} is not valid UTF-8 text\n"
+    assert not _pending(f).exists() and not (env / SID).exists()
+
+
+def test_the_engine_refuses_options_it_cannot_log(env):
+    from txdb.errors import SurgeryError
+    from txdb.surgery.compact_range import CompactRangeOp
+    from txdb.surgery.engine import run_surgery
+
+    f = env / f"{SID}.jsonl"
+    with pytest.raises(SurgeryError, match="the summary is not valid UTF-8 text"):
+        run_surgery(f, "compact-range", CompactRangeOp(4, 7, "x\udcff"))
+    with pytest.raises(SurgeryError, match="the command's options cannot be logged"):
+        run_surgery(f, "compact-range", CompactRangeOp(4, 7, "ok"), arguments={"summary": "x\udcff"})
+    assert not _pending(f).exists() and not (env / SID).exists()

@@ -77,6 +77,11 @@ class CompactRangeOp(sc.Writes):
                  ranges_of: Ranges | None = None):
         super().__init__()
         self.frm, self.to = frm, to
+        if summary:
+            try:
+                summary.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SurgeryError("the summary is not valid UTF-8 text") from None
         self.summary = _clean(summary) if summary else None
         self.ranges_of = ranges_of
 
@@ -270,7 +275,8 @@ def _preview_line(r: Record, obj: dict) -> str | None:
     msg = obj.get("message")
     if not isinstance(msg, dict):
         return None
-    text = _clean(outline(msg.get("content")))
+    # (a line may hold a lone surrogate escape: shown replaced, never refused)
+    text = _clean(outline(msg.get("content")).encode("utf-8", "replace").decode("utf-8"))
     if not text:
         return None
     if len(text) > PREVIEW_LINE_CHARS:

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import orjson
+
 from ..errors import SurgeryError
 from ..records import now_timestamp
 from . import fork as forkmod
@@ -117,6 +119,10 @@ def run_surgery(
     ``positions`` (--from/--to/--pos) must name positions of the copy's active
     chain: checked before the operation runs, so nothing is written otherwise."""
     orig = pend.original_path(path)
+    try:
+        orjson.dumps(arguments or {})  # logged with the pass: checked before anything is written
+    except TypeError as e:
+        raise SurgeryError(f"the command's options cannot be logged: {e}") from None
     if fork:
         forkmod.check_forkable(pend.session_path(path))
     if not orig.is_file():

@@ -311,3 +311,18 @@ def test_every_command_shows_its_examples_line_by_line():
         shown = [ln.strip() for ln in r.output.splitlines()]
         for ex in examples:
             assert ex in shown, (name, ex)
+
+
+@pytest.mark.parametrize("args,name", [
+    (["query", "select '\udcff'"], "SQL"),
+    (["analyze", "\udcff"], "SESSION"),
+    (["sessions", "--project", "x\udcff"], "--project"),
+    (["strip-all", "--where", "x = '\udcff'"], "--where"),
+])
+def test_text_that_is_not_utf8_is_one_error_line(tmp_path, monkeypatch, args, name):
+    """Bytes that are not UTF-8 on the command line (lone surrogates in Python)
+    are refused before any command runs; paths may be any bytes."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 1 and r.output == f"Error: {name} is not valid UTF-8 text\n"
+    assert not (tmp_path / "catalog.db").exists()

@@ -44,9 +44,32 @@ LAZY_COMMANDS = {
     "plugin": "txdb.cli.plugin",
 }
 
+class TxdbCommand(click.Command):
+    """Every txdb command: its text arguments must be text. Bytes on the command
+    line that are not UTF-8 reach Python as lone surrogates, which no JSON line,
+    log row or SQLite text can hold; they are one Error line before the command
+    runs. Paths (``click.Path`` options) may be any bytes."""
+
+    def invoke(self, ctx):
+        for param in self.params:
+            if isinstance(param.type, click.Path):
+                continue
+            value = ctx.params.get(param.name)
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(v, str):
+                    try:
+                        v.encode("utf-8")
+                    except UnicodeEncodeError:
+                        name = param.opts[-1] if isinstance(param, click.Option) else param.name.upper()
+                        raise click.ClickException(f"{name} is not valid UTF-8 text") from None
+        return super().invoke(ctx)
+
+
 class TxdbGroup(click.Group):
     """Turns expected errors into one ``Error: ...`` line and a non-zero
     exit, and loads the modules of lazy commands on first use."""
+
+    command_class = TxdbCommand
 
     def list_commands(self, ctx):
         return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))

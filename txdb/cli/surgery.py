@@ -105,7 +105,6 @@ def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = Tr
     def decorate(f):
         @functools.wraps(f)
         def command(**params):
-            _text_is_utf8(params)
             shared = {k: params.pop(k) for k in list(params) if k in _SHARED and k not in own}
             if shared.get("pos") is not None:
                 if shared.get("frm") is not None or shared.get("to") is not None:
@@ -131,21 +130,6 @@ def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = Tr
         return command
 
     return decorate
-
-
-def _text_is_utf8(params: dict) -> None:
-    """Options that end up in a session line or the surgeries log (a summary, a
-    title, tool names) must be text: bytes that are not UTF-8 in the command
-    line are one Error line, before anything runs. Paths may be any bytes."""
-    for name, value in params.items():
-        if name in ("session", "db_path"):
-            continue
-        for v in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(v, str):
-                try:
-                    v.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise click.ClickException(f"--{name.replace('_', '-')} is not valid UTF-8 text") from None
 
 
 def _check(o: SurgeryOptions) -> None:

@@ -39,8 +39,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import orjson
-
 from ..errors import SurgeryError
 from ..records import now_timestamp
 from . import fork as forkmod
@@ -119,10 +117,7 @@ def run_surgery(
     ``positions`` (--from/--to/--pos) must name positions of the copy's active
     chain: checked before the operation runs, so nothing is written otherwise."""
     orig = pend.original_path(path)
-    try:
-        orjson.dumps(arguments or {})  # logged with the pass: checked before anything is written
-    except TypeError as e:
-        raise SurgeryError(f"the command's options cannot be logged: {e}") from None
+    arguments = _loggable(arguments or {})
     if fork:
         forkmod.check_forkable(pend.session_path(path))
     if not orig.is_file():
@@ -196,6 +191,23 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
             remove_files()
         raise
     return report
+
+
+def _loggable(value):
+    """The command's options as the surgeries log can hold them: a path that is
+    not UTF-8 (the only text the CLI lets through undecoded) is logged with
+    its odd bytes as ``\\xNN``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return value
+    if isinstance(value, dict):
+        return {k: _loggable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_loggable(v) for v in value]
+    return value
 
 
 def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, had_pending: bool,

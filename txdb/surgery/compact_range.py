@@ -95,9 +95,10 @@ class CompactRangeOp(sc.Writes):
             ranges = [(self.frm, self.to)]
         out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
                "converted": 0, "already": 0, "resummarised": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
+        spans = tool_spans(t) if ranges else []
         for a, b in ranges:  # every range is checked before any is changed
             if _again(t, a, b) is None:
-                _check(t, a, b)
+                _check(t, a, b, spans)
         # From the last range back, so the positions of the earlier ones stay put.
         for a, b in sorted(ranges, reverse=True):
             out["ranges"].append(self._compact(t, a, b, out))
@@ -183,8 +184,9 @@ def _stays(r: Record) -> bool:
     return r.type == "attachment" and r.attachment_type in STAYS
 
 
-def _check(t: Transcript, a: int, b: int) -> None:
-    """The range's refusals (see module doc), naming positions."""
+def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]]) -> None:
+    """The range's refusals (see module doc), naming positions; ``spans``: the
+    chain's tool calls (``ops.tool_spans``)."""
     last = len(t.chain) - 1
     if a > b:
         raise SurgeryError(f"--from {a} is after --to {b}: give the range lowest position first")
@@ -196,7 +198,7 @@ def _check(t: Transcript, a: int, b: int) -> None:
     if all(_stays(r) for r in t.chain[a:b + 1]):
         raise SurgeryError(f"the range {a}..{b} holds only records compact-range leaves in place (tool, agent "
                            f"and skill announcements, the system prompt): nothing to compact")
-    for use, result, tid in tool_spans(t):
+    for use, result, tid in spans:
         if (a <= use and result <= b) or result < a or use > b:
             continue  # both inside, or both outside
         if a <= use <= b:

@@ -14,6 +14,7 @@ goes with the process: a killed txdb leaves none behind.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from contextlib import contextmanager
@@ -22,6 +23,9 @@ from typing import Iterator
 
 from ..errors import SurgeryError
 from ..ingest.discover import is_session_path
+
+
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
 
 
 @contextmanager
@@ -43,6 +47,11 @@ def session_lock(session: str | Path) -> Iterator[None]:
         except BlockingIOError:
             raise SurgeryError(f"another txdb command is working on {path.name} right now (a surgery pass, "
                                f"apply or undo); run this one again when it has finished") from None
+        except OSError as e:
+            if e.errno not in _NO_LOCKS:
+                raise
+            # A filesystem without flock (some network mounts): go on unlocked, as
+            # before this lock existed; every other check still holds.
         yield
     finally:
         os.close(fd)

@@ -131,13 +131,13 @@ class Selection:
 
 @dataclass
 class _Target:
+    """A block to move, by place: its text is read again from the record when
+    it is processed (``_text``), so the list of targets holds no content."""
     kind: str
     rec: Record
     idx: int | None          # block index (None: the whole message)
     key: str                 # name key for the sidecar
-    text: str                # what goes into the sidecar
     tool_use_id: str | None = None
-    block: dict | None = None
 
 
 class PersistOp(sc.Writes):
@@ -162,39 +162,46 @@ class PersistOp(sc.Writes):
             targets = self._message_targets(t, out)
         else:
             targets = self._block_targets(t, original, out)
-        touched: dict[int, tuple[Record, dict]] = {}
         seen_paths: dict[Path, bytes] = {}
+        # Targets come record by record (per kind): one parsed record at a
+        # time, stored as soon as its targets are done.
+        rec = obj = None
+        changed = False
         for tg in targets:
-            rec = tg.rec
-            data = tg.text.encode("utf-8", "surrogatepass")
+            if tg.rec is not rec:
+                if changed:
+                    t.touch(rec, obj)
+                rec, obj, changed = tg.rec, tg.rec.parse(), False
+            text = _text(obj, tg)
+            data = text.encode("utf-8", "surrogatepass")
             rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
             side = sc.plan(self.sdir, rel, data)
             if side.path in seen_paths and seen_paths[side.path] != data:
                 stem, ext = rel.rsplit(".", 1)
                 side = sc.plan(self.sdir, f"{stem}_{rec.rid}.{ext}", data)
             key, summary = self.summaries.lookup(pos=rec.pos, uuid=rec.uuid, tool_use_id=tg.tool_use_id)
-            obj = touched[rec.rid][1] if rec.rid in touched else rec.parse()
             old = _part(obj, tg)
-            _replace(obj, tg, side, summary)
+            _replace(obj, tg, side, text, summary)
             new = _part(obj, tg)
             if not s.named and len(dumps(new)) >= len(dumps(old)):
                 _restore(obj, tg, old)  # the marker would not be smaller: leave the block
                 out["too_small"] += 1
                 continue
-            touched[rec.rid] = (rec, obj)
+            changed = True
             if key:
                 self.summaries.used.add(key)
-            seen_paths[side.path] = data
+            if side.path not in seen_paths:
+                # A path planned again (the same result repeated) is written once: keep one copy of its bytes.
+                seen_paths[side.path] = data
+                self.sidecars.append(side)
             out["tokens_saved"] += max(0, _tokens(old) - _tokens(new))
-            self.sidecars.append(side)
             out["persisted"][tg.kind] += 1
-            out["chars_moved"] += len(tg.text)
+            out["chars_moved"] += len(text)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             out["files"].append({"kind": tg.kind, "pos": rec.pos, "uuid": rec.uuid, "tool_use_id": tg.tool_use_id,
-                                 "path": str(side.path), "chars": len(tg.text), "summary": summary})
-        for rec, obj in touched.values():
+                                 "path": str(side.path), "chars": len(text), "summary": summary})
+        if changed:
             t.touch(rec, obj)
-        self.unique()
         out["summaries_unused"] = self.summaries.unused(t)
         out["blocks"] = sum(out["persisted"].values())
         return out
@@ -244,7 +251,7 @@ class PersistOp(sc.Writes):
                         continue
                     if len(text) < s.min_chars:
                         continue
-                    by_kind["tool"].append(_Target("tool", rec, idx, tid, text, tid, b))
+                    by_kind["tool"].append(_Target("tool", rec, idx, tid, tid))
                 elif btype == "thinking" and "thinking" in s.kinds and role == "assistant":
                     text = b.get("thinking")
                     if not isinstance(text, str) or not text or len(text) < s.min_chars:
@@ -255,7 +262,7 @@ class PersistOp(sc.Writes):
                                  and x.get("type") == "thinking")
                     key = rec.uuid or f"offset-{rec.offset}"
                     by_kind["thinking"].append(_Target("thinking", rec, idx, key if idx == first
-                                                       else f"{key}_{idx}", text, None, b))
+                                                       else f"{key}_{idx}"))
                 elif btype == "text" and "text" in s.kinds:
                     if s.idx is not None and idx != s.idx:
                         continue
@@ -280,7 +287,7 @@ class PersistOp(sc.Writes):
             return
         if not text or len(text) < max(self.sel.min_chars, 1):
             return
-        by_kind["text"].append(_Target("text", rec, idx, rec.uuid or f"offset-{rec.offset}", text))
+        by_kind["text"].append(_Target("text", rec, idx, rec.uuid or f"offset-{rec.offset}"))
 
     def _message_targets(self, t: Transcript, out: dict) -> list[_Target]:
         rec = t.chain[self.sel.message_pos]
@@ -301,7 +308,7 @@ class PersistOp(sc.Writes):
                 out["skipped_persisted"] += 1
                 continue
             key = r.uuid or f"offset-{r.offset}"
-            targets.append(_Target("message", r, None, key, dumps(content).decode("utf-8", "surrogatepass")))
+            targets.append(_Target("message", r, None, key))
         return targets
 
 
@@ -356,25 +363,39 @@ def _tool_closure(t: Transcript, rec: Record) -> list[Record]:
     return list(group.values())
 
 
-def _replace(obj: dict, tg: _Target, side: sc.Sidecar, summary: str | None) -> None:
+def _replace(obj: dict, tg: _Target, side: sc.Sidecar, text: str, summary: str | None) -> None:
+    """Put the marker of ``text`` (the target's text, moved to ``side``) in its place."""
     msg = obj["message"]
     if tg.kind == "tool":
         block = msg["content"][tg.idx]
-        block["content"] = sc.tool_marker(side.path, len(side.data), tg.text, summary)
+        block["content"] = sc.tool_marker(side.path, len(side.data), text, summary)
     elif tg.kind == "thinking":
-        msg["content"][tg.idx] = {"type": "text", "text": sc.marker("thinking", side.path, len(tg.text), summary,
-                                                                   sc.preview(tg.text))}
+        msg["content"][tg.idx] = {"type": "text", "text": sc.marker("thinking", side.path, len(text), summary,
+                                                                   sc.preview(text))}
     elif tg.kind == "text":
-        text = sc.marker("text", side.path, len(tg.text), summary, sc.preview(tg.text))
+        mark = sc.marker("text", side.path, len(text), summary, sc.preview(text))
         if isinstance(msg.get("content"), str):
-            msg["content"] = text
+            msg["content"] = mark
         else:
-            msg["content"][tg.idx] = dict(msg["content"][tg.idx], text=text)
+            msg["content"][tg.idx] = dict(msg["content"][tg.idx], text=mark)
             msg["content"][tg.idx].pop("citations", None)
     else:
         role = msg.get("role") or obj.get("type")
-        msg["content"] = [{"type": "text", "text": sc.marker("message", side.path, len(tg.text), summary,
+        msg["content"] = [{"type": "text", "text": sc.marker("message", side.path, len(text), summary,
                                                             _message_preview(role, msg.get("content")))}]
+
+
+def _text(obj: dict, tg: _Target) -> str:
+    """What goes into a target's sidecar, read from its record's object."""
+    content = obj["message"]["content"]
+    if tg.kind == "message":
+        return dumps(content).decode("utf-8", "surrogatepass")
+    if isinstance(content, str):
+        return content
+    block = content[tg.idx]
+    if tg.kind == "tool":
+        return _result_text(block.get("content"))
+    return block["thinking"] if tg.kind == "thinking" else block["text"]
 
 
 def _message_preview(role, content) -> str:

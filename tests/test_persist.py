@@ -602,3 +602,23 @@ def test_a_record_with_a_result_and_a_text_moves_both(tmp_path):
     assert (sdir / "tool-results" / "toolu_x.txt").read_text() == BIG
     assert (sdir / "persisted" / "text" / f"{r['uuid']}_1.txt").read_text() == TEXT
     assert contract_violations(before, pfile.read_bytes()) == []
+
+
+def test_results_sharing_an_id_each_keep_their_own_file(tmp_path, monkeypatch):
+    """Three results with one tool_use id in one message, each with other
+    content: three files, each marker naming the file with its own text."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    u = user("go", session=SID)
+    a = assistant([{"type": "tool_use", "id": "toolu_same", "name": "Bash", "input": {"command": "x"}}],
+                  u["uuid"], session=SID)
+    texts = [BIG + f"variant {i}" for i in range(3)]
+    r = user([{"type": "tool_result", "tool_use_id": "toolu_same", "content": t} for t in texts],
+             a["uuid"], session=SID)
+    last = assistant("done", r["uuid"], session=SID)
+    f = write(tmp_path / "proj" / f"{SID}.jsonl", [u, a, r, last, user("ok", last["uuid"], session=SID)])
+    res = run("persist-tools", f, "--json")
+    assert res.exit_code == 0, res.output
+    blocks = _objs(Path(f"{f}.pending"))[2]["message"]["content"]
+    paths = [sc.marker_paths(b["content"])[0] for b in blocks]
+    assert len(set(paths)) == 3
+    assert [Path(p).read_text() for p in paths] == texts

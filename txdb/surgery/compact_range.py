@@ -104,7 +104,6 @@ class CompactRangeOp(sc.Writes):
             out["ranges"].append(self._compact(t, a, b, out))
             t.refresh()
         out["ranges"].reverse()
-        self.unique()
         return out
 
     def _compact(self, t: Transcript, a: int, b: int, out: dict) -> dict:
@@ -136,8 +135,8 @@ class CompactRangeOp(sc.Writes):
         folder = self.sdir / "persisted" / "message"
         files, objs, preview = [], [], []
         for r in recs:
-            side = sc.plan(self.sdir, sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.raw))
-            self.sidecars.append(side)
+            side = self.plan(sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.raw))
+            self.add(side)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             files.append(str(side.path))
             if len(objs) < ENVELOPE_RECORDS or len(preview) < PREVIEW_MESSAGES:

@@ -162,7 +162,6 @@ class PersistOp(sc.Writes):
             targets = self._message_targets(t, out)
         else:
             targets = self._block_targets(t, original, out)
-        seen_paths: dict[Path, bytes] = {}
         # Targets come record by record (per kind): one parsed record at a
         # time, stored as soon as its targets are done.
         rec = obj = None
@@ -175,10 +174,7 @@ class PersistOp(sc.Writes):
             text = _text(obj, tg)
             data = text.encode("utf-8", "surrogatepass")
             rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
-            side = sc.plan(self.sdir, rel, data)
-            if side.path in seen_paths and seen_paths[side.path] != data:
-                stem, ext = rel.rsplit(".", 1)
-                side = sc.plan(self.sdir, f"{stem}_{rec.rid}.{ext}", data)
+            side = self.plan(rel, data)
             key, summary = self.summaries.lookup(pos=rec.pos, uuid=rec.uuid, tool_use_id=tg.tool_use_id)
             old = _part(obj, tg)
             _replace(obj, tg, side, text, summary)
@@ -190,10 +186,7 @@ class PersistOp(sc.Writes):
             changed = True
             if key:
                 self.summaries.used.add(key)
-            if side.path not in seen_paths:
-                # A path planned again (the same result repeated) is written once: keep one copy of its bytes.
-                seen_paths[side.path] = data
-                self.sidecars.append(side)
+            self.add(side)
             out["tokens_saved"] += max(0, _tokens(old) - _tokens(new))
             out["persisted"][tg.kind] += 1
             out["chars_moved"] += len(text)
@@ -473,8 +466,8 @@ class MigrateOp(PersistOp):
                     continue
                 with open(e.path, "rb") as fh:
                     data = fh.read()
-                side = sc.plan(self.sdir, f"tool-results/{sc.safe_name(e.name)}", data)
-                self.sidecars.append(side)
+                side = self.plan(f"tool-results/{sc.safe_name(e.name)}", data)
+                self.add(side)
                 moved[e.path] = side.path
                 out["tool_results_moved"] += 1
         for rec in list(t.live()):
@@ -490,8 +483,8 @@ class MigrateOp(PersistOp):
                     m = _IMAGE_RE.match(b["text"])
                     if m:
                         body = m.group(3)
-                        side = sc.plan(self.sdir, sc.relative_path("image", m.group(1).lower()), body.encode())
-                        self.sidecars.append(side)
+                        side = self.plan(sc.relative_path("image", m.group(1).lower()), body.encode())
+                        self.add(side)
                         content[idx] = {"type": "text", "text": sc.marker(
                             "image", side.path, len(body), None, sc.preview(body))}
                         out["images"] += 1
@@ -513,7 +506,6 @@ class MigrateOp(PersistOp):
                                     changed = True
             if changed:
                 t.touch(rec, obj)
-        self.unique()
         out["files"] = [str(s.path) for s in self.sidecars]
         return out
 

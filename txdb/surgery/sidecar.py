@@ -22,7 +22,9 @@ Rules (each one here, nowhere else):
   ``persisted`` folder is refused).
 - ``plan``: decide the path without writing (dry runs plan too): an existing
   file with the same bytes is reused; one with different bytes is never
-  touched, the new content gets ``<name>.<sha256[:12]><ext>``.
+  touched, the new content gets ``<name>.<sha256[:12]><ext>``. A file this
+  pass has already planned counts as existing (``Writes.plan``), so three
+  results sharing one tool id get three files.
 - ``write``: temp file, fsync, ``link`` to the final name (which fails
   rather than replace anything), folder fsync. Runs before the pending copy
   that refers to the file is written (``engine.run_surgery`` calls the op's
@@ -122,12 +124,19 @@ class Sidecar:
         return len(self.data.decode("utf-8", "replace"))
 
 
-def plan(sdir: Path, rel: str, data: bytes) -> Sidecar:
+def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
-    or a new content-addressed name beside a different existing file."""
+    or a new content-addressed name beside a different existing file. ``planned``:
+    the files this pass has already planned (path -> bytes), which count as
+    existing files."""
     path = sdir / rel
     _no_links(sdir, path.parent)
     for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
+        held = planned.get(candidate) if planned else None
+        if held is not None:
+            if held == data:
+                return Sidecar(candidate, data, False)
+            continue
         try:
             with open(candidate, "rb") as fh:
                 same = fh.read(len(data) + 1) == data
@@ -238,18 +247,24 @@ class Writes:
     def __init__(self):
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
+        self._planned: dict[Path, bytes] = {}
 
     def plan_files(self, sdir: Path) -> None:
         """Start a pass: nothing planned yet, files go under ``sdir``."""
         self.sdir = sdir
         self.sidecars = []
+        self._planned = {}
 
-    def unique(self) -> None:
-        """One file per path (a reused name may be planned twice)."""
-        uniq: dict[Path, Sidecar] = {}
-        for side in self.sidecars:
-            uniq.setdefault(side.path, side)
-        self.sidecars = list(uniq.values())
+    def plan(self, rel: str, data: bytes) -> Sidecar:
+        """``plan`` for this pass: a name it already gave other bytes is taken too."""
+        return plan(self.sdir, rel, data, self._planned)
+
+    def add(self, side: Sidecar) -> None:
+        """Keep a planned file for ``write_files`` (once per path: the same bytes
+        planned again, as for a repeated tool result, are one file)."""
+        if side.path not in self._planned:
+            self._planned[side.path] = side.data
+            self.sidecars.append(side)
 
     def write_files(self, owner: tuple[int, int] | None = None) -> int:
         self.created = write(self.sdir, self.sidecars, owner) if self.sidecars else []

@@ -54,12 +54,13 @@ def is_session_path(path: str | Path) -> bool:
     backup). Backups, pending copies and every other file are read directly
     when asked for, never catalogued."""
     p = Path(path)
-    if not (is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)):
+    if not _named_like_session(p):
         return False
-    if os.path.islink(p):
-        real = Path(os.path.realpath(p))
-        return is_session_file(real.name) and not SKIP_DIRS.intersection(real.parent.parts)
-    return True
+    return not os.path.islink(p) or _named_like_session(Path(os.path.realpath(p)))
+
+
+def _named_like_session(p: Path) -> bool:
+    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
 
 
 def session_stem(path: str | Path) -> str:

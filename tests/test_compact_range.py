@@ -66,7 +66,8 @@ def test_range_becomes_one_user_message_and_each_record_a_file(env):
             f"[user] [tool_result toolu_0001] {' '.join(['out 1'] * 20)}\n"
             f"[... 5 more]\n</persisted-range>")},
         "uuid": objs[4]["uuid"], "timestamp": objs[4]["timestamp"], "cwd": "/home/me/app",
-        "sessionId": SID, "version": "2.1.300", "gitBranch": "main"}
+        "sessionId": SID, "version": "2.1.300", "gitBranch": "main",
+        "persistedRange": {"files": [f"{o['uuid']}.json" for o in objs[4:12]]}}
     # each record of the range, byte for byte, in a file named by its uuid
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{o['uuid']}.json" for o in objs[4:12])
     for line, o in zip(lines[4:12], objs[4:12]):
@@ -356,3 +357,66 @@ def test_the_engine_refuses_a_summary_it_cannot_write_and_logs_any_path(env):
     assert rep.written
     meta = json.loads(Path(f"{f}.pending.json").read_bytes())
     assert meta["passes"][0]["arguments"] == {"dir": "/tmp/\\xff"}
+
+
+def test_a_quoted_marker_does_not_make_a_survivor(env):
+    """A message that quotes a marker beside its own content (a tool call, the
+    leaf's reply) is compacted like any record, never "converted"."""
+    f = env / f"{SID}.jsonl"
+    objs = _objs(f)
+    quote = {"type": "text", "text": '<persisted-range from="1" to="2" count="1">\nSaved to: x (1 files)\n'}
+    objs[5]["message"]["content"].insert(0, quote)     # the tool call at position 5
+    objs[23]["message"]["content"].insert(0, quote)    # the leaf
+    write(f, objs)
+    r = run("compact-range", f, "--pos", 23)
+    assert r.exit_code == 1 and "holds the leaf message" in r.output
+    r = run("compact-range", f, "--pos", 5)
+    assert r.exit_code == 1 and "splits tool call toolu_0001" in r.output
+    assert not _pending(f).exists()
+
+
+def test_saved_records_are_the_files_bytes_even_for_repaired_lines(env):
+    """A line only the forgiving parse reads (a lone surrogate escape) is saved
+    as the file holds it, not as txdb re-wrote it."""
+    f = env / f"{SID}.jsonl"
+    lines = f.read_bytes().splitlines()
+    lines[4] = lines[4].replace(b'"prompt 1"', b'"prompt \\ud800 1"')
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    r = run("compact-range", f, "--from", 4, "--to", 7, "--json")
+    assert r.exit_code == 0, r.output
+    first = Path(json.loads(r.output)["result"]["ranges"][0]["files"][0])
+    assert first.read_bytes() == lines[4] and b"\\ud800" in first.read_bytes()
+
+
+def test_apply_checks_every_saved_record_is_on_disk(env, tmp_path):
+    f = env / f"{SID}.jsonl"
+    assert run("compact-range", f, "--from", 4, "--to", 11).exit_code == 0
+    saved = sorted(_folder(f).iterdir())
+    saved[3].rename(tmp_path / saved[3].name)         # the folder stays, one file goes
+    before = f.read_bytes()
+    r = run("apply", f)
+    assert r.exit_code == 1 and "refers to a sidecar that is not on disk" in r.output
+    assert saved[3].name in r.output and f.read_bytes() == before
+
+
+def test_the_session_folder_follows_the_file_name(tmp_path, monkeypatch):
+    """A copied file whose lines carry another session's id saves into its own
+    folder, never the other session's."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    other = "44444444-0000-0000-0000-0000000000ff"
+    f = write(tmp_path / "p" / f"{SID}.jsonl", conversation(6, session=other))
+    assert run("compact-range", f, "--from", 4, "--to", 7).exit_code == 0
+    assert len(list((tmp_path / "p" / SID / "persisted" / "message").iterdir())) == 4
+    assert not (tmp_path / "p" / other).exists()
+
+
+def test_a_deeply_nested_line_in_the_range_is_no_traceback(env):
+    f = env / f"{SID}.jsonl"
+    objs = _objs(f)
+    lines = f.read_bytes().splitlines()
+    lines[5] = lines[5][:-1] + b',"deep":' + b"[" * 3000 + b'"<persisted-output>x"' + b"]" * 3000 + b"}"
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    r = run("compact-range", f, "--from", 4, "--to", 7)
+    assert r.exit_code == 0, r.output
+    assert run("apply", f).exit_code == 0
+    assert objs[5]["uuid"] not in {r.uuid for r in Transcript.load(f).chain}

@@ -23,7 +23,10 @@ Rules, each one here:
   was: a system or attachment record keeps neither its envelope nor its
   type, since Claude Code sends neither to the model. It keeps that
   record's uuid, parent and timestamp, and the session envelope (cwd,
-  sessionId, version, gitBranch, slug, ...) of the first record that has it.
+  sessionId, version, gitBranch, slug, ...) of the first record that has it,
+  and lists the saved files' names in chain order as ``persistedRange.files``
+  (so ``apply`` checks each one is on disk, and a reader knows which files
+  of the shared folder are this range's).
 - Records that are state rather than conversation stay where they are,
   uncounted: what the CLI announced to the model (``*_delta``,
   ``skill_listing``: it computes the next announcement from them, and
@@ -35,7 +38,8 @@ Rules, each one here:
   follow to the survivor); the record after the range becomes the child of
   the last record left of it (also when it was joined to the range only by
   Claude Code's bridge over a missing parent).
-- Idempotent: a range of one record that already is a plain-user survivor,
+- Idempotent: a range of one record that already is a plain-user survivor
+  (a record whose content is a marker and nothing else),
   or exactly the range its survivor says it compacted (the same command
   run again on the pending copy), changes nothing, unless a different
   ``--summary`` is given: then only the marker's Summary line changes.
@@ -48,6 +52,7 @@ Rules, each one here:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
@@ -62,6 +67,7 @@ PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
 # The session envelope a survivor carries (Claude Code's user-record keys).
 ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug")
+RANGE_FIELD = sc.RANGE_FIELD
 ENVELOPE_RECORDS = 8  # the envelope is looked for in the range's first records
 # Keys that make a user record something other than a plain prompt.
 NOT_PLAIN = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "toolUseResult", "sourceToolAssistantUUID")
@@ -86,7 +92,7 @@ class CompactRangeOp(sc.Writes):
         self.ranges_of = ranges_of
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.plan_files(sc.session_dir(t.path, t.session_id))
+        self.plan_files(sc.session_dir(t.path))
         if self.ranges_of is not None:
             ranges = self.ranges_of(t, original)
         else:
@@ -97,8 +103,7 @@ class CompactRangeOp(sc.Writes):
                "converted": 0, "already": 0, "resummarised": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
         spans = tool_spans(t) if ranges else []
         for a, b in ranges:  # every range is checked before any is changed
-            if _again(t, a, b) is None:
-                _check(t, a, b, spans)
+            _check(t, a, b, spans, again=_again(t, a, b) is not None)
         # From the last range back, so the positions of the earlier ones stay put.
         for a, b in sorted(ranges, reverse=True):
             out["ranges"].append(self._compact(t, a, b, out))
@@ -135,7 +140,7 @@ class CompactRangeOp(sc.Writes):
         folder = self.sdir / "persisted" / "message"
         files, objs, preview = [], [], []
         for r in recs:
-            side = self.plan(sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.raw))
+            side = self.plan(sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.source))
             self.add(side)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             files.append(str(side.path))
@@ -147,7 +152,7 @@ class CompactRangeOp(sc.Writes):
                 if line and len(preview) < PREVIEW_MESSAGES:
                     preview.append(line)
         text = sc.range_marker(a, b, folder, self.summary, preview, len(recs))
-        t.touch(first, _survivor(objs, text))
+        t.touch(first, _survivor(objs, text, [Path(p).name for p in files]))
         t.remove(recs[1:], pairs_checked=True)  # _check: no tool call of the chain is cut
         # The record after the range hangs off the last one left of it (also
         # when only Claude Code's bridge over a missing parent joined them).
@@ -170,7 +175,7 @@ def _again(t: Transcript, a: int, b: int) -> str | None:
     recs = [r for r in t.chain[a:b + 1] if not _stays(r)]
     if not recs:
         return None
-    marker = _marker_in(recs[0].parse())
+    marker = _survivor_marker(recs[0].parse())
     if marker is None:
         return None
     head = sc.range_head(marker)
@@ -183,9 +188,11 @@ def _stays(r: Record) -> bool:
     return r.type == "attachment" and r.attachment_type in STAYS
 
 
-def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]]) -> None:
+def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], again: bool = False) -> None:
     """The range's refusals (see module doc), naming positions; ``spans``: the
-    chain's tool calls (``ops.tool_spans``)."""
+    chain's tool calls (``ops.tool_spans``). ``again``: the range's survivor
+    is all it would change (a record holding only a marker, no tool block), so
+    only the position rules apply."""
     last = len(t.chain) - 1
     if a > b:
         raise SurgeryError(f"--from {a} is after --to {b}: give the range lowest position first")
@@ -194,6 +201,8 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]]) -> 
     if b == last:
         raise SurgeryError(f"the range {a}..{b} holds the leaf message of the active chain (position {last}): "
                            f"resuming starts from it; end the range before it")
+    if again:
+        return
     if all(_stays(r) for r in t.chain[a:b + 1]):
         raise SurgeryError(f"the range {a}..{b} holds only records compact-range leaves in place (tool, agent "
                            f"and skill announcements, the system prompt): nothing to compact")
@@ -214,12 +223,21 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]]) -> 
                                f"so removing it would re-point the other copy's children")
 
 
-def _marker_in(obj: dict) -> str | None:
-    """The ``<persisted-range>`` marker a record carries, in any field (an older
-    survivor may hold it as a system record's content or an assistant's text)."""
-    for s in sc._strings({k: v for k, v in obj.items() if k not in ("uuid", "parentUuid")}):
-        if sc.range_head(s) is not None:
-            return s.lstrip()
+def _survivor_marker(obj: dict) -> str | None:
+    """The ``<persisted-range>`` marker of a record that is a survivor: one whose
+    content is the marker and nothing else, as a user or assistant message's
+    content (a string or one text block), or, in the envelope an older tool
+    kept, a system or attachment record's ``content``. A marker quoted inside
+    a longer message, a tool result or a file does not make a survivor."""
+    msg = obj.get("message")
+    if isinstance(msg, dict):
+        c = msg.get("content")
+        if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and c[0].get("type") == "text":
+            c = c[0].get("text")
+        return c if sc.range_head(c) is not None else None
+    for holder in (obj, obj.get("attachment")):
+        if isinstance(holder, dict) and sc.range_head(holder.get("content")) is not None:
+            return holder["content"]
     return None
 
 
@@ -252,8 +270,10 @@ def _kind(obj: dict) -> str:
     return f"{obj.get('type')}/{sub}" if isinstance(sub, str) and sub else str(obj.get("type"))
 
 
-def _survivor(objs: list[dict], marker: str) -> dict:
-    """The plain user record that stands for the range (module doc)."""
+def _survivor(objs: list[dict], marker: str, files: list[str] | None = None) -> dict:
+    """The plain user record that stands for the range (module doc). ``files``:
+    the names of the saved records in the marker's folder, in chain order, kept
+    as ``persistedRange.files`` (a survivor rebuilt keeps its list)."""
     first = objs[0]
     out = {"parentUuid": first.get("parentUuid"), "isSidechain": bool(first.get("isSidechain", False)),
            "type": "user", "message": {"role": "user", "content": marker}, "uuid": first.get("uuid"),
@@ -266,6 +286,11 @@ def _survivor(objs: list[dict], marker: str) -> dict:
         out["timestamp"] = next((o["timestamp"] for o in objs if isinstance(o.get("timestamp"), str)), None)
         if out["timestamp"] is None:
             del out["timestamp"]
+    kept = first.get(RANGE_FIELD)
+    if files is not None:
+        out[RANGE_FIELD] = {"files": files}
+    elif isinstance(kept, dict):
+        out[RANGE_FIELD] = kept
     return out
 
 

@@ -149,7 +149,7 @@ class PersistOp(sc.Writes):
         self.summaries = summaries or Summaries()
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.plan_files(sc.session_dir(t.path, t.session_id))
+        self.plan_files(sc.session_dir(t.path))
         base = getattr(t, "base", "original")
         s = self.sel
         for p in (s.pos, s.message_pos):
@@ -455,7 +455,7 @@ class MigrateOp(PersistOp):
         self.moves: list[tuple[Path, sc.Sidecar]] = []
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.plan_files(sc.session_dir(t.path, t.session_id))
+        self.plan_files(sc.session_dir(t.path))
         out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
                "markers_repointed": 0, "files": []}
         old_dir = self.sdir / ".tool-results"

@@ -67,6 +67,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SAVED = re.compile(r"(?:^|\n)(?:Saved to|Output too large \([^)\n]*\)\. Full output saved to): (.+?)"
                     r"(?: \(\d[\d,]* (?:chars|files?)\))?(?:\n|$)")
 RANGE_TAG = "persisted-range"
+RANGE_FIELD = "persistedRange"  # a range survivor's record: {"files": [names in the marker's folder]}
 _RANGE_HEAD = re.compile(r'<persisted-range from="(\d+)" to="(\d+)" count="(\d+)">')
 
 
@@ -81,12 +82,15 @@ def safe_name(value: str) -> str:
     return name
 
 
-def session_dir(session_file: str | Path, session_id: str | None) -> Path:
-    """``<project-dir>/<sessionId>/`` of a session (or subagent) file."""
+def session_dir(session_file: str | Path, session_id: str | None = None) -> Path:
+    """``<project-dir>/<sessionId>/`` of a session (or subagent) file. The id is
+    the file's name (``claude -r`` resumes a file by it), never a sessionId
+    read from inside the file, which a copied or renamed file may not match;
+    ``session_id`` only when there is no such name."""
     p = Path(session_file)
     if p.parent.name == "subagents":
         return p.parent.parent
-    sid = session_id or p.name.split(".jsonl")[0]
+    sid = p.name.split(".jsonl")[0] if ".jsonl" in p.name else session_id or p.name
     return p.parent / safe_name(sid)
 
 
@@ -377,14 +381,17 @@ def _present(p: Path) -> bool:
 
 
 def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+    """Every string in a parsed JSON value, at any depth (a line may nest
+    thousands deep: no recursion)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
 
 
 def referenced(data: bytes) -> set[str]:
@@ -404,8 +411,21 @@ def referenced(data: bytes) -> set[str]:
         le = len(data) if le < 0 else le
         for _s, _l, obj in parse_line(data[ls:le]).objects:
             for s in _strings(obj):
-                out.update(marker_paths(s))
+                paths = marker_paths(s)
+                out.update(paths)
+                if range_head(s) is not None and paths:
+                    out.update(range_files(obj, paths[0]))
         start = le + 1
+
+
+def range_files(obj, folder: str) -> list[str]:
+    """The saved files a range survivor lists (``persistedRange.files``) as paths
+    in the marker's folder; a name that is not a plain file name is ignored."""
+    rng = obj.get(RANGE_FIELD) if isinstance(obj, dict) else None
+    names = rng.get("files") if isinstance(rng, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [str(Path(folder) / n) for n in names if isinstance(n, str) and n and safe_name(n) == n]
 
 
 def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:

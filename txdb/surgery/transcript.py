@@ -133,6 +133,12 @@ class Record:
             return self.new
         return self._buf[self.offset:self.offset + self.length]
 
+    @property
+    def source(self) -> bytes:
+        """The object's bytes as the loaded file holds them (a line the forgiving
+        parse repaired included), whatever this pass made of it."""
+        return self._buf[self.offset:self.offset + self.length]
+
     def same_bytes(self, other: "Record") -> bool:
         """Whether both records hold the same bytes (cheap when they share the buffer)."""
         if self.new is None and other.new is None and self._buf is other._buf and self.offset == other.offset:

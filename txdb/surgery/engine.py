@@ -234,6 +234,9 @@ def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, 
         try:
             pend.write_pending(orig, t.chunks())
         except BaseException:
-            pend.write_meta(orig, meta)  # the copy is unchanged: so is its record
+            try:
+                pend.write_meta(orig, meta)  # the copy is unchanged: so is its record
+            except OSError:
+                pass  # the extra recorded pass is harmless (see above); the first error is the one to say
             raise
     report.written = True

@@ -622,3 +622,42 @@ def test_results_sharing_an_id_each_keep_their_own_file(tmp_path, monkeypatch):
     paths = [sc.marker_paths(b["content"])[0] for b in blocks]
     assert len(set(paths)) == 3
     assert [Path(p).read_text() for p in paths] == texts
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "huge"])
+def test_a_summaries_file_that_is_no_file_or_too_big_is_one_error(sess, tmp_path, kind):
+    """/dev/zero used to end in MemoryError; a FIFO would wait for a writer forever."""
+    if kind == "device":
+        p = Path("/dev/zero")
+    elif kind == "fifo":
+        p = tmp_path / "fifo.json"
+        os.mkfifo(p)
+    else:
+        p = tmp_path / "huge.json"
+        with open(p, "wb") as fh:
+            fh.truncate(per.MAX_SUMMARIES_BYTES + 1)  # sparse: costs no disk
+    before = _tree(sess.parent)
+    err = _one_error(run("persist-range", sess, "--from", 0, "--to", 5, "--summaries-file", p))
+    assert err == (f"Error: the summaries file {p} is larger than 64 MB: not a summaries file" if kind == "huge"
+                   else f"Error: the summaries file {p} is not a regular file")
+    assert _tree(sess.parent) == before
+
+
+def test_undo_twice_refuses_to_bring_back_markers_whose_sidecars_are_gone(sess):
+    """A redo restores the persisted file: its sidecars must still be there."""
+    original = sess.read_bytes()
+    assert run("persist-tools", sess).exit_code == 0
+    assert run("apply", sess).exit_code == 0
+    persisted = sess.read_bytes()
+    assert run("undo", sess).exit_code == 0                   # back to the original: the sidecars are unused now
+    assert sess.read_bytes() == original
+    gone = sess.parent / SID / "tool-results" / "toolu_big2.txt"
+    gone.unlink()
+    before = _tree(sess.parent)
+    err = _one_error(run("undo", sess))                       # the redo would point a marker at nothing
+    assert err.startswith("Error: the backup ") and "refers to a sidecar that is not on disk" in err
+    assert str(gone) in err and err.endswith("nothing was changed")
+    assert _tree(sess.parent) == before
+    gone.write_bytes((BIG + "1").encode())                    # put back: the redo goes through
+    assert run("undo", sess).exit_code == 0
+    assert sess.read_bytes() == persisted

@@ -79,3 +79,59 @@ def test_a_filesystem_without_locks_goes_on_unlocked(f, monkeypatch):
         raise OSError(errno.ENOLCK, "No locks available")
     monkeypatch.setattr(fcntl, "flock", no_locks)
     assert run("strip-all", f, "--apply").exit_code == 0
+
+
+BUSY = ("another txdb command is working on {} right now (a surgery pass, apply or undo); "
+        "run this one again when it has finished")
+
+
+def test_the_lock_stays_on_the_session_after_apply_swaps_the_file(f, monkeypatch):
+    """apply renames a new file onto the session and then still works (deletes
+    the pending copy, refreshes, logs): a command started in that window is
+    refused, not let in on the new, unlocked file to lose its copy."""
+    from txdb.errors import SurgeryError
+    from txdb.surgery import ops
+    from txdb.surgery import pending as pend
+    from txdb.surgery.engine import run_surgery
+
+    assert run("strip-all", f).exit_code == 0
+    applied = pend.pending_path(f).read_bytes()
+    seen = []
+
+    def meanwhile(step):
+        if step != "swapped":
+            return
+        for cmd in (lambda: pend.snapshot(f, refresh=True),
+                    lambda: run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))):
+            try:
+                cmd()
+                seen.append("ran")
+            except SurgeryError as e:
+                seen.append(str(e))
+    monkeypatch.setattr(pend, "_step_hook", meanwhile)
+    r = run("apply", f)
+    assert r.exit_code == 0, r.output
+    assert seen == [BUSY.format(f.name)] * 2
+    assert f.read_bytes() == applied
+    assert not pend.pending_path(f).exists() and not pend.meta_path(f).exists()
+    monkeypatch.setattr(pend, "_step_hook", None)
+    assert pend.snapshot(f).created                           # released when apply ends
+
+
+def test_the_lock_stays_on_the_session_after_undo_swaps_the_file(f, monkeypatch):
+    """The same for undo, seen from another process while undo logs its row."""
+    from txdb.surgery import undo as undomod
+
+    assert run("strip-all", f, "--apply").exit_code == 0
+    seen = []
+    real = undomod.refresh_path
+
+    def refresh_meanwhile(conn, path):  # runs after the swap, inside undo
+        p = subprocess.run([sys.executable, "-m", "txdb.cli", "snapshot", str(f), "--refresh"],
+                           capture_output=True, text=True)
+        seen.append((p.returncode, (p.stdout + p.stderr).strip()))
+        return real(conn, path)
+    monkeypatch.setattr(undomod, "refresh_path", refresh_meanwhile)
+    assert run("undo", f).exit_code == 0
+    assert seen == [(1, "Error: " + BUSY.format(f.name))]
+    assert not (f.parent / f"{f.name}.pending").exists()

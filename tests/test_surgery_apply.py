@@ -330,3 +330,83 @@ def test_killed_at_random_moments_leaves_old_or_new(tmp_path):
         leftovers = [x for x in f.parent.iterdir() if x.name.endswith(".txdb-tmp")]
         for x in leftovers:  # a temp file may be left; never the session itself
             assert x.name.startswith(".")
+
+
+_PASS_SCRIPT = """
+import os, signal, sys
+from txdb.surgery import ops, pending
+from txdb.surgery.engine import run_surgery
+def hook(step):  # the test-only seam: die between recording the pass and writing its copy
+    if step == "pass recorded":
+        os.kill(os.getpid(), signal.SIGKILL)
+pending._step_hook = hook
+run_surgery(sys.argv[1], "strip-attachments", lambda t, o: ops.strip_attachments(t))
+"""
+
+
+def test_a_pass_killed_before_its_copy_is_written_leaves_a_copy_that_applies(tmp_path):
+    """The pass is recorded first: killed before the copy is written, the
+    record names removals the copy still has (accepted), never the reverse
+    (a copy with removals no pass explains, which apply refused forever)."""
+    f = _copy(tmp_path, EDGE)
+    assert _strip(f).written                                   # pass 1: a pending copy
+    first = pend.pending_path(f).read_bytes()
+    p = subprocess.Popen([sys.executable, "-c", _PASS_SCRIPT, str(f)], cwd=str(ROOT))
+    assert p.wait(timeout=60) == -signal.SIGKILL
+    assert pend.pending_path(f).read_bytes() == first          # the copy is pass 1's
+    assert [e["command"] for e in pend.read_meta(f)["passes"]] == ["strip-all", "strip-attachments"]
+    # The pass can be run again and the result applies.
+    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t))
+    assert rep.written and len(pend.pending_path(f).read_bytes().splitlines()) < len(first.splitlines())
+    final = pend.pending_path(f).read_bytes()
+    assert pend.apply(f, settle=0.0).applied
+    assert f.read_bytes() == final
+
+
+def test_a_killed_pass_state_applies_as_is(tmp_path):
+    f = _copy(tmp_path, EDGE)
+    _strip(f)
+    first = pend.pending_path(f).read_bytes()
+    p = subprocess.Popen([sys.executable, "-c", _PASS_SCRIPT, str(f)], cwd=str(ROOT))
+    assert p.wait(timeout=60) == -signal.SIGKILL
+    assert pend.apply(f, settle=0.0).applied                   # the recorded-but-unwritten pass is harmless
+    assert f.read_bytes() == first
+
+
+def test_a_pending_copy_that_cannot_be_written_leaves_its_record_as_it_was(tmp_path):
+    f = _copy(tmp_path, EDGE)
+    _strip(f)
+    pfile, record = pend.pending_path(f), pend.meta_path(f).read_bytes()
+    first = pfile.read_bytes()
+
+    def op(t, o):
+        # The copy's name becomes a folder the new copy cannot replace.
+        pfile.unlink()
+        pfile.mkdir()
+        (pfile / "x").write_bytes(b"")
+        return ops.strip_attachments(t)
+
+    with pytest.raises(OSError):
+        run_surgery(f, "strip-attachments", op)
+    assert pend.meta_path(f).read_bytes() == record            # no pass recorded for a copy never written
+    shutil.rmtree(pfile)
+    pfile.write_bytes(first)
+    assert pend.apply(f, settle=0.0).applied and f.read_bytes() == first
+
+
+def test_an_unreadable_snapshot_record_beside_a_pending_copy_is_refused(tmp_path):
+    """A new snapshot would overwrite the copy and lose its earlier passes."""
+    f = _copy(tmp_path)
+    run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True))
+    pend.meta_path(f).write_bytes(b'{"size": "not a number"')
+    state = _state(f.parent)
+    msg = (f"the snapshot record {f.name}.pending.json of the pending copy {f.name}.pending is missing or "
+           f"unreadable: run `txdb snapshot --refresh {f}` to start again from the session")
+    for attempt in (lambda: run_surgery(f, "strip-thinking", lambda t, o: ops.strip_thinking(t)),
+                    lambda: pend.snapshot(f), lambda: pend.apply(f, settle=0.0)):
+        with pytest.raises(SurgeryError) as e:
+            attempt()
+        assert str(e.value) == msg
+        assert _state(f.parent) == state
+    assert pend.snapshot(f, refresh=True).created              # the way out it names
+    assert pend.pending_path(f).read_bytes() == f.read_bytes()

@@ -87,7 +87,9 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
         raise SurgeryError(f"no session file at {orig}")
     pfile = pend.pending_path(orig)
     meta = pend.read_meta(orig)
-    if pfile.is_file() and meta is not None:
+    if pfile.is_file() and meta is None:
+        raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
+    if pfile.is_file():
         with open(orig, "rb") as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
@@ -224,6 +226,17 @@ def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, 
         pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry]))
         report.snapshot_created = True
     else:
-        pend.write_pending(orig, t.chunks())
+        # The pass is recorded before the copy is written: killed in between,
+        # the record lists a pass whose removals are still present (apply
+        # accepts that); the other order would leave a copy no pass explains.
         pend.record_pass(orig, entry)
+        pend._step("pass recorded")
+        try:
+            pend.write_pending(orig, t.chunks())
+        except BaseException:
+            try:
+                pend.write_meta(orig, meta)  # the copy is unchanged: so is its record
+            except OSError:
+                pass  # the extra recorded pass is harmless (see above); the first error is the one to say
+            raise
     report.written = True

@@ -62,7 +62,8 @@ READ_CHUNK = 1 << 20
 HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
-# ("checked", "backup", "temp", "renaming", "swapped"): kill the process,
+# ("checked", "backup", "temp", "renaming", "swapped") and of a later surgery
+# pass ("pass recorded", before its copy is written): kill the process,
 # append to the original in the window... Never set in use.
 _step_hook = None
 
@@ -161,14 +162,30 @@ def write_pending(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     write_atomic(pending_path(path), data, owner=owner_of(os.stat(original_path(path))))
 
 
+def write_meta(path: str | Path, meta: dict) -> None:
+    write_atomic(meta_path(path), orjson.dumps(meta), owner=owner_of(os.stat(original_path(path))))
+
+
 def record_pass(path: str | Path, entry: dict) -> None:
     """Remember in the sidecar which command produced (this pass of) the
-    pending copy, so that ``apply`` can log it. Never touches the copy."""
+    pending copy, so that ``apply`` can log it. Never touches the copy.
+    Written before the copy it describes: a process killed in between leaves
+    a recorded pass whose removals are still on the copy, which ``apply``
+    accepts (the reverse order would leave removals no pass explains)."""
     meta = read_meta(path)
     if meta is None:
         return
     meta["passes"] = list(meta.get("passes") or []) + [entry]
-    write_atomic(meta_path(path), orjson.dumps(meta), owner=owner_of(os.stat(original_path(path))))
+    write_meta(path, meta)
+
+
+def unreadable_meta(orig: Path) -> SurgeryError:
+    """The refusal when a pending copy lies beside a snapshot record that is
+    missing or unreadable: the copy's passes cannot be checked, and taking a
+    new snapshot over it would lose them."""
+    return SurgeryError(f"the snapshot record {meta_path(orig).name} of the pending copy "
+                        f"{pending_path(orig).name} is missing or unreadable: "
+                        f"run `txdb snapshot --refresh {orig}` to start again from the session")
 
 
 def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
@@ -179,6 +196,8 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
         meta = read_meta(orig)
+        if pend.exists() and meta is None and not refresh:
+            raise unreadable_meta(orig)
         if pend.exists() and meta is not None and not refresh:
             return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False,
                             meta.get("left_out_bytes", 0))
@@ -318,15 +337,17 @@ def _missing_sidecars(orig: Path, data: bytes) -> set[str]:
     return sidecar.missing_referenced(data, orig, session_stem(orig))
 
 
-def _check_sidecars(orig: Path, had_missing: set[str], new: bytes) -> None:
-    """Refuse a pending copy whose markers point at a sidecar not on disk
-    (unless the original already pointed at it: ``had_missing``)."""
+def _check_sidecars(orig: Path, had_missing: set[str], new: bytes, *, what: str = "the pending copy",
+                    advice: str = "run the pass that wrote it again (txdb snapshot --refresh first)") -> None:
+    """Refuse a file about to take the session's place (``what``: the pending
+    copy, or the backup undo restores) whose markers point at a sidecar not
+    on disk (unless the session already pointed at it: ``had_missing``)."""
     missing = _missing_sidecars(orig, new) - had_missing
     if missing:
         first = sorted(missing)[0]
-        raise SurgeryError(f"the pending copy refers to a sidecar that is not on disk: {first}"
+        raise SurgeryError(f"{what} refers to a sidecar that is not on disk: {first}"
                            + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
-                           + "; run the pass that wrote it again (txdb snapshot --refresh first)")
+                           + f"; {advice}")
 
 
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
@@ -342,8 +363,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise SurgeryError(f"{pend.name} is a symlink, not a pending copy txdb wrote: remove it and redo the surgery")
     meta = read_meta(orig)
     if meta is None:
-        raise SurgeryError(f"the snapshot record {meta_path(orig).name} is missing or unreadable: "
-                           f"run `txdb snapshot --refresh {orig}`")
+        raise unreadable_meta(orig)
     if not dry_run:
         clean_stale_temps(orig.parent)
     st1 = file_state(orig)

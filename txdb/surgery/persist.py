@@ -27,6 +27,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -47,14 +48,25 @@ Range = tuple[int | None, int | None] | None
 
 # -- summaries -------------------------------------------------------------------
 
+# A summaries file holds one line of text per block; this is far beyond any real one.
+MAX_SUMMARIES_BYTES = 64 << 20
+
+
 def load_summaries(path: str | Path) -> dict[str, str]:
     """A summaries file: a JSON object of strings keyed by ``pos:N``, ``toolu_X``
     or ``msg:<uuid>``. Anything else is one ``SurgeryError`` line."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SurgeryError(f"the summaries file {path} is not a regular file")
+            raw = fh.read(MAX_SUMMARIES_BYTES + 1)
     except OSError as e:
         raise SurgeryError(f"cannot read the summaries file {path}: {e.strerror}") from None
+    if len(raw) > MAX_SUMMARIES_BYTES:
+        raise SurgeryError(f"the summaries file {path} is larger than {MAX_SUMMARIES_BYTES >> 20} MB: "
+                           "not a summaries file")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:

@@ -36,6 +36,7 @@ from ..errors import SurgeryError
 from ..ingest import deep
 from ..ingest.lines import parse_line, read_lines
 from ..records import message_content
+from .lock import lock_replacement
 
 FILE_MODE = 0o600
 
@@ -509,13 +510,16 @@ def write_atomic(path: str | Path, data: bytes | Iterable[bytes], mode: int = FI
     folder, fsync, one rename, fsync of the folder. Mode 0600 unless given;
     ``owner`` (uid, gid) is set on the temp file before the rename.
     ``before_replace`` runs between the fsync and the rename; an exception
-    it raises leaves ``path`` as it was and no temp file behind."""
+    it raises leaves ``path`` as it was and no temp file behind. When this
+    process holds ``path``'s session lock the new file is locked as well
+    (``lock.lock_replacement``)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
     try:
         if owner is not None:
             os.fchown(fd, *owner)
         os.fchmod(fd, mode)
+        lock_replacement(path, fd)  # a session's new file is locked before it takes the name
         with os.fdopen(fd, "wb") as fh:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 fh.write(data)

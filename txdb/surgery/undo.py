@@ -9,8 +9,9 @@ The checks are apply's, turned around:
   and sha256 as logged): a session Claude Code appended to since would lose
   those lines, so undo refuses and says so;
 - no pending copy waits beside it (it was taken of the file undo replaces);
-- the settle check (no live writer), and the backup must be whole lines and
-  verify with no chain error the current file lacks.
+- the settle check (no live writer), and the backup must be whole lines,
+  verify with no chain error the current file lacks, and (apply's sidecar
+  check) name no sidecar file that is gone, unless the current file does too.
 
 Then the current file is kept as a backup of its own (``.bak.N``), the old
 backup is written in its place (``write_atomic``, the last-moment check that
@@ -121,6 +122,9 @@ def _undo(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, settle: float)
     added = pend.new_errors(verify_file(orig, data=data), verify_file(bak, data=old))
     if added:
         raise SurgeryError(f"the backup {bak.name} fails verify where the current file does not: {added[0]}")
+    # apply's sidecar check: a marker of the backup whose file was deleted since would point at nothing.
+    pend._check_sidecars(orig, pend._missing_sidecars(orig, data), old, what=f"the backup {bak.name}",
+                         advice="restoring it would leave its marker pointing at nothing; nothing was changed")
     names = sorted({str(orig), str(orig.resolve())})
     undone = conn.execute(
         f"SELECT id, command FROM surgeries WHERE backup_path = ? AND path IN ({','.join('?' * len(names))}) "

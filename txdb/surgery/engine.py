@@ -25,7 +25,8 @@
 
 The whole pass holds the session's lock (``lock.session_lock``): a second
 txdb command on the same session is refused, never interleaved. Temp
-files an earlier, killed txdb left beside the session are removed first. A fork of a subagent transcript is refused: ``claude -r`` resumes
+files an earlier, killed txdb left beside the session are removed first.
+A fork of a subagent transcript is refused: ``claude -r`` resumes
 top-level sessions only.
 
 The bulk ``--where`` path calls this per session with an ``op`` closing over

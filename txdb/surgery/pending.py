@@ -153,9 +153,8 @@ def write_snapshot(path: str | Path, data: bytes | Iterable[bytes], meta: dict) 
     """Sidecar first, then the pending copy: a crash in between leaves a
     sidecar without a copy, which the next snapshot overwrites. Both go to
     the session's owner (when root writes them)."""
-    owner = owner_of(os.stat(original_path(path)))
-    write_atomic(meta_path(path), orjson.dumps(meta), owner=owner)
-    write_atomic(pending_path(path), data, owner=owner)
+    write_meta(path, meta)
+    write_pending(path, data)
 
 
 def write_pending(path: str | Path, data: bytes | Iterable[bytes]) -> None:

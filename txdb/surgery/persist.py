@@ -464,7 +464,6 @@ class MigrateOp(PersistOp):
 
     def __init__(self):
         super().__init__(Selection())
-        self.moves: list[tuple[Path, sc.Sidecar]] = []
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))

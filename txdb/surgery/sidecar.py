@@ -32,8 +32,9 @@ Rules (each one here, nowhere else):
   an abandoned pending copy leaves only files nothing live refers to.
 - Markers: ``<persisted-{kind}>`` with ``Saved to: PATH (N chars)``,
   ``Summary:``, ``Preview:``; a compacted range's ``<persisted-range from=
-  to= count=>`` names its folder, ``Saved to: FOLDER (N files)``; tool results use Claude Code's native
-  ``<persisted-output>`` shape (``Output too large (N). Full output saved
+  to= count=>`` names its folder, ``Saved to: FOLDER (N files)``, and its
+  record lists the files (``RANGE_FIELD``); tool results use Claude Code's
+  native ``<persisted-output>`` shape (``Output too large (N). Full output saved
   to: PATH``). PATH is absolute, as Claude Code writes its own: the model's
   Read resolves a relative path against the CLI's working directory, not the
   project folder, so only an absolute path can be read back. A moved
@@ -355,9 +356,9 @@ def marker_paths(text: str) -> list[str]:
 
 
 def resolve(path_text: str, session_file: str | Path, session_id: str | None) -> Path | None:
-    """Where the sidecar a marker names is now (a range marker's folder too): its path, or (a moved projects
-    tree) the part from the session folder's name on, under the session's
-    current folder. None when neither exists."""
+    """Where the sidecar a marker names is now (a range marker's folder too):
+    its path, or (a moved projects tree) the part from the session folder's
+    name on, under the session's current folder. None when neither exists."""
     p = Path(path_text).expanduser()
     if p.is_absolute() and _present(p):
         return p

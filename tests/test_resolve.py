@@ -273,3 +273,14 @@ def test_a_link_named_like_a_session_to_a_backup_is_a_backup(env, tmp_path):
     run("refresh")
     assert bak.read_bytes() == kept and not Path(f"{bak}.pending").exists()
     assert paths(tmp_path) == [str(sess)]
+
+
+def test_a_folder_or_another_file_given_to_a_surgery_says_what_it_is(env, tmp_path):
+    folder = env / "-p"
+    folder.mkdir(parents=True)
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    for ref, kind in ((folder, "a folder"), (other, "a file not named <id>.jsonl")):
+        r = run("strip-all", ref, ok=False)
+        assert one_error_line(r) == f"Error: {ref} is {kind}, not a session: txdb never changes it " \
+                                    "(name the session instead)"

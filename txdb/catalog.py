@@ -65,7 +65,9 @@ def copy_kind(path: str | Path) -> str:
         return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
     if is_session_file(name):
         return "a file inside a tool-results folder"
-    return "a file that is not a session (not named <id>.jsonl)"
+    if p.is_dir():
+        return "a folder"
+    return "a file not named <id>.jsonl"
 
 
 def _copy_of(p: Path) -> str | None:

@@ -153,7 +153,9 @@ def test_undo_refuses_a_backup_that_does_not_verify(env):
     objs[2]["message"]["content"][0]["tool_use_id"] = "toolu_nowhere"  # a tool_result with no tool_use
     bak.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in objs))
     now = f.read_bytes()
-    r = run("undo", f)
+    r = run("undo", f)                      # not the file the apply replaced
+    assert r.exit_code == 1 and "is not the file surgery #1" in r.output and f.read_bytes() == now
+    r = run("undo", f, "--force")           # --force waives that, never verify
     assert r.exit_code == 1 and "fails verify" in r.output and f.read_bytes() == now
 
 

@@ -120,18 +120,18 @@ def test_the_lock_stays_on_the_session_after_apply_swaps_the_file(f, monkeypatch
 
 def test_the_lock_stays_on_the_session_after_undo_swaps_the_file(f, monkeypatch):
     """The same for undo, seen from another process while undo logs its row."""
-    from txdb.surgery import undo as undomod
+    from txdb.surgery import log as logmod  # undo logs its row through log.log_entry
 
     assert run("strip-all", f, "--apply").exit_code == 0
     seen = []
-    real = undomod.refresh_path
+    real = logmod.refresh_path
 
     def refresh_meanwhile(conn, path):  # runs after the swap, inside undo
         p = subprocess.run([sys.executable, "-m", "txdb.cli", "snapshot", str(f), "--refresh"],
                            capture_output=True, text=True)
         seen.append((p.returncode, (p.stdout + p.stderr).strip()))
         return real(conn, path)
-    monkeypatch.setattr(undomod, "refresh_path", refresh_meanwhile)
+    monkeypatch.setattr(logmod, "refresh_path", refresh_meanwhile)
     assert run("undo", f).exit_code == 0
     assert seen == [(1, "Error: " + BUSY.format(f.name))]
     assert not (f.parent / f"{f.name}.pending").exists()

@@ -326,8 +326,10 @@ def test_read_example_strips_exactly_those_results(tmp_path, projects):
             assert p.read_bytes() == data, p
     [log] = _surgeries(dbp)
     assert log["command"] == "strip-tools" and log["path"] == str(f.resolve())
-    assert json.loads(log["arguments"]) == {"where": EXAMPLE_READ, "only_results": True,
-                                            "pass_at": json.loads(log["arguments"])["pass_at"]}
+    args = json.loads(log["arguments"])
+    assert args == {"where": EXAMPLE_READ, "only_results": True, "pass_at": args["pass_at"],
+                    "swap": args["swap"]}  # its swap journal entry
+    assert [e["id"] for e in json.loads(Path(f"{f.resolve()}.swaps.json").read_bytes())["swaps"]] == [args["swap"]]
 
 
 def test_read_example_on_the_generated_corpus(tmp_path, corpus):

@@ -126,8 +126,19 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
     path = live[0][1]
     if stale(conn, path):
-        refresh_path(conn, path)
+        _refresh_stale(conn, path)
     return _ref(conn, path)
+
+
+def _refresh_stale(conn: sqlite3.Connection, path: str) -> None:
+    """Refresh a catalogued file that changed; a catalog that cannot be
+    written (full disk, read-only) keeps its older rows, which still name the
+    file (apply and undo work on the file, and log through the swap journal)."""
+    try:
+        refresh_path(conn, path)
+    except sqlite3.OperationalError as e:
+        if str(e) not in db.MACHINE_CONDITIONS:
+            raise
 
 
 def _find_in_root(root: Path, name: str) -> Path | None:
@@ -165,9 +176,11 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not p.is_file():
         raise SessionNotFound(f"no session file at {ref}")
     path = catalogued_path(conn, p)
-    if path is None or stale(conn, path):
-        refresh_path(conn, path or p)
+    if path is None:
+        refresh_path(conn, p)
         path = catalogued_path(conn, p)
+    elif stale(conn, path):
+        _refresh_stale(conn, path)
     return _ref(conn, path)
 
 

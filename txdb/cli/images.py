@@ -9,7 +9,7 @@ import click
 from ..surgery import images
 from ..surgery.engine import load_base
 from .main import cli, db_option
-from .output import echo, tabulate, to_json
+from .output import catalog_warning, echo, tabulate, to_json
 from .surgery import SurgeryOptions, _resolve, _run, surgery_options
 
 
@@ -87,15 +87,18 @@ def replace_images_cmd(o: SurgeryOptions, folder, drop_missing):
 @click.argument("session")
 @db_option
 @click.option("--dry-run", is_flag=True, help="Run every check; restore nothing.")
+@click.option("--force", is_flag=True,
+              help="Restore a backup that is not the file the surgery replaced (verify's verdict on it is shown first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def undo_cmd(session, db_path, dry_run, as_json):
+def undo_cmd(session, db_path, dry_run, force, as_json):
     """Put back the backup of a session's last applied surgery.
 
     Refuses (changing nothing) when the session changed since that surgery
-    wrote it, is being written, has a pending copy, or the backup does not
-    verify. The replaced file is kept as a backup of its own (so undo again
-    redoes), and the undo is logged in `surgeries`. A fork is not undone:
-    delete it.
+    wrote it, is being written, has a pending copy, or the backup is not
+    the file the surgery replaced (its sha256 as recorded at apply; --force
+    restores it anyway, after showing verify's verdict) or does not verify.
+    The replaced file is kept as a backup of its own (so undo again redoes),
+    and the undo is logged in `surgeries`. A fork is not undone: delete it.
 
     Example:
 
@@ -106,17 +109,26 @@ def undo_cmd(session, db_path, dry_run, as_json):
     from ..surgery.undo import undo
 
     conn, orig = _resolve(db_path, session)
-    rep = undo(conn, orig, dry_run=dry_run)
+    rep = undo(conn, orig, dry_run=dry_run, force=force)
     if as_json:
         echo(to_json(rep.as_dict()))
         return
-    passes = ", ".join(f"#{i} {c}" for i, c in zip(rep.undid, rep.commands))
+    if rep.forced:
+        c = rep.verdict["counts"]
+        echo(f"--force: {rep.forced}")
+        echo(f"verify {rep.restored_from}: {'OK' if rep.verdict['ok'] else 'FAIL'} ({rep.verdict['records']:,} "
+             f"records, chain of {rep.verdict['chain_length']:,}; {c['error']} errors, {c['warning']} warnings)")
+        for f in rep.verdict["findings"][:5]:
+            echo(f"  {f['severity']}: {f['code']}: {f['message']}")
+    passes = ", ".join(f"#{i} {c}" for i, c in zip(rep.undid, rep.commands)) or ", ".join(rep.commands)
     if dry_run:
         echo(f"Dry run: every check passed; undo would restore {rep.restored_from} ({rep.size_before:,} -> "
              f"{rep.size_after:,} bytes), undoing {passes}.")
         return
     echo(f"Undone: {passes}\nRestored: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes) "
          f"from {rep.restored_from}\nThe replaced file is kept as: {rep.backup}")
+    if rep.catalog_error:
+        echo(catalog_warning("undone", rep.catalog_error), err=True)
 
 
 @cli.command("compact")

@@ -31,6 +31,11 @@ def echo(message="", err: bool = False, nl: bool = True) -> None:
     click.echo(terminal_safe(str(message)), err=err, nl=nl)
 
 
+def catalog_warning(done: str, error: str) -> str:
+    """The one line of a swap that happened while the catalog could not be written."""
+    return f"Warning: {done}; the catalog could not be updated: {error}; `txdb refresh` catches up its rows, the next apply or undo of it its log"
+
+
 @contextlib.contextmanager
 def progress_bar(label: str, enabled: bool, show_pos: bool = False):
     """A ``progress(done, total)`` callback drawing a bar on stderr when

@@ -25,7 +25,7 @@ from ..surgery.engine import SurgeryReport, load_base, run_surgery
 from ..surgery.log import apply_logged, log_fork
 from ..surgery.usage import reset_usage
 from .main import cli, db_option, open_catalog
-from .output import clip, echo, tabulate, to_json
+from .output import clip, echo, tabulate, to_json, catalog_warning
 
 
 @dataclass(frozen=True)
@@ -613,6 +613,8 @@ def _print_apply(rep, dry_run: bool) -> None:
     else:
         echo(f"Applied: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes)")
         echo(f"Backup: {rep.backup}" if rep.backup else "No backup (--no-backup).")
+        if rep.catalog_error:
+            echo(catalog_warning("applied", rep.catalog_error), err=True)
     if rep.discarded_lines:
         echo(f"Discarded {rep.discarded_lines} line(s) appended after the snapshot "
                    f"({rep.discarded_bytes:,} bytes).")
@@ -634,6 +636,8 @@ def _apply_all(db_path, *, dry_run, no_backup, as_json):
             verb = "Checked (dry run)" if dry_run else "Applied"
             echo(f"{verb}: {o.path} ({o.size_before:,} -> {o.size_after:,} bytes)"
                        + (f"; backup {o.backup}" if o.backup else ""))
+            if o.catalog_error:
+                echo(catalog_warning(f"applied {o.path}", o.catalog_error), err=True)
         for o in refused:
             echo(f"Refused: {o.path}: {o.error}", err=True)
         if outs:

@@ -8,20 +8,29 @@ in its sidecar; ``apply_logged`` applies it with every check of
 the apply's time and backup. A pending copy with no recorded pass (made by
 ``txdb snapshot`` alone, or by an older txdb) is logged as one ``apply`` row
 whose figures are computed from the two files.
+
+The record of a swap is the swap journal (``journal``), written before the
+rename; the rows are written after it. A catalog that cannot be written
+then (a full disk, a read-only file) does not undo the swap: the report
+carries ``catalog_error`` and ``catch_up`` (run by the next apply, undo or
+refresh of that session) logs what the journal holds and the log lacks.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import sqlite3
 from ..records import now_timestamp
 from pathlib import Path
 
 import orjson
 
+from .. import db
 from ..db import transaction
 from ..ingest.store import catalogued_path, refresh_path
 from ..errors import SurgeryError
+from . import journal
 from . import pending as pend
 from .engine import SurgeryReport
 from .lock import session_lock
@@ -64,42 +73,121 @@ def _fallback_pass(orig: Path) -> dict:
             "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after)}
 
 
+def catalog_failed(e: BaseException) -> bool:
+    """Whether ``e`` is the catalog refusing a write for the machine's sake
+    (full disk, read-only, locked, I/O error), not a bug of ours."""
+    return isinstance(e, sqlite3.OperationalError) and str(e) in db.MACHINE_CONDITIONS
+
+
+def _names(orig: Path) -> list[str]:
+    return sorted({str(orig), str(orig.resolve())})
+
+
+def logged_swaps(conn: sqlite3.Connection, orig: Path) -> set[str]:
+    """The swap journal ids the catalog's ``surgeries`` rows of ``orig`` carry."""
+    names = _names(orig)
+    return {r[0] for r in conn.execute(
+        f"SELECT json_extract(arguments, '$.swap') FROM surgeries WHERE path IN ({','.join('?' * len(names))}) "
+        "AND json_valid(arguments)", names) if r[0]}
+
+
+def log_entry(conn: sqlite3.Connection, orig: Path, e: dict) -> list[int]:
+    """Refresh the session and write the ``surgeries`` rows of one journal entry."""
+    refresh_path(conn, orig)
+    file_id, session_id = _file_row(conn, orig)
+    rows = [(e["at"], r.get("command") or e["command"],
+             orjson.dumps({**(r.get("arguments") or {}), "swap": e["id"]}).decode(), session_id, file_id,
+             str(orig), e.get("backup"), r.get("records_changed"), r.get("tokens_before"), r.get("tokens_after"),
+             e["result_size"], e["result_sha256"]) for r in e.get("rows") or [{}]]
+    return _insert(conn, rows)
+
+
+def catch_up(conn: sqlite3.Connection, orig: str | Path) -> list[dict] | None:
+    """Log the swaps of ``orig``'s journal the catalog lacks. Returns the
+    entries that stand, for the next ``journal.record``: the newest entry
+    is left out when its swap never happened (killed before its rename: the
+    session does not begin with what it wrote) and the catalog lacks it;
+    once every entry is logged, only the newest. Writes only the catalog,
+    best effort (one that cannot be written keeps every entry for next
+    time); None when the journal cannot be read (``record`` refuses it).
+    Call it under the session lock."""
+    orig = Path(orig)
+    try:
+        entries = journal.read(orig)
+    except SurgeryError:
+        return None
+    if not entries:
+        return []
+    try:
+        logged = logged_swaps(conn, orig)
+    except sqlite3.OperationalError as e:
+        if not catalog_failed(e):
+            raise
+        return entries
+    keep = list(entries)
+    if keep[-1]["id"] not in logged and not journal.matches(orig, keep[-1]):
+        keep.pop()
+    try:
+        for e in keep:
+            if e["id"] not in logged:
+                log_entry(conn, orig, e)
+    except sqlite3.OperationalError as e:
+        if not catalog_failed(e):
+            raise
+        return keep
+    return keep[-1:]
+
+
+def applied_pending(orig: Path, e: dict | None) -> bool:
+    """Whether the pending copy beside ``orig`` is the one journal entry
+    ``e``'s apply swapped in already (killed before it removed the copy):
+    the copy is what the session became, taken of what the backup holds."""
+    pending, meta = pend.pending_path(orig), pend.read_meta(orig)
+    if not e or e.get("command") != "apply" or meta is None or not e.get("backup") or not pending.is_file():
+        return False
+    try:
+        with open(pending, "rb") as fh:
+            if pend.sha256(fh.read()) != e["result_sha256"]:
+                return False
+        return pend._prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
+    except OSError:
+        return False
+
+
 def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, backup: bool = True,
                  settle: float = pend.SETTLE_SECONDS) -> tuple[pend.ApplyReport, list[int]]:
     """``pending.apply`` + refresh of the file + its ``surgeries`` rows.
 
     Returns (report, ids of the rows written). A refusal raises
-    ``SurgeryError`` (no file changed, nothing logged); ``dry_run`` logs nothing.
+    ``SurgeryError`` (no file changed, nothing logged); ``dry_run`` logs
+    nothing. A catalog that cannot be written after the swap is no refusal:
+    the report's ``catalog_error`` says why, the journal keeps the record.
     """
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        return _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle)
+        standing = None if dry_run else catch_up(conn, orig)
+        return _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing)
 
 
 def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup: bool,
-                  settle: float) -> tuple[pend.ApplyReport, list[int]]:
+                  settle: float, standing: list[dict] | None) -> tuple[pend.ApplyReport, list[int]]:
     fallback = None
     meta = pend.read_meta(orig)
     if not dry_run and meta is not None and not meta.get("passes") and pend.pending_path(orig).is_file():
         fallback = _fallback_pass(orig)
-    rep = pend.apply(orig, dry_run=dry_run, backup=backup, settle=settle)
+    rows = journal.pass_rows(meta.get("passes") if meta else None) or journal.pass_rows([fallback] if fallback else [])
+    rep = pend.apply(orig, dry_run=dry_run, backup=backup, settle=settle, rows=rows, journal_entries=standing)
     if not rep.applied:
         return rep, []
-    refresh_path(conn, orig)
-    file_id, session_id = _file_row(conn, orig)
-    at = now_timestamp()
-    passes = rep.passes or ([fallback] if fallback else [])
-    rows = []
-    for p in passes:
-        args = dict(p.get("arguments") or {})
-        if p.get("at"):
-            args.setdefault("pass_at", p["at"])
-        rows.append((at, p.get("command") or "apply", orjson.dumps(args).decode(), session_id, file_id,
-                     str(orig), rep.backup, p.get("records_changed"), p.get("tokens_before"),
-                     p.get("tokens_after"), rep.size_after, rep.result_sha256))
-    return rep, _insert(conn, rows)
+    try:
+        return rep, log_entry(conn, orig, rep.entry)
+    except sqlite3.OperationalError as e:
+        if not catalog_failed(e):
+            raise
+        rep.catalog_error = str(e)
+        return rep, []
 
 
 def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | None = None) -> list[int]:

@@ -52,7 +52,7 @@ from ..ingest.discover import session_stem
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_transcript
 from .lock import session_lock
-from . import gate
+from . import gate, journal
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
 
 PENDING = ".pending"
@@ -272,9 +272,14 @@ class ApplyReport:
     applied: bool
     passes: list = None  # the commands that produced the pending copy (from its sidecar)
     result_sha256: str | None = None  # of the file the apply wrote (what `undo` expects to find)
+    swap: str | None = None  # its entry in the swap journal
+    catalog_error: str | None = None  # the swap is done but the catalog could not be updated
+    entry: dict | None = None  # the swap journal's entry (not in as_dict)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("entry")
+        return d
 
 
 def _read_range(fd: int, size: int):
@@ -349,9 +354,25 @@ def _check_sidecars(orig: Path, had_missing: set[str], new: bytes, *, what: str 
                            + f"; {advice}")
 
 
+def digest(fd: int, size: int) -> tuple[str, int]:
+    """(sha256, lines) of an open file's first ``size`` bytes, streamed."""
+    h = hashlib.sha256()
+    lines, last = 0, b"\n"
+    for chunk in _read_range(fd, size):
+        h.update(chunk)
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    return h.hexdigest(), lines + (1 if size and last != b"\n" else 0)
+
+
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
-          settle: float = SETTLE_SECONDS) -> ApplyReport:
-    """Swap the pending copy in for the original, after every check. See the module doc."""
+          settle: float = SETTLE_SECONDS, rows: list[dict] | None = None,
+          journal_entries: list[dict] | None = None) -> ApplyReport:
+    """Swap the pending copy in for the original, after every check. See the module doc.
+
+    ``rows``: the ``surgeries`` rows the swap journal records for it
+    (default: one per recorded pass); ``journal_entries``: the journal's
+    entries to keep before it (``log.catch_up``; default all)."""
     orig = original_path(path)
     pend = pending_path(orig)
     if not orig.is_file():
@@ -430,15 +451,27 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                 write_atomic(bak, _read_range(old, seen.st_size), mode=mode, owner=owner)
             report.backup = str(bak)
         _step("backup")
+        bak_sha, bak_lines = digest(old, seen.st_size) if bak is not None else (None, None)
+        entry = journal.entry(orig, "apply", backup=report.backup,
+                              backup_size=None if bak is None else seen.st_size, backup_sha256=bak_sha,
+                              backup_lines=bak_lines, result_size=len(new), result_sha256=report.result_sha256,
+                              rows=rows if rows is not None else journal.pass_rows(report.passes))
+        previous = None
         try:
+            previous = journal.record(orig, entry, journal_entries)  # durable before the rename
             write_atomic(orig, new, mode=mode, owner=owner, before_replace=last_check)
         except BaseException:
+            if _fingerprint(os.stat(orig))[:2] != _fingerprint(seen)[:2]:
+                raise  # the rename happened (interrupted after it): the journal and backup stand
+            if previous is not None:
+                journal.take_back(orig, previous)
             if bak is not None:
                 try:
                     os.unlink(bak)  # a link to (or copy of) the untouched original
                 except OSError:
                     pass
             raise
+        report.swap, report.entry = entry["id"], entry
         _step("swapped")
         report.discarded_lines, report.discarded_bytes = _tail(old, size)
         report.size_before = size + report.discarded_bytes

@@ -443,6 +443,7 @@ class ApplyOutcome:
     size_after: int | None = None
     discarded_lines: int = 0
     surgery_ids: list[int] = field(default_factory=list)
+    catalog_error: str | None = None  # applied, but the catalog could not be updated
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -477,7 +478,7 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
             continue
         o.applied = rep.applied
         o.backup, o.size_before, o.size_after = rep.backup, rep.size_before, rep.size_after
-        o.discarded_lines, o.surgery_ids = rep.discarded_lines, ids
+        o.discarded_lines, o.surgery_ids, o.catalog_error = rep.discarded_lines, ids, rep.catalog_error
         out.append(o)
     return out
 

@@ -55,6 +55,7 @@ from pathlib import Path
 
 from ..durability import fsync_dir
 from ..errors import SurgeryError
+from ..regular import open_regular
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
@@ -143,7 +144,7 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
                 return Sidecar(candidate, data, False)
             continue
         try:
-            with open(candidate, "rb") as fh:
+            with open_regular(candidate) as fh:
                 same = fh.read(len(data) + 1) == data
         except FileNotFoundError:
             return Sidecar(candidate, data, False)
@@ -208,7 +209,7 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
                 try:
                     os.link(tmp, sc.path)  # never replaces an existing file
                 except FileExistsError:
-                    with open(sc.path, "rb") as fh:
+                    with open_regular(sc.path) as fh:
                         if fh.read() != sc.data:
                             raise SurgeryError(f"{sc.path} appeared with other content while writing; "
                                                f"run the command again") from None

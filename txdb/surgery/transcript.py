@@ -36,6 +36,7 @@ from ..errors import SurgeryError
 from ..ingest import deep
 from ..ingest.lines import parse_line, read_lines
 from ..records import message_content
+from ..regular import open_regular
 from .lock import lock_replacement
 
 FILE_MODE = 0o600
@@ -248,7 +249,7 @@ class Transcript:
     # -- loading -----------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path) -> "Transcript":
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return cls(fh.read(), path)
 
     @classmethod

@@ -94,3 +94,32 @@ def test_a_fifo_at_a_sidecar_name_refuses_the_pass_at_once_and_frees_the_lock(tm
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert fifo.is_file()
+
+
+# -- what a killed persist pass leaves in the sidecar folder ---------------------
+
+KILLED_AT_LINK = (
+    "import os, signal, sys\n"
+    "os.link = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # killed between temp file and link\n"
+    "from txdb.cli import main\n"
+    "sys.argv[0] = 'txdb'\n"
+    "main()\n"
+)
+
+
+def test_temporaries_of_a_killed_persist_pass_are_cleaned_by_the_next(tmp_path):
+    session = tmp_path / "projects" / "-p" / f"{SID}.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes(deep_session(1, "tool_use")[0])
+    folder = session.parent / SID / "tool-results"
+    env = {**os.environ, "TXDB_DB": str(tmp_path / "c.db")}
+    args = ["persist-tools", str(session), "--min-chars", "1"]
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_LINK, *args], capture_output=True, env=env,
+                            timeout=60)
+    assert killed.returncode == -9
+    left = [p.name for p in folder.iterdir() if p.name.endswith(".txdb-tmp")]
+    assert left, "the killed pass left no temporary: the test did not kill it mid-write"
+    r = subprocess.run([sys.executable, "-m", "txdb.cli", *args], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["toolu_big.txt"]

@@ -498,6 +498,13 @@ TEMP_SUFFIX = ".txdb-tmp"
 _TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
 
 
+def temp_file(path: Path) -> tuple[int, str]:
+    """(descriptor, name) of a new temp file beside ``path``, named so that
+    ``clean_stale_temps`` removes it once its writer is gone: every temp
+    file txdb writes (session copies, sidecars) is made here."""
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+
+
 def owner_of(st: os.stat_result) -> tuple[int, int] | None:
     """(uid, gid) to give files written for this one: only root can (and must)
     hand them back to the session's owner; anyone else writes as themselves."""
@@ -515,7 +522,7 @@ def write_atomic(path: str | Path, data: bytes | Iterable[bytes], mode: int = FI
     process holds ``path``'s session lock the new file is locked as well
     (``lock.lock_replacement``)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+    fd, tmp = temp_file(path)
     try:
         if owner is not None:
             os.fchown(fd, *owner)

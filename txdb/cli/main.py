@@ -80,10 +80,18 @@ class TxdbGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx):
+        """Every error line is made inert here, whichever library error or
+        usage error it came from: it may quote a title, a path, an argument."""
+        try:
+            return self._invoke(ctx)
+        except click.ClickException as e:
+            e.message = terminal_safe(e.message)
+            raise
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except click.ClickException as e:
-            e.message = terminal_safe(e.message)  # it may quote a title, a path, an argument
+        except click.ClickException:
             raise
         except BrokenPipeError:
             # The reader went away (`txdb query ... | head`): it has what it

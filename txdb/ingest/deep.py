@@ -8,6 +8,9 @@ and writes as deep as the interpreter's recursion limit allows; ``nesting``
 raises that limit for the duration of one call, by ``MAX_DEPTH`` levels,
 which each cost a few hundred bytes of C stack (a thread's 8 MB holds ten
 times that). Deeper than that a line is not handled: it is a parse error.
+The limit is counted on the decoded value (``depth``), never left to the
+room the stack has left, and what walks a decoded value (the scrub of lone
+surrogates) does so without recursion.
 """
 
 from __future__ import annotations
@@ -46,10 +49,32 @@ def nesting():
 
 def raw_decode(text: str, pos: int = 0):
     """(object, end) of the JSON value at ``pos`` of ``text``, at any depth up
-    to MAX_DEPTH (lenient about control characters in strings, as Claude
-    Code's JSON.parse is not, so that nothing readable is refused)."""
+    to MAX_DEPTH, TooDeep beyond (lenient about control characters in
+    strings, as Claude Code's JSON.parse is not, so that nothing readable is
+    refused). The limit is counted, not left to whatever room the
+    interpreter's stack has left: the same line is read, or refused, by
+    every command."""
     with nesting():
-        return _decoder.raw_decode(text, pos)
+        obj, end = _decoder.raw_decode(text, pos)
+    if depth(obj) > MAX_DEPTH:
+        raise TooDeep()
+    return obj, end
+
+
+def depth(value) -> int:
+    """Levels of arrays and objects in ``value`` (0 for a scalar), counted
+    without recursion."""
+    most = 0
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        most = max(most, d)
+        stack.extend((c, d + 1) for c in v if isinstance(c, (dict, list)))
+    return most
 
 
 def loads(data: bytes | str):

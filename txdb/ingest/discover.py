@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..regular import NotRegularFile
 
 SKIP_DIRS = frozenset({"tool-results"})
 
@@ -117,9 +120,12 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> l
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...
-                    if not entry.is_file(follow_symlinks=True):
-                        continue
                     st = entry.stat(follow_symlinks=True)
+                    if not stat.S_ISREG(st.st_mode):
+                        # A FIFO named like a session would block a reader: named, never opened.
+                        if unreadable is not None and not stat.S_ISDIR(st.st_mode):
+                            unreadable.append(Unreadable(entry.path, NotRegularFile(entry.path, st.st_mode).strerror))
+                        continue
                 except FileNotFoundError:
                     continue  # vanished, or a link to nothing
                 except OSError as e:

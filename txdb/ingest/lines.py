@@ -113,18 +113,40 @@ class Parsed:
     recovered: bool = False  # parsed only by the forgiving path
 
 
+def _scrub_str(value: str) -> str:
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _scrub(value):
-    """Replace lone surrogates (legal JSON escapes, illegal UTF-8) with U+FFFD."""
+    """Replace lone surrogates (legal JSON escapes, illegal UTF-8) with U+FFFD,
+    in place, at any depth (no recursion: a line the decoder read is never
+    refused here)."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-            return value
-        except UnicodeEncodeError:
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
+        return _scrub_str(value)
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            items = list(v.items())
+            if any(type(k) is str and _scrub_str(k) is not k for k, _ in items):
+                v.clear()
+                v.update((_scrub_str(k), c) for k, c in items)
+                items = list(v.items())
+            for k, c in items:
+                if isinstance(c, str):
+                    v[k] = _scrub_str(c)
+                elif isinstance(c, (dict, list)):
+                    stack.append(c)
+        elif isinstance(v, list):
+            for i, c in enumerate(v):
+                if isinstance(c, str):
+                    v[i] = _scrub_str(c)
+                elif isinstance(c, (dict, list)):
+                    stack.append(c)
     return value
 
 
@@ -167,6 +189,7 @@ def parse_line(raw: bytes) -> Parsed:
             break
         try:
             obj, end = deep.raw_decode(text, pos)
+            obj = _scrub(obj)
         except deep.TooDeep as e:
             error = str(e)
             break
@@ -183,8 +206,6 @@ def parse_line(raw: bytes) -> Parsed:
         else:
             byte_start = len(text[:pos].encode("utf-8"))
             byte_len = len(text[pos:end].encode("utf-8"))
-        with deep.nesting():
-            obj = _scrub(obj)
         objects.append((shift + byte_start, byte_len, obj))
         pos = end
     if error and objects:

@@ -26,6 +26,7 @@ from .. import chain as chainmod
 from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
+from ..regular import open_regular
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
@@ -315,7 +316,7 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
         return Plan(found, "unchanged", file_id)
     status = "rewritten"
     if inode == st.st_ino and st.st_size >= cursor and cursor > 0:
-        with open(found.path, "rb") as fh:
+        with open_regular(found.path) as fh:
             if head_tail(fh, cursor) == (head_sha, tail_sha):
                 status = "grown" if st.st_size > cursor else "unchanged"
     elif cursor == 0 and inode == st.st_ino and lines == 0:
@@ -393,7 +394,7 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
-    with open(plan.found.path, "rb", buffering=READ_BUFFER) as fh, transaction(conn):
+    with open_regular(plan.found.path, buffering=READ_BUFFER) as fh, transaction(conn):
         file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
             stats.unchanged += 1

@@ -30,6 +30,7 @@ from typing import Iterator
 
 from ..errors import SurgeryError
 from ..ingest.discover import is_session_path
+from ..regular import open_fd
 
 
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
@@ -67,7 +68,7 @@ def session_lock(session: str | Path) -> Iterator[None]:
     try:
         for _ in range(_ATTEMPTS):
             try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = open_fd(path)
             except FileNotFoundError:
                 raise SurgeryError(f"no session file at {path}") from None
             fds.append(fd)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -36,6 +35,7 @@ import orjson
 
 from .. import tokens
 from ..errors import SurgeryError
+from ..regular import NotRegularFile, open_regular
 from . import sidecar as sc
 from .ops import _block_tokens, _content_list, _loads_tools, _role, tool_names
 from .transcript import Record, Transcript, dumps
@@ -56,12 +56,10 @@ def load_summaries(path: str | Path) -> dict[str, str]:
     """A summaries file: a JSON object of strings keyed by ``pos:N``, ``toolu_X``
     or ``msg:<uuid>``. Anything else is one ``SurgeryError`` line."""
     try:
-        # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise SurgeryError(f"the summaries file {path} is not a regular file")
+        with open_regular(path) as fh:
             raw = fh.read(MAX_SUMMARIES_BYTES + 1)
+    except NotRegularFile:
+        raise SurgeryError(f"the summaries file {path} is not a regular file") from None
     except OSError as e:
         raise SurgeryError(f"cannot read the summaries file {path}: {e.strerror}") from None
     if len(raw) > MAX_SUMMARIES_BYTES:

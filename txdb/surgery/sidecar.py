@@ -49,12 +49,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..durability import fsync_dir
 from ..errors import SurgeryError
+from ..regular import open_regular
+from .transcript import clean_stale_temps, temp_file
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
@@ -143,7 +144,7 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
                 return Sidecar(candidate, data, False)
             continue
         try:
-            with open(candidate, "rb") as fh:
+            with open_regular(candidate) as fh:
                 same = fh.read(len(data) + 1) == data
         except FileNotFoundError:
             return Sidecar(candidate, data, False)
@@ -191,12 +192,16 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
     On any error the files this call created are removed again and
     ``SurgeryError`` is raised: nothing refers to them yet."""
     created: list[Path] = []
+    cleaned: set[Path] = set()
     try:
         for sc in sidecars:
             if sc.reused:
                 continue
             _mkdirs(sdir, sc.path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=f".{sc.path.name}.", suffix=".txdb-tmp", dir=str(sc.path.parent))
+            if sc.path.parent not in cleaned:  # what a killed pass left here (the session lock is held)
+                clean_stale_temps(sc.path.parent)
+                cleaned.add(sc.path.parent)
+            fd, tmp = temp_file(sc.path)
             try:
                 if owner is not None:
                     os.fchown(fd, *owner)
@@ -208,7 +213,7 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
                 try:
                     os.link(tmp, sc.path)  # never replaces an existing file
                 except FileExistsError:
-                    with open(sc.path, "rb") as fh:
+                    with open_regular(sc.path) as fh:
                         if fh.read() != sc.data:
                             raise SurgeryError(f"{sc.path} appeared with other content while writing; "
                                                f"run the command again") from None

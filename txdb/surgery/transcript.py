@@ -36,6 +36,7 @@ from ..errors import SurgeryError
 from ..ingest import deep
 from ..ingest.lines import parse_line, read_lines
 from ..records import message_content
+from ..regular import open_regular
 from .lock import lock_replacement
 
 FILE_MODE = 0o600
@@ -248,7 +249,7 @@ class Transcript:
     # -- loading -----------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path) -> "Transcript":
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return cls(fh.read(), path)
 
     @classmethod
@@ -497,6 +498,13 @@ TEMP_SUFFIX = ".txdb-tmp"
 _TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
 
 
+def temp_file(path: Path) -> tuple[int, str]:
+    """(descriptor, name) of a new temp file beside ``path``, named so that
+    ``clean_stale_temps`` removes it once its writer is gone: every temp
+    file txdb writes (session copies, sidecars) is made here."""
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+
+
 def owner_of(st: os.stat_result) -> tuple[int, int] | None:
     """(uid, gid) to give files written for this one: only root can (and must)
     hand them back to the session's owner; anyone else writes as themselves."""
@@ -514,7 +522,7 @@ def write_atomic(path: str | Path, data: bytes | Iterable[bytes], mode: int = FI
     process holds ``path``'s session lock the new file is locked as well
     (``lock.lock_replacement``)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+    fd, tmp = temp_file(path)
     try:
         if owner is not None:
             os.fchown(fd, *owner)

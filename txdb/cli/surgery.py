@@ -307,7 +307,8 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                      + (f", {res['dropped']} dropped" if res["dropped"] else "")
                      + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
                      + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
-                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used)")
+                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used"
+                     + (f"; {res['ignored']} other entries of --dir ignored" if res.get("ignored") else "") + ")")
     if "summarized" in res:
         parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
                      f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "

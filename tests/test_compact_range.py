@@ -223,6 +223,13 @@ def test_dry_run_and_fork(env):
     assert first["sessionId"] == rep["fork_session_id"] and f"Saved to: {folder} (8 files)" in \
         first["message"]["content"]
     assert len(list(folder.iterdir())) == 8 and run("verify", fork).exit_code == 0
+    # the survivor carries the fork's fields like every copied envelope
+    original = _objs(f)
+    assert first["forkedFrom"] == {"sessionId": SID, "messageUuid": original[0]["uuid"]} == \
+        {"sessionId": SID, "messageUuid": first["uuid"]}
+    assert first["strippedBy"]["operation"] == "compact-range"
+    assert all("forkedFrom" in o and "strippedBy" in o for o in _objs(fork)
+               if o.get("type") in ("user", "assistant", "attachment", "system"))
 
 
 def test_apply_refuses_when_the_saved_records_are_gone(env):

@@ -78,6 +78,22 @@ def test_compact_before_writes_a_new_session(env, tmp_path):
     assert log == [{"command": "compact", "path": str(new)}]
 
 
+def test_compact_stamps_its_boundary_and_summary_like_every_fork_record(env):
+    """The spec puts forkedFrom and strippedBy on every envelope of a fork:
+    the records compact creates too (their messageUuid: their own uuid)."""
+    f = env / f"{SID}.jsonl"
+    r = run("compact", f, "--before", 8, "--json")
+    assert r.exit_code == 0, r.output
+    objs = _objs(Path(json.loads(r.output)["target"]))
+    chain = [o for o in objs if o.get("type") in ("user", "assistant", "attachment", "system")]
+    assert chain and all(o["forkedFrom"]["sessionId"] == SID for o in chain)
+    assert {(o["strippedBy"]["tool"], o["strippedBy"]["operation"]) for o in chain} == {("txdb", "compact")}
+    assert len({o["strippedBy"]["at"] for o in chain}) == 1
+    boundary, summary = objs[0], objs[1]
+    assert boundary["forkedFrom"]["messageUuid"] == boundary["uuid"]
+    assert summary["forkedFrom"]["messageUuid"] == summary["uuid"]
+
+
 def test_compact_refuses_bad_cuts(env):
     f = env / f"{SID}.jsonl"
     r = run("compact", f, "--before", 2)

@@ -24,7 +24,8 @@ Rules, each one here:
   type, since Claude Code sends neither to the model. It keeps that
   record's uuid, parent and timestamp, and the session envelope (cwd,
   sessionId, version, gitBranch, slug, ...) of the first record that has it,
-  and lists the saved files' names in chain order as ``persistedRange.files``
+  (in a fork, its ``forkedFrom`` and ``strippedBy`` too), and lists the saved
+  files' names in chain order as ``persistedRange.files``
   (so ``apply`` checks each one is on disk, and a reader knows which files
   of the shared folder are this range's).
 - Records that are state rather than conversation stay where they are,
@@ -58,6 +59,7 @@ from typing import Callable
 from ..errors import SurgeryError
 from ..policy import ANNOUNCEMENTS, SYSTEM_PROMPT
 from . import sidecar as sc
+from .fork import FORK_FIELDS
 from .ops import tool_spans
 from .persist import _one_line, outline
 from .transcript import Record, Transcript
@@ -286,6 +288,9 @@ def _survivor(objs: list[dict], marker: str, files: list[str] | None = None) -> 
         out["timestamp"] = next((o["timestamp"] for o in objs if isinstance(o.get("timestamp"), str)), None)
         if out["timestamp"] is None:
             del out["timestamp"]
+    for key in FORK_FIELDS:  # it stands for its first record: in a fork, that record's lineage
+        if isinstance(first.get(key), dict):
+            out[key] = first[key]
     kept = first.get(RANGE_FIELD)
     if files is not None:
         out[RANGE_FIELD] = {"files": files}

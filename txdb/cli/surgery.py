@@ -328,19 +328,19 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                      + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else ""))
     for rg in res.get("ranges", []):
         if rg["status"] == "already":
-            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message carrying its "
-                         f"<persisted-range> marker; nothing to change")
+            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message (position "
+                         f"{rg['at']}) carrying its <persisted-range> marker; nothing to change")
         elif rg["status"] == "resummarised":
             parts.append(f"positions {rg['from']}..{rg['to']}: already compacted; its marker's summary is now "
                          f"{rg['summary']!r}")
         elif rg["status"] == "converted":
-            parts.append(f"position {rg['from']}: the {rg['was']} record carrying a <persisted-range> marker "
+            parts.append(f"position {rg['at']}: the {rg['was']} record carrying a <persisted-range> marker "
                          f"is now a plain user message (marker kept)")
         else:
             saved = len(rg["files"])
             verb = "would be saved" if r.dry_run else "saved"
             parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one user "
-                         f"message at position {rg['from']}; originals {verb} to {rg['folder']} ({saved} "
+                         f"message at position {rg['at']}; originals {verb} to {rg['folder']} ({saved} "
                          f"{'file' if saved == 1 else 'files'})"
                          + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
                             if rg.get("kept_in_place") else ""))

@@ -318,7 +318,9 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
     if "summarized" in res:
         parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
                      f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
-                     f"with fresh uuids")
+                     f"with fresh uuids"
+                     + (f"; {res['kept_state']} announcement and system-prompt records before the cut carried "
+                        f"over" if res.get("kept_state") else ""))
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
     if "persisted" in res:

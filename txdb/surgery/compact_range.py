@@ -57,14 +57,13 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
-from ..policy import ANNOUNCEMENTS, SYSTEM_PROMPT
+from ..policy import is_state
 from . import sidecar as sc
 from .fork import FORK_FIELDS
 from .ops import check_positions, tool_spans
 from .persist import _one_line, outline
 from .transcript import Record, Transcript
 
-STAYS = ANNOUNCEMENTS | SYSTEM_PROMPT
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
 # The session envelope a survivor carries (Claude Code's user-record keys).
@@ -206,7 +205,7 @@ def _same_range(t: Transcript, a: int, b: int) -> bool:
 def _stays(r: Record) -> bool:
     """Records a range leaves in place: what the CLI announced, the system prompt
     (``policy.ANNOUNCEMENTS``, ``policy.SYSTEM_PROMPT``)."""
-    return r.type == "attachment" and r.attachment_type in STAYS
+    return is_state(r.type, r.attachment_type)
 
 
 def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], again: bool = False) -> None:

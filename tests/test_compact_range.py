@@ -172,19 +172,43 @@ def test_announcements_and_the_system_prompt_stay_in_place(tmp_path, monkeypatch
     objs[4]["parentUuid"] = date["uuid"]
     f = write(tmp_path / "p" / f"{SID}.jsonl", objs[:4] + [skills, snap, date] + objs[4:])
     # positions: 0..3 turn 0, 4 skills, 5 snapshot, 6 date, 7..10 turn 1, 11..14 turn 2
+    r = run("compact-range", f, "--from", 4, "--to", 10, "--dry-run")
+    assert "collapsed into one user message at position 6;" in r.output, r.output  # after the two kept in place
     r = run("compact-range", f, "--from", 4, "--to", 10, "--json")
     assert r.exit_code == 0, r.output
     rng = json.loads(r.output)["result"]["ranges"][0]
     assert (rng["count"], rng["kept_in_place"], rng["uuid"], rng["was"]) == (5, 2, date["uuid"],
                                                                           "attachment/date_change")
+    assert rng["at"] == 6
     chain = [r.parse() for r in Transcript.load(_pending(f)).chain]
     assert [o["uuid"] for o in chain[:7]] == [o["uuid"] for o in objs[:4]] + [skills["uuid"], snap["uuid"],
                                                                               date["uuid"]]
     assert chain[6]["type"] == "user" and chain[6]["message"]["content"].startswith(
         '<persisted-range from="4" to="10" count="5">')
     assert chain[7]["uuid"] == objs[8]["uuid"] and len(chain) == 11
+    r = run("compact-range", f, "--from", 4, "--to", 10)   # the same again: its survivor at 6
+    assert r.exit_code == 0 and "already one plain user message (position 6)" in r.output, r.output
     r = run("compact-range", f, "--from", 4, "--to", 5)
     assert r.exit_code == 1 and "holds only records compact-range leaves in place" in r.output
+
+
+def test_the_same_range_again_past_the_shorter_chain_is_a_no_op(env):
+    """0..19 of 24 records leaves a chain of 5: running the same command again
+    changes nothing (it used to be refused as past the end)."""
+    f = env / f"{SID}.jsonl"
+    assert run("compact-range", f, "--from", 0, "--to", 19).exit_code == 0
+    once = _pending(f).read_bytes()
+    files = sorted(_folder(f).iterdir())
+    assert len(Transcript.load(_pending(f)).chain) == 5
+    r = run("compact-range", f, "--from", 0, "--to", 19)
+    assert r.exit_code == 0, r.output
+    assert "positions 0..19: already one plain user message (position 0)" in r.output
+    assert "Nothing new to change" in r.output
+    assert _pending(f).read_bytes() == once and sorted(_folder(f).iterdir()) == files
+    # any other range past the end is still refused
+    r = run("compact-range", f, "--from", 0, "--to", 18)
+    assert r.exit_code == 1 and "--to 18 is past the end of the active chain (positions 0..4)" in r.output
+    assert _pending(f).read_bytes() == once
 
 
 def test_a_range_over_a_survivor_compacts_again(env):
@@ -223,6 +247,13 @@ def test_dry_run_and_fork(env):
     assert first["sessionId"] == rep["fork_session_id"] and f"Saved to: {folder} (8 files)" in \
         first["message"]["content"]
     assert len(list(folder.iterdir())) == 8 and run("verify", fork).exit_code == 0
+    # the survivor carries the fork's fields like every copied envelope
+    original = _objs(f)
+    assert first["forkedFrom"] == {"sessionId": SID, "messageUuid": original[0]["uuid"]} == \
+        {"sessionId": SID, "messageUuid": first["uuid"]}
+    assert first["strippedBy"]["operation"] == "compact-range"
+    assert all("forkedFrom" in o and "strippedBy" in o for o in _objs(fork)
+               if o.get("type") in ("user", "assistant", "attachment", "system"))
 
 
 def test_apply_refuses_when_the_saved_records_are_gone(env):

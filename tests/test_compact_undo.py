@@ -10,7 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from sessions import conversation, write
+from sessions import attachment, conversation, write
 from txdb import db
 from txdb.cli import cli
 from txdb.surgery.transcript import Transcript
@@ -76,6 +76,49 @@ def test_compact_before_writes_a_new_session(env, tmp_path):
     assert run("verify", new).exit_code == 0
     log = json.loads(run("query", "select command, path from surgeries", "--json").output)
     assert log == [{"command": "compact", "path": str(new)}]
+
+
+def test_compact_stamps_its_boundary_and_summary_like_every_fork_record(env):
+    """The spec puts forkedFrom and strippedBy on every envelope of a fork:
+    the records compact creates too (their messageUuid: their own uuid)."""
+    f = env / f"{SID}.jsonl"
+    r = run("compact", f, "--before", 8, "--json")
+    assert r.exit_code == 0, r.output
+    objs = _objs(Path(json.loads(r.output)["target"]))
+    chain = [o for o in objs if o.get("type") in ("user", "assistant", "attachment", "system")]
+    assert chain and all(o["forkedFrom"]["sessionId"] == SID for o in chain)
+    assert {(o["strippedBy"]["tool"], o["strippedBy"]["operation"]) for o in chain} == {("txdb", "compact")}
+    assert len({o["strippedBy"]["at"] for o in chain}) == 1
+    boundary, summary = objs[0], objs[1]
+    assert boundary["forkedFrom"]["messageUuid"] == boundary["uuid"]
+    assert summary["forkedFrom"]["messageUuid"] == summary["uuid"]
+
+
+def test_compact_carries_the_state_records_of_the_cut_part(tmp_path, monkeypatch):
+    """The system prompt and the announcements before the cut stay on the new
+    chain (policy.is_state, the rule compact-range leaves in place), right
+    after the summary; other attachments of the cut part go with it."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = conversation(3, session=SID)
+    skills = attachment({"type": "skill_listing", "content": "- txdb: ..."}, objs[3]["uuid"], session=SID)
+    snap = attachment({"type": "prompt_snapshot", "systemPrompt": "You are..."}, skills["uuid"], session=SID)
+    date = attachment({"type": "date_change", "newDate": "2026-11-02"}, snap["uuid"], session=SID)
+    objs[4]["parentUuid"] = date["uuid"]
+    f = write(tmp_path / "p" / f"{SID}.jsonl", objs[:4] + [skills, snap, date] + objs[4:])
+    # positions: 0..3 turn 0, 4 skills, 5 snapshot, 6 date, 7..10 turn 1, 11..14 turn 2
+    r = run("compact", f, "--before", 11, "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert (rep["result"]["summarized"], rep["result"]["kept_state"], rep["result"]["kept"]) == (9, 2, 4)
+    chain = [x.parse() for x in Transcript.load(Path(rep["target"])).chain]
+    assert [o.get("subtype") or o.get("isCompactSummary") for o in chain[:2]] == ["compact_boundary", True]
+    assert [o["forkedFrom"]["messageUuid"] for o in chain[2:]] == [skills["uuid"], snap["uuid"]] + \
+        [o["uuid"] for o in objs[8:]]
+    assert chain[2]["attachment"] == skills["attachment"] and chain[3]["attachment"] == snap["attachment"]
+    assert chain[2]["uuid"] != skills["uuid"] and chain[4]["parentUuid"] == chain[3]["uuid"]
+    assert "2026-11-02" not in json.dumps(chain)                   # the date_change went with the summary
+    assert "announcement and system-prompt records before the cut carried over" in \
+        run("compact", f, "--before", 11, "--dry-run").output
 
 
 def test_compact_refuses_bad_cuts(env):

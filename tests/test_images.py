@@ -178,10 +178,59 @@ def test_folder_of_unrelated_files_changes_nothing(env, tmp_path):
     (d / f"{sha(B)}.txt").mkdir()                              # a folder named like a transcript
     r = run("replace-images", f, "--dir", d)
     assert r.exit_code == 0, r.output
-    assert "0 of 4 images replaced" in r.output and "(0 of 1 <sha256>.txt files used)" in r.output
+    assert "0 of 4 images replaced" in r.output and "(0 of 1 <sha256>.txt files used; 4 other entries of --dir ignored)" in r.output
     assert "Nothing to change" in r.output and not Path(str(f) + ".pending").exists()
     r = run("replace-images", f, "--dir", tmp_path / "nope")
     assert r.exit_code != 0 and "Error:" in r.output and "Traceback" not in r.output
+
+
+def test_ignored_entries_of_the_folder_are_counted(env, tmp_path):
+    f = _session(env)
+    d = _transcripts(tmp_path, {"notes.md": b"x", "README.txt": b"y", f"{sha(A)}.txt": b"red square"})
+    (d / "sub").mkdir()
+    r = run("replace-images", f, "--dir", d, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["result"]["ignored"] == 3
+    assert "3 other entries of --dir ignored" in run("replace-images", f, "--dir", d, "--dry-run").output
+
+
+def test_a_symlink_in_the_folder_is_never_read(env, tmp_path):
+    """A link named like a transcript (here to a secret outside --dir) is
+    ignored and counted: its target never reaches the session."""
+    f = _session(env)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root:SECRET-HASH:19000:0:99999:7:::\n")
+    d = _transcripts(tmp_path, {})
+    (d / f"{sha(A)}.txt").symlink_to(secret)
+    (d / f"{sha(B)}.txt").symlink_to(tmp_path / "dangling")
+    r = run("replace-images", f, "--dir", d, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert res["replaced"] == 0 and res["ignored"] == 2 and res["transcripts"] == 0
+    assert not Path(str(f) + ".pending").exists()
+    assert all(b"SECRET-HASH" not in p.read_bytes() for p in env.iterdir() if p.is_file())
+
+
+def test_a_transcript_over_the_size_cap_refuses_the_pass(env, tmp_path):
+    from txdb.surgery.images import MAX_TRANSCRIPT_BYTES
+    f = _session(env)
+    before = f.read_bytes()
+    d = _transcripts(tmp_path, {f"{sha(B)}.txt": b"fine", f"{sha(A)}.txt": b"x" * (MAX_TRANSCRIPT_BYTES + 1)})
+    r = run("replace-images", f, "--dir", d)
+    assert r.exit_code == 1 and r.output.count("Error:") == 1 and "Traceback" not in r.output
+    assert f"over the {MAX_TRANSCRIPT_BYTES:,}-byte limit" in r.output
+    assert f.read_bytes() == before and not Path(str(f) + ".pending").exists()
+    (d / f"{sha(A)}.txt").write_bytes(b"x" * MAX_TRANSCRIPT_BYTES)   # at the cap: read
+    assert run("replace-images", f, "--dir", d).exit_code == 0
+
+
+def test_one_trailing_newline_of_a_transcript_is_dropped(env, tmp_path):
+    f = _session(env)
+    d = _transcripts(tmp_path, {f"{sha(A)}.txt": b"line one\n\n", f"{sha(B)}.txt": b"crlf\r\n\r\n"})
+    assert run("replace-images", f, "--dir", d).exit_code == 0
+    c = _contents(Path(str(f) + ".pending"))
+    assert c[0][1]["text"] == f'<image sha256="{sha(A)}" media_type="image/png">\nline one\n\n</image>'
+    assert c[2][0]["text"] == f'<image sha256="{sha(B)}" media_type="image/png">\ncrlf\r\n\n</image>'
 
 
 def test_replace_images_where_across_sessions(env, tmp_path):

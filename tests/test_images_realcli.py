@@ -115,6 +115,46 @@ def test_compact_before_resumes_under_the_new_id(resume, env, tmp_path, src, bef
     assert again.loaded and again.user_assistant_messages() == whole
 
 
+def _context_before_ping(r) -> int:
+    """What the CLI sent, as the fake API bills it (request chars / 4: system,
+    messages, tools), less the ping and what the CLI adds for that turn (the
+    session file did not hold them when txdb measured it)."""
+    from realcli.fake_api import usage_for
+    body = dict(r.main_request)
+    msgs = body["messages"]
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    body["messages"] = msgs[:last_user]
+    u = usage_for(body, 1)
+    return u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]
+
+
+@pytest.mark.parametrize("src,before", [(TOOLS_DEMO, 26), (TOOL_IMAGES, 36)], ids=["at-a-prompt", "mid-turn"])
+def test_compact_before_keeps_the_system_prompt_and_announcements(resume, env, tmp_path, src, before):
+    """The prompt_snapshot and announcement records of the cut part stay (the
+    same rule compact-range follows): the resumed request carries the recorded
+    system prompt, the CLI re-announces nothing, and the new session's
+    estimate and gauge are within a few % of what the CLI sends."""
+    from realcli.fake_api import system_text
+    f = _copy(env, src)
+    base = resume(f, "ping", workdir=tmp_path / "base")
+    rep = json.loads(run("compact", f, "--before", before, "--json").output)
+    assert rep["result"]["kept_state"] >= 4
+    new = Path(rep["target"])
+    r = resume(new, "ping", workdir=tmp_path / "new", siblings=[f])
+    assert r.loaded and not r.compacted, r.summary()
+    # the system prompt as recorded (its snapshot), not one rebuilt for the scratch folder
+    assert system_text(r.main_request).splitlines()[1:] == system_text(base.main_request).splitlines()[1:]
+    # announced once, before the kept part, not again at the ping
+    tail = json.dumps(r.messages[-1], ensure_ascii=False)
+    assert "deferred tools are now available" not in tail
+    sent = _context_before_ping(r)
+    run("refresh")
+    row = json.loads(run("query", "select gauge_tokens, est_context_tokens from session_costs where session_id = "
+                                  f"'{new.stem}'", "--json").output)[0]
+    for figure in (rep["tokens_after"], row["est_context_tokens"], row["gauge_tokens"]):
+        assert abs(figure - sent) <= 0.05 * sent, (figure, sent)
+
+
 def _text(m: dict) -> str:
     c = m["content"]
     return c if isinstance(c, str) else "\n".join(b.get("text", "") for b in c if isinstance(b, dict))

@@ -31,10 +31,17 @@ SYSTEM_PROMPT = frozenset({"prompt_snapshot", "deferred_tools_record"})
 # What the CLI has announced to the model (tools, agents, MCP servers,
 # skills): it computes the next announcement from these, so they are state,
 # not conversation. compact-range leaves them, and SYSTEM_PROMPT records,
-# in place.
+# in place; compact --before keeps them (``is_state``).
 ANNOUNCEMENTS = frozenset(
     {"deferred_tools_delta", "agent_listing_delta", "mcp_instructions_delta", "skill_listing"}
 )
+
+
+def is_state(record_type: str | None, att_type: str | None) -> bool:
+    """A record that is state, not conversation (an announcement, the system
+    prompt): compact-range leaves it in place, compact --before carries it
+    over from the summarised part. The one statement of that rule."""
+    return record_type == "attachment" and att_type in ANNOUNCEMENTS | SYSTEM_PROMPT
 
 # Known reminders that each newer copy supersedes: keep the newest.
 SUPERSEDED = frozenset(

@@ -10,7 +10,7 @@ from ..surgery import images
 from ..surgery.engine import load_base
 from .main import cli, db_option
 from .output import catalog_warning, echo, tabulate, to_json
-from .surgery import SurgeryOptions, _resolve, _run, surgery_options
+from .surgery import _NO_BACKUP, SurgeryOptions, _resolve, _run, surgery_options
 
 
 @cli.command("list-images")
@@ -140,8 +140,9 @@ def undo_cmd(session, db_path, dry_run, force, as_json):
 @click.option("--keep-dropped-thinking", is_flag=True,
               help="Keep the kept part's thinking blocks the API will drop after the new history.")
 @click.option("--dry-run", is_flag=True, help="Run everything; write nothing.")
+@_NO_BACKUP
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry_run, as_json):
+def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry_run, no_backup, as_json):
     """Write a new session: a dialogue-only summary of the chain before
     position N behind a compact boundary, then positions N.. intact.
 

@@ -43,7 +43,7 @@ class SurgeryOptions:
     fork_title: str | None = None
     usage_reset: bool = True     # not --no-usage-reset
     keep_dropped_thinking: bool = False
-    backup: bool = True          # not --no-backup (with --apply)
+    backup: bool = True          # not --no-backup (takes effect with --apply; nothing to skip otherwise)
     as_json: bool = False
     arguments: dict = field(default_factory=dict)  # the command's options as logged in `surgeries`
 
@@ -69,17 +69,22 @@ _RANGE = [
     click.option("--pos", "pos", type=click.IntRange(min=0), default=None,
                  help="One chain position: the same as --from N --to N."),
 ]
+# Every mutating command takes it (the surgery spec): it matters only where a pass applies.
+_NO_BACKUP = click.option(
+    "--no-backup", is_flag=True,
+    help="Keep no .bak when this pass applies (--apply). Otherwise there is nothing to skip: a pending "
+         "copy or a fork is a new file, the original is the backup.")
 _WRITE = [
     click.option("--dry-run", is_flag=True, help="Run everything on a throwaway copy; write nothing."),
     click.option("--fork", "fork", is_flag=True,
                  help="Write the result as a new session next to the original (no apply needed)."),
     click.option("--fork-title", default=None, help="Title of the fork (default: '<title> (Stripped)')."),
+    _NO_BACKUP,
 ]
 _EDIT = [
     click.option("--no-usage-reset", is_flag=True, help="Leave recorded usage (the context gauge) as it is."),
     click.option("--keep-dropped-thinking", is_flag=True,
                  help="Keep the later thinking blocks the API will drop after this edit."),
-    click.option("--no-backup", is_flag=True, help="With --apply: do not keep the original as .bak."),
 ]
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 
@@ -95,7 +100,7 @@ def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = Tr
 
     ``where``: SESSION may be replaced by --where (and --apply); ``edits``:
     the command edits content, so --from/--to/--pos, --no-usage-reset,
-    --keep-dropped-thinking and --no-backup (with --apply) apply to it;
+    --keep-dropped-thinking apply to it (every command takes --no-backup);
     ``ranged=False``: a command that names its one target itself (its own
     required --pos or --id) takes no --from/--to/--pos range.
     """
@@ -145,8 +150,6 @@ def _check(o: SurgeryOptions) -> None:
         raise click.ClickException(f"--from {o.frm} is after --to {o.to}: give the range lowest position first")
     if o.apply and o.fork:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
-    if not o.apply and not o.backup:
-        raise click.UsageError("--no-backup goes with --apply (without it only the pending copy is written)")
 
 
 def _resolve(db_path, session: str):
@@ -186,6 +189,9 @@ def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> 
         echo(to_json(report.as_dict()))
         return
     _print_report(report)
+    if not o.backup and report.written and not report.fork_session_id:
+        echo("--no-backup: no backup was due (the original is untouched); "
+             "`txdb apply --no-backup` keeps none when this copy is applied.")
 
 
 def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
@@ -307,11 +313,14 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                      + (f", {res['dropped']} dropped" if res["dropped"] else "")
                      + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
                      + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
-                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used)")
+                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used"
+                     + (f"; {res['ignored']} other entries of --dir ignored" if res.get("ignored") else "") + ")")
     if "summarized" in res:
         parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
                      f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
-                     f"with fresh uuids")
+                     f"with fresh uuids"
+                     + (f"; {res['kept_state']} announcement and system-prompt records before the cut carried "
+                        f"over" if res.get("kept_state") else ""))
     if "capped" in res:
         parts.append(f"{res['capped']} turns' usage capped")
     if "persisted" in res:
@@ -321,19 +330,19 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                      + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else ""))
     for rg in res.get("ranges", []):
         if rg["status"] == "already":
-            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message carrying its "
-                         f"<persisted-range> marker; nothing to change")
+            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message (position "
+                         f"{rg['at']}) carrying its <persisted-range> marker; nothing to change")
         elif rg["status"] == "resummarised":
             parts.append(f"positions {rg['from']}..{rg['to']}: already compacted; its marker's summary is now "
                          f"{rg['summary']!r}")
         elif rg["status"] == "converted":
-            parts.append(f"position {rg['from']}: the {rg['was']} record carrying a <persisted-range> marker "
+            parts.append(f"position {rg['at']}: the {rg['was']} record carrying a <persisted-range> marker "
                          f"is now a plain user message (marker kept)")
         else:
             saved = len(rg["files"])
             verb = "would be saved" if r.dry_run else "saved"
             parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one user "
-                         f"message at position {rg['from']}; originals {verb} to {rg['folder']} ({saved} "
+                         f"message at position {rg['at']}; originals {verb} to {rg['folder']} ({saved} "
                          f"{'file' if saved == 1 else 'files'})"
                          + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
                             if rg.get("kept_in_place") else ""))
@@ -529,8 +538,9 @@ def reset_usage_cmd(o: SurgeryOptions):
 @db_option
 @click.option("--fork-title", default=None, help="Title of the fork (default: '<title> (Stripped)').")
 @click.option("--dry-run", is_flag=True, help="Report only; write nothing.")
+@_NO_BACKUP
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def fork_cmd(session, db_path, fork_title, dry_run, as_json):
+def fork_cmd(session, db_path, fork_title, dry_run, no_backup, as_json):
     """Copy a session to a new session id, stamped like Claude Code's /branch.
 
     Example:

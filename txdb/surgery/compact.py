@@ -11,9 +11,13 @@ The result has the shapes Claude Code (2.1.328) writes for its own
   summary: the user and assistant text of positions 0..N-1 (no tool calls,
   tool results, images or thinking), each message cut at
   ``MESSAGE_CHARS``;
-- the records of positions N.. of the active chain, intact, each with a
-  fresh uuid and its ``parentUuid`` remapped (the first one's parent is the
-  summary), so the chain runs unbroken to the null root;
+- the records of positions 0..N-1 that are state, not conversation
+  (``policy.is_state``: the system prompt, what the CLI announced; the same
+  rule that makes compact-range leave them in place), then the records of
+  positions N.. of the active chain, intact, each with a fresh uuid and its
+  ``parentUuid`` remapped (the first one's parent is the summary), so the
+  chain runs unbroken to the null root. Without the first, the CLI would
+  re-announce every tool and the gauge would leave the system prompt out;
 - the same ``slug`` on every one of them (the session's latest), and the
   boundary and summary timestamped just before the earliest kept record, so
   every timestamp comes after the boundary.
@@ -31,6 +35,7 @@ import uuid as uuidlib
 from datetime import datetime, timedelta, timezone
 
 from ..errors import SurgeryError
+from ..policy import is_state
 from ..records import markup_kind
 from .ops import tool_spans
 from .transcript import Transcript
@@ -107,9 +112,14 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
             raise SurgeryError(f"--before {before} splits a tool call: the tool_result at position {result} "
                                f"answers the tool_use at position {use}; cut at a user prompt "
                                f"(`txdb analyze` lists the cut points)")
-    text, messages = dialogue(pre)
-    post_ids = {id(r) for r in post}
-    mapping = {r.uuid: str(uuidlib.uuid4()) for r in post if r.uuid}
+    # State, not conversation (the system prompt, what the CLI announced), is
+    # carried over from the summarised part, as compact-range leaves it in place.
+    state = [r for r in pre if is_state(r.type, r.attachment_type)]
+    summarised = [r for r in pre if not is_state(r.type, r.attachment_type)]
+    text, messages = dialogue(summarised)
+    carried = state + post  # after the summary, in this order
+    post_ids = {id(r) for r in carried}
+    mapping = {r.uuid: str(uuidlib.uuid4()) for r in carried if r.uuid}
     slug = None
     for r in reversed(chain):  # the session's latest slug
         s = r.parse().get("slug")
@@ -118,7 +128,7 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
             break
     first = post[0].parse()
     sid = first.get("sessionId") or t.session_id
-    stamps = [d for r in post if (d := _ts(r.parse().get("timestamp"))) is not None]
+    stamps = [d for r in carried if (d := _ts(r.parse().get("timestamp"))) is not None]
     start = min(stamps) if stamps else datetime.now(timezone.utc)
     boundary_uuid, summary_uuid = str(uuidlib.uuid4()), str(uuidlib.uuid4())
     env = {k: first[k] for k in ENVELOPE if k in first}
@@ -139,8 +149,8 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
     if slug:
         boundary["slug"] = summary["slug"] = slug
     objs = [boundary, summary]
-    parent_of = {id(post[0]): summary_uuid}
-    for prev, r in zip(post, post[1:]):
+    parent_of = {id(carried[0]): summary_uuid}
+    for prev, r in zip(carried, carried[1:]):
         parent_of[id(r)] = mapping[prev.uuid]
     gone = {r.uuid for r in t.live() if r.uuid and r.uuid not in mapping}
     for r in t.live():
@@ -160,5 +170,5 @@ def compact_before(t: Transcript, before: int, *, source: str | None = None, pre
                 o[k] = mapping[o[k]]
         objs.append(o)
     t.rebuild(objs)
-    return {"before": before, "summarized": len(pre), "dialogue_messages": messages, "kept": len(post),
-            "summary_chars": len(body)}
+    return {"before": before, "summarized": len(summarised), "dialogue_messages": messages, "kept": len(post),
+            "kept_state": len(state), "summary_chars": len(body)}

@@ -24,7 +24,8 @@ Rules, each one here:
   type, since Claude Code sends neither to the model. It keeps that
   record's uuid, parent and timestamp, and the session envelope (cwd,
   sessionId, version, gitBranch, slug, ...) of the first record that has it,
-  and lists the saved files' names in chain order as ``persistedRange.files``
+  (in a fork, its ``forkedFrom`` and ``strippedBy`` too), and lists the saved
+  files' names in chain order as ``persistedRange.files``
   (so ``apply`` checks each one is on disk, and a reader knows which files
   of the shared folder are this range's).
 - Records that are state rather than conversation stay where they are,
@@ -56,13 +57,13 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import SurgeryError
-from ..policy import ANNOUNCEMENTS, SYSTEM_PROMPT
+from ..policy import is_state
 from . import sidecar as sc
-from .ops import tool_spans
+from .fork import FORK_FIELDS
+from .ops import check_positions, tool_spans
 from .persist import _one_line, outline
 from .transcript import Record, Transcript
 
-STAYS = ANNOUNCEMENTS | SYSTEM_PROMPT
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
 # The session envelope a survivor carries (Claude Code's user-record keys).
@@ -91,6 +92,14 @@ class CompactRangeOp(sc.Writes):
         self.summary = _clean(summary) if summary else None
         self.ranges_of = ranges_of
 
+    def check_positions(self, t: Transcript, positions) -> None:
+        """The engine's range check (``ops.check_positions``), except for exactly
+        the range a survivor already compacted (its ``b`` may now lie past the
+        shorter chain's end): that run changes nothing, it is not refused."""
+        if positions and None not in positions and _same_range(t, *positions):
+            return
+        check_positions(t, positions)
+
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
         if self.ranges_of is not None:
@@ -118,7 +127,8 @@ class CompactRangeOp(sc.Writes):
         kept = len(span) - len(recs)
         first = recs[0]
         fobj = first.parse()
-        base = {"from": a, "to": b, "uuid": first.uuid, "kept_in_place": kept}
+        # The survivor's position: a record kept in place may start the range.
+        base = {"from": a, "to": b, "at": first.pos, "uuid": first.uuid, "kept_in_place": kept}
         marker = _again(t, a, b)
         if marker is not None:
             # The same range again, or one survivor alone: at most its envelope
@@ -178,14 +188,24 @@ def _again(t: Transcript, a: int, b: int) -> str | None:
     marker = _survivor_marker(recs[0].parse())
     if marker is None:
         return None
-    head = sc.range_head(marker)
-    return marker if len(recs) == 1 or (head is not None and head[:2] == (a, b)) else None
+    return marker if len(recs) == 1 or _same_range(t, a, b) else None
+
+
+def _same_range(t: Transcript, a: int, b: int) -> bool:
+    """Whether a..b is exactly the range a survivor already compacted: the first
+    record from ``a`` on that does not stay in place carries the marker of
+    a..b. The chain is shorter since, so ``b`` may lie past its end now."""
+    first = next((r for r in t.chain[a:] if not _stays(r)), None)
+    if first is None or first.pos > b:
+        return False
+    head = sc.range_head(_survivor_marker(first.parse()))
+    return head is not None and head[:2] == (a, b)
 
 
 def _stays(r: Record) -> bool:
     """Records a range leaves in place: what the CLI announced, the system prompt
     (``policy.ANNOUNCEMENTS``, ``policy.SYSTEM_PROMPT``)."""
-    return r.type == "attachment" and r.attachment_type in STAYS
+    return is_state(r.type, r.attachment_type)
 
 
 def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], again: bool = False) -> None:
@@ -196,6 +216,8 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], aga
     last = len(t.chain) - 1
     if a > b:
         raise SurgeryError(f"--from {a} is after --to {b}: give the range lowest position first")
+    if _same_range(t, a, b):
+        return  # the same command again: its survivor is all it may change
     if b > last:
         raise SurgeryError(f"the range {a}..{b} is past the end of the active chain (positions 0..{last})")
     if b == last:
@@ -286,6 +308,9 @@ def _survivor(objs: list[dict], marker: str, files: list[str] | None = None) -> 
         out["timestamp"] = next((o["timestamp"] for o in objs if isinstance(o.get("timestamp"), str)), None)
         if out["timestamp"] is None:
             del out["timestamp"]
+    for key in FORK_FIELDS:  # it stands for its first record: in a fork, that record's lineage
+        if isinstance(first.get(key), dict):
+            out[key] = first[key]
     kept = first.get(RANGE_FIELD)
     if files is not None:
         out[RANGE_FIELD] = {"files": files}

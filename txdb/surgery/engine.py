@@ -6,7 +6,8 @@
    snapshot of the original (complete lines); the original's snapshot prefix
    is the reference ("the live original") for the checks below;
 2. with ``fork``: base becomes a fork (new session id, stamped);
-3. ``op(t, original)`` mutates the transcript;
+3. ``op(t, original)`` mutates the transcript; in a fork, the records it
+   created are stamped like the copied ones (``fork.stamp_created``);
 4. preserved thinking: later thinking blocks the API will drop are counted
    and removed (unless ``keep_dropped_thinking``);
 5. usage reset (unless ``usage_reset=False``);
@@ -153,8 +154,11 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
     t.base = report.base  # chain positions an op reports (and --pos) are this copy's
-    check_positions(t, positions)
+    # An op may own its range check (compact-range: its own range again is no error).
+    getattr(op, "check_positions", check_positions)(t, positions)
     report.result = op(t, original) or {}
+    if fork:
+        forkmod.stamp_created(t)  # what the op created carries the fork's fields too
     t.refresh()
     changed = t.changed_lines()
     info = dropped_thinking(original, t)

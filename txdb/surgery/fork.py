@@ -10,6 +10,11 @@
   overrides;
 - ``strippedBy = {tool, operation, at}`` on every envelope.
 
+Records the operation then creates in the fork (compact's boundary and
+summary, a compact-range survivor) get the same two fields from
+``stamp_created``: ``forkedFrom.messageUuid`` is then the record's own
+uuid (it has no other original), ``strippedBy`` the fork's stamp.
+
 Only top-level sessions fork: ``claude -r`` never finds a subagent
 transcript (``<session>/subagents/agent-*.jsonl``), so ``check_forkable``
 refuses one and names the parent session to fork instead.
@@ -28,6 +33,8 @@ from ..records import CHAIN_TYPES, now_timestamp
 from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
+# The fields a fork puts on every conversation envelope.
+FORK_FIELDS = ("forkedFrom", "strippedBy")
 _SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
 
 
@@ -117,9 +124,7 @@ def make_fork(
         o = r.parse()  # a fresh dict: the fork's own
         if "sessionId" in o:
             o["sessionId"] = new_sid
-        if o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str):
-            o["forkedFrom"] = {"sessionId": old_sid, "messageUuid": o["uuid"]}
-            o["strippedBy"] = dict(stamp)
+        _stamp(o, old_sid, stamp, force=True)
         objs.append(o)
     if title is None:
         own = {t.path.name} if t.path is not None else set()
@@ -128,4 +133,37 @@ def make_fork(
     data = b"".join(dumps(o) + b"\n" for o in objs)
     fork = Transcript.from_bytes(data, folder / f"{new_sid}.jsonl")
     fork.fork_of = old_sid  # type: ignore[attr-defined]
+    fork.fork_stamp = stamp  # type: ignore[attr-defined]
     return fork
+
+
+def _stamp(o: dict, old_sid: str | None, stamp: dict, *, force: bool) -> bool:
+    """Put ``forkedFrom`` and ``strippedBy`` on a conversation envelope (``force``:
+    replace the ones it has; else only when it lacks them). True when set."""
+    if o.get("type") not in CHAIN_TYPES or not isinstance(o.get("uuid"), str):
+        return False
+    if not force and isinstance(o.get("forkedFrom"), dict) and isinstance(o.get("strippedBy"), dict):
+        return False
+    o["forkedFrom"] = {"sessionId": old_sid, "messageUuid": o["uuid"]} \
+        if force or not isinstance(o.get("forkedFrom"), dict) else o["forkedFrom"]
+    o["strippedBy"] = dict(stamp)
+    return True
+
+
+def stamp_created(fork: Transcript) -> int:
+    """Stamp the records an operation created in a fork made by ``make_fork``
+    (they carry no ``forkedFrom``/``strippedBy``); how many were stamped."""
+    stamp = getattr(fork, "fork_stamp", None)
+    if stamp is None:
+        return 0
+    n = 0
+    for r in fork.live():
+        if r.type not in CHAIN_TYPES or not r.uuid:
+            continue
+        if all(f'"{k}"'.encode() in r.raw for k in FORK_FIELDS):
+            continue  # copied by make_fork (cheap test first: most records are)
+        o = r.parse()
+        if _stamp(o, fork.fork_of, stamp, force=False):  # type: ignore[attr-defined]
+            fork.touch(r, o)
+            n += 1
+    return n

@@ -21,7 +21,9 @@ The API's own limits on images in one request are ``txdb.vision``'s.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ from .transcript import Transcript
 DROPPED = "[image dropped by txdb: no transcript]"
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _MEDIA_RE = re.compile(r"^[A-Za-z0-9.+/-]{1,64}$")
+# The largest transcript read: a text standing for one image, never a file's worth.
+MAX_TRANSCRIPT_BYTES = 1 << 20
 
 
 @dataclass
@@ -91,28 +95,67 @@ def list_images(t: Transcript, positions: tuple[int | None, int | None] | None =
     return out
 
 
-def transcript_files(folder: str | Path) -> dict[str, Path]:
-    """``<sha256>.txt`` files of a transcripts folder, by hash (other files are ignored)."""
+def transcript_files(folder: str | Path) -> tuple[dict[str, Path], int]:
+    """(the ``<sha256>.txt`` regular files of a transcripts folder by hash, how
+    many other entries it holds). Only regular files directly in the folder
+    count: a symlink (wherever it points), a folder or a device named like a
+    transcript is ignored, as is every other name."""
     d = Path(folder)
     if not d.is_dir():
         raise SurgeryError(f"--dir {folder}: no such directory")
-    out = {}
-    for p in d.iterdir():
-        name = p.name
-        if name.endswith(".txt") and _SHA_RE.match(name[:-4]) and p.is_file():
-            out[name[:-4]] = p
-    return out
-
-
-def read_transcript(path: Path) -> str:
+    out, ignored = {}, 0
     try:
-        text = path.read_bytes().decode("utf-8")
+        entries = list(os.scandir(d))
+    except OSError as e:
+        raise SurgeryError(f"--dir {folder}: cannot list it: {e.strerror}") from None
+    for e in entries:
+        name = e.name
+        try:
+            regular = e.is_file(follow_symlinks=False)
+        except OSError:
+            regular = False
+        if regular and name.endswith(".txt") and _SHA_RE.match(name[:-4]):
+            out[name[:-4]] = d / name
+        else:
+            ignored += 1
+    return out, ignored
+
+
+def read_transcript(path: Path, limit: int = MAX_TRANSCRIPT_BYTES) -> str:
+    """A transcript's text, less one trailing newline. Opened without following
+    a symlink and checked to be a regular file of at most ``limit`` bytes on
+    the open file itself, so a file swapped after the folder was listed is
+    refused, never read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise SurgeryError(f"cannot read transcript {path}: {e.strerror}; nothing was changed") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SurgeryError(f"transcript {path} is not a regular file; nothing was changed")
+        if st.st_size > limit:
+            raise SurgeryError(f"transcript {path} is {st.st_size:,} bytes, over the {limit:,}-byte limit of "
+                               f"one transcript: shorten it; nothing was changed")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as e:
+        raise SurgeryError(f"cannot read transcript {path}: {e.strerror}; nothing was changed") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while read
+        raise SurgeryError(f"transcript {path} is over the {limit:,}-byte limit of one transcript: "
+                           f"shorten it; nothing was changed")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SurgeryError(f"transcript {path} is not UTF-8 (byte {e.start}): fix or remove it; "
                            "nothing was changed") from None
-    except OSError as e:
-        raise SurgeryError(f"cannot read transcript {path}: {e.strerror}") from None
-    return text.rstrip("\r\n")
+    for end in ("\r\n", "\n"):
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
 
 
 def image_text(sha: str, media_type: str | None, transcript: str) -> str:
@@ -128,9 +171,9 @@ def replace_images(t: Transcript, folder: str | Path, *, drop_missing: bool = Fa
 
     Every transcript a replacement needs is read (and must be UTF-8) before
     anything is changed, so a bad file refuses the whole pass."""
-    files = transcript_files(folder)
+    files, ignored = transcript_files(folder)
     out = {"images": 0, "replaced": 0, "dropped": 0, "kept": 0, "invalid": 0, "records": 0,
-           "transcripts": len(files), "transcripts_used": 0, "tokens_saved": 0}
+           "transcripts": len(files), "transcripts_used": 0, "ignored": ignored, "tokens_saved": 0}
     texts: dict[str, str] = {}
     todo = []
     for rec in t.live():

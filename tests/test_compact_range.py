@@ -85,6 +85,7 @@ def test_range_becomes_one_user_message_and_each_record_a_file(env):
     assert log[0]["command"] == "compact-range"
     args = json.loads(log[0]["arguments"])
     args.pop("pass_at")
+    assert isinstance(args.pop("swap"), str)  # the apply's swap journal entry
     assert args == {"frm": 4, "to": 11, "summary": "Turns 1 and 2:\n  two echoes",
                                                 "no_usage_reset": True}
 

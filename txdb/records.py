@@ -209,15 +209,17 @@ def is_system_prompt(obj: dict) -> bool:
 def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
-    the calibration add the same figures). A system-prompt record costs 0
-    here: it counts once per session, see :func:`system_prompt_tokens`."""
+    the calibration add the same figures): its blocks' tokens plus
+    ``tokens.BLOCK_TOKENS`` per block (the envelope each is sent in). A
+    system-prompt record costs 0 here: it counts once per session, see
+    :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
     if rtype == "attachment":
         return 0 if is_system_prompt(obj) else attachment_cost(obj)[0]
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) for b in blocks)
+    return sum(b.get("tokens", 0) for b in blocks) + tokens.BLOCK_TOKENS * len(blocks)
 
 
 def system_prompt_tokens(objs: Iterable[dict]) -> int:

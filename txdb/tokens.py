@@ -23,12 +23,14 @@ import struct
 CHARS_PER_TOKEN = 4
 IMAGE_TOKEN_CAP = 1600
 IMAGE_PIXELS_PER_TOKEN = 750
-# The fixed cost of one content block in a request, whatever its size:
-# fitted as ``recorded ~ overhead + factor * chars/4 + BLOCK_TOKENS * blocks``
-# on the recorded turns of the CLI-made corpus sessions (median 34 per block,
-# factor then 1.01-1.02; bench/bench_estimate.py). Without it the fixed part
-# is folded into the factor, and a strip that shrinks the content but keeps
-# the blocks is predicted 9-21% below what the CLI sends.
+# The fixed cost of one content block in a request, whatever its size: the
+# JSON envelope the CLI sends it in (a tool_result's type and tool_use_id
+# alone are about 20 tokens of chars/4). A fit of ``recorded ~ overhead +
+# factor * chars/4 + k * blocks`` on untouched turns finds k = 27-37, but
+# that k also absorbs the escaping of the content, which a strip removes;
+# 20 is what bench/bench_truth.py finds right after the strips. Without it
+# the fixed part is folded into the factor, and a strip that shrinks the
+# content but keeps the blocks is predicted 9-21% below what the CLI sends.
 BLOCK_TOKENS = 20
 
 

@@ -28,7 +28,7 @@ SESSIONS = [
     "generated/-home-user-src-demo-14/5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl",
     "generated/-home-user-src-demo-1/91f27d20-32b7-42f9-8096-f776eb39baf6.jsonl",
 ]
-COMMANDS = [["strip-all"], ["strip-tools", "--only-results"]]
+COMMANDS = [["strip-all"], ["strip-tools", "--only-results"], ["persist-tools", "--keep-recent", "3"]]
 
 
 def _sent(body: dict) -> int:

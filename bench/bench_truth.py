@@ -72,20 +72,26 @@ def sent_tokens(path: Path, binary) -> int | None:
     return request_tokens(r.main_request) if r.loaded and not r.compacted else None
 
 
-def prompt_positions(path: Path) -> list[int]:
-    """Chain positions of the user's own prompts (a cut there keeps tool pairs whole)."""
+def cut_positions(path: Path) -> list[int]:
+    """Chain positions a cut keeps tool pairs whole at: the user's own
+    prompts, and the assistant record right after a tool result (a CLI-made
+    session is often one prompt and one long agentic turn)."""
     from txdb.surgery.transcript import Transcript
 
     t = Transcript.load(path)
     out = []
+    prev_result = False
     for pos, rec in enumerate(t.chain):
-        if rec.type != "user":
-            continue
         obj = rec.parse()
-        if obj.get("isMeta") or obj.get("isCompactSummary"):
-            continue
         c = (obj.get("message") or {}).get("content")
-        if isinstance(c, str) and not c.lstrip().startswith("<") or (
+        if rec.type == "assistant" and prev_result:
+            out.append(pos)
+        prev_result = False
+        if rec.type != "user" or obj.get("isMeta") or obj.get("isCompactSummary"):
+            continue
+        if isinstance(c, list) and c and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in c):
+            prev_result = True
+        elif isinstance(c, str) and not c.lstrip().startswith("<") or (
                 isinstance(c, list) and c and all(isinstance(b, dict) and b.get("type") == "text" for b in c)):
             out.append(pos)
     return out
@@ -94,14 +100,14 @@ def prompt_positions(path: Path) -> list[int]:
 def command_args(name: str, path: Path) -> list[str] | None:
     if COMMANDS[name] is not None:
         return COMMANDS[name]
-    prompts = [p for p in prompt_positions(path) if p > 2]
-    if len(prompts) < 3:
+    cuts = [p for p in cut_positions(path) if p > 0]
+    if len(cuts) < 3:
         return None
-    mid = prompts[len(prompts) // 2]
+    mid = cuts[len(cuts) // 2]
     if name == "compact-before":
         return ["compact", "--before", str(mid)]
-    # compact-range: from the first prompt to just before the middle one
-    return ["compact-range", "--from", str(prompts[0]), "--to", str(mid - 1), "--summary", "An old span."]
+    # compact-range: an old span, from the first cut to just before the middle one
+    return ["compact-range", "--from", str(cuts[0]), "--to", str(mid - 1), "--summary", "An old span."]
 
 
 def txdb(args: list[str], cwd: Path) -> dict:

@@ -49,7 +49,7 @@ def view_files() -> list[tuple[str, str]]:
 def register_functions(conn: sqlite3.Connection) -> None:
     """SQL access to the token estimates of txdb/tokens.py."""
     conn.create_function(
-        "txdb_tokens", 1, lambda s: tokens.text_tokens(len(s)) if s else 0, deterministic=True
+        "txdb_tokens", 1, lambda s: tokens.text_tokens(s) if isinstance(s, str) else 0, deterministic=True
     )
     conn.create_function(
         "txdb_chars_tokens", 1, lambda n: tokens.text_tokens(int(n or 0)), deterministic=True

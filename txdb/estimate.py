@@ -50,10 +50,10 @@ MAX_TURNS = 40
 # no snapshot: their fixed part is about PRIOR_OVERHEAD tokens, and their
 # content (more code and JSON, which tokenize denser than prose) about
 # PRIOR_FACTOR tokens per chars/4 token.
-PRIOR_SNAPSHOT_SHARE = 0.71
-PRIOR_SNAPSHOT_FACTOR = 1.06
+PRIOR_SNAPSHOT_SHARE = 0.73
+PRIOR_SNAPSHOT_FACTOR = 1.00
 PRIOR_OVERHEAD = 20_000
-PRIOR_FACTOR = 1.32
+PRIOR_FACTOR = 1.16
 
 
 def prior(system_prompt_tokens: int | None) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
+from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind, record_tokens
 from . import deep
 from .lines import Line, parse_line
 
@@ -186,7 +186,9 @@ class FileIngest:
             blocks = []
             append = blocks.append
             local_tools = self.local_tools
-            for b in block_rows(content, role):
+            brows = block_rows(content, role)
+            tokens = record_tokens(obj, brows)  # the one per-record rule
+            for b in brows:
                 kind = b["kind"]
                 tool_name = b.get("tool_name")
                 tuid = b.get("tool_use_id")
@@ -197,7 +199,6 @@ class FileIngest:
                     if tool_name is None and tuid:
                         unnamed += 1
                 btokens = b.get("tokens", 0)
-                tokens += btokens
                 append((
                     fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
                     tool_name, tuid, b.get("is_error"), b.get("chars", 0),

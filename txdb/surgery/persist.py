@@ -446,7 +446,7 @@ def _restore(obj: dict, tg: _Target, old) -> None:
 
 def _tokens(part) -> int:
     if isinstance(part, str):
-        return tokens.text_tokens(len(part))
+        return tokens.text_tokens(part)
     if isinstance(part, list):
         return sum(_block_tokens(b) for b in part if isinstance(b, dict))
     return _block_tokens(part)

@@ -72,7 +72,7 @@ from txdb.surgery import sidecar as sc  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402
 from txdb.surgery.engine import run_surgery  # noqa: E402
-from txdb.surgery.transcript import Transcript  # noqa: E402
+from txdb.transcript import Transcript  # noqa: E402
 
 BULK = [
     ("strip-attachments", ["--where", "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"]),

@@ -15,7 +15,7 @@ import bisect
 import orjson
 
 from txdb.surgery.pending import new_errors
-from txdb.surgery.transcript import Transcript, dumps
+from txdb.transcript import Transcript, dumps
 from txdb.surgery.usage import CONTEXT_FIELDS
 from txdb.verify import verify_file
 

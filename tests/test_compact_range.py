@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sessions import attachment, conversation, user, write
 from txdb.cli import cli
 from txdb.surgery.compact_range import contiguous
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 SID = "44444444-0000-0000-0000-000000000001"
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sessions import attachment, conversation, write
 from txdb import db
 from txdb.cli import cli
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 SID = "33333333-0000-0000-0000-000000000001"
 

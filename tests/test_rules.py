@@ -29,7 +29,7 @@ from txdb.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.log import apply_logged
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 from sessions import CORPUS, shipped_files
 

@@ -16,7 +16,7 @@ from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 from txdb.surgery.usage import cap_usage, gauge_context, recorded_context
 
 DATA = Path(__file__).parent / "data"

@@ -19,6 +19,12 @@ from .policy import SYSTEM_PROMPT, attachment_cost
 CHAIN_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 
 # The request journal: written since CC 2.1.300, never sent as context.
+# What txdb's strips leave in a record: a stripped tool result or input starts
+# with MARK (``[stripped by txdb: N chars]``), a stripped thinking block holds
+# THINKING_PLACEHOLDER. Written by surgery (ops), read by show and usage.
+MARK = "[stripped by txdb"
+THINKING_PLACEHOLDER = "[thinking stripped by txdb]"
+
 JOURNAL_TYPES = frozenset({"api-request", "api-request-blob", "api-request-shape"})
 
 MARKUP_TAGS = (

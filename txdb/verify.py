@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import chain as chainmod
 from .ingest.lines import is_whole_object
 from .records import message_content
-
-if TYPE_CHECKING:
-    from .surgery.transcript import Transcript
+from .transcript import Transcript
 
 MESSAGE_TYPES = ("user", "assistant")
 MAX_GAPS_LISTED = 20  # a file of orphans is reported, not listed line by line
@@ -101,7 +98,7 @@ def _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add) 
 def missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file) -> list[tuple[Finding, int]]:
     """(finding, offset of its record) for the records whose parentUuid is
     not in the file: the one rule ``verify`` and the catalog's chain health
-    (``store_chain_findings``) judge a missing parent by. Resume bridges such a gap
+    (``ingest.store.store_chain_findings``) judge a missing parent by. Resume bridges such a gap
     when a record was written within seconds before (see ``chain``); when it
     cannot, or when the gap moves the leaf resume walks from, user and
     assistant lines drop out of the conversation: an error. A partial
@@ -158,27 +155,6 @@ def missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file) -> l
     return out
 
 
-def store_chain_findings(conn, file_id: int) -> int:
-    """Judge a catalogued file's missing parents as ``verify`` does, from its
-    records rows, and keep the findings in ``chain_findings`` (which the
-    ``chain_health`` view reads). Refresh calls it for every file it
-    changed; only a file with a row in ``dangling_parents`` has anything to
-    judge, so the others cost one lookup. Returns the findings kept."""
-    conn.execute("DELETE FROM chain_findings WHERE file_id = ?", (file_id,))
-    if conn.execute("SELECT 1 FROM dangling_parents WHERE file_id = ? LIMIT 1", (file_id,)).fetchone() is None:
-        return 0
-    nodes = chainmod.load_nodes(conn, file_id)
-    line_of = dict(conn.execute("SELECT offset, line FROM records WHERE file_id = ? AND uuid IS NOT NULL",
-                                (file_id,)))
-    by_uuid = chainmod.index(nodes)
-    chain = chainmod.active_chain(nodes)
-    sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
-    rows = [(file_id, offset, f.severity, f.code, f.message)
-            for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
-    conn.executemany("INSERT OR REPLACE INTO chain_findings VALUES (?,?,?,?,?)", rows)
-    return len(rows)
-
-
 PENDING_SUFFIX = ".jsonl.pending"
 
 
@@ -189,8 +165,6 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
     (``pending``; by default, a path ending in ``.jsonl.pending``) is never
     being written: an unfinished last line is an error there, and so is an
     empty copy of a non-empty original."""
-    # Imported here: refresh uses this module (store_chain_findings) and loads nothing of surgery.
-    from .surgery.transcript import Transcript
     t = Transcript.load(path) if data is None else Transcript.from_bytes(data, path)
     return verify_transcript(t, sidechain_file, pending)
 

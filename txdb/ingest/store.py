@@ -24,7 +24,6 @@ from typing import Callable
 
 from .. import chain as chainmod
 from .. import estimate, verify
-from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
@@ -287,7 +286,7 @@ def _update_chain(conn, file_id: int, nodes: list[chainmod.Node]) -> None:
         if extension:
             _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in extension], start=old_len)
         return
-    _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in chainmod.active_chain(_load_nodes(conn, file_id))])
+    _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in chainmod.active_chain(chainmod.load_nodes(conn, file_id))])
 
 
 @dataclass(slots=True)
@@ -303,6 +302,27 @@ class Plan:
     @property
     def from_start(self) -> bool:
         return self.status in ("new", "rewritten")
+
+
+def store_chain_findings(conn, file_id: int) -> int:
+    """Judge a catalogued file's missing parents as ``verify`` does
+    (``verify.missing_parent_findings``), from its records rows, and keep the findings in ``chain_findings`` (which the
+    ``chain_health`` view reads). Refresh calls it for every file it
+    changed; only a file with a row in ``dangling_parents`` has anything to
+    judge, so the others cost one lookup. Returns the findings kept."""
+    conn.execute("DELETE FROM chain_findings WHERE file_id = ?", (file_id,))
+    if conn.execute("SELECT 1 FROM dangling_parents WHERE file_id = ? LIMIT 1", (file_id,)).fetchone() is None:
+        return 0
+    nodes = chainmod.load_nodes(conn, file_id)
+    line_of = dict(conn.execute("SELECT offset, line FROM records WHERE file_id = ? AND uuid IS NOT NULL",
+                                (file_id,)))
+    by_uuid = chainmod.index(nodes)
+    chain = chainmod.active_chain(nodes)
+    sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
+    rows = [(file_id, offset, f.severity, f.code, f.message)
+            for f, offset in verify.missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
+    conn.executemany("INSERT OR REPLACE INTO chain_findings VALUES (?,?,?,?,?)", rows)
+    return len(rows)
 
 
 def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) -> Plan:
@@ -368,7 +388,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
         _update_chain(conn, file_id, ing.nodes)
     estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
-    verify.store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
+    store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "

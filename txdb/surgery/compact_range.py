@@ -61,8 +61,8 @@ from ..policy import is_state
 from . import sidecar as sc
 from .fork import FORK_FIELDS
 from .ops import check_positions, tool_spans
-from .persist import _one_line, outline
-from .transcript import Record, Transcript
+from .persist import one_line, outline
+from ..transcript import Record, Transcript
 
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
@@ -280,7 +280,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def _clean(text: str) -> str:
     """Text for one line of a marker: whitespace runs as one space, no control
     characters, and no closing tag that would end the marker early."""
-    return _one_line(_CONTROL.sub(" ", text)).replace(f"</{sc.RANGE_TAG}", f"< /{sc.RANGE_TAG}")
+    return one_line(_CONTROL.sub(" ", text)).replace(f"</{sc.RANGE_TAG}", f"< /{sc.RANGE_TAG}")
 
 
 def _kind(obj: dict) -> str:

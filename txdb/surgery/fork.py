@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import SurgeryError
 from ..records import CHAIN_TYPES, now_timestamp
-from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
+from ..transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
 # The fields a fork puts on every conversation envelope.

@@ -51,15 +51,15 @@ from ..errors import SurgeryError
 from ..ingest.discover import session_stem
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_transcript
-from .lock import session_lock
+from ..lock import session_lock
 from . import gate, journal
-from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
+from ..transcript import Transcript
+from ..durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
 
 PENDING = ".pending"
 META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
-HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
 # ("checked", "backup", "temp", "renaming", "swapped") and of a later surgery
@@ -206,27 +206,12 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
         return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
 
-def _prefix_sha256(orig: Path, size: int) -> str | None:
-    """sha256 of the file's first ``size`` bytes, read in chunks; None when it is shorter."""
-    h = hashlib.sha256()
-    view = memoryview(bytearray(HASH_CHUNK))
-    left = size
-    with open(orig, "rb", buffering=0) as fh:
-        while left > 0:
-            n = fh.readinto(view[:min(HASH_CHUNK, left)])
-            if not n:
-                return None
-            h.update(view[:n])
-            left -= n
-    return h.hexdigest()
-
-
 def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
     """Refuse unless the original (``data``, its bytes, or the file read in
     chunks) still begins with the snapshot."""
     size = meta["size"]
     if data is None:
-        digest = _prefix_sha256(orig, size)
+        digest = prefix_sha256(orig, size)
     else:
         digest = sha256(memoryview(data)[:size]) if len(data) >= size else None
     if digest != meta["sha256"]:

@@ -37,8 +37,8 @@ from .. import tokens
 from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
 from . import sidecar as sc
-from .ops import _block_tokens, _content_list, _loads_tools, _role, tool_names
-from .transcript import Record, Transcript, dumps
+from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
+from ..transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
 DEFAULT_TEXT_MIN_CHARS = 500
@@ -78,7 +78,7 @@ def load_summaries(path: str | Path) -> dict[str, str]:
     return data
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -87,8 +87,8 @@ class Summaries:
 
     def __init__(self, table: dict[str, str] | None = None, default: str | None = None):
         # One line each: a summary never adds a line to the marker's shape.
-        self.table = {k: _one_line(v) for k, v in (table or {}).items()}
-        self.default = _one_line(default) if default is not None else None
+        self.table = {k: one_line(v) for k, v in (table or {}).items()}
+        self.default = one_line(default) if default is not None else None
         self.used: set[str] = set()
 
     def lookup(self, *, pos: int | None, uuid: str | None,
@@ -224,7 +224,7 @@ class PersistOp(sc.Writes):
             if not t.in_range(rec, s.positions):
                 continue
             obj = rec.parse()
-            role = _role(obj)
+            role = message_role(obj)
             if role not in ("user", "assistant") or rec.type not in ("user", "assistant"):
                 continue
             msg = obj["message"]
@@ -247,7 +247,7 @@ class PersistOp(sc.Writes):
                     if s.tools and not any(fnmatch.fnmatchcase(names.get(tid, ""), p) for p in s.tools):
                         continue
                     text = _result_text(b.get("content"))
-                    if text is None or b.get("is_error") or _loads_tools(b.get("content")):
+                    if text is None or b.get("is_error") or loads_tools(b.get("content")):
                         continue
                     if sc.is_marker(text):
                         out["skipped_persisted"] += 1
@@ -334,7 +334,7 @@ def _is_message_marker(content) -> bool:
 
 def _tool_ids(rec: Record) -> tuple[set[str], set[str]]:
     uses, results = set(), set()
-    for b in _content_list(rec.parse()) or ():
+    for b in content_list(rec.parse()) or ():
         if isinstance(b, dict):
             if b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
                 uses.add(b["id"])
@@ -448,8 +448,8 @@ def _tokens(part) -> int:
     if isinstance(part, str):
         return tokens.text_tokens(part)
     if isinstance(part, list):
-        return sum(_block_tokens(b) for b in part if isinstance(b, dict))
-    return _block_tokens(part)
+        return sum(block_tokens(b) for b in part if isinstance(b, dict))
+    return block_tokens(part)
 
 
 # -- migrate-persisted -----------------------------------------------------------
@@ -481,7 +481,7 @@ class MigrateOp(PersistOp):
                 out["tool_results_moved"] += 1
         for rec in list(t.live()):
             obj = rec.parse()
-            content = _content_list(obj)
+            content = content_list(obj)
             if not content:
                 continue
             changed = False

@@ -55,7 +55,7 @@ from pathlib import Path
 from ..durability import fsync_dir
 from ..errors import SurgeryError
 from ..regular import open_regular
-from .transcript import clean_stale_temps, temp_file
+from ..durability import clean_stale_temps, temp_file
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024

@@ -42,8 +42,8 @@ from ..ingest.store import refresh_path
 from ..verify import verify_file
 from . import journal, log
 from . import pending as pend
-from .lock import session_lock
-from .transcript import owner_of, write_atomic
+from ..lock import session_lock
+from ..durability import owner_of, write_atomic
 
 
 @dataclass

@@ -18,8 +18,9 @@ estimate of what remains.
 from __future__ import annotations
 
 from .. import estimate
-from .ops import MARK, THINKING_PLACEHOLDER, chain_estimate, chain_prefix_estimates, system_prompt_tokens
-from .transcript import Record, Transcript
+from ..records import MARK, THINKING_PLACEHOLDER
+from .ops import chain_estimate, chain_prefix_estimates, system_prompt_tokens
+from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
 _int = estimate.field_count

@@ -70,3 +70,56 @@ def test_the_session_model_and_show_load_no_surgery():
             "print(sorted(m for m in sys.modules if m.startswith('txdb.surgery')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- file-naming facts: stated in txdb/paths.py only -------------------------
+
+NAMING_FACTS = (".jsonl", ".pending", ".pending.json", ".bak", ".swaps.json", "tool-results", ".tool-results",
+                "subagents", "agent-")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def test_every_file_naming_fact_is_stated_in_paths_only():
+    found = []
+    for rel, tree in _modules():
+        if rel == Path("paths.py") or rel.parts[0] == "cli":  # cli: help texts, another change's files
+            continue
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                v = node.value
+                if v in NAMING_FACTS or any(f"/{f}" in v or f"{f}/" in v for f in ("tool-results", "subagents")):
+                    found.append(f"{rel}:{node.lineno} {v!r}")
+    assert found == []
+
+
+def test_a_subagent_transcript_and_its_parent(tmp_path):
+    from txdb import paths
+    from txdb.errors import SurgeryError
+    from txdb.ingest.discover import classify
+    from txdb.surgery import sidecar
+    from txdb.surgery.fork import check_forkable
+
+    parent = tmp_path / "-proj" / "abc.jsonl"
+    sub = paths.subagents_dir(parent) / "agent-x1.jsonl"
+    assert sub == tmp_path / "-proj" / "abc" / "subagents" / "agent-x1.jsonl"
+    assert paths.parent_session(sub) == parent and paths.parent_session_id(sub) == "abc"
+    assert classify(sub, tmp_path) == ("-proj", "subagent", "abc")
+    assert sidecar.session_dir(sub) == sidecar.session_dir(parent) == paths.session_folder(parent)
+    try:
+        check_forkable(sub)
+    except SurgeryError as e:
+        assert str(parent) in str(e)
+    else:
+        raise AssertionError("a subagent transcript was forkable")
+    assert paths.session_of_copy(paths.backup_of(parent, 2)) == parent == paths.session_of_copy(paths.pending_of(parent))
+    assert paths.session_stem(paths.swaps_of(parent)) == "abc"

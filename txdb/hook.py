@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import paths
+
 # A hook waits this long for a catalog another txdb is writing, then gives up
 # (the next hook, or `txdb refresh`, catches up).
 BUSY_TIMEOUT_MS = 300
@@ -48,7 +50,7 @@ def session_files(payload: bytes | str) -> list[Path]:
         raise ValueError(f"{given} is outside the projects folder ({config.projects_roots()[0]})")
     if not path.is_file():
         return []  # a session that never wrote a line: nothing to index
-    subagents = sorted((path.parent / path.name[: -len(".jsonl")] / "subagents").glob("*.jsonl"))
+    subagents = sorted(paths.subagents_dir(path).glob("*" + paths.SESSION_SUFFIX))
     return [path, *[p for p in subagents if p.is_file() and not p.is_symlink()]]
 
 

@@ -31,6 +31,7 @@ from . import chain as chainmod
 from .errors import SurgeryError
 from .ingest import deep
 from .ingest.lines import parse_line, read_lines
+from .paths import is_session_name, session_stem
 from .records import message_content
 from .regular import open_regular
 
@@ -319,8 +320,8 @@ class Transcript:
             sid = r.parse().get("sessionId")
             if isinstance(sid, str) and sid:
                 return sid
-        if self.path is not None and self.path.name.endswith(".jsonl"):
-            return self.path.name[: -len(".jsonl")]
+        if self.path is not None and is_session_name(self.path.name):
+            return session_stem(self.path)
         return None
 
     # -- mutation ----------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import chain as chainmod
 from .ingest.lines import is_whole_object
+from .paths import is_pending_name, session_of_copy
 from .records import message_content
 from .transcript import Transcript
 
@@ -155,9 +156,6 @@ def missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file) -> l
     return out
 
 
-PENDING_SUFFIX = ".jsonl.pending"
-
-
 def verify_file(path: str | Path, sidechain_file: bool | None = None, data: bytes | None = None,
                 pending: bool | None = None) -> Report:
     """Verify the file at ``path``, or ``data`` (its bytes, e.g. a snapshot
@@ -175,7 +173,7 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
     again only where a check reads more (the blocks of the active chain)."""
     path = Path(t.path) if t.path is not None else Path("")
     if pending is None:
-        pending = path.name.endswith(PENDING_SUFFIX)
+        pending = is_pending_name(path.name)
     report = Report(str(path))
     lines = t.lines
     # A last line without a newline counts only when it is a whole object (ingest.lines.read_lines).
@@ -220,7 +218,7 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                         f"the last line is unfinished ({_plural(unfinished, 'byte')} without a newline): "
                         "being written? left out", report.lines + 1))
     if pending and report.records == 0:
-        original = path.with_name(path.name[: -len(".pending")])
+        original = session_of_copy(path)
         size = original.stat().st_size if original.is_file() else 0
         if size:
             add(Finding("error", "empty_pending_copy",

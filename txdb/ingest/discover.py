@@ -7,9 +7,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS, SESSION_SUFFIX, is_session_name, session_stem  # noqa: F401 - session_stem: its callers here
 from ..regular import NotRegularFile
-
-SKIP_DIRS = frozenset({"tool-results"})
 
 
 @dataclass(slots=True)
@@ -34,20 +33,15 @@ def classify(path: Path, root: Path | None = None) -> tuple[str | None, str, str
             project = None
     if project is None and len(parts) >= 2:
         project = parts[-2]
-    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
-    if len(parts) >= 3 and parts[-2] == "subagents":
+    stem = path.name[: -len(SESSION_SUFFIX)] if is_session_name(path.name) else path.stem
+    if len(parts) >= 3 and parts[-2] == SUBAGENTS:
         parent = parts[-3]
         if root is None and len(parts) >= 4:
             project = parts[-4]
         return project, "subagent", parent
-    if stem.startswith("agent-"):
+    if stem.startswith(SUBAGENT_PREFIX):
         return project, "subagent", None
     return project, "session", None
-
-
-def is_session_file(name: str) -> bool:
-    # .pending and .bak copies end differently, so they never match.
-    return name.endswith(".jsonl")
 
 
 def is_session_path(path: str | Path) -> bool:
@@ -63,15 +57,7 @@ def is_session_path(path: str | Path) -> bool:
 
 
 def _named_like_session(p: Path) -> bool:
-    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
-
-
-def session_stem(path: str | Path) -> str:
-    """The session's name in a session file's name, also for its copies
-    (``X.jsonl.pending``, ``X.jsonl.bak.2`` -> ``X``)."""
-    name = Path(path).name
-    at = name.rfind(".jsonl")
-    return name[:at] if at > 0 else name
+    return is_session_name(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
 
 
 @dataclass(slots=True)
@@ -116,7 +102,7 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> l
                         if entry.name not in SKIP_DIRS:
                             stack.append(entry.path)
                         continue
-                    if not is_session_file(entry.name):
+                    if not is_session_name(entry.name):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

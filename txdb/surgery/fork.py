@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
+from ..paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
 from ..records import CHAIN_TYPES, now_timestamp
 from ..transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
@@ -41,9 +42,8 @@ _SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
 def check_forkable(path: str | Path) -> None:
     """Refuse a subagent transcript: its fork could not be resumed."""
     p = Path(path)
-    if p.parent.name == "subagents" and p.name.startswith("agent-"):
-        parent_id = p.parent.parent.name
-        parent = p.parent.parent.parent / f"{parent_id}.jsonl"
+    if is_subagent(p):
+        parent_id, parent = parent_session_id(p), parent_session(p)
         raise SurgeryError(
             f"{p.name} is a subagent transcript and `claude -r` resumes only top-level sessions: "
             f"fork its parent session {parent_id} instead (txdb fork {parent})")
@@ -131,7 +131,7 @@ def make_fork(
         title = fork_title(session_title(t), _sibling_titles(folder, own))
     objs.append({"type": "custom-title", "customTitle": title, "sessionId": new_sid})
     data = b"".join(dumps(o) + b"\n" for o in objs)
-    fork = Transcript.from_bytes(data, folder / f"{new_sid}.jsonl")
+    fork = Transcript.from_bytes(data, folder / (new_sid + SESSION_SUFFIX))
     fork.fork_of = old_sid  # type: ignore[attr-defined]
     fork.fork_stamp = stamp  # type: ignore[attr-defined]
     return fork

@@ -35,15 +35,12 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
+from ..paths import swaps_of
 from ..records import now_timestamp
 from ..durability import owner_of, prefix_sha256, write_atomic
 
-SUFFIX = ".swaps.json"
-
-
 def journal_path(orig: str | Path) -> Path:
-    o = Path(orig)
-    return o.with_name(o.name + SUFFIX)
+    return swaps_of(orig)
 
 
 def read(orig: str | Path) -> list[dict]:

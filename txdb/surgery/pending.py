@@ -48,7 +48,7 @@ from typing import Iterable
 import orjson
 
 from ..errors import SurgeryError
-from ..ingest.discover import session_stem
+from ..paths import PENDING_SUFFIX, backup_of, is_pending_name, pending_meta_of, pending_of, session_stem
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_transcript
 from ..lock import session_lock
@@ -56,8 +56,6 @@ from . import gate, journal
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
 
-PENDING = ".pending"
-META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
 
@@ -76,8 +74,8 @@ def _step(name: str) -> None:
 def session_path(path: str | Path) -> Path:
     """The session file as named (``.pending`` taken off), links not followed."""
     p = Path(path).expanduser()
-    if p.name.endswith(".jsonl" + PENDING):
-        p = p.with_name(p.name[: -len(PENDING)])
+    if is_pending_name(p.name):
+        p = p.with_name(p.name[: -len(PENDING_SUFFIX)])
     return p
 
 
@@ -88,13 +86,11 @@ def original_path(path: str | Path) -> Path:
 
 
 def pending_path(path: str | Path) -> Path:
-    o = original_path(path)
-    return o.with_name(o.name + PENDING)
+    return pending_of(original_path(path))
 
 
 def meta_path(path: str | Path) -> Path:
-    o = original_path(path)
-    return o.with_name(o.name + META)
+    return pending_meta_of(original_path(path))
 
 
 def complete_prefix(data: bytes) -> int:
@@ -234,10 +230,10 @@ def new_errors(before: Report, after: Report) -> list[str]:
 
 
 def next_backup(orig: Path) -> Path:
-    cand = orig.with_name(orig.name + ".bak")
+    cand = backup_of(orig)
     n = 1
     while cand.exists() or cand.is_symlink():
-        cand = orig.with_name(f"{orig.name}.bak.{n}")
+        cand = backup_of(orig, n)
         n += 1
     return cand
 

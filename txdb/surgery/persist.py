@@ -38,6 +38,7 @@ from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
 from . import sidecar as sc
 from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
+from ..paths import LEGACY_TOOL_RESULTS, TOOL_RESULTS
 from ..transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
@@ -467,7 +468,7 @@ class MigrateOp(PersistOp):
         self.plan_files(sc.session_dir(t.path))
         out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
                "markers_repointed": 0, "files": []}
-        old_dir = self.sdir / ".tool-results"
+        old_dir = self.sdir / LEGACY_TOOL_RESULTS
         moved: dict[str, Path] = {}
         if old_dir.is_dir() and not old_dir.is_symlink():
             for e in sorted(os.scandir(old_dir), key=lambda e: e.name):
@@ -475,7 +476,7 @@ class MigrateOp(PersistOp):
                     continue
                 with open(e.path, "rb") as fh:
                     data = fh.read()
-                side = self.plan(f"tool-results/{sc.safe_name(e.name)}", data)
+                side = self.plan(f"{TOOL_RESULTS}/{sc.safe_name(e.name)}", data)
                 self.add(side)
                 moved[e.path] = side.path
                 out["tool_results_moved"] += 1
@@ -521,8 +522,8 @@ class MigrateOp(PersistOp):
     def _repoint(self, text: str, t: Transcript, moved: dict[str, Path], out: dict) -> str:
         for p in sc.marker_paths(text):
             new = None
-            if "/.tool-results/" in p:
-                src = self.sdir / ".tool-results" / Path(p).name
+            if f"/{LEGACY_TOOL_RESULTS}/" in p:
+                src = self.sdir / LEGACY_TOOL_RESULTS / Path(p).name
                 new = moved.get(str(src))
             elif not Path(p).expanduser().is_file():
                 new = sc.resolve(p, t.path, t.session_id)

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from ..durability import fsync_dir
 from ..errors import SurgeryError
+from ..paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
 from ..regular import open_regular
 from ..durability import clean_stale_temps, temp_file
 
@@ -90,16 +91,14 @@ def session_dir(session_file: str | Path, session_id: str | None = None) -> Path
     read from inside the file, which a copied or renamed file may not match;
     ``session_id`` only when there is no such name."""
     p = Path(session_file)
-    if p.parent.name == "subagents":
-        return p.parent.parent
-    sid = p.name.split(".jsonl")[0] if ".jsonl" in p.name else session_id or p.name
-    return p.parent / safe_name(sid)
+    sid = session_stem(p) if SESSION_SUFFIX in p.name else session_id or p.name
+    return session_folder(p, safe_name(sid))
 
 
 def relative_path(kind: str, key: str, idx: int | None = None) -> str:
     """Path of a sidecar under the session folder, from content-given keys."""
     if kind == "tool":
-        return f"tool-results/{safe_name(key)}.txt"
+        return f"{TOOL_RESULTS}/{safe_name(key)}.txt"
     if kind == "thinking":
         return f"persisted/thinking/{safe_name(key)}.txt"
     if kind == "text":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 
+from .. import estimate
 from ..db import transaction
 from ..ingest.store import catalogued_path, refresh_path
 from ..errors import SurgeryError
@@ -41,9 +42,13 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
         for r in rows:
             cur = conn.execute(
                 "INSERT INTO surgeries (at, command, arguments, session_id, file_id, path, backup_path, "
-                "records_changed, tokens_before, tokens_after, result_size, result_sha256) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", r)
+                "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
+        # The calibration leaves out the turns a logged pass made stale
+        # (surgeries.stale_from): refresh stored the estimate before the row.
+        for fid in {r[4] for r in rows if r[4] is not None}:
+            estimate.store_session_estimate(conn, fid)
     return ids
 
 
@@ -98,7 +103,7 @@ def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup
             args.setdefault("pass_at", p["at"])
         rows.append((at, p.get("command") or "apply", orjson.dumps(args).decode(), session_id, file_id,
                      str(orig), rep.backup, p.get("records_changed"), p.get("tokens_before"),
-                     p.get("tokens_after"), rep.size_after, rep.result_sha256))
+                     p.get("tokens_after"), rep.size_after, rep.result_sha256, p.get("stale_from")))
     return rep, _insert(conn, rows)
 
 
@@ -113,7 +118,7 @@ def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | 
     return _insert(conn, [(now_timestamp(), report.operation, orjson.dumps(args).decode(),
                            session_id or report.fork_session_id, file_id, report.target, None,
                            report.changed_lines, report.tokens_before, report.tokens_after,
-                           *_size_sha(report.target))])
+                           *_size_sha(report.target), report.stale_from)])
 
 
 def _size_sha(path: str | Path) -> tuple[int | None, str | None]:

@@ -153,3 +153,59 @@ def test_the_calibration_leaves_out_the_turns_a_strip_made_stale(tree, reset):
     f.write_bytes(f.read_bytes()[: -len(orjson.dumps(new) + b"\n")])
     run("undo", f, "--db", dbp)
     assert estimate.catalog_pairs(conn, fid) == pairs_before
+
+
+LARGE = session_path("real/4thehalibit-omarchy-backup/-home-vwestberg-Claude/"
+                     "1fb5e404-604d-4a2b-baf1-3beb42a67371.jsonl")  # 2.2 MB, last turn 141,650 recorded
+
+
+@pytest.mark.realcli
+def test_older_turns_billed_figures_do_not_make_the_cli_compact_on_resume(tmp_path):
+    """Only the last turn's recorded usage decides: after strip-all of a
+    large session (older turns keep their billed figures) CLI 2.1.328
+    resumes without compacting, and still does with an older turn raised to
+    990k, far above its window (the last turn raised so compacts:
+    tests/test_realcli_harness.py)."""
+    from realcli import resume  # installs the pinned CLI or skips
+
+    if not LARGE.is_file():
+        pytest.skip("corpus session missing")
+    proj = tmp_path / "projects" / "-home-vwestberg-Claude"
+    proj.mkdir(parents=True)
+    f = proj / LARGE.name
+    shutil.copyfile(LARGE, f)
+    dbp = tmp_path / "catalog.db"
+    run("strip-all", f, "--db", dbp)
+    run("apply", f, "--db", dbp)
+    before, after = _assistant_usage(LARGE), _assistant_usage(f)
+    old = {u: usage for u, _, usage in before}
+    last = after[-1][1]
+    assert all(usage == old[u] for u, m, usage in after if m != last)
+    r = resume(f, "ping", workdir=tmp_path / "run")
+    assert r.loaded and not r.compacted, r.summary()
+
+    recs = f.read_bytes().splitlines(keepends=True)
+    older = next(i for i, raw in enumerate(recs) if (d := json.loads(raw)).get("type") == "assistant"
+                 and d["message"].get("id") != last and isinstance(d["message"].get("usage"), dict))
+    d = json.loads(recs[older])
+    d["message"]["usage"].update(input_tokens=5, cache_creation_input_tokens=0, cache_read_input_tokens=990_000)
+    recs[older] = json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    high = tmp_path / "high" / f.name
+    high.parent.mkdir()
+    high.write_bytes(b"".join(recs))
+    r = resume(high, "ping", workdir=tmp_path / "run-high")
+    assert r.loaded and not r.compacted, r.summary()
+    # the control: the same raise on the last turn makes it compact
+    recs = f.read_bytes().splitlines(keepends=True)
+    for i, raw in enumerate(recs):
+        d = json.loads(raw)
+        if d.get("type") == "assistant" and d["message"].get("id") == last:
+            d["message"]["usage"].update(input_tokens=5, cache_creation_input_tokens=0,
+                                         cache_read_input_tokens=990_000)
+            d["message"]["usage"].pop("iterations", None)
+            recs[i] = json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    top = tmp_path / "top" / f.name
+    top.parent.mkdir()
+    top.write_bytes(b"".join(recs))
+    r = resume(top, "ping", workdir=tmp_path / "run-top")
+    assert r.loaded and r.compacted, r.summary()

@@ -646,3 +646,21 @@ def test_apply_all_refuses_a_file_being_written_and_applies_the_rest(tree):
     assert by[ef.name].applied and by[ef.name].surgery_ids
     assert pend.pending_path(edge).exists()
     assert b'"a-att1"' in edge.read_bytes()  # untouched by txdb (only the writer's lines added)
+
+
+def test_the_plan_names_the_records_the_usage_reset_rewrites(tree):
+    """Issue 19: a pass reports every record it rewrites; the usage reset's
+    records (recorded usage lowered) apart from the targets it changed."""
+    projects, dbp = tree
+    cond = "on_chain = 1 and kind = 'tool_result'"
+    out = json.loads(run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run",
+                         "--json").output)
+    lowered = {s["path"]: s["usage_lowered"] for s in out["sessions"]}
+    assert sum(lowered.values()) > 0
+    for s in out["sessions"]:
+        assert s["usage_lowered"] == ((s["report"] or {}).get("usage") or {}).get("capped", 0)
+    r = run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run")
+    changed = sum(s["changed"] for s in out["sessions"])
+    assert f"{changed} changed, {sum(lowered.values()):,} usage figures lowered;" in r.output
+    none = run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run", "--no-usage-reset")
+    assert f"{changed} changed;" in none.output and "usage figures lowered" not in none.output

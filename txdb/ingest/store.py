@@ -31,17 +31,25 @@ from .discover import Found, Unreadable, classify, discover, is_session_path, se
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
-# One row per API message. Older CLIs wrote one line per content block with
-# output_tokens growing line by line: the line with the largest total wins
-# (as ccusage counts), and the row keeps the offset of the first line.
-# The row's own figures are the API's and are never lowered: a file that
-# txdb's usage reset rewrote is re-ingested over the rows it had (see
-# _begin_file), and only the gauge_* columns take the file's lower figures.
+# One row per API message, with its final figures. A message is written as
+# several lines (one per content block), each repeating message.id and the
+# usage known when it was written: the last line carries what the API billed
+# (output_tokens grows line by line; some models behind Claude Code put an
+# input estimate on the first line and the real count on the last). So a
+# later line's figures replace an earlier one's, and the row keeps the
+# offset of the first line.
+# The row's own figures are the API's and are never lowered by txdb: a file
+# that was rewritten (a surgery, txdb's usage reset) is re-ingested over the
+# rows it had (see _begin_file), which are marked ``rewritten`` and from
+# then on only rise; the gauge_* columns take the file's current figures
+# (its latest line of the message) either way.
+# The same message repeated in another file of the session is counted once
+# by the billed_usage view (sql/views), not here: rows stay per file.
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
 _API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
                 "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations")
-_GROWS = _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
+_TAKES = f"NOT usage.rewritten OR {_TOTAL.format(t='excluded')} > {_TOTAL.format(t='usage')}"
 USAGE_UPSERT = (
     "INSERT INTO usage (file_id, message_id, offset, request_id, session_id, timestamp, model, "
     "input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, "
@@ -50,12 +58,9 @@ USAGE_UPSERT = (
     "gauge_iterations, in_file) "
     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,1) "
     "ON CONFLICT (file_id, message_id) DO UPDATE SET "
-    + ", ".join(f"{c} = CASE WHEN {_GROWS} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
+    + ", ".join(f"{c} = CASE WHEN {_TAKES} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
     + ", offset = CASE WHEN usage.in_file THEN usage.offset ELSE excluded.offset END, in_file = 1, "
-    # The gauge follows the same line as the API's figures while the file is
-    # as the API wrote it; in a rewritten file, the message's first line.
-    + ", ".join(f"gauge_{c} = CASE WHEN NOT usage.in_file OR {_GROWS} THEN excluded.gauge_{c} "
-                f"ELSE usage.gauge_{c} END"
+    + ", ".join(f"gauge_{c} = excluded.gauge_{c}"
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
@@ -177,13 +182,15 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False,
                       index_text: bool = True) -> None:
     """``keep_usage``: a rewritten file keeps its usage rows (the API's
-    figures), marked not in the file until its lines name them again."""
+    figures), marked not in the file until its lines name them again, and
+    rewritten (their figures only rise from then on; rows migration 013
+    left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
                   "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
-            conn.execute("UPDATE usage SET in_file = 0, gauge_input_tokens = NULL, "
+            conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
                          "gauge_iterations = NULL WHERE file_id = ?", (file_id,))
             continue

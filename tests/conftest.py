@@ -84,7 +84,4 @@ def fail_nth_write(monkeypatch, n: int):
     return lambda: monkeypatch.setattr(store, "_write_rows", real)
 
 
-def rows(conn, sql, params=()):
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+rows = db.rows

@@ -200,6 +200,15 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000) -> sqlite3.Connectio
     return conn
 
 
+def rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
+    """The rows of a query as dicts keyed by column name. (sqlite-utils'
+    ``Database.query`` does the same, but importing it would double the
+    CLI's start-up: it serves ``open_db`` only.)"""
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
 def open_db(path: str | Path):
     """The catalog as a sqlite-utils Database, migrated and with views."""
     import sqlite_utils  # only for library users: keeps CLI start-up short

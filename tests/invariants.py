@@ -90,8 +90,9 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False, comp
             old = b.by_uuid.get(r.uuid) if r.uuid else None
             if old is not None and old.parent_uuid in b_uuids:
                 problems.append(f"parentUuid {p} of {r.uuid} resolved before and dangles now")
-    roots = lambda t: sum(1 for r in t.live() if r.uuid and r.parent_uuid is None and r.type in
-                          ("user", "assistant", "attachment", "system"))  # noqa: E731
+    def roots(t: Transcript) -> int:
+        return sum(1 for r in t.live() if r.uuid and r.parent_uuid is None and r.type in
+                   ("user", "assistant", "attachment", "system"))
     if roots(a) > roots(b):
         problems.append(f"new root(s): {roots(b)} -> {roots(a)}")
     if b.chain:

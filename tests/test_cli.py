@@ -6,30 +6,25 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
+from conftest import run as txdb
 from sessions import append, conversation, user, write
 from txdb.cli import cli
 
 
 @pytest.fixture
 def run(db_path, monkeypatch, tmp_path):
+    """conftest's ``run`` (asserting exit 0 unless ok=False) with this test's catalog and config folder."""
     monkeypatch.setenv("TXDB_DB", str(db_path))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     monkeypatch.delenv("CLAUDE_CODE_SESSION_ID", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args, ok=True):
-        result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.output
-        return result
-
-    return invoke
+    return partial(txdb, ok=True)
 
 
 @pytest.fixture
@@ -47,7 +42,7 @@ def test_refresh_then_query_formats(run, home):
     sql = "select type, count(*) as n from records where type in ('user','assistant') group by type order by type"
     as_json = json.loads(run("query", sql, "--json").output)
     assert [r["type"] for r in as_json] == ["assistant", "user"]
-    nl = [json.loads(l) for l in run("query", sql, "--nl").output.splitlines()]
+    nl = [json.loads(ln) for ln in run("query", sql, "--nl").output.splitlines()]
     assert nl == as_json
     csv_out = run("query", sql, "--csv").output.splitlines()
     assert csv_out[0] == "type,n" and csv_out[1] == f"assistant,{as_json[0]['n']}"

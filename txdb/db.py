@@ -110,7 +110,7 @@ def _split(sql: str) -> list[str]:
                 statements.append(chunk)
             buf = []
     rest = "".join(buf).strip()
-    if rest and not all(l.strip().startswith("--") for l in rest.splitlines() if l.strip()):
+    if rest and not all(ln.strip().startswith("--") for ln in rest.splitlines() if ln.strip()):
         statements.append(rest)
     return statements
 

@@ -3,7 +3,6 @@ by project and month, and the same answers in DuckDB as in SQLite."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import stat
 import subprocess
@@ -14,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import copy_fixture_sessions
-from sessions import assistant, conversation, user, write
+from sessions import conversation, write
 from txdb import db
 from txdb.cli import cli
 from txdb.export import TABLES

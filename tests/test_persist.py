@@ -11,11 +11,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from invariants import contract_violations
 from sessions import assistant, user, write
-from txdb.cli import cli
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
 from txdb.surgery import sidecar as sc
@@ -44,10 +43,6 @@ def _session(tmp_path: Path, tool_ids=("toolu_big1", "toolu_big2"), sid=SID, nam
     leaf = user("thanks", a["uuid"], session=sid)
     objs += [a, leaf]
     return write(tmp_path / "proj" / f"{name or sid}.jsonl", objs)
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _out(r) -> str:

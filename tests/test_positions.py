@@ -7,10 +7,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from sessions import conversation, write
-from txdb.cli import cli
 
 SID = "44444444-0000-0000-0000-000000000001"
 
@@ -20,10 +19,6 @@ def session(tmp_path, monkeypatch):
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     return write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", conversation(4, session=SID))
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _results(p: Path) -> list[str]:

@@ -508,7 +508,8 @@ def test_target_views_compare_exactly_with_sqlite_datetimes(conn, tmp_path):
     from datetime import datetime, timedelta, timezone
     from sessions import attachment
     now = datetime.now(timezone.utc)
-    stamp = lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    def stamp(d):
+        return d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     u = user("hi", None)
     old = attachment({"type": "task_reminder", "content": []}, u["uuid"])
     old["timestamp"] = stamp(now - timedelta(days=7, minutes=1))

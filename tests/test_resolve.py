@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from conftest import run as txdb
 from sessions import conversation, write
 from txdb import db
-from txdb.cli import cli
 from txdb.ingest import store
 from txdb.ingest.store import refresh
 
@@ -26,11 +26,7 @@ def env(tmp_path, monkeypatch):
     return root
 
 
-def run(*args, ok=True):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    if ok:
-        assert r.exit_code == 0, r.output
-    return r
+run = partial(txdb, ok=True)  # run(..., ok=False) for a failing command
 
 
 def one_error_line(r) -> str:

@@ -31,7 +31,7 @@ def txdb(db_path, *args, ok=True):
 
 
 def lines_of(path: Path) -> list[dict]:
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def chain_pos(conn, file_id: int) -> dict[str, int]:
@@ -247,7 +247,7 @@ WRAPPED = "<thinking>\nThe user wants a demo.\n</thinking>"
 def _write_markers(path: Path) -> dict[str, dict]:
     """Hand-written markers in the session copy (compact JSON, as Claude Code
     writes); returns the edited records by name."""
-    objs = [json.loads(l) for l in path.read_text().splitlines()]
+    objs = [json.loads(ln) for ln in path.read_text().splitlines()]
     edited = {}
 
     def content(o):
@@ -361,7 +361,7 @@ def test_hostile_markers_never_break_the_views_or_analyze(tools):
     summary carrying terminal escapes: the row says what it can, the sums
     and analyze still answer, the text output prints the escape inert."""
     db_path, conn, path, fid = tools
-    objs = [json.loads(l) for l in path.read_text().splitlines()]
+    objs = [json.loads(ln) for ln in path.read_text().splitlines()]
     hostile = [
         ("<persisted-text>\nSaved to: /x/a.txt (99,999,999,999,999,999,999 chars)\nSummary: big\n\nPreview:\n"
          "</persisted-text>", None),

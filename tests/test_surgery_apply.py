@@ -3,7 +3,6 @@ the tail is discarded and counted, a killed apply leaves a whole file."""
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal

@@ -23,7 +23,7 @@ from txdb.ingest.store import refresh
 from txdb.surgery import pending as pend
 from txdb.surgery import select as sel
 
-from conftest import rows
+from conftest import rows, run
 
 DATA = Path(__file__).parent / "data"
 EDGE = DATA / "surgery" / "edge.jsonl"
@@ -37,10 +37,6 @@ EXAMPLE_READ = "tool_name = 'Read' and result_tokens > 10000"
 def iso(days_ago: float) -> str:
     t = datetime.now(timezone.utc) - timedelta(days=days_ago)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def set_timestamps(path: Path, ages: dict[str, float]) -> None:

@@ -28,10 +28,7 @@ class SessionRef:
         return self.file_id is not None
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+_rows = db.rows
 
 
 def _looks_like_path(ref: str) -> bool:

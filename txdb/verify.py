@@ -175,7 +175,8 @@ def store_chain_findings(conn, file_id: int) -> int:
     sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
     rows = [(file_id, offset, f.severity, f.code, f.message)
             for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
-    conn.executemany("INSERT OR REPLACE INTO chain_findings VALUES (?,?,?,?,?)", rows)
+    conn.executemany("INSERT OR REPLACE INTO chain_findings (file_id, offset, severity, code, detail) "
+                     "VALUES (?,?,?,?,?)", rows)
     return len(rows)
 
 

@@ -66,10 +66,34 @@ USAGE_UPSERT = (
 
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 
+
+def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPLACE",
+               casts: dict[str, str] | None = None) -> str:
+    """An INSERT naming its columns, in the order of the row tuples: a column
+    a later migration adds (ALTER TABLE appends it) takes its default."""
+    casts = casts or {}
+    values = ",".join(f"CAST(? AS {casts[c]})" if c in casts else "?" for c in columns)
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({values})"
+
+
+# The columns of the row tuples txdb.ingest.rows builds, in their order.
+RECORD_COLUMNS = ("file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid",
+                  "parent_uuid", "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain",
+                  "is_meta", "role", "model", "message_id", "request_id", "tokens", "raw")
+BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name",
+                 "tool_use_id", "is_error", "chars", "signature_chars", "media_type", "width",
+                 "height", "image_sha256", "images", "tokens", "text")
+ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
+                      "from_rendered", "free", "hook_event")
+PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
+
 # A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
-RECORDS_INSERT = ("INSERT OR REPLACE INTO records VALUES "
-                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,CAST(? AS TEXT))")
-BLOCKS_INSERT = "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})
+BLOCKS_INSERT = insert_sql("blocks", BLOCK_COLUMNS, "INSERT")
+ATTACHMENTS_INSERT = insert_sql("attachments", ATTACHMENT_COLUMNS)
+PARSE_ERRORS_INSERT = insert_sql("parse_errors", PARSE_ERROR_COLUMNS)
+DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_uuid"))
+CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
 # The full-text index (blocks_fts, external content over blocks.text) is
 # kept by the refresh itself, in each file's transaction: its new blocks
@@ -142,11 +166,11 @@ def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
         # left, an appended tail none past its cursor (see _begin_file).
         c.executemany(BLOCKS_INSERT, batch.blocks)
     if batch.attachments:
-        c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", batch.attachments)
+        c.executemany(ATTACHMENTS_INSERT, batch.attachments)
     if batch.usage:
         c.executemany(USAGE_UPSERT, batch.usage)
     if batch.errors:
-        c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", batch.errors)
+        c.executemany(PARSE_ERRORS_INSERT, batch.errors)
 
 
 def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
@@ -165,7 +189,7 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
     a new line may name a parent that is in no line of the file. Read from
     the start, the candidates are already the file's dangling parents."""
     if from_start:
-        c.executemany("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)",
+        c.executemany(DANGLING_INSERT,
                       [(file_id, o, p) for o, p in nodes_parents])
         return
     c.execute(
@@ -176,7 +200,7 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
     for offset, parent in nodes_parents:
         if c.execute("SELECT 1 FROM records WHERE file_id = ? AND uuid = ? LIMIT 1",
                      (file_id, parent)).fetchone() is None:
-            c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
+            c.execute(DANGLING_INSERT, (file_id, offset, parent))
 
 
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False,
@@ -257,7 +281,7 @@ def _store_chain(conn, file_id: int, positions: list[tuple[int, str | None]], st
     if start == 0:
         conn.execute("DELETE FROM chain WHERE file_id = ?", (file_id,))
     conn.executemany(
-        "INSERT OR REPLACE INTO chain VALUES (?,?,?,?)",
+        CHAIN_INSERT,
         [(file_id, start + i, o, ts) for i, (o, ts) in enumerate(positions)],
     )
     leaf = conn.execute("SELECT uuid FROM records WHERE file_id = ? AND offset = ?",
@@ -314,7 +338,9 @@ class Plan:
 
 def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) -> Plan:
     """Unchanged (same size, mtime and inode), grown (same inode, the bytes
-    before the cursor unchanged) or else read again from the start."""
+    before the cursor unchanged) or else read again from the start. A
+    migration re-derives stored figures by clearing ``files.inode``
+    (docs/architecture.md, "Schema changes")."""
     st = found.stat
     if existing is None:
         return Plan(found, "new", None)

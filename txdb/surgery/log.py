@@ -19,7 +19,6 @@ refresh of that session) logs what the journal holds and the log lacks.
 from __future__ import annotations
 
 import collections
-import os
 import sqlite3
 from ..records import now_timestamp
 from pathlib import Path

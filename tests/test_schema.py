@@ -39,16 +39,16 @@ TABLES = {
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
                  "est_context_tokens", "est_method", "est_turns"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
-                  "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256"],
+                  "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from"],
     "usage": ["file_id", "message_id", "offset", "request_id", "session_id", "timestamp", "model", "input_tokens",
               "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
               "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
               "gauge_input_tokens", "gauge_cache_read_input_tokens", "gauge_cache_creation_input_tokens",
-              "gauge_iterations", "in_file"],
+              "gauge_iterations", "in_file", "rewritten"],
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
-    "attachments_by_type", "block_targets", "chain_health", "chain_problems", "chain_targets",
+    "attachments_by_type", "billed_usage", "block_targets", "chain_health", "chain_problems", "chain_targets",
     "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
@@ -57,7 +57,7 @@ VIEWS = {
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",
     "records_file_uuid", "records_roots", "records_session", "records_type", "sessions_session_id",
-    "usage_session",
+    "usage_message", "usage_session",
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import chain as chainmod
-from .ingest.lines import is_whole_object
+from .ingest.lines import GLUED, is_whole_object
 from .records import message_content
 
 if TYPE_CHECKING:
@@ -219,7 +219,19 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         report.lines += 1
         error = ln.error if ln.raw.strip() else "blank line"
         if error:
-            add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
+            if ln.count > 1 and error.endswith(GLUED):
+                # Claude Code (2.1.328) reads the first object of the line and
+                # drops the rest: only a message among them is lost to resume.
+                dropped = [records[i].node.type for i in ln.records[1:]]
+                lost = [t for t in dropped if t in MESSAGE_TYPES]
+                if lost:
+                    add(Finding("error", "parse", f"{error}; Claude Code reads only the first object, so "
+                                f"resume loses {_plural(len(lost), 'user/assistant message')}", ln.number))
+                else:
+                    add(Finding("warning", "parse", f"{error}; Claude Code reads only the first object "
+                                f"and loses no message ({', '.join(dropped)} left out)", ln.number))
+            else:
+                add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
         for rec in (records[i] for i in ln.records):
             report.records += 1
             node = rec.node

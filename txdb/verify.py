@@ -330,6 +330,8 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                         f"summary leafUuid {leaf_uuid} points outside the file", number))
             break
 
+    _check_sidecars(t, path, add)
+
     prev = None
     out_of_order = 0
     first_line = None
@@ -344,3 +346,22 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         add(Finding("note", "timestamps_out_of_order",
                     f"{out_of_order} chain timestamp(s) older than their predecessor", first_line))
     return report
+
+
+def _check_sidecars(t: Transcript, path: Path, add) -> None:
+    """Markers whose sidecar is not at the path they name: the model's Read
+    of that path fails (a moved projects tree, a deleted file)."""
+    if not t.path:
+        return
+    from .ingest.discover import session_stem
+    from .surgery import sidecar
+
+    moved, missing = sidecar.unreadable_referenced(t.data, path, session_stem(path))
+    if moved:
+        add(Finding("warning", "sidecar_moved",
+                    f"{_plural(len(moved), 'persisted path')} not where the markers say (first: {moved[0]}), "
+                    "found under the session's folder: run `txdb migrate-persisted` to re-point them"))
+    if missing:
+        add(Finding("warning", "sidecar_missing",
+                    f"{_plural(len(missing), 'persisted path')} found nowhere (first: {missing[0]}): "
+                    "the model cannot read that content back"))

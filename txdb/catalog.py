@@ -130,6 +130,21 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     return _ref(conn, path)
 
 
+def current_session(conn: sqlite3.Connection, session_id: str, cwd: str | Path) -> dict:
+    """`txdb current`: the session file of ``session_id`` (its id, path and
+    whether it exists). A session that has written no line yet has no file:
+    its path is where Claude Code will write it, the project folder of
+    ``cwd`` under the first projects root."""
+    if not session_id or session_id in (".", "..") or any(
+            not (c.isascii() and (c.isalnum() or c in "-_.")) for c in session_id):
+        raise SessionNotFound(f"{session_id!r} is not a session id")
+    try:
+        path = resolve_session(conn, session_id).path
+    except SessionNotFound:
+        path = str(config.projects_roots()[0] / config.project_folder(cwd) / f"{session_id}.jsonl")
+    return {"id": session_id, "path": path, "exists": os.path.exists(path)}
+
+
 def _find_in_root(root: Path, name: str) -> Path | None:
     """``<root>/<project>/<name>``, the name taken literally."""
     try:

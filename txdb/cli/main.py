@@ -397,7 +397,8 @@ def _count(n: int, noun: str) -> str:
 @cli.command()
 @db_option
 @click.option("--quiet", is_flag=True, help="Print only the path.")
-def current(db_path, quiet):
+@click.option("--json", "as_json", is_flag=True, help="Print {id, path, exists} as JSON.")
+def current(db_path, quiet, as_json):
     """The .jsonl of the session this shell runs in ($CLAUDE_CODE_SESSION_ID).
 
     Example:
@@ -411,11 +412,13 @@ def current(db_path, quiet):
             "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
         )
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, sid)
-    if quiet:
-        echo(ref.path)
+    info = catalog.current_session(conn, sid, os.getcwd())
+    if as_json:
+        echo(to_json(info))
+    elif quiet:
+        echo(info["path"])
     else:
-        echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+        echo(f"id: {sid}\npath: {info['path']}\nexists: {info['exists']}")
 
 
 def main():

@@ -130,6 +130,23 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     return _ref(conn, path)
 
 
+def resolve_positions(conn: sqlite3.Connection, ref: str, original: bool = False) -> SessionRef:
+    """SESSION for a command that shows chain positions (analyze, show-tool,
+    show-thinking): the file the next surgery edits
+    (``surgery.pending.working_file``). A session with a pending copy is
+    read through that copy, so a position shown is the one ``--from/--to/
+    --pos`` take; ``original`` reads the session file itself."""
+    from .surgery.pending import original_path, working_file  # here: refresh never loads surgery
+
+    r = resolve_session(conn, ref)
+    if not r.catalogued or original:
+        return r
+    w = working_file(r.path)
+    if w == original_path(r.path):
+        return r
+    return SessionRef(None, str(w), None, copy_kind(w), _copy_of(w))
+
+
 def current_session(conn: sqlite3.Connection, session_id: str, cwd: str | Path) -> dict:
     """`txdb current`: the session file of ``session_id`` (its id, path and
     whether it exists). A session that has written no line yet has no file:

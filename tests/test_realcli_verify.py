@@ -25,6 +25,7 @@ from test_realcli_chain import PING, api_messages, catalog_chain, comparable, se
 
 from txdb import db  # noqa: E402
 from txdb.ingest.lines import parse_line  # noqa: E402
+from txdb.surgery.transcript import Transcript  # noqa: E402
 from txdb.verify import verify_file  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "projects"
@@ -145,6 +146,14 @@ def _glued_cases() -> list:
     return [pytest.param(real[0] if real else None, id="real-entireio"), pytest.param(WORKTREES, id="cli-made")]
 
 
+def _without_orphans(sigs: list[tuple]) -> list[tuple]:
+    """Message signatures without tool_results whose tool_use is not among
+    them: the CLI leaves those out of a request (verify calls them
+    orphan_tool_result), e.g. when the dropped object held the tool_use."""
+    uses = {ref for _role, blocks in sigs for kind, ref in blocks if kind == "tool_use"}
+    return [(role, tuple(b for b in blocks if b[0] != "tool_result" or b[1] in uses)) for role, blocks in sigs]
+
+
 @pytest.mark.parametrize("src", _glued_cases())
 def test_verify_judges_a_glued_line_as_resume_reads_it(src, tmp_path):
     """Claude Code reads the first object of a line holding two glued
@@ -176,3 +185,15 @@ def test_verify_judges_a_glued_line_as_resume_reads_it(src, tmp_path):
     assert lost == (src == WORKTREES)
     assert report.ok == (not lost), finding
     assert finding.severity == ("error" if lost else "warning")
+    # txdb's chain (the catalog's, and the surgery engine's) is what resume sends:
+    # the second object stays a record, off the chain.
+    conn = db.connect(tmp_path / "catalog.db")
+    try:
+        chain = catalog_chain(conn, edited)
+        (n,) = conn.execute("SELECT count(*) FROM records WHERE line = ?", (glued + 1,)).fetchone()
+    finally:
+        conn.close()
+    assert n == 2
+    assert _without_orphans(comparable(api_messages(chain))) == comparable(sent_on_resume(result))
+    t = Transcript.load(edited)
+    assert [r.parse() for r in t.chain] == chain

@@ -157,6 +157,24 @@ def test_current_uses_the_session_env_var(run, home, monkeypatch):
     assert "exists: True" in run("current").output
 
 
+def test_current_of_a_session_with_no_file_yet_says_where_it_will_be(run, home, monkeypatch, tmp_path):
+    """A session that has written no line has no file: `current` prints its
+    id, the path Claude Code will write, and that it does not exist."""
+    work = tmp_path / "my work.dir"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    sid = "0000beef-0000-4000-8000-000000000000"
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", sid)
+    want = home / str(work).replace("/", "-").replace(" ", "-").replace(".", "-").replace("_", "-") / f"{sid}.jsonl"
+    assert run("current").output == f"id: {sid}\npath: {want}\nexists: False\n"
+    assert json.loads(run("current", "--json").output) == {"id": sid, "path": str(want), "exists": False}
+    assert run("current", "--quiet").output == f"{want}\n"
+    assert not want.parent.exists()  # said, never made
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "../../etc/x")
+    r = run("current", ok=False)
+    assert r.exit_code == 1 and r.output == "Error: '../../etc/x' is not a session id\n"
+
+
 def test_path_prints_the_catalog_location(run, db_path):
     assert run("path").output.strip() == str(db_path)
 

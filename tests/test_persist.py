@@ -344,6 +344,28 @@ def test_resolve_follows_a_moved_projects_tree(sess, tmp_path):
     assert str(moved / SID / "tool-results" / "toolu_big1.txt") in pend.pending_path(f).read_text()
 
 
+def test_verify_warns_of_markers_whose_sidecar_is_not_where_they_say(sess, tmp_path):
+    """After the projects tree moves, the markers name paths that are gone
+    (the model's Read fails): verify warns and names the repair; once
+    migrated, the warning goes; a deleted sidecar is found nowhere."""
+    assert run("persist-tools", sess).exit_code == 0
+    assert run("apply", sess).exit_code == 0
+    assert "sidecar" not in run("verify", sess, "--json").output
+    moved = tmp_path / "moved"
+    os.rename(sess.parent, moved)
+    f = moved / sess.name
+    r = run("verify", f)
+    assert r.exit_code == 0, _out(r)  # a warning: resume still sends the markers
+    assert "2 persisted paths not where the markers say" in r.output
+    assert "run `txdb migrate-persisted` to re-point them" in r.output
+    assert run("migrate-persisted", f).exit_code == 0 and run("apply", f).exit_code == 0
+    r = run("verify", f, "--json")
+    assert "sidecar" not in r.output, r.output
+    (moved / SID / "tool-results" / "toolu_big1.txt").unlink()
+    r = run("verify", f)
+    assert r.exit_code == 0 and "1 persisted path found nowhere" in r.output, _out(r)
+
+
 def test_migrate_persisted_old_layouts(tmp_path, monkeypatch):
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
     f = _session(tmp_path)

@@ -88,20 +88,20 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
-    pfile = pend.pending_path(orig)
+    base = pend.working_file(orig)
     meta = pend.read_meta(orig)
-    if pfile.is_file() and meta is None:
+    if base != orig and meta is None:
         raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
-    if pfile.is_file():
+    if base != orig:
         with open(orig, "rb") as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig)
         del data
-        return Transcript.load(pfile), original, True, meta
+        return Transcript.load(base), original, True, meta
     data, meta = pend.take_snapshot(orig)
     original = Transcript.from_bytes(data, orig)
-    return original.copy(pfile), original, False, meta
+    return original.copy(pend.pending_path(orig)), original, False, meta
 
 
 def run_surgery(

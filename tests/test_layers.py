@@ -106,7 +106,7 @@ def test_a_subagent_transcript_and_its_parent(tmp_path):
     from txdb import paths
     from txdb.errors import SurgeryError
     from txdb.ingest.discover import classify
-    from txdb.surgery import sidecar
+    from txdb import sidecar
     from txdb.surgery.fork import check_forkable
 
     parent = tmp_path / "-proj" / "abc.jsonl"

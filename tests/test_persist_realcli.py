@@ -23,7 +23,7 @@ import pytest
 
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
-from txdb.surgery import sidecar as sc
+from txdb import sidecar as sc
 from txdb.surgery.engine import run_surgery
 from txdb.transcript import Transcript
 

@@ -7,12 +7,14 @@ A session is ``<projects>/<project>/<id>.jsonl``; its folder
 ``persisted/``. txdb's copies sit beside the session file and only add to
 its name: the pending copy ``<id>.jsonl.pending``, its snapshot record
 ``<id>.jsonl.pending.json``, backups ``<id>.jsonl.bak`` and ``.bak.N``, the
-swap journal ``<id>.jsonl.swaps.json``. Names only: nothing here touches
-the disk.
+swap journal ``<id>.jsonl.swaps.json``. Names only, but for the few
+functions that resolve a link (``original_path``) or look whether a pending
+copy exists (``working_file``).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SESSION_SUFFIX = ".jsonl"
@@ -114,3 +116,25 @@ def session_folder(session: str | Path, name: str | None = None) -> Path:
     if p.parent.name == SUBAGENTS:
         return p.parent.parent
     return p.parent / (name if name is not None else session_stem(p))
+
+
+def session_path(path: str | Path) -> Path:
+    """The session file as named (``.pending`` taken off), links not followed."""
+    p = Path(path).expanduser()
+    if is_pending_name(p.name):
+        p = p.with_name(p.name[: -len(PENDING_SUFFIX)])
+    return p
+
+
+def original_path(path: str | Path) -> Path:
+    """The real session file: a symlink is followed, so that every file
+    surgery writes lives beside the file the link points at."""
+    return Path(os.path.realpath(session_path(path)))
+
+
+def working_file(path: str | Path) -> Path:
+    """The file the next surgery pass edits, so the one whose chain
+    positions ``--from/--to/--pos`` name: the pending copy when there is
+    one, else the session file. Commands that show positions read it too."""
+    p = pending_of(original_path(path))
+    return p if p.is_file() else original_path(path)

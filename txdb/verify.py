@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import chain as chainmod
-from .ingest.lines import is_whole_object
-from .paths import is_pending_name, session_of_copy
+from .ingest.lines import GLUED, is_whole_object
+from . import sidecar
+from .paths import is_pending_name, session_of_copy, session_stem
 from .records import message_content
 from .transcript import Transcript
 
@@ -191,7 +192,19 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         report.lines += 1
         error = ln.error if ln.raw.strip() else "blank line"
         if error:
-            add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
+            if ln.count > 1 and error.endswith(GLUED):
+                # Claude Code (2.1.328) reads the first object of the line and
+                # drops the rest: only a message among them is lost to resume.
+                dropped = [records[i].node.type for i in ln.records[1:]]
+                lost = [t for t in dropped if t in MESSAGE_TYPES]
+                if lost:
+                    add(Finding("error", "parse", f"{error}; Claude Code reads only the first object, so "
+                                f"resume loses {_plural(len(lost), 'user/assistant message')}", ln.number))
+                else:
+                    add(Finding("warning", "parse", f"{error}; Claude Code reads only the first object "
+                                f"and loses no message ({', '.join(dropped)} left out)", ln.number))
+            else:
+                add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
         for rec in (records[i] for i in ln.records):
             report.records += 1
             node = rec.node
@@ -290,6 +303,8 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                         f"summary leafUuid {leaf_uuid} points outside the file", number))
             break
 
+    _check_sidecars(t, path, add)
+
     prev = None
     out_of_order = 0
     first_line = None
@@ -304,3 +319,19 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         add(Finding("note", "timestamps_out_of_order",
                     f"{out_of_order} chain timestamp(s) older than their predecessor", first_line))
     return report
+
+
+def _check_sidecars(t: Transcript, path: Path, add) -> None:
+    """Markers whose sidecar is not at the path they name: the model's Read
+    of that path fails (a moved projects tree, a deleted file)."""
+    if not t.path:
+        return
+    moved, missing = sidecar.unreadable_referenced(t.data, path, session_stem(path))
+    if moved:
+        add(Finding("warning", "sidecar_moved",
+                    f"{_plural(len(moved), 'persisted path')} not where the markers say (first: {moved[0]}), "
+                    "found under the session's folder: run `txdb migrate-persisted` to re-point them"))
+    if missing:
+        add(Finding("warning", "sidecar_missing",
+                    f"{_plural(len(missing), 'persisted path')} found nowhere (first: {missing[0]}): "
+                    "the model cannot read that content back"))

@@ -142,6 +142,13 @@ def db_option(f):
     )(f)
 
 
+def original_option(f):
+    return click.option(
+        "--original", is_flag=True,
+        help="Read the session file even when it has a pending copy (whose positions the surgeries take).",
+    )(f)
+
+
 def root_option(f):
     return click.option(
         "--root",
@@ -297,13 +304,16 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 @cli.command()
 @db_option
 @click.argument("session")
+@original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def analyze(db_path, session, as_json):
+def analyze(db_path, session, original, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 
-    SESSION is a session id or the path of its .jsonl file. A pending copy
-    (X.jsonl.pending) or a backup (X.jsonl.bak) is read as it is and never
-    catalogued; for a pending copy the positions are those the next pass uses.
+    SESSION is a session id or the path of its .jsonl file. A session with
+    a pending copy is read through that copy (the file the next surgery
+    edits, so its positions are the ones --from/--to take); --original
+    reads the session file. A pending copy (X.jsonl.pending) or a backup
+    (X.jsonl.bak) may be named too; it is read as it is, never catalogued.
 
     Example:
 
@@ -312,15 +322,14 @@ def analyze(db_path, session, as_json):
         txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, session)
+    ref = catalog.resolve_positions(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(to_json(report))
         return
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
-    if not ref.catalogued:
-        echo(copy_note(ref))
+    echo(positions_note(ref))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
@@ -391,11 +400,21 @@ def verify(db_path, session, as_json):
         raise click.exceptions.Exit(1)
 
 
-def copy_note(ref) -> str:
-    """The line that says a report read a pending copy or backup, not the session."""
+def positions_note(ref) -> str:
+    """The line that says which file a report's chain positions are of."""
+    if ref.catalogued:
+        from ..surgery.pending import pending_path  # here: refresh never loads surgery
+
+        p = pending_path(ref.path)
+        if p.is_file():
+            return (f"Positions of {ref.path} (the session file, asked for with --original; the next "
+                    f"surgery edits its pending copy {p}, whose positions may differ)")
+        return f"Positions of {ref.path} (the session file; no pending copy)"
+    if ref.kind == "the pending copy":
+        return (f"Positions of {ref.path} (the pending copy of {ref.copy_of}: the file the next surgery "
+                "edits; not catalogued)")
     of = f" of {ref.copy_of}" if ref.copy_of else ""
-    return (f"This is {ref.kind}{of}, read as it is (not catalogued)"
-            + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
+    return f"Positions of {ref.path} ({ref.kind}{of}, read as it is; not catalogued)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -405,7 +424,8 @@ def _count(n: int, noun: str) -> str:
 @cli.command()
 @db_option
 @click.option("--quiet", is_flag=True, help="Print only the path.")
-def current(db_path, quiet):
+@click.option("--json", "as_json", is_flag=True, help="Print {id, path, exists} as JSON.")
+def current(db_path, quiet, as_json):
     """The .jsonl of the session this shell runs in ($CLAUDE_CODE_SESSION_ID).
 
     Example:
@@ -419,11 +439,13 @@ def current(db_path, quiet):
             "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
         )
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, sid)
-    if quiet:
-        echo(ref.path)
+    info = catalog.current_session(conn, sid, os.getcwd())
+    if as_json:
+        echo(to_json(info))
+    elif quiet:
+        echo(info["path"])
     else:
-        echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+        echo(f"id: {sid}\npath: {info['path']}\nexists: {info['exists']}")
 
 
 def main():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import click
 
 from ..surgery import persist as per
-from .output import echo
 from .main import cli
 from .surgery import SurgeryOptions, _csv, _run, surgery_options
 

@@ -94,6 +94,7 @@ class FileIngest:
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
         self.uuids: set[str] = set()  # every uuid of the lines read now
         self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
+        self.last_line = 0  # line number of the last object added
 
     def add_line(self, line: Line) -> None:
         self.summary.lines += 1
@@ -166,7 +167,9 @@ class FileIngest:
         ))
         if uuid:
             self.uuids.add(uuid)
-        node = chainmod.node_from(offset, obj)
+        # An object after the first on its line is never read by Claude Code (txdb/chain.py).
+        later, self.last_line = number == self.last_line, number
+        node = None if later else chainmod.node_from(offset, obj)
         if node is not None:
             self.nodes.append(node)
             if uuid and parent and parent not in self.uuids:

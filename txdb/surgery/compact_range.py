@@ -58,7 +58,7 @@ from typing import Callable
 
 from ..errors import SurgeryError
 from ..policy import is_state
-from . import sidecar as sc
+from .. import sidecar as sc
 from .fork import FORK_FIELDS
 from .ops import check_positions, tool_spans
 from .persist import one_line, outline

@@ -48,7 +48,7 @@ from typing import Iterable
 import orjson
 
 from ..errors import SurgeryError
-from ..paths import PENDING_SUFFIX, backup_of, is_pending_name, pending_meta_of, pending_of, session_stem
+from ..paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_transcript
 from ..lock import session_lock
@@ -69,20 +69,6 @@ _step_hook = None
 def _step(name: str) -> None:
     if _step_hook is not None:
         _step_hook(name)
-
-
-def session_path(path: str | Path) -> Path:
-    """The session file as named (``.pending`` taken off), links not followed."""
-    p = Path(path).expanduser()
-    if is_pending_name(p.name):
-        p = p.with_name(p.name[: -len(PENDING_SUFFIX)])
-    return p
-
-
-def original_path(path: str | Path) -> Path:
-    """The real session file: a symlink is followed, so that every file
-    surgery writes lives beside the file the link points at."""
-    return Path(os.path.realpath(session_path(path)))
 
 
 def pending_path(path: str | Path) -> Path:
@@ -318,7 +304,7 @@ def _refuse_changed(orig: Path, when: str) -> SurgeryError:
 
 def _missing_sidecars(orig: Path, data: bytes) -> set[str]:
     """The sidecar paths ``data``'s markers name that are not on disk."""
-    from . import sidecar
+    from .. import sidecar
     return sidecar.missing_referenced(data, orig, session_stem(orig))
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -36,7 +36,7 @@ import orjson
 from .. import tokens
 from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
-from . import sidecar as sc
+from .. import sidecar as sc
 from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
 from ..paths import LEGACY_TOOL_RESULTS, TOOL_RESULTS
 from ..transcript import Record, Transcript, dumps

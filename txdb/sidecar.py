@@ -41,7 +41,8 @@ Rules (each one here, nowhere else):
   projects tree is handled by ``resolve`` (the ``<sessionId>/...`` tail under
   the session's current folder) and ``migrate-persisted`` re-points markers.
 - ``missing_referenced``: the markers of a file whose sidecar is not on disk
-  (apply refuses a pending copy that adds one).
+  (apply refuses a pending copy that adds one); ``unreadable_referenced``:
+  those the model cannot read at the path written (verify warns).
 """
 
 from __future__ import annotations
@@ -52,11 +53,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..durability import fsync_dir
-from ..errors import SurgeryError
-from ..paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
-from ..regular import open_regular
-from ..durability import clean_stale_temps, temp_file
+from .durability import clean_stale_temps, fsync_dir, temp_file
+from .errors import SurgeryError
+from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
+from .regular import open_regular
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
@@ -403,7 +403,7 @@ def referenced(data: bytes) -> set[str]:
     """Every sidecar path named by a marker in ``data`` (a session file's bytes):
     in message content, or anywhere else in a record (an older survivor kept
     its marker as a system record's content). Only lines holding a marker are parsed."""
-    from ..ingest.lines import parse_line
+    from .ingest.lines import parse_line
     out: set[str] = set()
     needle = MARKER_PREFIX.encode()
     start = 0
@@ -435,3 +435,17 @@ def range_files(obj, folder: str) -> list[str]:
 
 def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:
     return {p for p in referenced(data) if resolve(p, session_file, session_id) is None}
+
+
+def unreadable_referenced(data: bytes, session_file: str | Path,
+                          session_id: str | None) -> tuple[list[str], list[str]]:
+    """The marker paths of ``data`` that the model cannot read back as
+    written: (found under the session's current folder, so `migrate-persisted`
+    re-points them; found nowhere)."""
+    moved, missing = [], []
+    for p in sorted(referenced(data)):
+        as_written = Path(p).expanduser()
+        if as_written.is_absolute() and _present(as_written):
+            continue
+        (missing if resolve(p, session_file, session_id) is None else moved).append(p)
+    return moved, missing

@@ -28,7 +28,8 @@ from ..db import transaction
 from ..regular import open_regular
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
-from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
+from ..records import pick_title
+from .rows import FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
 # several lines (one per content block), each repeating message.id and the
@@ -250,11 +251,7 @@ def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: boo
         first_ts = s.first_ts
     if s.last_ts and (last_ts is None or s.last_ts > last_ts):
         last_ts = s.last_ts
-    for source, value in s.titles.items():
-        rank = TITLE_RANK[source]
-        cur = TITLE_RANK.get(title_source or "", 0)
-        if rank > cur or (rank == cur and source != "summary"):
-            title, title_source = value, source
+    title, title_source = pick_title(s.titles, (title, title_source))
     conn.execute(
         "INSERT INTO sessions (file_id, session_id, parent_session_id, agent_id, project, "
         "title, title_source, cwd, git_branch, version, model, first_timestamp, last_timestamp, "

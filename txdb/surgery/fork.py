@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import SurgeryError
 from ..paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
-from ..records import CHAIN_TYPES, now_timestamp
+from ..records import CHAIN_TYPES, TITLE_KEY, note_title, now_timestamp, pick_title
 from ..transcript import SESSION_BOUND_TYPES, Transcript, dumps
 
 TOOL = "txdb"
@@ -50,24 +50,12 @@ def check_forkable(path: str | Path) -> None:
 
 
 def session_title(t: Transcript) -> str | None:
-    """custom-title > ai-title > summary > first user prompt (as CC lists sessions)."""
-    custom = ai = summary = prompt = None
+    """The session's title as the catalog states it (``records.pick_title``)."""
+    titles: dict = {}
     for r in t.live():
-        typ = r.type
-        if typ not in ("custom-title", "ai-title", "summary", "user") or (typ == "user" and prompt is not None):
-            continue
-        o = r.parse()
-        if typ == "custom-title" and isinstance(o.get("customTitle"), str):
-            custom = o["customTitle"]
-        elif typ == "ai-title" and isinstance(o.get("aiTitle"), str):
-            ai = o["aiTitle"]
-        elif typ == "summary" and isinstance(o.get("summary"), str) and summary is None:
-            summary = o["summary"]
-        elif typ == "user" and prompt is None and not o.get("isMeta"):
-            c = (o.get("message") or {}).get("content") if isinstance(o.get("message"), dict) else None
-            if isinstance(c, str) and c.strip() and not c.lstrip().startswith("<"):
-                prompt = " ".join(c.split())[:60]
-    return custom or ai or summary or prompt
+        if r.type in TITLE_KEY or (r.type == "user" and "prompt" not in titles):
+            note_title(titles, r.parse())
+    return pick_title(titles)[0]
 
 
 def _sibling_titles(folder: Path, exclude: set[str]) -> set[str]:

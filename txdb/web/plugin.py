@@ -394,12 +394,6 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens FROM session_costs "
                         "WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
-    first = conn.execute("""
-        SELECT substr(b.text, 1, 200) FROM chain c
-        JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
-        WHERE c.file_id = ? AND b.role = 'user' AND b.kind = 'text' AND b.text <> ''
-        ORDER BY c.pos, b.idx LIMIT 1""", (file_id,)).fetchone()
-    session["first_prompt"] = " ".join(first[0].split()) if first else None
     by_type = _rows(conn, """
         SELECT category, items, chars, tokens FROM analyze_by_type WHERE file_id = ?
         ORDER BY tokens DESC""", (file_id,))

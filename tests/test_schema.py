@@ -53,6 +53,7 @@ VIEWS = {
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_by_day", "usage_by_model",
+    "usage_context",
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",

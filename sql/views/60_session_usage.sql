@@ -7,8 +7,7 @@ SELECT u.file_id, s.session_id, s.project,
        sum(coalesce(u.output_tokens, 0)) AS output_tokens,
        sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
        sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
-       sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-           + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+       sum(u.billed_tokens) AS total_tokens,
        min(u.timestamp) AS first_timestamp,
        max(u.timestamp) AS last_timestamp,
        group_concat(DISTINCT u.model) AS models

@@ -9,8 +9,7 @@ SELECT
     sum(coalesce(u.output_tokens, 0)) AS output_tokens,
     sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
     sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
-    sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-        + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens
+    sum(u.billed_tokens) AS total_tokens
 FROM billed_usage u
 GROUP BY day, coalesce(u.model, '(none)')
 ORDER BY day DESC, total_tokens DESC;

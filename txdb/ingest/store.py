@@ -45,6 +45,8 @@ from .rows import FileIngest, FileSummary, RowBatch
 # (its latest line of the message) either way.
 # The same message repeated in another file of the session is counted once
 # by the billed_usage view (sql/views), not here: rows stay per file.
+# _TOTAL is the billed total (the usage_context view's billed_tokens), over the
+# upsert's two rows, where no view can be read.
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
 _API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",

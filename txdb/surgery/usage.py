@@ -25,11 +25,6 @@ from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
 _int = estimate.field_count
-# The gauge's one statement is txdb.estimate's: the three context fields of
-# one usage object, and of the last iterations[] entry when there is one.
-recorded_context = estimate.context_sum
-
-
 def gauge_context(u: dict) -> int:
     """What the gauge reads (``estimate.recorded_context``), 0 for none."""
     return estimate.recorded_context(u) or 0
@@ -38,7 +33,7 @@ def gauge_context(u: dict) -> int:
 def _cap_fields(u: dict, target: int) -> bool:
     """Scale the three context fields down so they sum to ``target``; each
     only ever decreases. cache_creation.ephemeral_* follow their total."""
-    total = recorded_context(u)
+    total = estimate.context_sum(u)  # the fields this caps (the totals), not the gauge
     if total <= target:
         return False
     target = max(target, 0)

@@ -326,3 +326,59 @@ def test_text_that_is_not_utf8_is_one_error_line(tmp_path, monkeypatch, args, na
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 1 and r.output == f"Error: {name} is not valid UTF-8 text\n"
     assert not (tmp_path / "catalog.db").exists()
+
+
+def test_the_command_table_is_what_the_modules_define_from_a_fresh_process():
+    """commands.COMMANDS is the one list: a fresh process imports each module
+    it names; every command those modules define is listed, by its module,
+    and every listed command exists (`txdb NAME` would be "No such command")."""
+    code = (
+        "import importlib, json\n"
+        "from txdb.cli.main import cli\n"
+        "from txdb.cli.commands import COMMANDS\n"
+        "eager = set(cli.commands)\n"
+        "for m in sorted({e.module for e in COMMANDS.values()}):\n"
+        "    importlib.import_module(m)\n"
+        "print(json.dumps({'eager': sorted(eager), 'defined': {n: c.callback.__module__\n"
+        "    for n, c in cli.commands.items() if n not in eager}}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = json.loads(r.stdout)
+    from txdb.cli.commands import COMMANDS
+    assert got["defined"] == {n: e.module for n, e in COMMANDS.items()}
+    assert not set(got["eager"]) & set(COMMANDS)
+
+
+def test_help_lists_every_command_without_importing_their_modules():
+    """`txdb --help` and `txdb --version` import no command module, no catalog,
+    ingest or surgery code; --help lists every command with the same text as
+    when all modules are loaded."""
+    code = (
+        "import sys\n"
+        "import importlib\n"
+        "from txdb.cli import cli\n"
+        "from txdb.cli.commands import COMMANDS\n"
+        "for m in sorted({e.module for e in COMMANDS.values()}) if sys.argv[2:] else ():\n"
+        "    importlib.import_module(m)\n"
+        "try:\n"
+        "    cli([sys.argv[1]], prog_name='txdb')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('txdb')))\n"
+    )
+    for flag in ("--help", "--version"):
+        r = subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, COLUMNS="80"))
+        text, mods = r.stdout.split("MODULES ")
+        loaded = eval(mods)
+        assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.ingest", "txdb.catalog", "txdb.db"))
+                    or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve")], loaded
+        if flag == "--help":
+            r = subprocess.run([sys.executable, "-c", code, flag, "all"], capture_output=True, text=True,
+                               check=True, env=dict(os.environ, COLUMNS="80"))
+            assert text == r.stdout.split("MODULES ")[0]
+            from txdb.cli.commands import COMMANDS
+            for name in COMMANDS:
+                assert f"  {name} " in text
+        else:
+            assert text.strip() == "txdb, version 0.1.0"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..surgery.commands import declared
 from ..surgery.engine import SurgeryReport
 from .output import catalog_warning, clip, echo, tabulate
 
@@ -74,61 +75,10 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
 
 def print_report(r: SurgeryReport, applied: bool = False) -> None:
     res = r.result
-    parts = []
-    tools = res.get("tools", res if "results" in res else None)
-    if tools:
-        parts.append(f"{tools['results']} tool results and {tools['inputs']} tool inputs cleared"
-                     + (f" ({tools['kept_errors']} error results kept)" if tools.get("kept_errors") else ""))
-    thinking = res.get("thinking", res if "blocks" in res and "chars" in res else None)
-    if thinking:
-        parts.append(f"{thinking['blocks']} thinking blocks removed"
-                     + (f" ({thinking['records_removed']} emptied records re-parented)"
-                        if thinking.get("records_removed") else ""))
-    if "removed" in res and "attachments" in res:
-        parts.append(f"{res['removed']} of {res['attachments']} attachments dropped")
-    if "replaced" in res and "transcripts" in res:
-        parts.append(f"{res['replaced']} of {res['images']} images replaced by transcripts"
-                     + (f", {res['dropped']} dropped" if res["dropped"] else "")
-                     + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
-                     + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
-                     + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used"
-                     + (f"; {res['ignored']} other entries of --dir ignored" if res.get("ignored") else "") + ")")
-    if "summarized" in res:
-        parts.append(f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
-                     f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
-                     f"with fresh uuids"
-                     + (f"; {res['kept_state']} announcement and system-prompt records before the cut carried "
-                        f"over" if res.get("kept_state") else ""))
-    if "capped" in res:
-        parts.append(f"{res['capped']} turns' usage capped")
-    if "persisted" in res:
-        moved = ", ".join(f"{n} {k}" for k, n in res["persisted"].items() if n) or "nothing"
-        parts.append(f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
-                     + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
-                     + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else ""))
-    for rg in res.get("ranges", []):
-        if rg["status"] == "already":
-            parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message (position "
-                         f"{rg['at']}) carrying its <persisted-range> marker; nothing to change")
-        elif rg["status"] == "resummarised":
-            parts.append(f"positions {rg['from']}..{rg['to']}: already compacted; its marker's summary is now "
-                         f"{rg['summary']!r}")
-        elif rg["status"] == "converted":
-            parts.append(f"position {rg['at']}: the {rg['was']} record carrying a <persisted-range> marker "
-                         f"is now a plain user message (marker kept)")
-        else:
-            saved = len(rg["files"])
-            verb = "would be saved" if r.dry_run else "saved"
-            parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one user "
-                         f"message at position {rg['at']}; originals {verb} to {rg['folder']} ({saved} "
-                         f"{'file' if saved == 1 else 'files'})"
-                         + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
-                            if rg.get("kept_in_place") else ""))
-    if "markers_repointed" in res:
-        parts.append(f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
-                     f"files moved, {res['markers_repointed']} markers re-pointed")
+    kind = declared(r.operation).result  # the command's declaration says how its result reads
+    parts = kind.describe(res, r.dry_run)
     echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
-    if r.base != "original" and ("persisted" in res or "markers_repointed" in res or "ranges" in res):
+    if r.base != "original" and kind.positional:
         echo(f"Positions are those of the {r.base}'s active chain.")
     for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:
         if isinstance(f, dict):

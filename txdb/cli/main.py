@@ -67,12 +67,12 @@ class TxdbGroup(click.Group):
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx, formatter):
-        """The command list of --help, from the table for the commands not
-        loaded (their short help is the table's either way)."""
-        names = [n for n in self.list_commands(ctx) if n not in self.commands or not self.commands[n].hidden]
+        """The command list of --help, one line each, from the table for the
+        commands of other modules (loaded or not: the same text)."""
+        names = [n for n in self.list_commands(ctx) if n in COMMANDS or not self.commands[n].hidden]
         limit = formatter.width - 6 - max(map(len, names), default=0)
-        rows = [(n, self.commands[n].get_short_help_str(limit) if n in self.commands else COMMANDS[n].help)
-                for n in names]
+        rows = [(n, _one_line(COMMANDS[n].help, limit) if n in COMMANDS
+                 else self.commands[n].get_short_help_str(limit)) for n in names]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -115,6 +115,14 @@ class TxdbGroup(click.Group):
             raise click.exceptions.Exit(130) from None
 
 
+def _one_line(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` columns, as click shortens a help."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 3, 0)].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "..."
+
+
 def _os_error(e: OSError) -> str:
     """``Permission denied: /the/path`` (the path when the error names one)."""
     what = e.strerror or str(e) or type(e).__name__
@@ -139,6 +147,13 @@ def db_option(f):
         type=click.Path(dir_okay=False),
         envvar="TXDB_DB",
         help="Catalog database (default: $TXDB_DB, else a per-user data folder; see `txdb path`).",
+    )(f)
+
+
+def original_option(f):
+    return click.option(
+        "--original", is_flag=True,
+        help="Read the session file even when it has a pending copy (whose positions the surgeries take).",
     )(f)
 
 
@@ -316,13 +331,16 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 @cli.command()
 @db_option
 @click.argument("session")
+@original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def analyze(db_path, session, as_json):
+def analyze(db_path, session, original, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 
-    SESSION is a session id or the path of its .jsonl file. A pending copy
-    (X.jsonl.pending) or a backup (X.jsonl.bak) is read as it is and never
-    catalogued; for a pending copy the positions are those the next pass uses.
+    SESSION is a session id or the path of its .jsonl file. A session with
+    a pending copy is read through that copy (the file the next surgery
+    edits, so its positions are the ones --from/--to take); --original
+    reads the session file. A pending copy (X.jsonl.pending) or a backup
+    (X.jsonl.bak) may be named too; it is read as it is, never catalogued.
 
     Example:
 
@@ -333,15 +351,14 @@ def analyze(db_path, session, as_json):
     from .. import catalog
 
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, session)
+    ref = catalog.resolve_positions(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(to_json(report))
         return
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
-    if not ref.catalogued:
-        echo(copy_note(ref))
+    echo(positions_note(ref))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
@@ -415,11 +432,21 @@ def verify(db_path, session, as_json):
         raise click.exceptions.Exit(1)
 
 
-def copy_note(ref) -> str:
-    """The line that says a report read a pending copy or backup, not the session."""
+def positions_note(ref) -> str:
+    """The line that says which file a report's chain positions are of."""
+    if ref.catalogued:
+        from ..surgery.pending import pending_path  # here: refresh never loads surgery
+
+        p = pending_path(ref.path)
+        if p.is_file():
+            return (f"Positions of {ref.path} (the session file, asked for with --original; the next "
+                    f"surgery edits its pending copy {p}, whose positions may differ)")
+        return f"Positions of {ref.path} (the session file; no pending copy)"
+    if ref.kind == "the pending copy":
+        return (f"Positions of {ref.path} (the pending copy of {ref.copy_of}: the file the next surgery "
+                "edits; not catalogued)")
     of = f" of {ref.copy_of}" if ref.copy_of else ""
-    return (f"This is {ref.kind}{of}, read as it is (not catalogued)"
-            + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
+    return f"Positions of {ref.path} ({ref.kind}{of}, read as it is; not catalogued)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -429,7 +456,8 @@ def _count(n: int, noun: str) -> str:
 @cli.command()
 @db_option
 @click.option("--quiet", is_flag=True, help="Print only the path.")
-def current(db_path, quiet):
+@click.option("--json", "as_json", is_flag=True, help="Print {id, path, exists} as JSON.")
+def current(db_path, quiet, as_json):
     """The .jsonl of the session this shell runs in ($CLAUDE_CODE_SESSION_ID).
 
     Example:
@@ -445,11 +473,13 @@ def current(db_path, quiet):
             "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
         )
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, sid)
-    if quiet:
-        echo(ref.path)
+    info = catalog.current_session(conn, sid, os.getcwd())
+    if as_json:
+        echo(to_json(info))
+    elif quiet:
+        echo(info["path"])
     else:
-        echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+        echo(f"id: {sid}\npath: {info['path']}\nexists: {info['exists']}")
 
 
 def main():

@@ -55,8 +55,10 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
     freed = sum(o.bytes_before - o.bytes_after for o in ok if o.bytes_before is not None)
     tokens = f"~{saved:,} estimated tokens saved" if saved >= 0 else f"~{-saved:,} estimated tokens added"
     size = f"{freed:,} bytes removed" if freed >= 0 else f"{-freed:,} bytes added"
+    lowered = sum(o.usage_lowered for o in outcomes)
+    usage = f", {lowered:,} usage figures lowered" if lowered else ""
     echo(f"{len(outcomes)} sessions, {selection.rows} matching rows of {selection.view}; "
-         f"{sum(o.changed for o in outcomes)} changed; {tokens} ({size}) by this pass.")
+         f"{sum(o.changed for o in outcomes)} changed{usage}; {tokens} ({size}) by this pass.")
     for o in outcomes:
         if o.error:
             echo(f"Refused: {o.path}: {o.error}", err=True)

@@ -178,6 +178,7 @@ class SessionOutcome:
     rows: int
     targets: int = 0
     changed: int = 0  # blocks / attachments actually changed
+    usage_lowered: int = 0  # records whose recorded usage the usage reset lowered (rewritten too)
     tokens_before: int | None = None  # estimate of the copy this pass started from
     tokens_after: int | None = None
     bytes_before: int | None = None
@@ -218,6 +219,7 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o.not_strippable = stats.get("not_strippable", 0)
         o.after_snapshot = stats.get("after_snapshot", 0)
         o.changed = declared(command).result.changed(rep.result)
+        o.usage_lowered = (rep.usage or {}).get("capped", 0)
         # This pass only: from the copy it started from (an earlier pass's
         # pending copy, when there is one), not from the original.
         o.tokens_before, o.tokens_after = rep.tokens_base, rep.tokens_after

@@ -357,3 +357,38 @@ def test_text_that_is_not_utf8_is_one_error_line(tmp_path, monkeypatch, args, na
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 1 and r.output == f"Error: {name} is not valid UTF-8 text\n"
     assert not (tmp_path / "catalog.db").exists()
+
+
+def test_help_lists_every_command_without_importing_their_modules():
+    """`txdb --help` and `txdb --version` import no command module, no catalog,
+    ingest or surgery code; --help lists every command with the same text as
+    when all modules are loaded."""
+    code = (
+        "import sys\n"
+        "import importlib\n"
+        "from txdb.cli import cli\n"
+        "from txdb.cli.commands import COMMANDS\n"
+        "for m in sorted({e.module for e in COMMANDS.values()}) if sys.argv[2:] else ():\n"
+        "    importlib.import_module(m)\n"
+        "try:\n"
+        "    cli([sys.argv[1]], prog_name='txdb')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('txdb')))\n"
+    )
+    for flag in ("--help", "--version"):
+        r = subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, COLUMNS="80"))
+        text, mods = r.stdout.split("MODULES ")
+        loaded = eval(mods)
+        assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.ingest", "txdb.catalog", "txdb.db"))
+                    or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve")], loaded
+        if flag == "--help":
+            r = subprocess.run([sys.executable, "-c", code, flag, "all"], capture_output=True, text=True,
+                               check=True, env=dict(os.environ, COLUMNS="80"))
+            assert text == r.stdout.split("MODULES ")[0]
+            from txdb.cli.commands import COMMANDS
+            for name in COMMANDS:
+                assert f"  {name} " in text
+        else:
+            assert text.strip() == "txdb, version 0.1.0"

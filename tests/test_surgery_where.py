@@ -644,6 +644,23 @@ def test_apply_all_refuses_a_file_being_written_and_applies_the_rest(tree):
     assert b'"a-att1"' in edge.read_bytes()  # untouched by txdb (only the writer's lines added)
 
 
+def test_every_surgery_command_is_declared_once_and_where_follows_its_view():
+    """The declarations (surgery/commands.py) are what the CLI runs: each
+    declared command is a CLI command; a command takes --where exactly when its
+    declaration names a target view, and that view is what --where selects."""
+    import importlib
+
+    from txdb.cli.commands import COMMANDS as CLI
+    from txdb.surgery.commands import COMMANDS
+    for m in {e.module for e in CLI.values()}:
+        importlib.import_module(m)
+    assert set(COMMANDS) <= set(CLI)
+    for name, c in COMMANDS.items():
+        takes_where = any(p.name == "where" for p in cli.commands[name].params)
+        assert takes_where == (c.view is not None), name
+        assert sel.VIEWS.get(name) == c.view
+
+
 def test_the_plan_names_the_records_the_usage_reset_rewrites(tree):
     """Issue 19: a pass reports every record it rewrites; the usage reset's
     records (recorded usage lowered) apart from the targets it changed."""

@@ -8,7 +8,7 @@ import click
 
 from .. import show
 from ..catalog import resolve_positions
-from .main import cli, db_option, open_catalog, original_option, positions_note
+from .main import command, db_option, open_catalog, original_option, positions_note
 from .output import echo, tabulate, to_json
 
 
@@ -37,7 +37,7 @@ def _persisted_note(marker: dict | None) -> str:
     return f"; persisted to {marker['sidecar_path']}{size}"
 
 
-@cli.command("show-tool")
+@command("show-tool")
 @db_option
 @click.argument("session")
 @click.option("--list", "as_list", is_flag=True, help="List every tool call (the default without --id).")
@@ -115,7 +115,7 @@ def _state(call: dict) -> str:
     return ", ".join(parts)
 
 
-@cli.command("show-thinking")
+@command("show-thinking")
 @db_option
 @click.argument("session")
 @click.option("--pos", type=int, default=None, help="Show the thinking at this chain position in full.")

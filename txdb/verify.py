@@ -171,22 +171,56 @@ def verify_file(path: str | Path, sidechain_file: bool | None = None, data: byte
 def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending: bool | None = None) -> Report:
     """``verify_file`` of a transcript as loaded (``apply`` shares the one it
     gives the gate): the chain fields of its records, and their bytes parsed
-    again only where a check reads more (the blocks of the active chain)."""
+    again only where a check reads more (the blocks of the active chain).
+    One pass over the lines (``_scan``), then one function per check, in
+    the order their findings are listed."""
     path = Path(t.path) if t.path is not None else Path("")
     if pending is None:
         pending = is_pending_name(path.name)
     report = Report(str(path))
+    add = report.findings.append
+    s = _scan(t, report, add)
+    _check_end(t, s, report, path, pending, add)
+    chain = s.chain
+    report.chain_length = len(chain)
+    report.leaf_uuid = chain[-1].uuid if chain else None
+    if sidechain_file is None:
+        sidechain_file = bool(s.nodes) and all(n.is_sidechain for n in s.nodes if n.uuid)
+    _check_chain(s, sidechain_file, add)
+    _check_roots(s, add)
+    _check_tool_pairing(s, add)
+    _check_leaf_pointers(s, add)
+    _check_sidecars(t, path, add)
+    _check_timestamps(s, add)
+    return report
+
+
+@dataclass
+class _Scanned:
+    """What one pass over a transcript's lines gathers for the checks."""
+    t: Transcript
+    end: int  # where the last whole line ends
+    nodes: list = field(default_factory=list)
+    line_of: dict = field(default_factory=dict)  # record offset -> line number
+    last_prompts: list = field(default_factory=list)  # (line, leafUuid)
+    summaries: list = field(default_factory=list)  # (line, leafUuid)
+    by_uuid: dict = field(default_factory=dict)
+    chain: list = field(default_factory=list)
+
+    def obj(self, n: chainmod.Node) -> dict:
+        return self.t.record_at(n.offset).parse()
+
+
+def _scan(t: Transcript, report: Report, add) -> _Scanned:
+    """Lines and records: parse errors (a glued line as Claude Code reads
+    it), duplicate uuids, and the chain nodes, leaf pointers and line
+    numbers the other checks read."""
     lines = t.lines
     # A last line without a newline counts only when it is a whole object (ingest.lines.read_lines).
     if lines and not lines[-1].ending.endswith(b"\n") and not is_whole_object(lines[-1].raw + lines[-1].ending):
         lines = lines[:-1]
-    end = lines[-1].offset + lines[-1].size + lines[-1].end if lines else 0  # where the last whole line ends
-    nodes: list[chainmod.Node] = []
-    line_of: dict[int, int] = {}
+    s = _Scanned(t, lines[-1].offset + lines[-1].size + lines[-1].end if lines else 0)
     uuid_lines: dict[str, int] = {}
-    last_prompts: list[tuple[int, str]] = []
-    summaries: list[tuple[int, str]] = []
-    add = report.findings.append
     records = t.records
     for ln in lines:
         report.lines += 1
@@ -214,13 +248,21 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                     add(Finding("warning", "duplicate_uuid", f"uuid {uuid} also on line {uuid_lines[uuid]}", ln.number))
                 uuid_lines[uuid] = ln.number
             if rec.chained:
-                nodes.append(node)
-                line_of[rec.offset] = ln.number
+                s.nodes.append(node)
+                s.line_of[rec.offset] = ln.number
             if node.leaf_uuid and node.type == "last-prompt":
-                last_prompts.append((ln.number, node.leaf_uuid))
+                s.last_prompts.append((ln.number, node.leaf_uuid))
             elif node.leaf_uuid and node.type == "summary":
-                summaries.append((ln.number, node.leaf_uuid))
-    unfinished = len(t.data[end:].strip())
+                s.summaries.append((ln.number, node.leaf_uuid))
+    s.by_uuid = chainmod.index(s.nodes)
+    s.chain = chainmod.active_chain(s.nodes)
+    return s
+
+
+def _check_end(t: Transcript, s: _Scanned, report: Report, path: Path, pending: bool, add) -> None:
+    """An unfinished last line (an error in a pending copy, which is never
+    being written), and a pending copy left empty of a non-empty original."""
+    unfinished = len(t.data[s.end:].strip())
     if unfinished:
         if pending:
             add(Finding("error", "unfinished_last_line",
@@ -238,34 +280,32 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                         f"the pending copy holds no record while its original {original.name} "
                         f"holds {_plural(size, 'byte')}"))
 
-    def obj(n: chainmod.Node) -> dict:
-        return t.record_at(n.offset).parse()
 
-    by_uuid = chainmod.index(nodes)
-    chain = chainmod.active_chain(nodes)
-    leaf = chain[-1] if chain else None
-    report.chain_length = len(chain)
-    report.leaf_uuid = leaf.uuid if leaf else None
-    if sidechain_file is None:
-        sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
-
-    if not chain:
+def _check_chain(s: _Scanned, sidechain_file: bool, add) -> None:
+    """Something to resume, and the missing parents (``missing_parent_findings``)."""
+    if not s.chain:
         add(Finding("note", "no_chain", "no conversation to resume in this file"))
-    elif not any(n.type in MESSAGE_TYPES for n in chain):
+    elif not any(n.type in MESSAGE_TYPES for n in s.chain):
         add(Finding("note", "no_messages", "the active chain holds no user or assistant message"))
-    _check_missing_parents(nodes, by_uuid, chain, line_of, sidechain_file, add)
+    _check_missing_parents(s.nodes, s.by_uuid, s.chain, s.line_of, sidechain_file, add)
 
-    roots = [n for n in nodes if n.uuid and n.parent_uuid is None and n.type in chainmod.CHAIN_TYPES
-             and not (n.type == "system" and obj(n).get("subtype") == "compact_boundary")]
+
+def _check_roots(s: _Scanned, add) -> None:
+    """More than one root (a compact boundary's own root does not count)."""
+    roots = [n for n in s.nodes if n.uuid and n.parent_uuid is None and n.type in chainmod.CHAIN_TYPES
+             and not (n.type == "system" and s.obj(n).get("subtype") == "compact_boundary")]
     if len(roots) > 1:
         add(Finding("note", "multiple_roots",
-                    f"{len(roots)} roots (lines {', '.join(str(line_of[r.offset]) for r in roots[:8])})"))
+                    f"{len(roots)} roots (lines {', '.join(str(s.line_of[r.offset]) for r in roots[:8])})"))
 
-    # tool_use / tool_result pairing along the active chain.
+
+def _check_tool_pairing(s: _Scanned, add) -> None:
+    """tool_use / tool_result pairing along the active chain."""
+    chain, line_of = s.chain, s.line_of
     uses: dict[str, int] = {}
     results: dict[str, int] = {}
     for pos, n in enumerate(chain):
-        for b in _blocks(obj(n)):
+        for b in _blocks(s.obj(n)):
             if not isinstance(b, dict):
                 continue
             if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
@@ -293,32 +333,35 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                             f"tool_use {tid} has no tool_result on the active chain; resume drops the call",
                             line_of.get(chain[pos].offset)))
 
-    for number, leaf_uuid in last_prompts[-1:]:
-        if leaf_uuid not in by_uuid:
+
+def _check_leaf_pointers(s: _Scanned, add) -> None:
+    """The last last-prompt and the summaries point at records of the file."""
+    for number, leaf_uuid in s.last_prompts[-1:]:
+        if leaf_uuid not in s.by_uuid:
             add(Finding("warning", "last_prompt_dangling",
                         f"last-prompt points at {leaf_uuid}, which is not in the file", number))
-    for number, leaf_uuid in summaries:
-        if leaf_uuid not in by_uuid:
+    for number, leaf_uuid in s.summaries:
+        if leaf_uuid not in s.by_uuid:
             add(Finding("note", "summary_outside",
                         f"summary leafUuid {leaf_uuid} points outside the file", number))
             break
 
-    _check_sidecars(t, path, add)
 
+def _check_timestamps(s: _Scanned, add) -> None:
+    """Chain timestamps that go back in time."""
     prev = None
     out_of_order = 0
     first_line = None
-    for n in chain:
+    for n in s.chain:
         ts = n.timestamp
         if ts is not None:
             if prev is not None and ts < prev:
                 out_of_order += 1
-                first_line = first_line or line_of.get(n.offset)
+                first_line = first_line or s.line_of.get(n.offset)
             prev = ts
     if out_of_order:
         add(Finding("note", "timestamps_out_of_order",
                     f"{out_of_order} chain timestamp(s) older than their predecessor", first_line))
-    return report
 
 
 def _check_sidecars(t: Transcript, path: Path, add) -> None:

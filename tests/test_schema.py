@@ -49,7 +49,7 @@ TABLES = {
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
     "attachments_by_type", "billed_usage", "block_targets", "chain_health", "chain_problems", "chain_targets",
-    "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
+    "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "human_prompts", "image_targets",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_by_day", "usage_by_model",

@@ -95,3 +95,36 @@ def test_a_prompt_with_an_image_first_text_block_counts_and_a_compact_summary_do
     run("refresh", ok=True)
     assert _catalog(f)[1:] == ("Look at this screenshot", "prompt")
     assert _fork_title(f) == "Look at this screenshot (Stripped)"
+
+
+def test_a_human_prompt_is_one_rule_in_python_and_sql(env):
+    """records.human_prompt and the human_prompts view name the same records;
+    analyze's cut points are the human prompts of the chain, the first of
+    which titles a session with nothing else to name it."""
+    from txdb import records
+    from txdb.catalog import analyze
+    from txdb.ingest.store import refresh
+
+    name = "5e55a1e0-0000-4000-8000-00000000000c"
+    cs = user("This session is being continued from a previous conversation.", session=name, isCompactSummary=True)
+    cmd = user("<command-name>/model</command-name>", cs["uuid"], session=name)
+    angle = user("<div>not typed by a person</div>", cmd["uuid"], session=name)
+    meta = user("Caveat: the messages below were generated", angle["uuid"], session=name, isMeta=True)
+    p1 = user("first real prompt", meta["uuid"], session=name)
+    a1 = assistant([{"type": "tool_use", "id": "toolu_9", "name": "Read", "input": {}}], p1["uuid"], session=name)
+    tr = user([{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}], a1["uuid"], session=name)
+    a2 = assistant([{"type": "text", "text": "ok"}], tr["uuid"], session=name)
+    p2 = user([{"type": "text", "text": "  second prompt"}], a2["uuid"], session=name)
+    objs = [cs, cmd, angle, meta, p1, a1, tr, a2, p2, assistant([{"type": "text", "text": "k"}], p2["uuid"], session=name)]
+    f = write(env / f"{name}.jsonl", objs)
+    import os
+    conn = db.connect(os.environ["TXDB_DB"])
+    refresh(conn, [env.parent])
+    (fid,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()
+    lines = [i + 1 for i, o in enumerate(objs) if records.human_prompt(o) is not None]
+    assert lines == [5, 9]
+    assert [r[0] for r in conn.execute("SELECT line FROM human_prompts WHERE file_id = ? ORDER BY line", (fid,))] == lines
+    assert [c["line"] for c in analyze(conn, fid)["cut_points"]] == lines
+    assert conn.execute("SELECT title, title_source FROM sessions WHERE file_id = ?", (fid,)).fetchone() == (
+        "first real prompt", "prompt")
+    conn.close()

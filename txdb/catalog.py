@@ -259,18 +259,16 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "WHERE file_id = ? GROUP BY problem, severity ORDER BY severity",
         (file_id,),
     )
-    # Cut points: human prompts along the chain, with the tokens before each.
+    # Cut points: human prompts (view human_prompts) along the chain, with the tokens before each.
     cut_points = _rows(
         conn,
         "SELECT pos, line, timestamp, before_tokens FROM ("
-        "  SELECT c.pos, r.line, r.timestamp, r.type, r.is_meta, "
+        "  SELECT c.pos, r.line, r.timestamp, r.offset, "
         "         sum(r.tokens) OVER (ORDER BY c.pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-        "           AS before_tokens, "
-        "         (SELECT b.kind FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset "
-        "          ORDER BY b.idx LIMIT 1) AS first_kind "
+        "           AS before_tokens "
         "  FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset "
-        "  WHERE c.file_id = ?) "
-        "WHERE type = 'user' AND first_kind = 'text' AND coalesce(is_meta, 0) = 0 ORDER BY pos",
+        "  WHERE c.file_id = ?1) x "
+        "WHERE EXISTS (SELECT 1 FROM human_prompts h WHERE h.file_id = ?1 AND h.offset = x.offset) ORDER BY pos",
         (file_id,),
     )
     on_disk = _rows(

@@ -72,6 +72,16 @@ def test_the_session_model_and_show_load_no_surgery():
     assert out.strip() == "[]"
 
 
+def test_refresh_loads_no_file_model():
+    # ingest judges missing parents on chain nodes (chain_health), so a refresh
+    # loads neither verify nor the Transcript, sidecars or the write helpers.
+    code = ("import sys, txdb.ingest.store; "
+            "print(sorted(m for m in sys.modules if m in ('txdb.verify', 'txdb.transcript', 'txdb.sidecar', "
+            "'txdb.durability', 'txdb.lock') or m.startswith('txdb.surgery')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 # -- file-naming facts: stated in txdb/paths.py only -------------------------
 
 NAMING_FACTS = (".jsonl", ".pending", ".pending.json", ".bak", ".swaps.json", "tool-results", ".tool-results",

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
-from .. import estimate, verify
+from .. import estimate
+from ..chain_health import missing_parent_findings
 from ..db import transaction
 from ..regular import open_regular
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
@@ -336,7 +337,7 @@ class Plan:
 
 def store_chain_findings(conn, file_id: int) -> int:
     """Judge a catalogued file's missing parents as ``verify`` does
-    (``verify.missing_parent_findings``), from its records rows, and keep the findings in ``chain_findings`` (which the
+    (``chain_health.missing_parent_findings``), from its records rows, and keep the findings in ``chain_findings`` (which the
     ``chain_health`` view reads). Refresh calls it for every file it
     changed; only a file with a row in ``dangling_parents`` has anything to
     judge, so the others cost one lookup. Returns the findings kept."""
@@ -350,7 +351,7 @@ def store_chain_findings(conn, file_id: int) -> int:
     chain = chainmod.active_chain(nodes)
     sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
     rows = [(file_id, offset, f.severity, f.code, f.message)
-            for f, offset in verify.missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
+            for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
     conn.executemany("INSERT OR REPLACE INTO chain_findings (file_id, offset, severity, code, detail) "
                      "VALUES (?,?,?,?,?)", rows)
     return len(rows)

@@ -243,3 +243,22 @@ def test_daily_cost_agrees_with_ccusage_where_the_tokens_agree(tmp_path):
     assert free and all(c is None or c > 0 for _, c in free), free
     unknown = {m for (_, m), c in free if c is None}
     assert unknown <= {r[0] for r in conn.execute("SELECT model FROM prices WHERE priced_as IS NULL")}
+
+
+def test_the_datasette_front_page_names_the_price_library_and_its_date(priced):
+    import asyncio
+
+    from txdb.web.metadata import make_datasette
+
+    conn, _, path = priced
+    conn.close()
+
+    async def front():
+        ds = make_datasette(path)
+        await ds.invoke_startup()
+        r = await ds.client.get("/")
+        return r.status_code, r.text
+
+    status, html = asyncio.run(front())
+    assert status == 200
+    assert f"genai-prices {cost.installed_version()}, prices dated up to {cost.data_date()}" in html

@@ -208,21 +208,32 @@ def test_the_clis_own_figure_sits_beside_the_computed_one(tmp_path):
     assert compacted["cli_cost_usd"] > compacted["cost_usd"] * 1.2
 
 
-def test_daily_cost_agrees_with_ccusage_where_the_tokens_agree(tmp_path):
-    """`ccusage daily --offline` per (day, model), against usage_by_day:
-    wherever both count the same four token figures, the costs agree within
-    1%. Where ccusage's offline prices lack a model it reports $0; txdb
-    prices it from genai-prices, or calls it unpriced (never $0)."""
-    from test_ccusage_agreement import CCUSAGE_FIELDS, CORPUS, ccusage_command, lay_out, run_ccusage
+@pytest.fixture(scope="module")
+def beside_ccusage(tmp_path_factory):
+    """The corpus in Claude Code's layout, ccusage's command, and a catalog of it."""
+    from test_ccusage_agreement import CORPUS, ccusage_command, lay_out
 
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is absent (only present on the developers' machines)")
     cmd = ccusage_command()
-    projects = tmp_path / "cfg" / "projects"
+    tmp = tmp_path_factory.mktemp("ccusage-cost")
+    projects = tmp / "cfg" / "projects"
     lay_out([CORPUS / "real", CORPUS / "generated"], projects)
-    daily = run_ccusage(cmd, tmp_path, "daily")
-    conn = db.connect(tmp_path / "c.db")
+    conn = db.connect(tmp / "c.db")
     refresh(conn, [projects])
+    yield tmp, cmd, conn
+    conn.close()
+
+
+def test_daily_cost_agrees_with_ccusage_where_the_tokens_agree(beside_ccusage):
+    """`ccusage daily --offline` per (day, model), against usage_by_day:
+    wherever both count the same four token figures, the costs agree within
+    1%. Where ccusage's offline prices lack a model it reports $0; txdb
+    prices it from genai-prices, or calls it unpriced (never $0)."""
+    from test_ccusage_agreement import CCUSAGE_FIELDS, run_ccusage
+
+    tmp, cmd, conn = beside_ccusage
+    daily = run_ccusage(cmd, tmp, "daily")
     ours = {(d, m): (tuple(r[:4]), r[4]) for d, m, *r in conn.execute(
         "SELECT day, model, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens, "
         "cost_usd FROM usage_by_day")}
@@ -243,6 +254,29 @@ def test_daily_cost_agrees_with_ccusage_where_the_tokens_agree(tmp_path):
     assert free and all(c is None or c > 0 for _, c in free), free
     unknown = {m for (_, m), c in free if c is None}
     assert unknown <= {r[0] for r in conn.execute("SELECT model FROM prices WHERE priced_as IS NULL")}
+
+
+def test_usage_blocks_are_the_blocks_ccusage_shows(beside_ccusage):
+    """`ccusage blocks --offline`: the same block starts and ends; where a
+    block's tokens agree, its cost agrees within 1% (ccusage pricing it)."""
+    from test_ccusage_agreement import run_ccusage
+
+    tmp, cmd, conn = beside_ccusage
+    theirs = {b["startTime"]: b for b in run_ccusage(cmd, tmp, "blocks")["blocks"] if not b.get("isGap")}
+    ours = {r[0]: r for r in conn.execute(
+        "SELECT block_start, block_end, input_tokens, output_tokens, cache_creation_input_tokens, "
+        "cache_read_input_tokens, cost_usd FROM usage_blocks")}
+    assert sorted(ours) == sorted(theirs) and len(ours) > 20
+    agree = 0
+    for start, (_, end, *tokens, our_cost) in ours.items():
+        b = theirs[start]
+        assert end == b["endTime"]
+        t = b["tokenCounts"]
+        if tuple(tokens) == (t["inputTokens"], t["outputTokens"], t["cacheCreationInputTokens"],
+                             t["cacheReadInputTokens"]) and b["costUSD"] > 0:
+            agree += 1
+            assert our_cost == pytest.approx(b["costUSD"], rel=0.01), start
+    assert agree > 30
 
 
 def test_the_datasette_front_page_names_the_price_library_and_its_date(priced):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest

@@ -44,7 +44,7 @@ def cost(db_path, by, since, as_json):
         return
     cols = [by, "api_messages", "input_tokens", "output_tokens", "cache_creation_input_tokens",
             "cache_read_input_tokens", "cost"] + (["cli_cost"] if by == "session" else [])
-    rows = [{**r, "cost": _usd(r["cost_usd"]) + (" +unpriced" if r["unpriced_messages"] and r["cost_usd"] else ""),
+    rows = [{**r, "cost": _usd(r["cost_usd"]) + (" +unpriced" if r["unpriced_messages"] and r["cost_usd"] is not None else ""),
              "cli_cost": "" if r.get("cli_cost_usd") is None else _usd(r["cli_cost_usd"])} for r in result["rows"]]
     emit_rows(rows, "table", cols)
     t, p = result["total"], result["prices"]

@@ -206,6 +206,13 @@ def test_the_clis_own_figure_sits_beside_the_computed_one(tmp_path):
     assert plain["cli_cost_usd"] == pytest.approx(plain["cost_usd"], abs=1e-6)
     compacted = rows["b88a7a83-a643-4c78-b0b0-bae40b5e91ae"]
     assert compacted["cli_cost_usd"] > compacted["cost_usd"] * 1.2
+    # Its runs (one cost-state line each, as each `claude -p --resume` ends)
+    # keep the first run's startTime and a total that only grows.
+    states = [json.loads(line) for line in next(projects.rglob("b88a7a83-*.jsonl")).read_text().splitlines()
+              if '"type":"cost-state"' in line]
+    assert len(states) > 3 and len({s["startTime"] for s in states}) == 1
+    totals = [s["totalCostUSD"] for s in states]
+    assert totals == sorted(totals) and totals[-1] == compacted["cli_cost_usd"]
 
 
 @pytest.fixture(scope="module")

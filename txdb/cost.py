@@ -54,12 +54,15 @@ def _start_date(constraint) -> _dt.date | None:
 
 
 def data_date() -> str | None:
-    """The newest dated price change the library's data holds (ISO date):
-    how recent its prices are known to be."""
+    """The newest dated change of Anthropic's prices the library's data holds
+    (ISO date): how recent the prices txdb uses are known to be (the
+    package carries no date of its own)."""
     from genai_prices import data_snapshot
 
     newest = None
     for provider in data_snapshot.get_snapshot().providers:
+        if provider.id != PROVIDER:
+            continue
         for model in provider.models:
             conditions = [getattr(p, "constraint", None) for p in model.prices] \
                 if isinstance(model.prices, list) else []

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS prices (
     cache_write_1h_mtok REAL,
     library TEXT NOT NULL,
     library_version TEXT NOT NULL,
-    data_date TEXT,                   -- the newest price change the library's data holds
+    data_date TEXT,                   -- the newest change of Anthropic's prices the library's data holds
     PRIMARY KEY (model, valid_from, above_tokens)
 );
 CREATE INDEX IF NOT EXISTS usage_model ON usage(model);

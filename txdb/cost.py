@@ -129,16 +129,16 @@ def price_rows(models: list[str], version: str) -> list[dict]:
         base = {"model": name, "library": LIBRARY, "library_version": version, "data_date": date}
         try:
             _, model = snapshot.find_provider_model(name, None, PROVIDER, None)
-        except LookupError:
-            model = None
-        if model is None:
-            rows.append({**base, "valid_from": "", "valid_until": None, "above_tokens": 0, "priced_as": None,
-                         **dict.fromkeys(_PRICE_COLUMNS)})
-            continue
-        for valid_from, valid_until, at in _periods(model):
-            for above in _tier_starts(model.get_prices(at)):
-                rows.append({**base, "valid_from": valid_from, "valid_until": valid_until, "above_tokens": above,
-                             "priced_as": model.id, **_unit_prices(name, above, at)})
+            priced = [{**base, "valid_from": valid_from, "valid_until": valid_until, "above_tokens": above,
+                       "priced_as": model.id, **_unit_prices(name, above, at)}
+                      for valid_from, valid_until, at in _periods(model)
+                      for above in _tier_starts(model.get_prices(at))]
+        except (LookupError, ValueError, TypeError, AttributeError, ArithmeticError):
+            # not a model the library knows (or one it cannot price): unpriced,
+            # never a reason for opening the catalog to fail
+            priced = [{**base, "valid_from": "", "valid_until": None, "above_tokens": 0, "priced_as": None,
+                       **dict.fromkeys(_PRICE_COLUMNS)}]
+        rows += priced
     return rows
 
 

@@ -217,11 +217,16 @@ def report(conn: sqlite3.Connection, by: str = "day", since: _dt.date | None = N
         extra = ", min(u.priced_as) AS priced_as"
     rows = _rows(conn, f"SELECT {key} AS {by}, {_SUMS}{extra} FROM billed_cost u JOIN files f ON f.id = u.file_id "
                        f"{where} GROUP BY {key} ORDER BY {key}", params)
-    total = _rows(conn, f"SELECT {_SUMS} FROM billed_cost u {where}", params)[0]
+    # The total adds up the rows (one pass over the messages, not two).
+    total = {k: sum(r[k] for r in rows) for k in ("api_messages", "input_tokens", "output_tokens",
+                                                  "cache_creation_input_tokens", "cache_read_input_tokens",
+                                                  "total_tokens", "unpriced_messages")}
+    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    total = {**total, "cost_usd": round(sum(costs), 6) if costs else None}
     unpriced = _rows(conn, "SELECT coalesce(u.model, '(none)') AS model, count(*) AS api_messages, "
                            "sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0) "
                            "+ coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) "
                            f"AS total_tokens FROM billed_cost u {where} {'AND' if where else 'WHERE'} "
-                           "u.cost_usd IS NULL GROUP BY 1 ORDER BY 1", params)
+                           "u.cost_usd IS NULL GROUP BY 1 ORDER BY 1", params) if total["unpriced_messages"] else []
     return {"by": by, "since": since.isoformat() if since else None, "prices": price_source(conn),
             "rows": rows, "total": total, "unpriced_models": unpriced}

@@ -42,6 +42,7 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "export": "txdb.cli.export",
     "plugin": "txdb.cli.plugin",
+    "restore": "txdb.cli.restore",
 }
 
 class TxdbCommand(click.Command):
@@ -276,16 +277,26 @@ def query(db_path, sql, params, fmt):
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
+@click.option("--gone", is_flag=True, help="Only sessions whose file vanished from disk, and when "
+              "(view gone_sessions; `txdb restore` gives them back).")
 @format_options
-def sessions(db_path, project, limit, subagents, sort, fmt):
+def sessions(db_path, project, limit, subagents, sort, gone, fmt):
     """One row per session: id, project, title, dates, lines, est. context tokens.
 
     Example:
 
     \b
         txdb sessions --sort tokens --limit 10
+        txdb sessions --gone
     """
     conn, _ = open_catalog(db_path)
+    if gone:
+        rows = catalog.gone_sessions(conn, project=project, limit=limit)
+        if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+        else:
+            emit_rows(rows, fmt)
+        return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]

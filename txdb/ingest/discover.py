@@ -10,6 +10,11 @@ from pathlib import Path
 from ..regular import NotRegularFile
 
 SKIP_DIRS = frozenset({"tool-results"})
+# Folders in a session's folder (<project>/<sessionId>/) whose files are the
+# session's sidecars, and the subagents' meta files beside their transcripts.
+SIDECAR_DIRS = ("tool-results", "persisted")
+SUBAGENTS = "subagents"
+META_SUFFIX = ".meta.json"
 
 
 @dataclass(slots=True)
@@ -75,6 +80,32 @@ def session_stem(path: str | Path) -> str:
 
 
 @dataclass(slots=True)
+class FoundSidecar:
+    path: str
+    root: str
+    project: str | None
+    session_id: str  # the session folder's name
+    rel: str  # path inside the session folder
+    stat: os.stat_result
+
+
+def sidecar_place(path: str | Path, root: str | Path) -> tuple[str | None, str, str] | None:
+    """(project, session id, path inside the session folder) of a file under
+    ``root`` that is a session's sidecar: ``<project>/<sessionId>/tool-results/*``,
+    ``.../persisted/**`` or ``.../subagents/*.meta.json``; None for any other file."""
+    try:
+        rel = Path(path).relative_to(root).parts
+    except ValueError:
+        return None
+    for i in range(1, len(rel) - 1):
+        if rel[i] in SIDECAR_DIRS or (rel[i] == SUBAGENTS and i == len(rel) - 2
+                                       and rel[-1].endswith(META_SUFFIX)):
+            project = rel[i - 2] if i >= 2 else None
+            return project, rel[i - 1], "/".join(rel[i:])
+    return None
+
+
+@dataclass(slots=True)
 class Unreadable:
     path: str
     error: str
@@ -87,12 +118,15 @@ def _reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> list[Found]:
+def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
+             sidecars: list[FoundSidecar] | None = None) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
     folders and symlinked folders (symlinked files still count). A file
     reached by two paths (a symlink beside its target) is listed once, under
     the path that is not a link. Folders that cannot be listed and files
-    that cannot be looked at are added to ``unreadable``."""
+    that cannot be looked at are added to ``unreadable``. With ``sidecars``,
+    the regular files ``sidecar_place`` names (never through a link) are
+    added to it."""
     found: list[Found] = []
     seen: set[str] = set()  # a root given twice, or inside another, lists its files once
     by_file: dict[tuple[int, int], int] = {}  # (device, inode) -> index in found
@@ -113,10 +147,17 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> l
             for entry in entries:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if entry.name not in SKIP_DIRS:
+                        if entry.name not in SKIP_DIRS or sidecars is not None:
                             stack.append(entry.path)
                         continue
-                    if not is_session_file(entry.name):
+                    if sidecars is not None and not entry.is_symlink():
+                        place = sidecar_place(entry.path, root)
+                        if place is not None:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
+                            continue
+                    if not is_session_file(entry.name) or SKIP_DIRS.intersection(Path(entry.path).parent.parts):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

@@ -15,9 +15,11 @@ yet is built by txdb.ingest.bulk, on top of this module.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,8 +29,8 @@ from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
-from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
-from .lines import READ_BUFFER, head_tail, read_lines
+from .discover import Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_stem
+from .lines import READ_BUFFER, file_sha256, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
@@ -64,7 +66,8 @@ USAGE_UPSERT = (
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
-REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
+REFRESH_CHECKPOINT_PAGES = 10000
+BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)  # ~40 MB of WAL between checkpoints
 
 
 def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPLACE",
@@ -116,6 +119,8 @@ class RefreshStats:
     rewritten: int = 0
     unchanged: int = 0
     gone: int = 0
+    sessions_gone: int = 0  # sessions this refresh found gone (newly)
+    sidecars: int = 0  # sidecar files read (new or changed)
     pruned: int = 0
     lines: int = 0
     bytes: int = 0
@@ -135,7 +140,10 @@ class RefreshStats:
         return (
             f"{self.new} new, {self.grown} grown, {self.rewritten} rewritten, "
             f"{self.unchanged} unchanged, {self.gone} gone"
+            + (f" ({self.sessions_gone} session{'s' if self.sessions_gone != 1 else ''} newly gone: "
+               "txdb sessions --gone)" if self.sessions_gone else "")
             + (f", {self.pruned} pruned" if self.pruned else "")
+            + (f", {self.sidecars} sidecar file{'s' if self.sidecars != 1 else ''} kept" if self.sidecars else "")
             + f"; {self.lines:,} lines"
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
@@ -355,8 +363,10 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     elif cursor == 0 and inode == st.st_ino and lines == 0:
         status = "grown" if st.st_size > 0 else "unchanged"
     if status == "unchanged":
-        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
-                     (st.st_size, st.st_mtime_ns, file_id))
+        with open_regular(found.path) as fh:
+            sha = file_sha256(fh, st.st_size)
+        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, gone = 0, gone_at = NULL WHERE id = ?",
+                     (st.st_size, st.st_mtime_ns, sha, file_id))
         return Plan(found, "unchanged", file_id)
     if status == "grown":
         return Plan(found, "grown", file_id, cursor, lines + 1)
@@ -385,7 +395,7 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple[str, str], index_text: bool) -> None:
+              cursor: int, next_line: int, hashes: tuple[str, str, str], index_text: bool) -> None:
     """Inside the file's transaction: the full-text index of its new
     blocks, the session, dangling parents, chain and the cursor."""
     f = plan.found
@@ -405,10 +415,10 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-        "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
+        "inode = ?, head_sha = ?, tail_sha = ?, sha256 = ?, cursor = ?, lines = ?, gone = 0, gone_at = NULL, "
         "refreshed_at = datetime('now') WHERE id = ?",
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-         hashes[0], hashes[1], cursor, next_line - 1, file_id),
+         hashes[0], hashes[1], hashes[2], cursor, next_line - 1, file_id),
     )
 
 
@@ -439,7 +449,10 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor), index_text)
+        # The whole file as stat saw it: a grown file is hashed again from
+        # its start (hashing runs at several times the parse rate).
+        hashes = (*head_tail(fh, cursor), file_sha256(fh, plan.found.stat.st_size))
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, index_text)
     _count(stats, plan, s, cursor)
 
 
@@ -461,7 +474,8 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
     unreadable: list[Unreadable] = []
-    found = discover(roots, unreadable)
+    sidecars: list[FoundSidecar] = []
+    found = discover(roots, unreadable, sidecars)
     stats.unreadable = [u.as_dict() for u in unreadable]
     existing = _existing(conn)
     if existing:
@@ -501,10 +515,88 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     stats.pruned += 1
                 else:
                     if not existing[path][8]:
-                        conn.execute("UPDATE files SET gone = 1 WHERE id = ?", (file_id,))
+                        conn.execute("UPDATE files SET gone = 1, gone_at = datetime('now') WHERE id = ?",
+                                     (file_id,))
+                        if is_session_path(path) and classify(Path(path))[1] == "session":
+                            stats.sessions_gone += 1
                     stats.gone += 1
+    _hash_unhashed(conn, found)
+    refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _hash_unhashed(conn, found: list[Found]) -> None:
+    """files.sha256 for rows an older catalog made (before migration 017),
+    once, while the file is still the size the catalog read."""
+    rows = {p: (i, size) for i, p, size in conn.execute(
+        "SELECT id, path, size FROM files WHERE sha256 IS NULL AND gone = 0")}
+    for f in found:
+        row = rows.get(f.path)
+        if row is None or row[1] != f.stat.st_size:
+            continue
+        try:
+            with open_regular(f.path) as fh:
+                sha = file_sha256(fh, row[1])
+        except OSError:
+            continue
+        with transaction(conn):
+            conn.execute("UPDATE files SET sha256 = ? WHERE id = ? AND size = ?", (sha, row[0], row[1]))
+
+
+def store_blob(conn, data: bytes) -> str:
+    """The bytes' sha256, their content stored once (zlib) in ``blobs``."""
+    sha = hashlib.sha256(data).hexdigest()
+    if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone() is None:
+        conn.execute("INSERT INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
+                     (sha, len(data), zlib.compress(data, BLOB_LEVEL)))
+    return sha
+
+
+def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: bool,
+                     stats: RefreshStats) -> None:
+    """Bring the ``sidecars`` rows of the roots up to date: an unchanged file
+    (same size and mtime) is skipped, a new or changed one read and its
+    content stored once; a vanished one is marked gone (``prune``: its row
+    goes, and every blob no row names)."""
+    existing = {p: (i, size, mtime, gone) for i, p, size, mtime, gone in conn.execute(
+        "SELECT id, path, size, mtime_ns, gone FROM sidecars")}
+    for f in found:
+        row = existing.get(f.path)
+        st = f.stat
+        if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns and not row[3]:
+            continue
+        try:
+            with open_regular(f.path) as fh:
+                data = fh.read()
+        except OSError as e:
+            if not isinstance(e, FileNotFoundError):
+                stats.add_unreadable(f.path, e)
+            continue
+        with transaction(conn):
+            sha = store_blob(conn, data)
+            conn.execute(
+                "INSERT INTO sidecars (path, root, project, session_id, rel, sha256, size, mtime_ns, gone, "
+                "refreshed_at) VALUES (?,?,?,?,?,?,?,?,0,datetime('now')) ON CONFLICT (path) DO UPDATE SET "
+                "root = excluded.root, project = excluded.project, session_id = excluded.session_id, "
+                "rel = excluded.rel, sha256 = excluded.sha256, size = excluded.size, "
+                "mtime_ns = excluded.mtime_ns, gone = 0, gone_at = NULL, refreshed_at = excluded.refreshed_at",
+                (f.path, f.root, f.project, f.session_id, f.rel, sha, len(data), st.st_mtime_ns),
+            )
+        stats.sidecars += 1
+    seen = {f.path for f in found}
+    missing = [(p, row) for p, row in existing.items()
+               if p not in seen and any(p.startswith(r.rstrip(os.sep) + os.sep) for r in roots) and _vanished(p)]
+    if not missing:
+        return
+    with transaction(conn):
+        for _path, (sid, _size, _mtime, gone) in missing:
+            if prune:
+                conn.execute("DELETE FROM sidecars WHERE id = ?", (sid,))
+            elif not gone:
+                conn.execute("UPDATE sidecars SET gone = 1, gone_at = datetime('now') WHERE id = ?", (sid,))
+        if prune:
+            conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
 
 
 def _delete_file(conn, file_id: int) -> None:

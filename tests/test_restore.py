@@ -295,3 +295,30 @@ def test_a_full_disk_leaves_nothing_half_written(archive, tmp_path):
         assert files == []
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_a_grown_files_hash_resumes_from_its_stored_state(tmp_path):
+    """The running state refresh stores resumes to hashlib's digest, so a
+    grown file is hashed from its old size on, never read again."""
+    from txdb.ingest import sha as shamod
+
+    if shamod.new(b"\0" * shamod.CTX_BYTES) is None:
+        pytest.skip("no resumable SHA-256 backend here (a grown file is hashed from its start)")
+    data = os.urandom(300_000)
+    for cut in (0, 1, 63, 64, 65, 4097, 299_999):
+        h = shamod.new()
+        h.update(data[:cut])
+        resumed = shamod.new(h.state)
+        resumed.update(data[cut:])
+        assert resumed.hexdigest() == hashlib.sha256(data).hexdigest()
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    (state,) = conn.execute("SELECT sha_state FROM files WHERE path = ?", (str(f),)).fetchone()
+    assert state is not None and len(state) == shamod.CTX_BYTES
+    for _ in range(3):
+        with open(f, "ab") as fh:
+            fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
+        assert refresh(conn, [projects]).grown == 1
+        assert conn.execute("SELECT sha256 FROM files WHERE path = ?", (str(f),)).fetchone()[0] == sha(f)

@@ -30,7 +30,7 @@ TABLES = {
     "chain_findings": ["file_id", "offset", "severity", "code", "detail"],
     "dangling_parents": ["file_id", "offset", "parent_uuid"],
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
-              "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "gone_at"],
+              "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",

@@ -4,6 +4,9 @@
 -- whole file then); restore checks what it rebuilds against it. NULL on
 -- older rows until a refresh hashes them (the file must still be there).
 ALTER TABLE files ADD COLUMN sha256 TEXT;
+-- The running SHA-256 state after those bytes (txdb.ingest.sha): a grown
+-- file is hashed from its old size on, not read again (NULL: from its start).
+ALTER TABLE files ADD COLUMN sha_state BLOB;
 -- When refresh first found the file gone (files.gone = 1).
 ALTER TABLE files ADD COLUMN gone_at TEXT;
 

@@ -89,20 +89,6 @@ def head_tail(fh, cursor: int) -> tuple[str, str]:
     return head, tail
 
 
-def file_sha256(fh, size: int) -> str:
-    """sha256 of the file's first ``size`` bytes (the whole file at a stat)."""
-    h = hashlib.sha256()
-    fh.seek(0)
-    left = size
-    while left > 0:
-        chunk = fh.read(min(left, READ_BUFFER))
-        if not chunk:
-            break
-        h.update(chunk)
-        left -= len(chunk)
-    return h.hexdigest()
-
-
 def is_whole_object(chunk: bytes) -> bool:
     """Whether a last line without its newline is complete: it holds a whole
     JSON object (a published file), not a line still being written. The one

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
 from .discover import Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_stem
-from .lines import READ_BUFFER, file_sha256, head_tail, read_lines
+from . import sha as shamod
+from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
@@ -363,14 +365,51 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     elif cursor == 0 and inode == st.st_ino and lines == 0:
         status = "grown" if st.st_size > 0 else "unchanged"
     if status == "unchanged":
-        with open_regular(found.path) as fh:
-            sha = file_sha256(fh, st.st_size)
-        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, gone = 0, gone_at = NULL WHERE id = ?",
-                     (st.st_size, st.st_mtime_ns, sha, file_id))
+        digest, state = FileHash(found.path, st.st_size).result()
+        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, sha_state = ?, gone = 0, gone_at = NULL "
+                     "WHERE id = ?", (st.st_size, st.st_mtime_ns, digest, state, file_id))
         return Plan(found, "unchanged", file_id)
     if status == "grown":
         return Plan(found, "grown", file_id, cursor, lines + 1)
     return Plan(found, "rewritten", file_id)
+
+
+class FileHash:
+    """sha256 of a file's first ``size`` bytes, and its running state
+    (``txdb.ingest.sha``): resumed from ``state`` at ``start`` (a grown file:
+    only its new bytes are read) when the state can be resumed, else from
+    the start. Started at once; a large range is hashed on a thread (hashlib
+    and libcrypto let go of the GIL) while the rows are parsed."""
+
+    THREAD_BYTES = 1 << 20
+
+    def __init__(self, path: str, size: int, state: bytes | None = None, start: int = 0):
+        h = shamod.new(state) if state is not None and start <= size else None
+        if h is None:
+            h, start = shamod.new(), 0
+        self._h, self._path, self._range = h, path, (start, size)
+        self._error: BaseException | None = None
+        self._thread = None
+        if size - start >= self.THREAD_BYTES:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            with open_regular(self._path) as fh:
+                shamod.hash_range(self._h, fh, *self._range)
+        except BaseException as e:  # re-raised by result(), in the refresh's thread
+            self._error = e
+
+    def result(self) -> tuple[str, bytes | None]:
+        """(hex digest, state to store)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._h.hexdigest(), self._h.state
 
 
 def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
@@ -395,7 +434,7 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple[str, str, str], index_text: bool) -> None:
+              cursor: int, next_line: int, hashes: tuple, index_text: bool) -> None:
     """Inside the file's transaction: the full-text index of its new
     blocks, the session, dangling parents, chain and the cursor."""
     f = plan.found
@@ -415,10 +454,10 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-        "inode = ?, head_sha = ?, tail_sha = ?, sha256 = ?, cursor = ?, lines = ?, gone = 0, gone_at = NULL, "
-        "refreshed_at = datetime('now') WHERE id = ?",
+        "inode = ?, head_sha = ?, tail_sha = ?, sha256 = ?, sha_state = ?, cursor = ?, lines = ?, gone = 0, "
+        "gone_at = NULL, refreshed_at = datetime('now') WHERE id = ?",
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-         hashes[0], hashes[1], hashes[2], cursor, next_line - 1, file_id),
+         hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, file_id),
     )
 
 
@@ -437,6 +476,11 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
+    old = None
+    if plan.status == "grown":
+        old = conn.execute("SELECT size, sha_state FROM files WHERE id = ?", (plan.file_id,)).fetchone()
+    size = plan.found.stat.st_size
+    file_hash = FileHash(plan.found.path, size, old[1], old[0]) if old and old[1] else FileHash(plan.found.path, size)
     with open_regular(plan.found.path, buffering=READ_BUFFER) as fh, transaction(conn):
         file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
@@ -449,9 +493,7 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
-        # The whole file as stat saw it: a grown file is hashed again from
-        # its start (hashing runs at several times the parse rate).
-        hashes = (*head_tail(fh, cursor), file_sha256(fh, plan.found.stat.st_size))
+        hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
         _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, index_text)
     _count(stats, plan, s, cursor)
 
@@ -536,12 +578,12 @@ def _hash_unhashed(conn, found: list[Found]) -> None:
         if row is None or row[1] != f.stat.st_size:
             continue
         try:
-            with open_regular(f.path) as fh:
-                sha = file_sha256(fh, row[1])
+            digest, state = FileHash(f.path, row[1]).result()
         except OSError:
             continue
         with transaction(conn):
-            conn.execute("UPDATE files SET sha256 = ? WHERE id = ? AND size = ?", (sha, row[0], row[1]))
+            conn.execute("UPDATE files SET sha256 = ?, sha_state = ? WHERE id = ? AND size = ?",
+                         (digest, state, row[0], row[1]))
 
 
 def store_blob(conn, data: bytes) -> str:

@@ -97,12 +97,22 @@ def sidecar_place(path: str | Path, root: str | Path) -> tuple[str | None, str, 
         rel = Path(path).relative_to(root).parts
     except ValueError:
         return None
+    return _place(rel)
+
+
+def _place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
     for i in range(1, len(rel) - 1):
         if rel[i] in SIDECAR_DIRS or (rel[i] == SUBAGENTS and i == len(rel) - 2
                                        and rel[-1].endswith(META_SUFFIX)):
             project = rel[i - 2] if i >= 2 else None
             return project, rel[i - 1], "/".join(rel[i:])
     return None
+
+
+def _may_hold_sidecars(rel: tuple[str, ...]) -> bool:
+    """Whether files of the folder at ``rel`` (under a root) can be sidecars:
+    the folder is in a sidecar folder, or is a ``subagents`` folder."""
+    return (len(rel) >= 2 and rel[-1] == SUBAGENTS) or any(p in SIDECAR_DIRS for p in rel[1:])
 
 
 @dataclass(slots=True)
@@ -133,9 +143,11 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
     for root in roots:
         if not root.is_dir():
             continue
-        stack = [str(root)]
+        stack: list[tuple[str, tuple[str, ...]]] = [(str(root), ())]
         while stack:
-            folder = stack.pop()
+            folder, rel = stack.pop()
+            in_skipped = not SKIP_DIRS.isdisjoint(rel)
+            sidecar_folder = sidecars is not None and _may_hold_sidecars(rel)
             try:
                 entries = list(os.scandir(folder))
             except FileNotFoundError:
@@ -148,16 +160,16 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if entry.name not in SKIP_DIRS or sidecars is not None:
-                            stack.append(entry.path)
+                            stack.append((entry.path, (*rel, entry.name)))
                         continue
-                    if sidecars is not None and not entry.is_symlink():
-                        place = sidecar_place(entry.path, root)
+                    if sidecar_folder and not entry.is_symlink():
+                        place = _place((*rel, entry.name))
                         if place is not None:
                             st = entry.stat(follow_symlinks=False)
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
-                    if not is_session_file(entry.name) or SKIP_DIRS.intersection(Path(entry.path).parent.parts):
+                    if in_skipped or not is_session_file(entry.name):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

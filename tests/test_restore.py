@@ -19,6 +19,7 @@ from txdb.ingest.store import refresh
 
 SUBAGENT_DEMO = "-tmp-txdb-cli-fixtures-subagent-demo"
 SID = "417214f1-6c0e-4027-bf91-3e2fe84fe3fd"
+DATA_CLI = Path(__file__).resolve().parent / "data" / "cli" / SUBAGENT_DEMO
 
 
 def sha(p: Path) -> str:
@@ -108,12 +109,29 @@ def test_every_shipped_file_is_rebuilt_byte_for_byte_from_its_records(tmp_path):
     refresh(conn, [projects])
     whole = 0
     for fid, path, digest in conn.execute("SELECT id, path, sha256 FROM files").fetchall():
-        data = restore.rebuild(conn, fid)
-        if hashlib.sha256(data).hexdigest() == digest:
+        data = restore.rebuild_whole(conn, fid, digest)
+        if data is not None:
             assert data == Path(path).read_bytes()
             whole += 1
     total = conn.execute("SELECT count(*) FROM files").fetchone()[0]
     assert whole == total, f"{total - whole} of {total} fixture files not rebuilt whole"
+
+
+@pytest.mark.parametrize("ending, blank", [(b"\r\n", b""), (b"\n", b"\n"), (b"\r\n", b"\r\n")])
+def test_line_endings_and_blank_lines_come_back_as_they_were(tmp_path, monkeypatch, ending, blank):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    src = projects_dir = tmp_path / "projects"
+    proj = projects_dir / "-home-me-app"
+    proj.mkdir(parents=True)
+    lines = [x for x in (DATA_CLI / f"{SID}.jsonl").read_bytes().split(b"\n") if x]
+    f = proj / f"{SID}.jsonl"
+    f.write_bytes(b"".join(line + ending + blank for line in lines))
+    original = f.read_bytes()
+    run("refresh", "--root", src, ok=True)
+    f.unlink()
+    run("refresh", "--root", src, ok=True)
+    run("restore", SID, ok=True)
+    assert f.read_bytes() == original
 
 
 # -- 2. sidecars ---------------------------------------------------------------
@@ -322,3 +340,21 @@ def test_a_grown_files_hash_resumes_from_its_stored_state(tmp_path):
             fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
         assert refresh(conn, [projects]).grown == 1
         assert conn.execute("SELECT sha256 FROM files WHERE path = ?", (str(f),)).fetchone()[0] == sha(f)
+
+
+def test_refreshing_one_session_keeps_its_folders_files_too(tmp_path):
+    """The plugin's hook and `refresh --watch` refresh one file: the files
+    its session's folder gained meanwhile are kept as well."""
+    from txdb.ingest.store import refresh_path
+
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    (projects / SUBAGENT_DEMO / SID / "tool-results").mkdir()
+    (projects / SUBAGENT_DEMO / SID / "tool-results" / "toolu_9.txt").write_bytes(b"late output")
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
+    assert refresh_path(conn, f, str(projects)) == "grown"
+    assert conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'tool-results/toolu_9.txt'").fetchone()[0] \
+        == hashlib.sha256(b"late output").hexdigest()

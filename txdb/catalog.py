@@ -320,7 +320,7 @@ def reading(conn: sqlite3.Connection, ref: SessionRef):
         db.register_functions(scratch)
         db.migrate(scratch)
         db.ensure_views(scratch)
-        refresh_path(scratch, ref.path)
+        refresh_path(scratch, ref.path, sidecars=False)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
         yield scratch, file_id
     finally:

@@ -57,12 +57,15 @@ class Plan:
                 "files": [i.as_dict() for i in self.items]}
 
 
-def rebuild(conn: sqlite3.Connection, file_id: int) -> bytes:
+NEWLINES = (b"\n", b"\r\n")  # the line endings a rebuilt file is tried with, in order
+
+
+def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> bytes:
     """A catalogued file's bytes from its records: each record's raw JSON at
     its offset, the gaps between records (and after the last, up to the
-    file's catalogued size) filled with line endings: ``\\n`` each, or
-    ``\\r\\n`` when every gap of the file is two bytes long. The caller
-    checks the result against ``files.sha256``."""
+    file's catalogued size) filled with ``newline`` (``\\n`` where a gap is
+    not a whole number of them). The caller checks the result against
+    ``files.sha256``."""
     size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
     pieces: list[bytes] = []
     gaps: list[int] = []
@@ -75,12 +78,21 @@ def rebuild(conn: sqlite3.Connection, file_id: int) -> bytes:
         pieces.append(raw)
         at = offset + len(raw)
     gaps.append(max(0, size - at))
-    crlf = any(gaps[1:]) and all(g == 2 for g in gaps[1:] if g)
     out = bytearray()
+    n = len(newline)
     for gap, piece in zip(gaps, pieces + [b""]):
-        out += b"\r\n" * (gap // 2) if crlf and gap % 2 == 0 else b"\n" * gap
+        out += newline * (gap // n) if gap % n == 0 else b"\n" * gap
         out += piece
     return bytes(out)
+
+
+def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:
+    """The file's bytes when a rebuild hashes to ``sha256``, else None."""
+    for newline in NEWLINES:
+        data = rebuild(conn, file_id, newline)
+        if _sha(data) == sha256:
+            return data
+    return None
 
 
 def _sha(data: bytes) -> str:
@@ -123,11 +135,11 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     broken: list[str] = []
     for fid, p, k, rel in files:
         sha, = conn.execute("SELECT sha256 FROM files WHERE id = ?", (fid,)).fetchone()
-        data = rebuild(conn, fid)
         if sha is None:
             broken.append(f"{p} (the catalog has no sha256 of it: it was gone before a refresh could hash it)")
             continue
-        if _sha(data) != sha:
+        data = rebuild_whole(conn, fid, sha)
+        if data is None:
             broken.append(f"{p} (its catalogued lines do not make up the file it was: "
                           "an unparsable line or one still being written)")
             continue
@@ -180,16 +192,20 @@ def _check_targets(plan: Plan) -> None:
         it.present = True
 
 
-def restore(plan: Plan) -> list[Path]:
-    """Write the plan's files (those not already there), all or none; the
-    files written."""
-    todo = [sidecarmod.Sidecar(it.path, it.data, it.present) for it in plan.items]
+def restore(plans: list[Plan]) -> list[Path]:
+    """Write the plans' files (those not already there), all or none: a
+    failure takes back what this call wrote. The files written."""
+    written: list[Path] = []
     try:
-        return sidecarmod.write(plan.folder, todo, what="a restored file")
-    except Exception as e:
-        if isinstance(e, RestoreError):
-            raise
-        raise RestoreError(str(e)) from None
+        for plan in plans:
+            todo = [sidecarmod.Sidecar(it.path, it.data, it.present) for it in plan.items]
+            written += sidecarmod.write(plan.folder, todo, what="a restored file")
+    except BaseException as e:
+        sidecarmod.remove(written)
+        if isinstance(e, Exception) and not isinstance(e, RestoreError):
+            raise RestoreError(str(e)) from None
+        raise
+    return written
 
 
 def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:

@@ -50,10 +50,7 @@ def restore(db_path, session, where, to, dry_run, as_json):
             raise RestoreError(f"{ref.path} is a subagent transcript: restore the session it belongs to")
         ids = [ref.file_id]
     plans = [restoremod.plan_restore(conn, i, to) for i in ids]  # every check before any write
-    written = []
-    for plan in plans:
-        if not dry_run:
-            written.extend(str(p) for p in restoremod.restore(plan))
+    written = [] if dry_run else [str(p) for p in restoremod.restore(plans)]
     if as_json:
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
                       "written": written}))

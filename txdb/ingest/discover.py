@@ -109,6 +109,39 @@ def _place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
     return None
 
 
+def session_folder(session_path: str | Path) -> Path:
+    """``<project>/<sessionId>/`` of a session file or subagent transcript."""
+    p = Path(session_path)
+    return p.parent.parent if p.parent.name == SUBAGENTS else p.parent / session_stem(p)
+
+
+def session_sidecars(root: str | Path, session_path: str | Path) -> list[FoundSidecar]:
+    """The sidecars (``sidecar_place``) in the folder of the session whose
+    file (or subagent transcript) is at ``session_path``, found under
+    ``root``; links are never followed."""
+    folder = session_folder(session_path)
+    out: list[FoundSidecar] = []
+    for dirpath, dirs, names in os.walk(folder):
+        try:
+            rel = Path(dirpath).relative_to(root).parts
+        except ValueError:
+            return []
+        if not _may_hold_sidecars(rel):
+            continue
+        for name in names:
+            place = _place((*rel, name))
+            if place is None:
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append(FoundSidecar(path, str(root), *place, st))
+    return out
+
+
 def _may_hold_sidecars(rel: tuple[str, ...]) -> bool:
     """Whether files of the folder at ``rel`` (under a root) can be sidecars:
     the folder is in a sidecar folder, or is a ``subagents`` folder."""

@@ -30,7 +30,8 @@ from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
-from .discover import Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_stem
+from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
+                       session_sidecars, session_stem)
 from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
@@ -754,9 +755,12 @@ def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_resu
     return None
 
 
-def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
+def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None,
+                 sidecars: bool = True) -> str:
     """Refresh one file (given by path) and return its status. A file the
-    catalog has under another path (a symlink) is refreshed under that path."""
+    catalog has under another path (a symlink) is refreshed under that path.
+    With ``sidecars`` and a known root, the files of its session's folder
+    too (``refresh_sidecars``)."""
     given = Path(path).expanduser().absolute()
     st = given.stat()
     p = Path(catalogued_path(conn, given, st) or given.resolve())
@@ -766,7 +770,11 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     project, kind, parent = classify(p, Path(root) if root else None)
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
     plan = plan_file(conn, found, _existing_one(conn, str(p)))
-    ingest_file(conn, plan, RefreshStats())
+    stats = RefreshStats()
+    ingest_file(conn, plan, stats)
+    if sidecars and root is not None:
+        found_sidecars = session_sidecars(root, p)
+        refresh_sidecars(conn, found_sidecars, [str(session_folder(p))], False, stats)
     return plan.status
 
 

@@ -587,12 +587,24 @@ def _hash_unhashed(conn, found: list[Found]) -> None:
                          (digest, state, row[0], row[1]))
 
 
-def store_blob(conn, data: bytes) -> str:
-    """The bytes' sha256, their content stored once (zlib) in ``blobs``."""
-    sha = hashlib.sha256(data).hexdigest()
-    if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone() is None:
-        conn.execute("INSERT INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
-                     (sha, len(data), zlib.compress(data, BLOB_LEVEL)))
+def read_blob(path: str) -> tuple[str, int, bytes]:
+    """(sha256, size, zlib-compressed bytes) of the file at ``path``, read in
+    chunks: memory holds the compressed content, not the file."""
+    h, z, size = hashlib.sha256(), zlib.compressobj(BLOB_LEVEL), 0
+    parts = []
+    with open_regular(path) as fh:
+        while chunk := fh.read(READ_BUFFER):
+            h.update(chunk)
+            size += len(chunk)
+            parts.append(z.compress(chunk))
+    parts.append(z.flush())
+    return h.hexdigest(), size, b"".join(parts)
+
+
+def store_blob(conn, blob: tuple[str, int, bytes]) -> str:
+    """Store a ``read_blob`` result once in ``blobs``; its sha256."""
+    sha, size, data = blob
+    conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)", (sha, size, data))
     return sha
 
 
@@ -610,21 +622,20 @@ def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: b
         if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns and not row[3]:
             continue
         try:
-            with open_regular(f.path) as fh:
-                data = fh.read()
+            blob = read_blob(f.path)
         except OSError as e:
             if not isinstance(e, FileNotFoundError):
                 stats.add_unreadable(f.path, e)
             continue
         with transaction(conn):
-            sha = store_blob(conn, data)
+            sha = store_blob(conn, blob)
             conn.execute(
                 "INSERT INTO sidecars (path, root, project, session_id, rel, sha256, size, mtime_ns, gone, "
                 "refreshed_at) VALUES (?,?,?,?,?,?,?,?,0,datetime('now')) ON CONFLICT (path) DO UPDATE SET "
                 "root = excluded.root, project = excluded.project, session_id = excluded.session_id, "
                 "rel = excluded.rel, sha256 = excluded.sha256, size = excluded.size, "
                 "mtime_ns = excluded.mtime_ns, gone = 0, gone_at = NULL, refreshed_at = excluded.refreshed_at",
-                (f.path, f.root, f.project, f.session_id, f.rel, sha, len(data), st.st_mtime_ns),
+                (f.path, f.root, f.project, f.session_id, f.rel, sha, blob[1], st.st_mtime_ns),
             )
         stats.sidecars += 1
     seen = {f.path for f in found}

@@ -237,6 +237,18 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     return _rows(conn, sql, params)
 
 
+def gone_sessions(conn, project: str | None = None, limit: int | None = None) -> list[dict]:
+    """Sessions whose file vanished from disk, newest loss first (view gone_sessions)."""
+    sql, params = "SELECT * FROM gone_sessions", []
+    if project:
+        sql += " WHERE project LIKE ?"
+        params.append(f"%{project}%")
+    if limit:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _rows(conn, sql, params)
+
+
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     """The analyze report (README, "analyze"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
@@ -339,7 +351,7 @@ def reading(conn: sqlite3.Connection, ref: SessionRef):
         db.register_functions(scratch)
         db.migrate(scratch)
         db.ensure_views(scratch)
-        refresh_path(scratch, ref.path)
+        refresh_path(scratch, ref.path, sidecars=False)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
         yield scratch, file_id
     finally:

@@ -12,8 +12,9 @@ from pathlib import Path
 import txdb
 
 PKG = Path(txdb.__file__).parent
-# Packages that sit on top: they may import anything below them.
-UPPER = ("surgery", "cli", "web")
+# Packages that sit on top: they may import anything below them (restore
+# writes sessions as surgery does, and takes a --where as select does).
+UPPER = ("surgery", "cli", "web", "restore.py")
 
 
 def _modules():

@@ -220,12 +220,25 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
         "last_timestamp": "last_timestamp DESC",
         "tokens": "est_context_tokens DESC",
         "size": "file_bytes DESC",
+        "cost": "cost_usd IS NULL, cost_usd DESC",
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, file_bytes, path FROM session_costs WHERE "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
+    if limit:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _rows(conn, sql, params)
+
+
+def gone_sessions(conn, project: str | None = None, limit: int | None = None) -> list[dict]:
+    """Sessions whose file vanished from disk, newest loss first (view gone_sessions)."""
+    sql, params = "SELECT * FROM gone_sessions", []
+    if project:
+        sql += " WHERE project LIKE ?"
+        params.append(f"%{project}%")
     if limit:
         sql += " LIMIT ?"
         params.append(limit)
@@ -332,7 +345,7 @@ def reading(conn: sqlite3.Connection, ref: SessionRef):
         db.register_functions(scratch)
         db.migrate(scratch)
         db.ensure_views(scratch)
-        refresh_path(scratch, ref.path)
+        refresh_path(scratch, ref.path, sidecars=False)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
         yield scratch, file_id
     finally:

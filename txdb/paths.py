@@ -3,8 +3,8 @@
 A session is ``<projects>/<project>/<id>.jsonl``; its folder
 ``<project>/<id>/`` holds its subagents' transcripts
 (``subagents/agent-<x>.jsonl``) and its side files: Claude Code's own
-``tool-results/`` (``.tool-results/`` in older releases) and txdb's
-``persisted/``. txdb's copies sit beside the session file and only add to
+``tool-results/`` (``.tool-results/`` in older releases), the subagents'
+``*.meta.json`` and txdb's ``persisted/``. txdb's copies sit beside the session file and only add to
 its name: the pending copy ``<id>.jsonl.pending``, its snapshot record
 ``<id>.jsonl.pending.json``, backups ``<id>.jsonl.bak`` and ``.bak.N``, the
 swap journal ``<id>.jsonl.swaps.json``. Names only, but for the few
@@ -29,6 +29,11 @@ SUBAGENT_PREFIX = "agent-"
 
 # Folders whose .jsonl files are never sessions.
 SKIP_DIRS = frozenset({TOOL_RESULTS})
+PERSISTED = "persisted"
+# Folders in a session's folder whose files are the session's sidecars, and
+# the suffix of the subagents' meta files beside their transcripts.
+SIDECAR_DIRS = (TOOL_RESULTS, PERSISTED)
+META_SUFFIX = ".meta.json"
 
 
 def is_session_name(name: str) -> bool:

@@ -307,22 +307,34 @@ def query(db_path, sql, params, fmt):
 @click.option("--project", help="Only projects whose folder name contains this.")
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
-@click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
+@click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size", "cost"]), default="last_timestamp",
+              help="Order: newest first, or the largest est. context, file or cost (USD) first.")
+@click.option("--gone", is_flag=True, help="Only sessions whose file vanished from disk, and when "
+              "(view gone_sessions; `txdb restore` gives them back).")
 @format_options
-def sessions(db_path, project, limit, subagents, sort, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens.
+def sessions(db_path, project, limit, subagents, sort, gone, fmt):
+    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD.
 
     Example:
 
     \b
         txdb sessions --sort tokens --limit 10
+        txdb sessions --gone
     """
     from .. import catalog
 
     conn, _ = open_catalog(db_path)
+    if gone:
+        rows = catalog.gone_sessions(conn, project=project, limit=limit)
+        if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+        else:
+            emit_rows(rows, fmt)
+        return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
+        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
+                "cost_usd"]
         emit_rows(rows, "table", cols)
     else:
         emit_rows(rows, fmt)

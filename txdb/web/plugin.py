@@ -8,7 +8,7 @@ every query goes through Datasette's read connections.
 
 Routes:
     /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
-    /-/txdb/charts[?db=NAME]                                 tokens by day, largest contexts
+    /-/txdb/charts[?db=NAME]                                 tokens and cost by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
 
 Charts are SVG drawn here (txdb.web.svg): no script and nothing fetched from
@@ -146,7 +146,7 @@ def extra_css_urls(database, datasette):
 def database_actions(datasette, database):
     async def links():
         if database and await _database_is_catalog(datasette, database):
-            return [{"href": charts_url(datasette, database), "label": "Charts: tokens by day, largest contexts"}]
+            return [{"href": charts_url(datasette, database), "label": "Charts: tokens and cost by day, largest contexts"}]
         return []
 
     return links
@@ -354,7 +354,7 @@ async def charts_page(request, datasette):
         "largest": largest,
         "kinds": charts.TOKEN_KINDS,
         "limit": charts.CONTEXT_LIMIT,
-        "by_day_chart": markupsafe.Markup(svg.tokens_by_day(days, charts.TOKEN_KINDS)),
+        "by_day_chart": markupsafe.Markup(svg.tokens_by_day(days, charts.DAY_ROWS)),
         "largest_chart": markupsafe.Markup(svg.largest_contexts(
             largest, charts.CONTEXT_LIMIT, lambda fid: session_url(datasette, db.name, fid))),
     }

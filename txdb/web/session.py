@@ -43,9 +43,14 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         return None
     session = head[0]
     # The gauge and the calibrated estimate as every view shows them.
-    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens FROM session_costs "
-                        "WHERE file_id = ?", (file_id,))
+    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens, cost_usd, unpriced_messages "
+                        "FROM session_costs WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
+    # What its API messages cost (billed_cost), and the CLI's own figure.
+    session["cost_usd"] = gauge[0]["cost_usd"] if gauge else None
+    session["unpriced_messages"] = gauge[0]["unpriced_messages"] if gauge else None
+    cli = conn.execute("SELECT cli_cost_usd FROM cli_cost WHERE file_id = ?", (file_id,)).fetchone()
+    session["cli_cost_usd"] = cli[0] if cli else None
     by_type = _rows(conn, """
         SELECT category, items, chars, tokens FROM analyze_by_type WHERE file_id = ?
         ORDER BY tokens DESC""", (file_id,))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
-from .ingest.discover import is_session_file, is_session_path
+from .ingest.discover import is_session_file, is_session_path, is_side_file
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
@@ -63,6 +63,8 @@ def copy_kind(path: str | Path) -> str:
         return "a backup"
     if is_session_file(name) and os.path.islink(p):
         return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
+    if is_side_file(p):
+        return "a side file of a session's folder"
     if is_session_file(name):
         return "a file inside a tool-results folder"
     if p.is_dir():

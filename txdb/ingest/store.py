@@ -26,7 +26,7 @@ from .. import chain as chainmod
 from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
-from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
+from .discover import Found, Unreadable, classify, discover, is_session_path, is_side_file, session_stem
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
@@ -451,8 +451,10 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
         if path not in seen and any(path.startswith(r.rstrip(os.sep) + os.sep) for r in root_strs)
     ]
     # Files an older txdb catalogued that are not sessions (a backup, a
-    # pending copy) go with --prune, wherever they are.
-    not_sessions = [(path, row[0]) for path, row in existing.items() if not is_session_path(path)] if prune else []
+    # pending copy) go with --prune, wherever they are; side files of a
+    # session's folder (its resume-head.jsonl) go at once, gone or not.
+    not_sessions = [(path, row[0]) for path, row in existing.items()
+                    if not is_session_path(path) and (prune or is_side_file(path))]
     if missing or not_sessions:
         with transaction(conn):
             for path, file_id in not_sessions:

@@ -241,7 +241,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     on_disk = _rows(
         conn,
-        "SELECT CASE WHEN type IN ('api-request','api-request-blob','api-request-shape') THEN 'journal' "
+        "SELECT CASE WHEN journal = 1 THEN 'journal' "
         "            WHEN on_chain = 1 THEN 'active chain' ELSE 'off chain' END AS part, "
         "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
         (file_id,),

@@ -267,6 +267,14 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     for row in persisted:
         row["saved_tokens"] = tokens.text_tokens(row["saved_chars"] or 0)
+    # What of this file txdb does not model (the format_census view's rule).
+    not_modelled = _rows(
+        conn,
+        "SELECT f.kind, f.name, f.version, f.n AS count FROM file_formats f "
+        "JOIN format_census c ON c.version = f.version AND c.kind = f.kind AND c.name = f.name "
+        "WHERE f.file_id = ? AND c.modelled = 0 ORDER BY f.kind, f.n DESC, f.name",
+        (file_id,),
+    )
     from .estimate import session_estimate
 
     return {
@@ -280,6 +288,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "health": health,
         "images": images,
         "persisted": persisted,
+        "not_modelled": not_modelled,
     }
 
 

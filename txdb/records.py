@@ -51,6 +51,11 @@ ENVELOPE_KEYS = frozenset({
     "bridgeSessionId", "totalCostUSD", "modelUsage",
 })
 
+# Content block types block_rows reads (any other is kind 'other'); names
+# are GLOB patterns (known_formats matches them so).
+BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result",
+               "*_tool_result", "image")
+
 # The request journal: written since CC 2.1.300, never sent as context.
 JOURNAL_TYPES = frozenset(t for t, what in LINE_TYPES.items() if what == "journal")
 

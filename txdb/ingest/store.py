@@ -24,6 +24,7 @@ from typing import Callable
 
 from .. import chain as chainmod
 from .. import estimate, verify
+from . import census
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from .discover import Found, Unreadable, classify, discover, is_session_path, is_side_file, session_stem
@@ -180,7 +181,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "chain_findings", "records", "sessions"):
+                  "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -360,6 +361,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
+    census.store(conn, file_id, s.census)
     if plan.from_start:
         _add_dangling(conn, file_id, s.dangling, True, 0)
         _store_chain(conn, file_id, s.chain)

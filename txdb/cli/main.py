@@ -401,6 +401,13 @@ def analyze(db_path, session, original, as_json):
              f"largest {im['largest_px'] or '?'} px on its long edge (txdb list-images SESSION)")
     for w in im.get("warnings") or ():
         echo(f"Warning: {w}")
+    unknown: dict[str, list[str]] = {}
+    for u in report.get("not_modelled") or ():
+        unknown.setdefault(u["kind"], []).append(f"{u['name'] or '(none)'} ({u['count']})")
+    if unknown:
+        echo("\nNot modelled by txdb (stored as written; the format_census view):")
+        for kind, names in unknown.items():
+            echo(f"  {kind}: {', '.join(names)}")
     cuts = report["cut_points"]
     if cuts:
         echo("\nCut points (user prompts: pos, line, tokens before):")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,11 @@ SKIP_DIRS = frozenset({"tool-results"})
 SIDECAR_DIRS = ("tool-results", "persisted")
 SUBAGENTS = "subagents"
 META_SUFFIX = ".meta.json"
+# A session's own folder (``<uuid>/`` beside ``<uuid>.jsonl``) holds its
+# subagents' transcripts in ``subagents/`` and side files the CLI keeps for
+# itself (``resume-head.jsonl``, ``tool-results/``): only the first are sessions.
+SESSION_DIR = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+SUBAGENTS_DIR = "subagents"
 
 
 @dataclass(slots=True)
@@ -55,9 +61,21 @@ def is_session_file(name: str) -> bool:
     return name.endswith(".jsonl")
 
 
+def is_side_file(path: str | Path) -> bool:
+    """A file inside a session's own folder that is not in its
+    ``subagents/`` folder (``<uuid>/resume-head.jsonl``): the CLI's own
+    bookkeeping, never a session."""
+    parts = Path(path).parent.parts
+    for i in range(len(parts) - 1, -1, -1):
+        if SESSION_DIR.fullmatch(parts[i]):
+            return parts[i + 1: i + 2] != (SUBAGENTS_DIR,)
+    return False
+
+
 def is_session_path(path: str | Path) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
-    ``.jsonl`` name outside any ``tool-results`` folder, and, for a symlink,
+    ``.jsonl`` name outside any ``tool-results`` folder and not a side file
+    of a session's folder (:func:`is_side_file`), and, for a symlink,
     the file it points at too (a link named ``X.jsonl`` to a backup is a
     backup). Backups, pending copies and every other file are read directly
     when asked for, never catalogued."""
@@ -68,7 +86,7 @@ def is_session_path(path: str | Path) -> bool:
 
 
 def _named_like_session(p: Path) -> bool:
-    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
+    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts) and not is_side_file(p)
 
 
 def reached(path: str | Path, root: str | Path) -> bool:
@@ -221,7 +239,7 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
-                    if in_skipped or not is_session_file(entry.name):
+                    if in_skipped or not is_session_file(entry.name) or is_side_file(entry.path):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

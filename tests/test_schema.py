@@ -31,6 +31,7 @@ TABLES = {
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
               "tail_sha", "cursor", "lines", "gone", "refreshed_at"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
+    "secret_findings": ["file_id", "offset", "idx", "start", "length", "line", "col", "type", "secret_sha256"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
                 "message_id", "request_id", "tokens", "raw"],
@@ -51,7 +52,7 @@ VIEWS = {
     "attachments_by_type", "billed_usage", "block_targets", "chain_health", "chain_problems", "chain_targets",
     "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
-    "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
+    "search_tool_input", "search_tool_output", "secrets", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_by_day", "usage_by_model",
 }
 INDEXES = {

@@ -278,7 +278,7 @@ def query(db_path, sql, params, fmt):
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens.
+    """One row per session: id, project, title, dates, lines, est. context tokens, secrets found.
 
     Example:
 
@@ -288,7 +288,8 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
     conn, _ = open_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
+        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
+                "secrets"]
         emit_rows(rows, "table", cols)
     else:
         emit_rows(rows, fmt)

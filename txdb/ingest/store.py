@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
-from .. import estimate, verify
+from .. import estimate, secrets, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
@@ -211,8 +211,8 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "chain_findings", "records", "sessions"):
+    for table in ("secret_findings", "blocks", "attachments", "usage", "chain", "parse_errors",
+                  "dangling_parents", "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -380,7 +380,8 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
         if index_text:
             conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
-        conn.execute("DELETE FROM blocks WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
+        for table in ("secret_findings", "blocks"):
+            conn.execute(f"DELETE FROM {table} WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
 
@@ -391,6 +392,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     f = plan.found
     if index_text:
         conn.execute(FTS_INDEX, (file_id, plan.start_offset))
+    secrets.store_findings(conn, file_id, plan.start_offset)  # the new blocks' secrets (txdb/secrets.py)
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)

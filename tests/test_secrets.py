@@ -1,0 +1,154 @@
+"""Secrets in the archive: refresh finds them (detect-secrets' plugins, plus
+txdb's Google API key plugin), stores where they are and a hash, never the
+secret; the `secrets` view and `txdb sessions` show them; `txdb export
+--redact` writes Parquet without them, the catalog unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import orjson
+import pytest
+
+from conftest import run
+from sessions import append, assistant, conversation, user, write
+from txdb import db
+from txdb.ingest.store import refresh
+
+GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwic2Vzc2lvbiI6ImFiYzEyMyIsImlhdCI6MTcwMDAwMDAwMH0"
+       ".k3Jq9XbQmT2vW8yZr1uN5pLs7aHd0eCf6gIo4tKxYwE")
+AWS = "AKIAQ7XK2M4NTESTFAKE"
+PASSWORD = "s3cr3t-Adm1n-Pa55!"
+SECRETS = {GOOGLE: "Google API Key", JWT: "JSON Web Token", AWS: "AWS Access Key", PASSWORD: "Secret Keyword"}
+
+assert len(GOOGLE) == 39 and GOOGLE.startswith("AIza")
+
+
+def leaky_session(session: str = "leaky") -> list[dict]:
+    """A user pastes a config (a Google key and an admin password), a Bash
+    call carries a JWT, a Read result (numbered lines, and again in
+    toolUseResult, as Claude Code writes it) an AWS key."""
+    u = user("here is my .env, why does it fail?\n"
+             f"GOOGLE_MAPS_KEY={GOOGLE}\nADMIN_PASSWORD={PASSWORD}\nDEBUG=true", session=session)
+    a = assistant([{"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                    "input": {"command": f"curl -H 'Authorization: Bearer {JWT}' http://localhost/api"}}],
+                  u["uuid"], session=session)
+    r1 = user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}], a["uuid"], session=session)
+    a2 = assistant([{"type": "tool_use", "id": "toolu_2", "name": "Read",
+                     "input": {"file_path": "/home/me/.aws/credentials"}}], r1["uuid"], session=session)
+    creds = f"     1\u2192[default]\n     2\u2192aws_access_key_id = {AWS}\n     3\u2192region = eu-west-1"
+    r2 = user([{"type": "tool_result", "tool_use_id": "toolu_2", "content": creds}], a2["uuid"], session=session,
+              toolUseResult={"type": "text", "file": {"filePath": "/home/me/.aws/credentials", "content": creds}})
+    a3 = assistant("Your key is fine; the region is wrong.", r2["uuid"], session=session)
+    return [u, a, r1, a2, r2, a3]
+
+
+def clean_session(session: str = "clean") -> list[dict]:
+    u = user("def login(password):\n    return check(password)\nsha 9f86d081884c7d659a2feaea0c55ad015a3bf4f1b2b0b822"
+             "cd15d6c15b0f00a08 and uuid 1b4e28ba-2fa1-11d2-883f-0016d3cca427", session=session)
+    return [u, assistant("if password == other_password: the check passes", u["uuid"], session=session)]
+
+
+@pytest.fixture
+def leaky(tmp_path):
+    root = tmp_path / "projects"
+    write(root / "-home-me-app" / "leaky.jsonl", leaky_session())
+    write(root / "-home-me-app" / "clean.jsonl", clean_session())
+    write(root / "-home-me-app" / "plain.jsonl", conversation(2, session="plain"))
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    return path, conn, root
+
+
+def findings(conn, session: str) -> list[dict]:
+    return db.rows(conn, "SELECT f.*, b.text FROM secret_findings f JOIN blocks b USING (file_id, offset, idx) "
+                         "JOIN sessions s USING (file_id) WHERE s.session_id = ? ORDER BY f.offset, f.start",
+                   (session,))
+
+
+def test_refresh_finds_each_secret_and_stores_no_secret(leaky):
+    _, conn, _ = leaky
+    rows = findings(conn, "leaky")
+    found = {r["text"][r["start"]:r["start"] + r["length"]]: r for r in rows}
+    assert {s: found[s]["type"] for s in SECRETS if s in found} == SECRETS
+    assert len(rows) == len(SECRETS)
+    for secret, r in found.items():
+        assert r["secret_sha256"] == hashlib.sha256(secret.encode()).hexdigest()
+        line = r["text"].split("\n")[r["line"] - 1]
+        assert line[r["col"]:r["col"] + r["length"]] == secret
+    # The table holds where and what kind, never the secret.
+    stored = " ".join(str(v) for row in conn.execute("SELECT * FROM secret_findings") for v in row)
+    assert not [s for s in SECRETS if s in stored]
+    assert findings(conn, "clean") == [] and findings(conn, "plain") == []
+
+
+def test_secrets_view_and_sessions_column(leaky):
+    path, _, _ = leaky
+    r = run("query", "SELECT session_id, type, found_in, count FROM secrets ORDER BY type", "--db", path,
+            "--json", ok=True)
+    assert orjson.loads(r.output) == [
+        {"session_id": "leaky", "type": "AWS Access Key", "found_in": "tool_result Read", "count": 1},
+        {"session_id": "leaky", "type": "Google API Key", "found_in": "text", "count": 1},
+        {"session_id": "leaky", "type": "JSON Web Token", "found_in": "tool_use Bash", "count": 1},
+        {"session_id": "leaky", "type": "Secret Keyword", "found_in": "text", "count": 1},
+    ]
+    listed = orjson.loads(run("sessions", "--db", path, "--json", ok=True).output)
+    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": 4, "clean": 0, "plain": 0}
+    table = run("sessions", "--db", path, "--table", ok=True).output
+    assert "secrets" in table.splitlines()[0]
+
+
+def test_refresh_scans_only_new_blocks(leaky):
+    path, conn, root = leaky
+    # A finding taken out by hand stays out: a grown file's old blocks are not scanned again.
+    conn.execute("DELETE FROM secret_findings WHERE type = 'Google API Key'")
+    last = orjson.loads((root / "-home-me-app" / "leaky.jsonl").read_bytes().splitlines()[-1])
+    other = "AKIAZ9YW8V7UTESTFAKE"
+    append(root / "-home-me-app" / "leaky.jsonl", user(f"and this one: key {other}", last["uuid"], session="leaky"))
+    stats = refresh(conn, [root])
+    assert stats.grown == 1
+    types = sorted(r["type"] for r in findings(conn, "leaky"))
+    assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword"]
+    # A rewritten file is scanned whole again, its old findings replaced.
+    p = root / "-home-me-app" / "leaky.jsonl"
+    p.write_bytes(p.read_bytes().replace(b"region = eu-west-1", b"region = us-east-1"))
+    refresh(conn, [root])
+    assert len(findings(conn, "leaky")) == 5
+
+
+def parquet_text(out) -> str:
+    """Every value of every exported Parquet file, as one text."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for f in sorted(out.rglob("*.parquet")):
+        for col in pq.read_table(f).to_pylist():
+            parts.extend(str(v) for v in col.values())
+    return "\n".join(parts)
+
+
+def test_export_redact_masks_every_finding(leaky, tmp_path):
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    path, conn, _ = leaky
+    before = conn.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0]
+    run("export", tmp_path / "plain-export", "--db", path, ok=True)
+    run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True)
+    plain, redacted = parquet_text(tmp_path / "plain-export"), parquet_text(tmp_path / "redacted")
+    assert all(s in plain for s in SECRETS)  # the unredacted export is as it was
+    assert [s for s in SECRETS if s in redacted] == []
+    for kind in SECRETS.values():
+        assert f"[REDACTED:{kind}]" in redacted
+    # The raw lines are still JSON, the secret masked in toolUseResult too, the rest as it was.
+    raws = duckdb.sql(f"SELECT raw FROM read_parquet('{tmp_path}/redacted/records/**/*.parquet', "
+                      "hive_partitioning=true) WHERE session_id = 'leaky' ORDER BY line").fetchall()
+    read = [orjson.loads(r[0]) for r in raws if "toolUseResult" in r[0]][0]
+    assert "[REDACTED:AWS Access Key]" in read["toolUseResult"]["file"]["content"]
+    assert "region = eu-west-1" in read["toolUseResult"]["file"]["content"]
+    assert orjson.loads((tmp_path / "redacted" / "_txdb_export.json").read_bytes())["redacted"] is True
+    # The catalog itself is unchanged.
+    ro = sqlite3.connect(path)
+    assert ro.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0] == before

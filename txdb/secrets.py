@@ -1,0 +1,176 @@
+"""Secrets held in the catalog's text: found at refresh, stored as findings
+(where and of what type, a hash of the secret, never the secret itself),
+masked in a redacted export.
+
+The detectors are detect-secrets' (the maintained fork detect-secrets-plus;
+its plugins, filters and verdicts), run in two steps so that a refresh
+stays cheap: each plugin's own regular expressions are searched over a
+block's whole text (in C, one pass each), and only the lines they hit go
+through detect-secrets' line scan, which decides. Its entropy plugins
+(any long random-looking string: every hash, id and base64 image) and the
+public IP plugin are left out. A line shaped like configuration
+(``KEY=value``, ``key: value``, also as a Read result's numbered line) is
+scanned as a config file, where a keyword's value needs no quotes; any
+other line as code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
+# Left out: the entropy plugins (any long random-looking string: every hash,
+# id and base64 image) and public IPs (not secrets); and five plugins for
+# IBM Cloud, Cloudant, SoftLayer and Artifactory whose expressions (a
+# look-behind before a keyword alternation, tried at every character) took
+# three quarters of the scan's time on the test corpus (README, "Secrets").
+SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector",
+                             "ArtifactoryDetector", "CloudantDetector", "IbmCloudIamDetector",
+                             "IbmCosHmacDetector", "SoftlayerDetector"})
+# A finding covers the whole token its match starts (a JWT's signature too).
+_TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
+_CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
+_CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
+# The findings of one file's blocks from a byte offset on.
+SELECT_TEXTS = ("SELECT offset, idx, text FROM blocks WHERE file_id = ? AND offset >= ? "
+                "AND text IS NOT NULL AND text <> ''")
+FINDINGS_INSERT = ("INSERT OR REPLACE INTO secret_findings "
+                   "(file_id, offset, idx, start, length, line, col, type, secret_sha256) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    type: str  # detect-secrets' secret type ("AWS Access Key", "Secret Keyword", ...)
+    start: int  # where the secret starts in the text, in characters
+    length: int  # its length, in characters
+    line: int  # its line in the text, from 1
+    col: int  # its column in that line, in characters from 0
+    sha256: str  # of the secret, hex
+
+
+@dataclass(frozen=True)
+class _Detector:
+    settings: dict
+    prefilters: tuple[re.Pattern, ...]
+    keywords: re.Pattern  # the keyword plugin's words, searched in the lowered text
+
+
+@lru_cache(maxsize=1)
+def _detector() -> _Detector:
+    """The plugins txdb runs, and their regular expressions (imported on
+    first use: refresh pays for detect-secrets only when it scans)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins import keyword
+    from detect_secrets.settings import get_plugins, transient_settings
+
+    plugins = [{"name": c.__name__} for c in get_mapping_from_secret_type_to_class().values()
+               if c.__name__ not in SKIPPED_PLUGINS]
+    plugins.append({"name": "GoogleApiKeyDetector", "path": Path(__file__).with_name("secret_plugins.py").as_uri()})
+    settings = {"plugins_used": plugins}
+    prefilters: list[re.Pattern] = []
+    with transient_settings(settings):
+        get_mapping_from_secret_type_to_class.cache_clear()  # now with txdb's plugin file
+        for plugin in get_plugins():
+            prefilters.extend(getattr(plugin, "denylist", ()))
+    # Its words are lower case; a case-sensitive search of the lowered
+    # text is several times faster than an IGNORECASE one.
+    words = re.compile("|".join(keyword.DENYLIST))
+    return _Detector(settings, tuple(dict.fromkeys(prefilters)), words)
+
+
+def scan_texts(texts: list[str]) -> list[list[Finding]]:
+    """The findings in each text, in order."""
+    det = _detector()
+    candidates = [_candidate_lines(text, det) for text in texts]
+    if not any(candidates):
+        return [[] for _ in texts]
+    from detect_secrets.core.scan import _process_line_based_plugins
+    from detect_secrets.settings import transient_settings
+
+    out: list[list[Finding]] = []
+    with transient_settings(det.settings):
+        for text, lines in zip(texts, candidates):
+            found: dict[tuple[int, int], Finding] = {}
+            for number, start, line in lines:
+                name = _CONFIG_NAME if _CONFIG_LINE.match(line) else _CODE_NAME
+                for secret in _process_line_based_plugins([(number, line)], name):
+                    for f in _locate(line, number, start, secret.type, secret.secret_value or ""):
+                        # A plugin naming the secret's kind wins over the keyword plugin.
+                        held = found.get((f.start, f.length))
+                        if held is None or held.type == KEYWORD_TYPE:
+                            found[(f.start, f.length)] = f
+            out.append(sorted(found.values(), key=lambda f: f.start))
+    return out
+
+
+def scan_text(text: str) -> list[Finding]:
+    return scan_texts([text])[0]
+
+
+def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str]]:
+    """(line number, start, line) of each line a plugin's expression hits."""
+    numbers = {text.count("\n", 0, m.start()) for p in det.prefilters for m in p.finditer(text)}
+    lowered = text.lower()  # lower() keeps every newline, so line numbers hold
+    numbers.update(lowered.count("\n", 0, m.start()) for m in det.keywords.finditer(lowered))
+    if not numbers:
+        return []
+    out, start = [], 0
+    for number, line in enumerate(text.split("\n")):
+        if number in numbers:
+            out.append((number + 1, start, line))
+        start += len(line) + 1
+    return out
+
+
+def _locate(line: str, number: int, line_start: int, kind: str, value: str):
+    if not value:
+        return
+    for m in re.finditer(re.escape(value), line):
+        end = _TOKEN_REST.match(line, m.end()).end() if _TOKEN_REST.fullmatch(value) else m.end()
+        secret = line[m.start():end]
+        yield Finding(kind, line_start + m.start(), len(secret), number, m.start(),
+                      hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
+
+
+def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> int:
+    """Scan the file's blocks from ``start_offset`` on (the ones a refresh
+    just wrote) and store their findings; the number stored."""
+    rows = conn.execute(SELECT_TEXTS, (file_id, start_offset)).fetchall()
+    if not rows:
+        return 0
+    findings = scan_texts([r[2] for r in rows])
+    values = [(file_id, offset, idx, f.start, f.length, f.line, f.col, f.type, f.sha256)
+              for (offset, idx, _), fs in zip(rows, findings) for f in fs]
+    if values:
+        conn.executemany(FINDINGS_INSERT, values)
+    return len(values)
+
+
+def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | None:
+    """A function masking every secret found in the file's blocks, in any
+    text (a block's, a line's raw JSON, a title) as ``[REDACTED:<type>]``;
+    None when the file has no finding."""
+    rows = conn.execute(
+        "SELECT f.type, f.start, f.length, b.text FROM secret_findings f JOIN blocks b "
+        "ON b.file_id = f.file_id AND b.offset = f.offset AND b.idx = f.idx WHERE f.file_id = ?",
+        (file_id,)).fetchall()
+    masks: dict[str, str] = {}
+    for kind, start, length, text in rows:
+        secret = text[start:start + length]
+        if secret:
+            masks.setdefault(secret, f"[REDACTED:{kind}]")
+            escaped = orjson.dumps(secret).decode()[1:-1]  # as it stands inside a JSON string
+            masks.setdefault(escaped, f"[REDACTED:{kind}]")
+    if not masks:
+        return None
+    pattern = re.compile("|".join(re.escape(s) for s in sorted(masks, key=len, reverse=True)))
+    return lambda value: pattern.sub(lambda m: masks[m.group(0)], value)

@@ -1,7 +1,8 @@
-"""Secrets in the archive: refresh finds them (detect-secrets' plugins, plus
-txdb's Google API key plugin), stores where they are and a hash, never the
-secret; the `secrets` view and `txdb sessions` show them; `txdb export
---redact` writes Parquet without them, the catalog unchanged."""
+"""Secrets in the archive: `txdb secrets scan` finds them in the text no
+scan has read (detect-secrets' plugins, plus txdb's Google API key plugin),
+stores where they are and a hash, never the secret; the `secrets` view and
+`txdb sessions` show them; `txdb export --redact` (scanning first) writes
+Parquet without them, the catalog unchanged."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def clean_session(session: str = "clean") -> list[dict]:
 
 
 @pytest.fixture
-def leaky(tmp_path):
+def unscanned(tmp_path):
     root = tmp_path / "projects"
     write(root / "-home-me-app" / "leaky.jsonl", leaky_session())
     write(root / "-home-me-app" / "clean.jsonl", clean_session())
@@ -60,6 +61,14 @@ def leaky(tmp_path):
     path = tmp_path / "c.db"
     conn = db.connect(path)
     refresh(conn, [root])
+    return path, conn, root
+
+
+@pytest.fixture
+def leaky(unscanned):
+    path, conn, root = unscanned
+    report = orjson.loads(run("secrets", "scan", "--db", path, "--json", ok=True).output)
+    assert report["findings"] == len(SECRETS) and report["files"] == 3
     return path, conn, root
 
 
@@ -85,6 +94,12 @@ def test_refresh_finds_each_secret_and_stores_no_secret(leaky):
     assert findings(conn, "clean") == [] and findings(conn, "plain") == []
 
 
+def test_sessions_say_which_files_no_scan_has_read(unscanned):
+    path, _, _ = unscanned
+    listed = orjson.loads(run("sessions", "--db", path, "--json", ok=True).output)
+    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": None, "clean": None, "plain": None}
+
+
 def test_secrets_view_and_sessions_column(leaky):
     path, _, _ = leaky
     r = run("query", "SELECT session_id, type, found_in, count FROM secrets ORDER BY type", "--db", path,
@@ -101,21 +116,31 @@ def test_secrets_view_and_sessions_column(leaky):
     assert "secrets" in table.splitlines()[0]
 
 
-def test_refresh_scans_only_new_blocks(leaky):
+def scan(path) -> dict:
+    return orjson.loads(run("secrets", "scan", "--db", path, "--json", ok=True).output)
+
+
+def test_a_scan_reads_only_new_text(leaky):
     path, conn, root = leaky
+    assert scan(path)["blocks"] == 0  # nothing new
     # A finding taken out by hand stays out: a grown file's old blocks are not scanned again.
     conn.execute("DELETE FROM secret_findings WHERE type = 'Google API Key'")
     last = orjson.loads((root / "-home-me-app" / "leaky.jsonl").read_bytes().splitlines()[-1])
     other = "AKIAZ9YW8V7UTESTFAKE"
-    append(root / "-home-me-app" / "leaky.jsonl", user(f"and this one: key {other}", last["uuid"], session="leaky"))
-    stats = refresh(conn, [root])
-    assert stats.grown == 1
+    text = f"and this one: key {other}"
+    append(root / "-home-me-app" / "leaky.jsonl", user(text, last["uuid"], session="leaky"))
+    assert refresh(conn, [root]).grown == 1
+    assert len(findings(conn, "leaky")) == 3  # refresh itself does not scan
+    assert scan(path) | {"seconds": 0} == {"files": 1, "blocks": 1, "chars": len(text), "findings": 1,
+                                            "seconds": 0}
     types = sorted(r["type"] for r in findings(conn, "leaky"))
     assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword"]
-    # A rewritten file is scanned whole again, its old findings replaced.
+    # A rewritten file loses its findings with its blocks and is scanned whole again.
     p = root / "-home-me-app" / "leaky.jsonl"
     p.write_bytes(p.read_bytes().replace(b"region = eu-west-1", b"region = us-east-1"))
-    refresh(conn, [root])
+    assert refresh(conn, [root]).rewritten == 1
+    assert findings(conn, "leaky") == []
+    assert scan(path)["findings"] == 5
     assert len(findings(conn, "leaky")) == 5
 
 
@@ -130,10 +155,11 @@ def parquet_text(out) -> str:
     return "\n".join(parts)
 
 
-def test_export_redact_masks_every_finding(leaky, tmp_path):
+def test_export_redact_masks_every_finding(unscanned, tmp_path):
+    """No scan before: the redacted export scans what no scan has read."""
     pytest.importorskip("pyarrow")
     duckdb = pytest.importorskip("duckdb")
-    path, conn, _ = leaky
+    path, conn, _ = unscanned
     before = conn.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0]
     run("export", tmp_path / "plain-export", "--db", path, ok=True)
     run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True)

@@ -198,7 +198,10 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
         "est_context_tokens, gauge_tokens, file_bytes, path, "
-        "(SELECT count(*) FROM secret_findings f WHERE f.file_id = session_costs.file_id) AS secrets "
+        # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
+        "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
+        " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
+        "AS secrets "
         "FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )

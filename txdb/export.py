@@ -200,10 +200,11 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     """Write the catalog's tables under ``out`` as partitioned Parquet.
 
     ``replace``: an earlier txdb export at ``out`` is replaced (only once
-    the new one is whole). ``redact``: every secret found in a file
-    (secret_findings) is masked as ``[REDACTED:<type>]`` in every text of
-    that file's rows (raw JSON, block text, title, ...); the catalog is
-    not changed. ``progress(files_done, files_total)``.
+    the new one is whole). ``redact``: the catalog's text no scan has read
+    yet is scanned first (txdb.secrets.scan_catalog), then every secret
+    found in a file is masked as ``[REDACTED:<type>]`` in every text of
+    that file's rows (raw JSON, block text, title, ...); the rows
+    themselves are not changed. ``progress(files_done, files_total)``.
     """
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
@@ -212,7 +213,11 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
         raise ExportError(f"no catalog at {catalog}: run `txdb refresh` first (or name one with --db)")
     _check_target(out, replace)
     conn = db.connect(catalog)  # migrated, as every command reads it
-    conn.close()
+    try:
+        if redact:
+            secrets.scan_catalog(conn)
+    finally:
+        conn.close()
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.exporting-{os.getpid()}")

@@ -1,9 +1,15 @@
-"""Secrets held in the catalog's text: found at refresh, stored as findings
-(where and of what type, a hash of the secret, never the secret itself),
-masked in a redacted export.
+"""Secrets held in the catalog's text: found by a scan (``txdb secrets
+scan``, and before every redacted export) of the blocks no scan has read
+yet, stored as findings (where and of what type, a hash of the secret,
+never the secret itself), masked in a redacted export.
+
+The scan is not part of refresh: detect-secrets costs about 0.2 s to
+import (it imports requests), which every hook's refresh would pay, and
+its expressions about 25 ms per MB of sessions (README, "Secrets in the
+archive").
 
 The detectors are detect-secrets' (the maintained fork detect-secrets-plus;
-its plugins, filters and verdicts), run in two steps so that a refresh
+its plugins, filters and verdicts), run in two steps so that a scan
 stays cheap: each plugin's own regular expressions are searched over a
 block's whole text (in C, one pass each), and only the lines they hit go
 through detect-secrets' line scan, which decides. Its entropy plugins
@@ -19,12 +25,15 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 import orjson
+
+from .db import transaction
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
 # Left out: the entropy plugins (any long random-looking string: every hash,
@@ -67,7 +76,7 @@ class _Detector:
 @lru_cache(maxsize=1)
 def _detector() -> _Detector:
     """The plugins txdb runs, and their regular expressions (imported on
-    first use: refresh pays for detect-secrets only when it scans)."""
+    first use: only a scan pays for detect-secrets)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins import keyword
     from detect_secrets.settings import get_plugins, transient_settings
@@ -141,18 +150,18 @@ def _locate(line: str, number: int, line_start: int, kind: str, value: str):
                       hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
 
 
-def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> int:
-    """Scan the file's blocks from ``start_offset`` on (the ones a refresh
-    just wrote) and store their findings; the number stored."""
+def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> tuple[int, int, int]:
+    """Scan the file's blocks from ``start_offset`` on and store their
+    findings: (blocks, characters, findings)."""
     rows = conn.execute(SELECT_TEXTS, (file_id, start_offset)).fetchall()
     if not rows:
-        return 0
+        return 0, 0, 0
     findings = scan_texts([r[2] for r in rows])
     values = [(file_id, offset, idx, f.start, f.length, f.line, f.col, f.type, f.sha256)
               for (offset, idx, _), fs in zip(rows, findings) for f in fs]
     if values:
         conn.executemany(FINDINGS_INSERT, values)
-    return len(values)
+    return len(rows), sum(len(r[2]) for r in rows), len(values)
 
 
 def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | None:
@@ -174,3 +183,45 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
         return None
     pattern = re.compile("|".join(re.escape(s) for s in sorted(masks, key=len, reverse=True)))
     return lambda value: pattern.sub(lambda m: masks[m.group(0)], value)
+
+
+@dataclass
+class ScanReport:
+    files: int = 0  # files with new text scanned
+    blocks: int = 0
+    chars: int = 0
+    findings: int = 0  # new findings
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (f"Scanned {self.blocks:,} new blocks ({self.chars / 1e6:.1f} M characters) in {self.files} files: "
+                f"{self.findings} secrets found, in {self.seconds:.2f}s")
+
+
+def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None) -> ScanReport:
+    """Scan every file's blocks that no scan has read yet (past its
+    ``secret_scans.scanned_to``), one transaction per file. A file refresh
+    rewrote lost its findings and its scan row with its blocks, so it is
+    scanned whole again. ``progress(files_done, files_total)``."""
+    t0 = time.perf_counter()
+    report = ScanReport()
+    todo = conn.execute(
+        "SELECT f.id FROM files f LEFT JOIN secret_scans s ON s.file_id = f.id "
+        "WHERE s.file_id IS NULL OR f.cursor > s.scanned_to ORDER BY f.id").fetchall()
+    for done, (file_id,) in enumerate(todo, 1):
+        with transaction(conn):  # the cursor and the blocks of one moment
+            row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0) FROM files f LEFT JOIN secret_scans s "
+                               "ON s.file_id = f.id WHERE f.id = ?", (file_id,)).fetchone()
+            if row is not None:
+                cursor, start = row
+                blocks, chars, found = store_findings(conn, file_id, start)
+                conn.execute("INSERT OR REPLACE INTO secret_scans (file_id, scanned_to, scanned_at) "
+                             "VALUES (?, ?, datetime('now'))", (file_id, cursor))
+                report.files += 1 if blocks else 0
+                report.blocks += blocks
+                report.chars += chars
+                report.findings += found
+        if progress:
+            progress(done, len(todo))
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,7 +1,8 @@
--- Secrets found in the blocks' text (txdb.secrets, detect-secrets'
--- plugins), kept by refresh for the blocks it writes: where each one is
--- and of what type, and a hash of it; never the secret itself. The
--- secrets view reads these rows; `txdb export --redact` masks them.
+-- Secrets found in the blocks' text by `txdb secrets scan` (txdb.secrets,
+-- detect-secrets' plugins): where each one is and of what type, and a
+-- hash of it; never the secret itself. The secrets view reads these rows;
+-- `txdb export --redact` masks them. Refresh deletes a file's rows with
+-- its blocks (a rewritten file is scanned again whole).
 CREATE TABLE secret_findings (
     file_id INTEGER NOT NULL REFERENCES files(id),
     offset INTEGER NOT NULL,          -- the block's record
@@ -15,6 +16,11 @@ CREATE TABLE secret_findings (
     PRIMARY KEY (file_id, offset, idx, start)
 );
 
--- Scanned on the next refresh: every file is re-read (the re-derive idiom
--- of docs/architecture.md, "Schema changes").
-UPDATE files SET inode = NULL WHERE gone = 0;
+-- How far each file's blocks were scanned: every block of a record before
+-- this byte offset (the file's refresh cursor at the scan). The next scan
+-- reads the blocks from there on, so only new text is scanned.
+CREATE TABLE secret_scans (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id),
+    scanned_to INTEGER NOT NULL,
+    scanned_at TEXT NOT NULL
+);

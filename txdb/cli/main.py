@@ -41,6 +41,7 @@ LAZY_COMMANDS = {
     "serve": "txdb.cli.serve",
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "export": "txdb.cli.export",
+    "secrets": "txdb.cli.secrets",
     "plugin": "txdb.cli.plugin",
 }
 

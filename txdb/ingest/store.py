@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
-from .. import estimate, secrets, verify
+from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
 from ..db import transaction
 from ..regular import open_regular
@@ -211,7 +211,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("secret_findings", "blocks", "attachments", "usage", "chain", "parse_errors",
+    for table in ("secret_findings", "secret_scans", "blocks", "attachments", "usage", "chain", "parse_errors",
                   "dangling_parents", "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
@@ -392,7 +392,6 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     f = plan.found
     if index_text:
         conn.execute(FTS_INDEX, (file_id, plan.start_offset))
-    secrets.store_findings(conn, file_id, plan.start_offset)  # the new blocks' secrets (txdb/secrets.py)
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)

@@ -32,7 +32,7 @@ TABLES = {
               "tail_sha", "cursor", "lines", "gone", "refreshed_at"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "secret_scans": ["file_id", "scanned_to", "scanned_at"],
-    "secret_findings": ["file_id", "offset", "idx", "start", "length", "line", "col", "type", "secret_sha256"],
+    "secret_findings": ["file_id", "offset", "idx", "field", "start", "length", "line", "col", "type", "secret_sha256"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
                 "message_id", "request_id", "tokens", "raw"],

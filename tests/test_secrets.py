@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from conftest import run
-from sessions import append, assistant, conversation, user, write
+from sessions import append, assistant, attachment, conversation, user, write
 from txdb import db
 from txdb.ingest.store import refresh
 
@@ -22,7 +22,9 @@ JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwic2Vzc2lvbiI
        ".k3Jq9XbQmT2vW8yZr1uN5pLs7aHd0eCf6gIo4tKxYwE")
 AWS = "AKIAQ7XK2M4NTESTFAKE"
 PASSWORD = "s3cr3t-Adm1n-Pa55!"
-SECRETS = {GOOGLE: "Google API Key", JWT: "JSON Web Token", AWS: "AWS Access Key", PASSWORD: "Secret Keyword"}
+ATTACHED = "m4il-Pa55word-x9"  # in a file an @-mention attached
+SECRETS = {GOOGLE: "Google API Key", JWT: "JSON Web Token", AWS: "AWS Access Key", PASSWORD: "Secret Keyword",
+           ATTACHED: "Secret Keyword"}
 
 assert len(GOOGLE) == 39 and GOOGLE.startswith("AIza")
 
@@ -30,7 +32,8 @@ assert len(GOOGLE) == 39 and GOOGLE.startswith("AIza")
 def leaky_session(session: str = "leaky") -> list[dict]:
     """A user pastes a config (a Google key and an admin password), a Bash
     call carries a JWT, a Read result (numbered lines, and again in
-    toolUseResult, as Claude Code writes it) an AWS key."""
+    toolUseResult, as Claude Code writes it) an AWS key, an @-mentioned
+    file's attachment a mail password."""
     u = user("here is my .env, why does it fail?\n"
              f"GOOGLE_MAPS_KEY={GOOGLE}\nADMIN_PASSWORD={PASSWORD}\nDEBUG=true", session=session)
     a = assistant([{"type": "tool_use", "id": "toolu_1", "name": "Bash",
@@ -43,7 +46,11 @@ def leaky_session(session: str = "leaky") -> list[dict]:
     r2 = user([{"type": "tool_result", "tool_use_id": "toolu_2", "content": creds}], a2["uuid"], session=session,
               toolUseResult={"type": "text", "file": {"filePath": "/home/me/.aws/credentials", "content": creds}})
     a3 = assistant("Your key is fine; the region is wrong.", r2["uuid"], session=session)
-    return [u, a, r1, a2, r2, a3]
+    env = f"SMTP_HOST=localhost\nSMTP_PASSWORD={ATTACHED}\n"
+    at = attachment({"type": "file", "filename": "/home/me/app/.env",
+                     "content": {"type": "text", "file": {"filePath": "/home/me/app/.env", "content": env}}},
+                    a3["uuid"], session=session)
+    return [u, a, r1, a2, r2, a3, at]
 
 
 def clean_session(session: str = "clean") -> list[dict]:
@@ -68,14 +75,21 @@ def unscanned(tmp_path):
 def leaky(unscanned):
     path, conn, root = unscanned
     report = orjson.loads(run("secrets", "scan", "--db", path, "--json", ok=True).output)
-    assert report["findings"] == len(SECRETS) and report["files"] == 3
+    assert report["findings"] == len(SECRETS) and report["files"] == 3 and report["texts"] > 10
     return path, conn, root
 
 
 def findings(conn, session: str) -> list[dict]:
-    return db.rows(conn, "SELECT f.*, b.text FROM secret_findings f JOIN blocks b USING (file_id, offset, idx) "
-                         "JOIN sessions s USING (file_id) WHERE s.session_id = ? ORDER BY f.offset, f.start",
-                   (session,))
+    """Each finding with the text it is in: its block's, or for an
+    attachment the string its field names."""
+    rows = db.rows(conn, "SELECT f.*, b.text, r.raw FROM secret_findings f JOIN records r USING (file_id, offset) "
+                         "LEFT JOIN blocks b USING (file_id, offset, idx) JOIN sessions s USING (file_id) "
+                         "WHERE s.session_id = ? ORDER BY f.offset, f.start", (session,))
+    for r in rows:
+        if r["idx"] == -1:
+            assert r["field"] == "$.content.file.content"
+            r["text"] = orjson.loads(r["raw"])["attachment"]["content"]["file"]["content"]
+    return rows
 
 
 def test_refresh_finds_each_secret_and_stores_no_secret(leaky):
@@ -102,16 +116,17 @@ def test_sessions_say_which_files_no_scan_has_read(unscanned):
 
 def test_secrets_view_and_sessions_column(leaky):
     path, _, _ = leaky
-    r = run("query", "SELECT session_id, type, found_in, count FROM secrets ORDER BY type", "--db", path,
+    r = run("query", "SELECT session_id, type, found_in, count FROM secrets ORDER BY type, found_in", "--db", path,
             "--json", ok=True)
     assert orjson.loads(r.output) == [
         {"session_id": "leaky", "type": "AWS Access Key", "found_in": "tool_result Read", "count": 1},
         {"session_id": "leaky", "type": "Google API Key", "found_in": "text", "count": 1},
         {"session_id": "leaky", "type": "JSON Web Token", "found_in": "tool_use Bash", "count": 1},
+        {"session_id": "leaky", "type": "Secret Keyword", "found_in": "attachment file", "count": 1},
         {"session_id": "leaky", "type": "Secret Keyword", "found_in": "text", "count": 1},
     ]
     listed = orjson.loads(run("sessions", "--db", path, "--json", ok=True).output)
-    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": 4, "clean": 0, "plain": 0}
+    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": 5, "clean": 0, "plain": 0}
     table = run("sessions", "--db", path, "--table", ok=True).output
     assert "secrets" in table.splitlines()[0]
 
@@ -122,7 +137,7 @@ def scan(path) -> dict:
 
 def test_a_scan_reads_only_new_text(leaky):
     path, conn, root = leaky
-    assert scan(path)["blocks"] == 0  # nothing new
+    assert scan(path)["texts"] == 0  # nothing new
     # A finding taken out by hand stays out: a grown file's old blocks are not scanned again.
     conn.execute("DELETE FROM secret_findings WHERE type = 'Google API Key'")
     last = orjson.loads((root / "-home-me-app" / "leaky.jsonl").read_bytes().splitlines()[-1])
@@ -130,18 +145,18 @@ def test_a_scan_reads_only_new_text(leaky):
     text = f"and this one: key {other}"
     append(root / "-home-me-app" / "leaky.jsonl", user(text, last["uuid"], session="leaky"))
     assert refresh(conn, [root]).grown == 1
-    assert len(findings(conn, "leaky")) == 3  # refresh itself does not scan
-    assert scan(path) | {"seconds": 0} == {"files": 1, "blocks": 1, "chars": len(text), "findings": 1,
+    assert len(findings(conn, "leaky")) == 4  # refresh itself does not scan
+    assert scan(path) | {"seconds": 0} == {"files": 1, "texts": 1, "chars": len(text), "findings": 1,
                                             "seconds": 0}
     types = sorted(r["type"] for r in findings(conn, "leaky"))
-    assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword"]
+    assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword", "Secret Keyword"]
     # A rewritten file loses its findings with its blocks and is scanned whole again.
     p = root / "-home-me-app" / "leaky.jsonl"
     p.write_bytes(p.read_bytes().replace(b"region = eu-west-1", b"region = us-east-1"))
     assert refresh(conn, [root]).rewritten == 1
     assert findings(conn, "leaky") == []
-    assert scan(path)["findings"] == 5
-    assert len(findings(conn, "leaky")) == 5
+    assert scan(path)["findings"] == 6
+    assert len(findings(conn, "leaky")) == 6
 
 
 def parquet_text(out) -> str:
@@ -178,3 +193,16 @@ def test_export_redact_masks_every_finding(unscanned, tmp_path):
     # The catalog itself is unchanged.
     ro = sqlite3.connect(path)
     assert ro.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0] == before
+
+
+def test_positions_hold_across_texts_and_characters_that_lower_to_two():
+    """A finding's line, column and start are its own text's, whatever came
+    before it in the scan (the texts are searched joined) and though a
+    character before it lowers to two (the keyword search reads the
+    lowered text)."""
+    from txdb.secrets import scan_texts
+
+    texts = ["nothing here\nat all", f"x\n\u0130\u0130 password = \"{PASSWORD}\"\ny", f"key {AWS}", ""]
+    got = [[(f.type, f.line, f.col, t[f.start:f.start + f.length]) for f in fs]
+           for fs, t in zip(scan_texts(texts), texts)]
+    assert got == [[], [("Secret Keyword", 2, 15, PASSWORD)], [("AWS Access Key", 1, 4, AWS)], []]

@@ -15,6 +15,7 @@ import pytest
 from conftest import run
 from sessions import append, assistant, attachment, conversation, user, write
 from txdb import db
+from txdb.ingest import deep
 from txdb.ingest.store import refresh
 
 GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
@@ -206,3 +207,20 @@ def test_positions_hold_across_texts_and_characters_that_lower_to_two():
     got = [[(f.type, f.line, f.col, t[f.start:f.start + f.length]) for f in fs]
            for fs, t in zip(scan_texts(texts), texts)]
     assert got == [[], [("Secret Keyword", 2, 15, PASSWORD)], [("AWS Access Key", 1, 4, AWS)], []]
+
+
+def test_an_attachment_nested_deeper_than_orjson_reads_is_scanned(tmp_path):
+    """Claude Code records any depth; the scan reads attachments as refresh
+    reads lines (txdb/ingest/deep.py), without recursion."""
+    nested: object = f"SMTP_PASSWORD={ATTACHED}"
+    for _ in range(1500):
+        nested = [nested]
+    u = user("hi", session="deep")
+    root = tmp_path / "projects"
+    (root / "-home-me-app").mkdir(parents=True)
+    line = deep.dumps(attachment({"type": "file", "content": nested}, u["uuid"], session="deep"))
+    (root / "-home-me-app" / "deep.jsonl").write_bytes(orjson.dumps(u) + b"\n" + line + b"\n")
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+    assert scan(tmp_path / "c.db")["findings"] == 1
+    assert [r["field"] for r in db.rows(conn, "SELECT field FROM secret_findings")] == ["$.content" + "[0]" * 1500]

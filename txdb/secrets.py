@@ -35,6 +35,7 @@ from typing import Callable
 import orjson
 
 from .db import transaction
+from .ingest import deep
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
 # Left out: the entropy plugins (any long random-looking string: every hash,
@@ -205,8 +206,8 @@ def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int) -> list[tu
 
 def _attachment(raw: str):
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:  # deeper than orjson reads: its text stays in the raw line only
+        value = deep.loads(raw)  # a line may nest deeper than orjson reads
+    except ValueError:  # TooDeep, or a record refresh recovered: its text stays in the raw line only
         return None
     return value.get("attachment") if isinstance(value, dict) else None
 

@@ -224,3 +224,13 @@ def test_an_attachment_nested_deeper_than_orjson_reads_is_scanned(tmp_path):
     refresh(conn, [root])
     assert scan(tmp_path / "c.db")["findings"] == 1
     assert [r["field"] for r in db.rows(conn, "SELECT field FROM secret_findings")] == ["$.content" + "[0]" * 1500]
+
+
+def test_a_plugin_anchored_to_its_line_finds_a_token_inside_a_longer_text():
+    """detect-secrets matches a line at a time: its Telegram plugin's
+    expression is anchored (^...$), and holds within a many-line text."""
+    from txdb.secrets import scan_texts
+
+    token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
+    texts = ["first text", f"bot setup:\n{token}\ndone"]
+    assert [[(f.type, f.line) for f in fs] for fs in scan_texts(texts)] == [[], [("Telegram Bot Token", 2)]]

@@ -1,20 +1,20 @@
 """Secrets held in the catalog's text: found by a scan (``txdb secrets
-scan``, and before every redacted export) of the text no scan has read
-yet (blocks, and the strings of attachment lines), stored as findings (where and of what type, a hash of the secret,
-never the secret itself), masked in a redacted export.
+scan``, and before every redacted export) of the text no scan has read yet
+(blocks, and the strings of attachment lines), stored as findings (where
+and of what type, a hash of the secret, never the secret itself), masked in
+a redacted export.
 
-The scan is not part of refresh: detect-secrets costs about 0.2 s to
-import (it imports requests), which every hook's refresh would pay, and
-its expressions about 25 ms per MB of sessions (README, "Secrets in the
+The scan is not part of refresh: detect-secrets costs about 0.2 s to import
+(it imports requests), which every hook's refresh would pay, and its
+expressions about 30 ms of CPU per MB of sessions (README, "Secrets in the
 archive").
 
 The detectors are detect-secrets' (the maintained fork detect-secrets-plus;
-its plugins, filters and verdicts), run in two steps so that a scan
-stays cheap: each plugin's own regular expressions are searched over a
-block's whole text (in C, one pass each), and only the lines they hit go
-through detect-secrets' line scan, which decides. Its entropy plugins
-(any long random-looking string: every hash, id and base64 image) and the
-public IP plugin are left out. A line shaped like configuration
+its plugins, filters and verdicts; ``_process_line_based_plugins`` is its
+line scan, hence the pin below 1.6), run in two steps so that a scan stays
+cheap: each plugin's own regular expressions are searched over a file's
+new texts (in C, one pass each), and only the lines they hit go through
+detect-secrets' line scan, which decides. A line shaped like configuration
 (``KEY=value``, ``key: value``, also as a Read result's numbered line) is
 scanned as a config file, where a keyword's value needs no quotes; any
 other line as code.
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import bisect_right
 import sqlite3
 import time
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -95,7 +95,8 @@ def _detector() -> _Detector:
     with transient_settings(settings):
         get_mapping_from_secret_type_to_class.cache_clear()  # now with txdb's plugin file
         for plugin in get_plugins():
-            prefilters.extend(getattr(plugin, "denylist", ()))
+            # The library matches a line at a time: ^ and $ are a line's ends here too.
+            prefilters.extend(re.compile(p.pattern, p.flags | re.MULTILINE) for p in getattr(plugin, "denylist", ()))
     # Its words are lower case; a case-sensitive search of the lowered
     # text is several times faster than an IGNORECASE one.
     words = re.compile("|".join(keyword.DENYLIST))
@@ -142,7 +143,8 @@ def scan_text(text: str) -> list[Finding]:
 
 def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str]]:
     """(line number from 1, start, line) of each line a plugin's expression hits."""
-    hits = {m.start() for p in det.prefilters for m in p.finditer(text)}
+    # A match's first and last character: one may start on the newline before its line.
+    hits = {i for p in det.prefilters for m in p.finditer(text) for i in (m.start(), max(m.start(), m.end() - 1))}
     lowered = text.lower()  # keeps every newline; most often every position too
     words = [m.start() for m in det.keywords.finditer(lowered)]
     word_lines: set[int] = set()

@@ -36,6 +36,8 @@ TABLES = {
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
                "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",
                "data_date"],
+    "secret_scans": ["file_id", "scanned_to", "scanned_at"],
+    "secret_findings": ["file_id", "offset", "idx", "field", "start", "length", "line", "col", "type", "secret_sha256"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
                 "message_id", "request_id", "tokens", "raw"],
@@ -59,7 +61,7 @@ VIEWS = {
     "chain_problems", "chain_targets", "context_by_category", "context_by_tool", "context_gauge",
     "costliest_tool_calls", "format_census", "gone_sessions", "image_targets", "known_formats",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
-    "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
+    "search_tool_input", "search_tool_output", "secrets", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "sidecars_by_session", "surgery_log", "system_prompt",
     "usage_blocks", "usage_by_day", "usage_by_model",
 }

@@ -11,8 +11,8 @@ from pathlib import Path
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
-from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, original_path, pending_of,
-                    session_of_copy, working_file)
+from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, original_path,
+                    pending_of, session_of_copy, working_file)
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
@@ -61,6 +61,8 @@ def copy_kind(path: str | Path) -> str:
         return "a backup"
     if is_session_name(name) and os.path.islink(p):
         return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
+    if is_side_file(p):
+        return "a side file of a session's folder"
     if is_session_name(name):
         return "a file inside a tool-results folder"
     if p.is_dir():
@@ -224,7 +226,12 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path FROM session_costs WHERE "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, "
+        # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
+        "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
+        " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
+        "AS secrets "
+        "FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:
@@ -286,7 +293,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     on_disk = _rows(
         conn,
-        "SELECT CASE WHEN type IN ('api-request','api-request-blob','api-request-shape') THEN 'journal' "
+        "SELECT CASE WHEN journal = 1 THEN 'journal' "
         "            WHEN on_chain = 1 THEN 'active chain' ELSE 'off chain' END AS part, "
         "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
         (file_id,),
@@ -312,6 +319,14 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     for row in persisted:
         row["saved_tokens"] = tokens.text_tokens(row["saved_chars"] or 0)
+    # What of this file txdb does not model (the format_census view's rule).
+    not_modelled = _rows(
+        conn,
+        "SELECT f.kind, f.name, f.version, f.n AS count FROM file_formats f "
+        "JOIN format_census c ON c.version = f.version AND c.kind = f.kind AND c.name = f.name "
+        "WHERE f.file_id = ? AND c.modelled = 0 ORDER BY f.kind, f.n DESC, f.name",
+        (file_id,),
+    )
     from .estimate import session_estimate
 
     return {
@@ -325,6 +340,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "health": health,
         "images": images,
         "persisted": persisted,
+        "not_modelled": not_modelled,
     }
 
 

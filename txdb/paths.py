@@ -15,6 +15,7 @@ copy exists (``working_file``).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 SESSION_SUFFIX = ".jsonl"
@@ -34,11 +35,26 @@ PERSISTED = "persisted"
 # the suffix of the subagents' meta files beside their transcripts.
 SIDECAR_DIRS = (TOOL_RESULTS, PERSISTED)
 META_SUFFIX = ".meta.json"
+# A session's own folder (``<uuid>/`` beside ``<uuid>.jsonl``) holds its
+# subagents' transcripts in ``subagents/`` and side files the CLI keeps for
+# itself (``resume-head.jsonl``, ``tool-results/``): only the first are sessions.
+SESSION_DIR = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def is_session_name(name: str) -> bool:
     """A session file's name (``.pending`` and ``.bak`` copies end differently)."""
     return name.endswith(SESSION_SUFFIX)
+
+
+def is_side_file(path: str | Path) -> bool:
+    """A file inside a session's own folder that is not in its
+    ``subagents/`` folder (``<uuid>/resume-head.jsonl``): the CLI's own
+    bookkeeping, never a session."""
+    parts = Path(path).parent.parts
+    for i in range(len(parts) - 1, -1, -1):
+        if SESSION_DIR.fullmatch(parts[i]):
+            return parts[i + 1: i + 2] != (SUBAGENTS,)
+    return False
 
 
 def session_stem(path: str | Path) -> str:

@@ -35,11 +35,6 @@ from .paths import is_session_name, session_stem
 from .records import message_content
 from .regular import open_regular
 
-# Line types bound to the original session, never copied to a fork (as
-# Claude Code's own --fork-session).
-SESSION_BOUND_TYPES = frozenset(
-    {"bridge-session", "continued-in", "cost-state", "api-request", "api-request-blob", "api-request-shape"}
-)
 
 
 def dumps(obj) -> bytes:

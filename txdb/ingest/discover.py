@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import (META_SUFFIX, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
-                     is_session_name, session_folder)
+                     is_session_name, is_side_file, session_folder)
 from ..regular import NotRegularFile
 
 
@@ -47,7 +47,8 @@ def classify(path: Path, root: Path | None = None) -> tuple[str | None, str, str
 
 def is_session_path(path: str | Path) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
-    ``.jsonl`` name outside any ``tool-results`` folder, and, for a symlink,
+    ``.jsonl`` name outside any ``tool-results`` folder and not a side file
+    of a session's folder (:func:`is_side_file`), and, for a symlink,
     the file it points at too (a link named ``X.jsonl`` to a backup is a
     backup). Backups, pending copies and every other file are read directly
     when asked for, never catalogued."""
@@ -58,7 +59,7 @@ def is_session_path(path: str | Path) -> bool:
 
 
 def _named_like_session(p: Path) -> bool:
-    return is_session_name(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
+    return is_session_name(p.name) and not SKIP_DIRS.intersection(p.parent.parts) and not is_side_file(p)
 
 
 def reached(path: str | Path, root: str | Path) -> bool:
@@ -197,7 +198,7 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
-                    if in_skipped or not is_session_name(entry.name):
+                    if in_skipped or not is_session_name(entry.name) or is_side_file(entry.path):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

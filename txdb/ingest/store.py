@@ -27,11 +27,12 @@ from typing import Callable
 
 from .. import chain as chainmod
 from .. import estimate
+from . import census
 from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
-from ..paths import session_stem
+from ..paths import is_side_file, session_stem
 from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
                        session_sidecars)
 from . import sha as shamod
@@ -227,8 +228,8 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "chain_findings", "records", "sessions"):
+    for table in ("secret_findings", "secret_scans", "blocks", "attachments", "usage", "chain", "parse_errors",
+                  "dangling_parents", "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -453,7 +454,8 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
         if index_text:
             conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
-        conn.execute("DELETE FROM blocks WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
+        for table in ("secret_findings", "blocks"):
+            conn.execute(f"DELETE FROM {table} WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
 
@@ -467,6 +469,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
+    census.store(conn, file_id, s.census)
     if plan.from_start:
         _add_dangling(conn, file_id, s.dangling, True, 0)
         _store_chain(conn, file_id, s.chain)
@@ -565,8 +568,10 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
         if path not in seen and any(path.startswith(r.rstrip(os.sep) + os.sep) for r in root_strs)
     ]
     # Files an older txdb catalogued that are not sessions (a backup, a
-    # pending copy) go with --prune, wherever they are.
-    not_sessions = [(path, row[0]) for path, row in existing.items() if not is_session_path(path)] if prune else []
+    # pending copy) go with --prune, wherever they are; side files of a
+    # session's folder (its resume-head.jsonl) go at once, gone or not.
+    not_sessions = [(path, row[0]) for path, row in existing.items()
+                    if not is_session_path(path) and (prune or is_side_file(path))]
     if missing or not_sessions:
         with transaction(conn):
             for path, file_id in not_sessions:

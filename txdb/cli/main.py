@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
         "txdb.cli.persist",
     ),
     **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
+    "rescue": "txdb.cli.rescue",
     "serve": "txdb.cli.serve",
     **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
     "export": "txdb.cli.export",

@@ -346,6 +346,14 @@ def _print_report(r: SurgeryReport, applied: bool = False) -> None:
                          f"{'file' if saved == 1 else 'files'})"
                          + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
                             if rg.get("kept_in_place") else ""))
+    for st in res.get("steps", []):  # rescue: its plan, step by step
+        parts.append(f"{st['step']}: " + ", ".join(
+            x for x in (f"{st['moved']} moved to sidecars" if st.get("moved") else "",
+                        f"{st['dropped']} dropped" if st.get("dropped") else "") if x)
+            + f" -> ~{st['tokens_after']:,} tokens")
+    if "target" in res and "steps" in res:
+        parts.append(f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
+                     + ("" if res["steps"] else f": already under (~{res['tokens_start']:,})"))
     if "markers_repointed" in res:
         parts.append(f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
                      f"files moved, {res['markers_repointed']} markers re-pointed")

@@ -10,7 +10,9 @@
   for ``replace-images``: a row selects its record's images;
 - ``chain_targets`` (one row per record of an active chain) for
   ``compact-range``: each run of consecutive positions selected in a
-  session is one range (the leaf and tool-call rules refuse that session).
+  session is one range (the leaf and tool-call rules refuse that session);
+- ``sessions_by_context`` (one row per session) for ``rescue``: each
+  selected session is rescued whole.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
 ``txdb/cli/surgery.py``):
@@ -78,6 +80,7 @@ VIEWS = {
     "persist-tools": "block_targets",
     "replace-images": "image_targets",
     "compact-range": "chain_targets",
+    "rescue": "sessions_by_context",
 }
 
 _COLUMNS = {
@@ -87,6 +90,8 @@ _COLUMNS = {
     "image_targets": "file_id, path, session_id, title, offset, idx, kind, 'image' AS type, tool_use_id, tokens",
     "chain_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'record' AS kind, type, "
                      "NULL AS tool_use_id, tokens",
+    "sessions_by_context": "file_id, path, session_id, title, NULL AS offset, NULL AS idx, 'session' AS kind, "
+                           "NULL AS type, NULL AS tool_use_id, est_context_tokens AS tokens",
 }
 
 TOOL_KINDS = ("tool_use", "tool_result")
@@ -262,6 +267,12 @@ def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -
         return _persist_op(rows, options, stats)
     if command == "compact-range":
         return _compact_range_op(rows, options, stats)
+    if command == "rescue":  # a row is a whole session: rescue picks its own targets
+        from . import rescue
+        stats["targets"] = len(rows)
+        kr = options.get("keep_recent")
+        return rescue.RescueOp(options.get("target"), options.get("summary"),
+                               rescue.DEFAULT_KEEP_RECENT if kr is None else kr)
 
     def op(t, original):
         resolved = _resolve(original, rows, stats)
@@ -379,6 +390,8 @@ def _changed(command: str, res: dict) -> int:
         return res.get("removed", 0)
     if "persisted" in res:
         return res.get("blocks", 0)
+    if "steps" in res:
+        return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res["steps"])
     if "ranges" in res:
         return res.get("records", 0) + res.get("converted", 0) + res.get("resummarised", 0)
     n = 0

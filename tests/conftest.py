@@ -7,9 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from sessions import CORPUS, DATA
 from txdb import db
+from txdb.cli import cli
 from txdb.ingest.store import refresh
 
 # Some tests start subprocesses from several threads at once (the real-CLI
@@ -84,7 +86,13 @@ def fail_nth_write(monkeypatch, n: int):
     return lambda: monkeypatch.setattr(store, "_write_rows", real)
 
 
-def rows(conn, sql, params=()):
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+rows = db.rows
+
+
+def run(*args, ok: bool = False):
+    """``txdb ARGS`` in this process (click's CliRunner; a traceback is
+    raised, not hidden in the result); ``ok``: assert it exited 0."""
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert r.exit_code == 0, r.output
+    return r

@@ -14,6 +14,7 @@ import bisect
 
 import orjson
 
+from txdb.records import is_wrapped_thinking
 from txdb.surgery.pending import new_errors
 from txdb.surgery.transcript import Transcript, dumps
 from txdb.surgery.usage import CONTEXT_FIELDS
@@ -51,7 +52,7 @@ def _usage_fields(obj: dict) -> list[tuple[str, int]]:
     return out
 
 
-def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> list[str]:
+def contract_violations(before: bytes, after: bytes, *, fork: bool = False, compacted: bool = False) -> list[str]:
     problems: list[str] = []
     b = Transcript.from_bytes(before)
     a = Transcript.from_bytes(after)
@@ -77,6 +78,9 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
             if dumps(obj) != ln.raw:
                 problems.append(f"line {ln.number} was rewritten but is not compact JSON")
 
+    if compacted:
+        return problems + _compact_violations(b, a)
+
     # The chain no less whole.
     b_uuids = {r.uuid for r in b.live() if r.uuid}
     a_uuids = {r.uuid for r in a.live() if r.uuid}
@@ -86,8 +90,9 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
             old = b.by_uuid.get(r.uuid) if r.uuid else None
             if old is not None and old.parent_uuid in b_uuids:
                 problems.append(f"parentUuid {p} of {r.uuid} resolved before and dangles now")
-    roots = lambda t: sum(1 for r in t.live() if r.uuid and r.parent_uuid is None and r.type in
-                          ("user", "assistant", "attachment", "system"))  # noqa: E731
+    def roots(t: Transcript) -> int:
+        return sum(1 for r in t.live() if r.uuid and r.parent_uuid is None and r.type in
+                   ("user", "assistant", "attachment", "system"))
     if roots(a) > roots(b):
         problems.append(f"new root(s): {roots(b)} -> {roots(a)}")
     if b.chain:
@@ -123,3 +128,69 @@ def contract_violations(before: bytes, after: bytes, *, fork: bool = False) -> l
     added = new_errors(verify_file("before", data=before), verify_file("after", data=after))
     problems += [f"verify: {e}" for e in added]
     return problems
+
+
+def _said(r) -> object:
+    """A record's message as the model reads it, less what the engine may
+    lower or drop on every pass (usage figures; thinking the API drops)."""
+    msg = r.parse().get("message")
+    if not isinstance(msg, dict):
+        return msg
+    msg = {k: v for k, v in msg.items() if k != "usage"}
+    if isinstance(msg.get("content"), list):
+        msg["content"] = [b for b in msg["content"] if not _is_thinking(b)]
+    return msg
+
+
+def _is_thinking(b) -> bool:
+    """A thinking block, or text that is wrapped reasoning (``<thinking>...``)."""
+    return isinstance(b, dict) and (b.get("type") in ("thinking", "redacted_thinking") or (
+        b.get("type") == "text" and isinstance(b.get("text"), str) and is_wrapped_thinking(b["text"])))
+
+
+def _thinking_only(r) -> bool:
+    c = r.content
+    return isinstance(c, list) and bool(c) and all(_is_thinking(b) for b in c)
+
+
+def _compact_violations(b: Transcript, a: Transcript) -> list[str]:
+    """``compact --before N``'s new session: a compact boundary (the root),
+    the summary, then the original chain from some position on, each record
+    forked from its original, with its message unchanged, up to the same
+    leaf; tool pairs among the kept records intact; verify passes."""
+    problems: list[str] = []
+    chain = a.chain
+    if len(chain) < 3:
+        return [f"the compacted chain has {len(chain)} records"]
+    boundary, summary, kept = chain[0], chain[1], chain[2:]
+    bo, so = boundary.parse(), summary.parse()
+    if bo.get("subtype") != "compact_boundary" or bo.get("parentUuid") is not None:
+        problems.append("the chain does not start at a compact boundary")
+    if not so.get("isCompactSummary") or so.get("parentUuid") != boundary.uuid:
+        problems.append("the summary does not follow the boundary")
+    origins = []
+    for r in kept:
+        ff = r.parse().get("forkedFrom")
+        origins.append(ff.get("messageUuid") if isinstance(ff, dict) else None)
+    # The original chain from the cut on, less the thinking-only messages
+    # the engine drops (unless --keep-dropped-thinking).
+    b_chain = [r.uuid for r in b.chain]
+    start = b_chain.index(origins[0]) if origins[0] in b_chain else -1
+    tail = [r for r in b.chain[start:] if r.uuid in origins or not _thinking_only(r)]
+    if start < 1 or origins != [r.uuid for r in tail]:
+        problems.append("the kept records are not the original chain's last ones, in order")
+    else:
+        for r, orig in zip(kept, tail):
+            if _said(r) != _said(orig):
+                problems.append(f"the message of {orig.uuid} changed")
+    kept_set = {r.uuid for r in kept}
+    for r in kept:
+        if r.uuid in (boundary.uuid, summary.uuid) or r.parent_uuid not in kept_set | {summary.uuid}:
+            problems.append(f"{r.uuid} hangs off the compacted chain")
+    au, ar = _tool_ids(a)
+    if au != ar and (au - ar) - {u for u in _tool_ids(b)[0] - _tool_ids(b)[1]}:
+        problems.append(f"tool calls without results: {sorted(au - ar)}")
+    if ar - au:
+        problems.append(f"tool results without calls: {sorted(ar - au)}")
+    added = new_errors(verify_file("before", data=b.to_bytes()), verify_file("after", data=a.to_bytes()))
+    return problems + [f"verify: {e}" for e in added]

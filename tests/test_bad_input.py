@@ -7,7 +7,9 @@ import pytest
 
 from conftest import rows
 from sessions import conversation, dumps, user
+from txdb import chain as chainmod
 from txdb.ingest.store import refresh
+from txdb.surgery.transcript import Transcript
 
 
 def ingest(conn, tmp_path, data: bytes):
@@ -42,6 +44,23 @@ def test_two_objects_glued_on_one_line_are_split(conn, tmp_path):
     assert errs == [{"line": 1, "message": "2 JSON objects glued on one line; split", "recovered": 1}]
     offsets = [r[0] for r in conn.execute("SELECT offset FROM records ORDER BY offset")]
     assert offsets == [0, len(dumps(a))]
+
+
+def test_the_second_object_of_a_glued_line_is_a_record_off_the_chain(conn, tmp_path):
+    """Claude Code reads only the first object of a glued line: the prompt
+    glued behind an assistant line is kept in `records` but is on no chain
+    (the catalog's, refresh's or the surgery engine's); the record below it
+    is bridged to the line before, as resume does."""
+    objs = conversation(3)
+    data = b"".join(dumps(o) + (b"" if i == 3 else b"\n") for i, o in enumerate(objs))
+    _, recs, _ = ingest(conn, tmp_path, data)
+    assert [r["uuid"] for r in recs if r["line"] == 4] == [objs[3]["uuid"], objs[4]["uuid"]]
+    expected = [o["uuid"] for i, o in enumerate(objs) if i != 4]
+    assert [r["uuid"] for r in rows(conn, "SELECT uuid FROM active_chain ORDER BY pos")] == expected
+    (fid,) = conn.execute("SELECT id FROM files").fetchone()
+    assert [n.uuid for n in chainmod.active_chain(chainmod.load_nodes(conn, fid))] == expected
+    t = Transcript.load(tmp_path / "projects" / "-p" / "s.jsonl")
+    assert [r.uuid for r in t.chain] == expected
 
 
 def test_utf8_bom_and_crlf_endings(conn, tmp_path):

@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from txdb import db
-from txdb.errors import TxdbError
 from txdb.ingest import bulk, rows, store
 
 from conftest import copy_fixture_sessions, fail_nth_write

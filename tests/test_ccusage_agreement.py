@@ -14,11 +14,15 @@ How ccusage 20.0.24 counts, and how the comparison follows it:
 - It dedupes lines by (message.id, requestId, the line's sessionId) across
   all files, keeping the duplicate with the larger token total; lines with
   no message.id are never deduped.
-- txdb keys ``usage`` by (file, message.id), first line wins. Summing txdb's
-  rows over the files of each ccusage session gives the figure to compare.
-Where a session disagrees, the test names it and the reason it found (the
-same message counted in two files of one session, or a repeated message.id
-whose lines carry different usage) and fails.
+- txdb counts each API message once per (sessionId, message.id, requestId)
+  across the files of a session (the billed_usage view), with its last
+  line's figures (what the API billed). Summing txdb's rows over the files
+  of each ccusage session gives the figure to compare.
+Where a session disagrees, the test names it and the reason it found (a
+message whose last line is not its largest: ccusage keeps the largest, an
+early partial line; or one message.id under two requestIds in one file:
+ccusage counts each) and fails otherwise. ``ccusage daily`` per day and
+model agrees wherever no such message falls.
 """
 
 from __future__ import annotations
@@ -109,7 +113,7 @@ def ccusage_session_key(path: Path, projects: Path) -> tuple[str, str]:
     return "/".join(rel[:-2]) or "Unknown Project", rel[-2]
 
 
-def run_ccusage(cmd: list[str], tmp: Path) -> dict:
+def run_ccusage(cmd: list[str], tmp: Path, report: str = "session") -> dict:
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     env = {
@@ -120,14 +124,15 @@ def run_ccusage(cmd: list[str], tmp: Path) -> dict:
         "NO_COLOR": "1",
         "TZ": "UTC",
     }
-    proc = subprocess.run([*cmd, "session", "--json", "--offline"], capture_output=True, text=True,
+    proc = subprocess.run([*cmd, report, "--json", "--offline"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def usage_lines(path: Path):
-    """The usage-carrying lines of a file, as ccusage selects them."""
+def usage_lines(path: Path, nested: bool = False):
+    """The usage-carrying lines of a file, as ccusage selects them (with
+    ``nested``, also a progress line's embedded subagent message)."""
     with open(path, "rb") as fh:
         for raw in fh:
             if b'"usage":{' not in raw:
@@ -137,41 +142,44 @@ def usage_lines(path: Path):
             except orjson.JSONDecodeError:
                 continue
             msg = obj.get("message") if isinstance(obj, dict) else None
+            if nested and msg is None and isinstance(obj, dict) and isinstance(obj.get("data"), dict):
+                inner = obj["data"].get("message")
+                msg = inner.get("message") if isinstance(inner, dict) else None
             if isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
                 yield obj, msg
 
 
-FIRST_LINE = "first-line"  # txdb keeps a message's first line; its usage grew on later lines
+LAST_LINE = "last-line"  # txdb keeps a message's last line; an earlier line's total was larger
 REQUEST_ID = "request-id"  # one message.id under two requestIds (or none): ccusage counts each
-CROSS_FILE = "cross-file"  # one (message, request, session) in two files: ccusage counts it once
+PROGRESS = "progress"  # a subagent's message inside a parent's progress line: ccusage counts it, txdb not
 
 
-def explain(files: list[Path]) -> list[tuple[str, str]]:
-    """Why txdb's per-file, first-line dedupe differs from ccusage on these files."""
-    reasons: list[tuple[str, str]] = []
-    seen: dict[tuple, Path] = {}
-    request_ids: dict[tuple, set] = defaultdict(set)
-    first: dict[tuple, tuple] = {}
+def explain(files: list[Path]) -> list[tuple[str, str, tuple[str, str]]]:
+    """Why txdb's figures differ from ccusage's on these files: (reason,
+    message, (day, model) of each of its lines)."""
+    reasons: list[tuple[str, str, tuple[str, str]]] = []
     for f in files:
-        for obj, msg in usage_lines(f):
+        request_ids: dict[str, set] = defaultdict(set)
+        lines: dict[str, list[tuple]] = defaultdict(list)
+        where: dict[str, set] = defaultdict(set)
+        for obj, msg in usage_lines(f, nested=True):
             mid = msg.get("id")
+            if obj.get("type") == "progress":
+                reasons.append((PROGRESS, f"{mid} in a progress line of {f.name}",
+                                (str(obj.get("timestamp") or "")[:10], msg.get("model") or "(none)")))
+                continue
             if not mid:
                 continue
             u = msg["usage"]
-            figures = tuple(u.get(k) or 0 for k in FIELDS)
-            key = (mid, obj.get("requestId"), obj.get("sessionId"))
-            if key in seen and seen[key] != f:
-                reasons.append((CROSS_FILE, f"{mid} in {seen[key].name} and {f.name}"))
-            seen.setdefault(key, f)
-            rids = request_ids[(f, mid)]
-            rids.add(obj.get("requestId"))
-            if len(rids) == 2:
-                reasons.append((REQUEST_ID, f"{mid} in {f.name} under requestIds {sorted(map(str, rids))}"))
-            if (f, mid) in first and first[(f, mid)] != figures and figures > first[(f, mid)]:
-                reasons.append((FIRST_LINE, f"{mid} in {f.name}: first line {first[(f, mid)]}, "
-                                            f"later {figures}"))
-                first[(f, mid)] = figures  # report each growth once
-            first.setdefault((f, mid), figures)
+            lines[mid].append(tuple(u.get(k) or 0 for k in FIELDS))
+            request_ids[mid].add(obj.get("requestId"))
+            where[mid].add((str(obj.get("timestamp") or "")[:10], msg.get("model") or "(none)"))
+        for mid, figures in lines.items():
+            if sum(figures[-1]) < max(map(sum, figures)):
+                reasons += [(LAST_LINE, f"{mid} in {f.name}: lines {figures[:3]}", w) for w in where[mid]]
+            if len(request_ids[mid]) > 1:
+                reasons += [(REQUEST_ID, f"{mid} in {f.name} under requestIds "
+                                         f"{sorted(map(str, request_ids[mid]))}", w) for w in where[mid]]
     return reasons
 
 
@@ -184,6 +192,7 @@ def compared(tmp_path_factory):
     projects = tmp / "cfg" / "projects"
     lay_out([CORPUS / "real", CORPUS / "generated"], projects)
     report = run_ccusage(cmd, tmp)
+    daily = run_ccusage(cmd, tmp, "daily")
 
     conn = db.connect(tmp / "catalog.db")
     refresh(conn, [projects])
@@ -194,7 +203,7 @@ def compared(tmp_path_factory):
     rows = conn.execute(
         "SELECT f.path, sum(coalesce(u.input_tokens, 0)), sum(coalesce(u.output_tokens, 0)), "
         "sum(coalesce(u.cache_creation_input_tokens, 0)), sum(coalesce(u.cache_read_input_tokens, 0)) "
-        "FROM usage u JOIN files f ON f.id = u.file_id GROUP BY f.id"
+        "FROM billed_usage u JOIN files f ON f.id = u.file_id GROUP BY f.id"
     ).fetchall()
     for path, *figures in rows:
         t = totals[ccusage_session_key(Path(path), projects)]
@@ -205,13 +214,16 @@ def compared(tmp_path_factory):
         "SELECT sum(input_tokens), sum(output_tokens), sum(cache_creation_input_tokens), "
         "sum(cache_read_input_tokens) FROM session_usage"
     ).fetchone()
+    by_day = {(d, m): tuple(r) for d, m, *r in conn.execute(
+        "SELECT day, model, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens "
+        "FROM usage_by_day WHERE model <> '<synthetic>'")}
     conn.close()
-    return report, totals, files, view
+    return report, totals, files, view, daily, by_day
 
 
 def _mismatches(compared) -> dict[str, tuple[list, list, list]]:
     """Sessions whose figures differ: name -> (ccusage rows, txdb rows, reasons)."""
-    report, totals, files, _ = compared
+    report, totals, files = compared[:3]
     sessions = [s for s in report["session"] if s.get("agent", "claude") == "claude"]
     assert sessions, "ccusage reported no Claude sessions"
     # ccusage's rows name only the session; several projects may hold one name.
@@ -233,30 +245,31 @@ def _mismatches(compared) -> dict[str, tuple[list, list, list]]:
 
 def test_ccusage_sessions_match_txdb_or_differ_for_a_known_reason(compared):
     """Every session agrees on all four figures, or differs for a reason named
-    in the module docstring; input and cache figures never differ otherwise."""
+    in the module docstring; a message repeated in a session's subagent
+    transcript is no longer one (both count it once)."""
     report = compared[0]
     mismatches = _mismatches(compared)
     assert len(mismatches) < len(report["session"])
-    problems = []
-    for name, (theirs, ours, reasons) in mismatches.items():
-        kinds = {k for k, _ in reasons}
-        if not kinds:
-            problems.append(f"{name}: ccusage {theirs} txdb {ours}: unexplained")
-        elif kinds == {FIRST_LINE} and len(theirs) == len(ours) and any(
-            t[i] != o[i] for t, o in zip(theirs, ours) for i in (0, 2, 3)
-        ):
-            problems.append(f"{name}: ccusage {theirs} txdb {ours}: output growth cannot change input/cache")
+    problems = [f"{name}: ccusage {theirs} txdb {ours}: unexplained"
+                for name, (theirs, ours, reasons) in mismatches.items() if not reasons]
     assert not problems, "\n".join(problems)
 
 
-def test_output_tokens_match_ccusage_on_streamed_messages(compared):
-    mismatches = _mismatches(compared)
-    growth = {n: (t, o, [m for k, m in r if k == FIRST_LINE][:3]) for n, (t, o, r) in mismatches.items()
-              if {k for k, _ in r} == {FIRST_LINE}}
-    assert not growth, "\n".join(f"{n}: ccusage {t} txdb {o}; e.g. {m}" for n, (t, o, m) in growth.items())
+def test_ccusage_daily_matches_usage_by_day_where_no_message_differs(compared):
+    """``ccusage daily`` per (day, model) equals usage_by_day, except where a
+    message of that day and model is one the docstring names."""
+    _, _, files, _, daily, by_day = compared
+    flagged = {w for fs in files.values() for _, _, w in explain(fs)}
+    theirs = {(d["period"], m["modelName"]): tuple(m[k] for k in CCUSAGE_FIELDS)
+              for d in daily["daily"] for m in d["modelBreakdowns"] if m["modelName"] != "<synthetic>"}
+    agree = [k for k in theirs if k not in flagged]
+    assert len(agree) > len(flagged)
+    differ = {k: (theirs[k], by_day.get(k)) for k in agree if theirs[k] != by_day.get(k)}
+    assert not differ, differ
+    assert any(theirs[k] != by_day.get(k) for k in flagged if k in theirs)  # the named reasons are real
 
 
 def test_session_usage_view_adds_up_to_the_usage_table(compared):
-    _, totals, _, view = compared
+    _, totals, _, view = compared[:4]
     summed = tuple(sum(t[i] for t in totals.values()) for i in range(4))
     assert summed == tuple(view)

@@ -6,30 +6,25 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
+from conftest import run as txdb
 from sessions import append, conversation, user, write
 from txdb.cli import cli
 
 
 @pytest.fixture
 def run(db_path, monkeypatch, tmp_path):
+    """conftest's ``run`` (asserting exit 0 unless ok=False) with this test's catalog and config folder."""
     monkeypatch.setenv("TXDB_DB", str(db_path))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     monkeypatch.delenv("CLAUDE_CODE_SESSION_ID", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args, ok=True):
-        result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.output
-        return result
-
-    return invoke
+    return partial(txdb, ok=True)
 
 
 @pytest.fixture
@@ -47,7 +42,7 @@ def test_refresh_then_query_formats(run, home):
     sql = "select type, count(*) as n from records where type in ('user','assistant') group by type order by type"
     as_json = json.loads(run("query", sql, "--json").output)
     assert [r["type"] for r in as_json] == ["assistant", "user"]
-    nl = [json.loads(l) for l in run("query", sql, "--nl").output.splitlines()]
+    nl = [json.loads(ln) for ln in run("query", sql, "--nl").output.splitlines()]
     assert nl == as_json
     csv_out = run("query", sql, "--csv").output.splitlines()
     assert csv_out[0] == "type,n" and csv_out[1] == f"assistant,{as_json[0]['n']}"
@@ -162,6 +157,24 @@ def test_current_uses_the_session_env_var(run, home, monkeypatch):
     assert "exists: True" in run("current").output
 
 
+def test_current_of_a_session_with_no_file_yet_says_where_it_will_be(run, home, monkeypatch, tmp_path):
+    """A session that has written no line has no file: `current` prints its
+    id, the path Claude Code will write, and that it does not exist."""
+    work = tmp_path / "my work.dir"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    sid = "0000beef-0000-4000-8000-000000000000"
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", sid)
+    want = home / str(work).replace("/", "-").replace(" ", "-").replace(".", "-").replace("_", "-") / f"{sid}.jsonl"
+    assert run("current").output == f"id: {sid}\npath: {want}\nexists: False\n"
+    assert json.loads(run("current", "--json").output) == {"id": sid, "path": str(want), "exists": False}
+    assert run("current", "--quiet").output == f"{want}\n"
+    assert not want.parent.exists()  # said, never made
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "../../etc/x")
+    r = run("current", ok=False)
+    assert r.exit_code == 1 and r.output == "Error: '../../etc/x' is not a session id\n"
+
+
 def test_path_prints_the_catalog_location(run, db_path):
     assert run("path").output.strip() == str(db_path)
 
@@ -176,12 +189,30 @@ def test_every_command_has_help_with_an_example():
 
 
 def test_every_command_of_the_lazy_modules_is_listed():
-    import importlib
-
+    """Each command a lazy module defines is one `txdb` resolves. Checked from
+    fresh processes: in this one the modules may be imported already, and a
+    command missing from LAZY_COMMANDS would resolve here and nowhere else."""
     from txdb.cli.main import LAZY_COMMANDS
-    for module in set(LAZY_COMMANDS.values()):
-        importlib.import_module(module)
-    assert sorted(cli.commands) == cli.list_commands(None)
+    code = (
+        "import importlib, json\n"
+        "from txdb.cli.main import LAZY_COMMANDS, cli\n"
+        "base = set(cli.commands)\n"
+        "for module in sorted(set(LAZY_COMMANDS.values())):\n"
+        "    importlib.import_module(module)\n"
+        "defined = {n: c.callback.__module__ for n, c in cli.commands.items() if n not in base}\n"
+        "print(json.dumps({'base': sorted(base), 'defined': defined}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    defined = seen["defined"]  # each command the lazy modules define: the module it lives in
+    assert defined == LAZY_COMMANDS
+    listed = subprocess.run([sys.executable, "-m", "txdb.cli", "--help"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    shown = {ln.split()[0] for ln in listed.stdout.split("Commands:", 1)[1].splitlines() if ln.strip()}
+    assert shown == set(seen["base"]) | set(defined)
+    for name in sorted(defined):
+        h = subprocess.run([sys.executable, "-m", "txdb.cli", name, "--help"], capture_output=True, text=True)
+        assert h.returncode == 0 and f"Usage: txdb {name}" in h.stdout, (name, h.stderr)
 
 
 def test_installed_entry_point_runs_without_traceback(tmp_path):
@@ -326,3 +357,38 @@ def test_text_that_is_not_utf8_is_one_error_line(tmp_path, monkeypatch, args, na
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 1 and r.output == f"Error: {name} is not valid UTF-8 text\n"
     assert not (tmp_path / "catalog.db").exists()
+
+
+def test_help_lists_every_command_without_importing_their_modules():
+    """`txdb --help` and `txdb --version` import no command module, no catalog,
+    ingest or surgery code; --help lists every command with the same text as
+    when all modules are loaded."""
+    code = (
+        "import sys\n"
+        "import importlib\n"
+        "from txdb.cli import cli\n"
+        "from txdb.cli.commands import COMMANDS\n"
+        "for m in sorted({e.module for e in COMMANDS.values()}) if sys.argv[2:] else ():\n"
+        "    importlib.import_module(m)\n"
+        "try:\n"
+        "    cli([sys.argv[1]], prog_name='txdb')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('txdb')))\n"
+    )
+    for flag in ("--help", "--version"):
+        r = subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, COLUMNS="80"))
+        text, mods = r.stdout.split("MODULES ")
+        loaded = eval(mods)
+        assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.ingest", "txdb.catalog", "txdb.db"))
+                    or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve")], loaded
+        if flag == "--help":
+            r = subprocess.run([sys.executable, "-c", code, flag, "all"], capture_output=True, text=True,
+                               check=True, env=dict(os.environ, COLUMNS="80"))
+            assert text == r.stdout.split("MODULES ")[0]
+            from txdb.cli.commands import COMMANDS
+            for name in COMMANDS:
+                assert f"  {name} " in text
+        else:
+            assert text.strip() == "txdb, version 0.1.0"

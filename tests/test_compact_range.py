@@ -9,10 +9,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
-from sessions import attachment, conversation, user, write
-from txdb.cli import cli
+from conftest import run
+from sessions import attachment, conversation, write
 from txdb.surgery.compact_range import contiguous
 from txdb.surgery.transcript import Transcript
 
@@ -26,10 +25,6 @@ def env(tmp_path, monkeypatch):
     proj = tmp_path / "claude" / "projects" / "-home-me-app"
     write(proj / f"{SID}.jsonl", conversation(6, session=SID))
     return proj
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _objs(p: Path) -> list[dict]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from txdb.cli import cli
+from conftest import run as txdb
 from txdb.surgery.ops import tool_spans
 from txdb.surgery.transcript import Transcript
 
@@ -40,10 +40,7 @@ def env(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
+run = partial(txdb, ok=True)
 
 
 def _copy(env, src: Path) -> Path:

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from sessions import attachment, conversation, write
-from txdb import db
-from txdb.cli import cli
 from txdb.surgery.transcript import Transcript
 
 SID = "33333333-0000-0000-0000-000000000001"
@@ -31,12 +29,8 @@ def env(tmp_path, monkeypatch):
     return proj
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 def _objs(p: Path) -> list[dict]:
-    return [orjson.loads(l) for l in p.read_bytes().splitlines()]
+    return [orjson.loads(ln) for ln in p.read_bytes().splitlines()]
 
 
 def _ts(s: str) -> datetime:

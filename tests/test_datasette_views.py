@@ -240,7 +240,11 @@ async def test_surgery_log(ds, built):
 
 
 async def test_usage_by_day_and_model(ds, ro):
-    total = ro.execute("SELECT count(*), sum(coalesce(output_tokens, 0)) FROM usage").fetchone()
+    # The broken copy repeats the tools session's API messages: billed once.
+    total = ro.execute("SELECT count(*), sum(coalesce(output_tokens, 0)) FROM billed_usage").fetchone()
+    copies = ro.execute("SELECT count(*) FROM usage u JOIN files f ON f.id = u.file_id "
+                        "WHERE f.path LIKE '%-tmp-broken%'").fetchone()[0]
+    assert copies > 0 and ro.execute("SELECT count(*) FROM usage").fetchone()[0] == total[0] + copies
     days = await get_json(ds, "usage_by_day")
     assert sum(r["api_messages"] for r in days) == total[0]
     assert sum(r["output_tokens"] for r in days) == total[1]

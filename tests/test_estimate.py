@@ -184,6 +184,36 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
     conn.close()
 
 
+def test_text_is_sized_as_the_request_carries_it_json_escaped(tmp_path):
+    """A text of short lines, quotes or backslashes is longer in the request
+    than its characters (each becomes a two-character escape), and the
+    catalog and the surgery plan size it that way: a persisted tool result's
+    preview of many short lines was predicted 3-4% under what the CLI sent."""
+    from txdb import tokens
+
+    for text in ["a\nb\tc", 'say "hi"', "C:\\dir\\x", "bell\x07", "\n" * 10, "plain"]:
+        assert tokens.escaped_chars(text) == len(json.dumps(text, ensure_ascii=False)) - 2
+    lines_text = "\n".join(str(i) for i in range(1, 401))  # `seq 1 400`: 1,491 chars, 1,890 in the request
+    wire = len(json.dumps(lines_text, ensure_ascii=False)) - 2
+    assert tokens.text_tokens(lines_text) == -(-wire // 4) > tokens.text_tokens(len(lines_text))
+    lines = [
+        {"type": "user", "uuid": "u0", "parentUuid": None, "message": {"role": "user", "content": "run seq"}},
+        {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "message": {"id": "m0", "role": "assistant", "model": "m",
+         "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "seq 1 400"}}]}},
+        {"type": "user", "uuid": "u1", "parentUuid": "a0", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": lines_text}]}},
+    ]
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556677.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    (stored,) = conn.execute("SELECT tokens FROM blocks WHERE kind = 'tool_result'").fetchone()
+    assert stored == -(-wire // 4)
+    conn.close()
+
+
 def test_analyze_text_shows_the_calibrated_estimate(tmp_path):
     from click.testing import CliRunner
 

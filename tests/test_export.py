@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import copy_fixture_sessions
-from sessions import assistant, conversation, user, write
+from sessions import conversation, write
 from txdb import db
 from txdb.cli import cli
 from txdb.export import TABLES
@@ -215,3 +215,21 @@ def test_without_pyarrow_the_error_names_the_extra(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip() == "Error: Parquet export needs pyarrow: pip install 'txdb[parquet]'"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_link_planted_at_a_temporary_name_receives_nothing(exported, tmp_path):
+    """The temporaries beside DIR are made unpredictably and exclusively: a
+    symlink planted at the name an export once used (`.<out>.exporting-<pid>`,
+    `.<out>.replaced-<pid>`) gets no file, and DIR stays a real folder."""
+    from txdb.export import MARKER, export_parquet
+
+    path, out, _ = exported
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    for kind in ("exporting", "replaced"):
+        (out.parent / f".{out.name}.{kind}-{os.getpid()}").symlink_to(trap)
+    export_parquet(path, out, replace=True)
+    assert list(trap.iterdir()) == []
+    assert not out.is_symlink() and out.is_dir() and (out / MARKER).is_file()
+    assert sorted(p.name for p in out.parent.iterdir() if not p.is_symlink()) == ["one"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700

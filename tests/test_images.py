@@ -6,16 +6,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import shutil
 import struct
 from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from sessions import assistant, user, write
-from txdb.cli import cli
 from txdb.surgery.images import DROPPED
 
 
@@ -63,10 +61,6 @@ def env(tmp_path, monkeypatch):
     return proj
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 def _session(env) -> Path:
     return env / "11111111-0000-0000-0000-000000000001.jsonl"
 
@@ -97,7 +91,7 @@ def _images_in(path: Path) -> list[str]:
 
 
 def _contents(path: Path) -> list:
-    return [(orjson.loads(l).get("message") or {}).get("content") for l in path.read_bytes().splitlines()]
+    return [(orjson.loads(ln).get("message") or {}).get("content") for ln in path.read_bytes().splitlines()]
 
 
 def test_list_images_reports_each_image(env):

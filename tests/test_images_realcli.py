@@ -9,13 +9,12 @@ import hashlib
 import json
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
-import orjson
 import pytest
-from click.testing import CliRunner
 
-from txdb.cli import cli
+from conftest import run as txdb
 
 pytestmark = pytest.mark.realcli
 
@@ -45,10 +44,7 @@ def _copy(env, src: Path) -> Path:
     return Path(shutil.copyfile(src, d / src.name))
 
 
-def run(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
+run = partial(txdb, ok=True)
 
 
 def _hashes(f: Path) -> set[str]:

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from invariants import contract_violations
 from sessions import assistant, user, write
-from txdb.cli import cli
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
 from txdb.surgery import sidecar as sc
@@ -44,10 +43,6 @@ def _session(tmp_path: Path, tool_ids=("toolu_big1", "toolu_big2"), sid=SID, nam
     leaf = user("thanks", a["uuid"], session=sid)
     objs += [a, leaf]
     return write(tmp_path / "proj" / f"{name or sid}.jsonl", objs)
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _out(r) -> str:
@@ -347,6 +342,28 @@ def test_resolve_follows_a_moved_projects_tree(sess, tmp_path):
     assert r.exit_code == 0, _out(r)
     assert orjson.loads(r.output)["result"]["markers_repointed"] == 2
     assert str(moved / SID / "tool-results" / "toolu_big1.txt") in pend.pending_path(f).read_text()
+
+
+def test_verify_warns_of_markers_whose_sidecar_is_not_where_they_say(sess, tmp_path):
+    """After the projects tree moves, the markers name paths that are gone
+    (the model's Read fails): verify warns and names the repair; once
+    migrated, the warning goes; a deleted sidecar is found nowhere."""
+    assert run("persist-tools", sess).exit_code == 0
+    assert run("apply", sess).exit_code == 0
+    assert "sidecar" not in run("verify", sess, "--json").output
+    moved = tmp_path / "moved"
+    os.rename(sess.parent, moved)
+    f = moved / sess.name
+    r = run("verify", f)
+    assert r.exit_code == 0, _out(r)  # a warning: resume still sends the markers
+    assert "2 persisted paths not where the markers say" in r.output
+    assert "run `txdb migrate-persisted` to re-point them" in r.output
+    assert run("migrate-persisted", f).exit_code == 0 and run("apply", f).exit_code == 0
+    r = run("verify", f, "--json")
+    assert "sidecar" not in r.output, r.output
+    (moved / SID / "tool-results" / "toolu_big1.txt").unlink()
+    r = run("verify", f)
+    assert r.exit_code == 0 and "1 persisted path found nowhere" in r.output, _out(r)
 
 
 def test_migrate_persisted_old_layouts(tmp_path, monkeypatch):

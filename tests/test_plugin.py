@@ -206,3 +206,21 @@ def test_the_skills_search_query_runs_on_a_catalog(home):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert rows and rows[0]["session_id"] == session.stem and "three lines" in rows[0]["excerpt"]
+
+
+def test_the_hook_catalogues_what_refresh_does_not_past_a_symlinked_folder(home, tmp_path):
+    """A `<session>/subagents` folder that is a link out of the projects
+    tree is not followed by the hook, as refresh does not follow it."""
+    session = session_of(home)
+    sub_folder = session.parent / session.stem / "subagents"
+    outside = tmp_path / "outside"
+    shutil.move(sub_folder, outside)
+    os.symlink(outside, sub_folder)
+    assert hook(home, {"transcript_path": str(session)}).returncode == 0
+    hooked = {p for (p,) in sqlite3.connect(home / "catalog.db").execute("SELECT path FROM files")}
+    assert hooked == {str(session)}
+    r = CliRunner().invoke(cli, ["refresh", "--db", str(tmp_path / "full.db"),
+                                 "--root", str(home / "home" / ".claude" / "projects")])
+    assert r.exit_code == 0, r.output
+    refreshed = {p for (p,) in sqlite3.connect(tmp_path / "full.db").execute("SELECT path FROM files")}
+    assert hooked == refreshed

@@ -24,6 +24,8 @@ from realcli import claude_binary, resume  # noqa: E402
 from test_realcli_chain import PING, api_messages, catalog_chain, comparable, sent_on_resume, signature  # noqa: E402
 
 from txdb import db  # noqa: E402
+from txdb.ingest.lines import parse_line  # noqa: E402
+from txdb.surgery.transcript import Transcript  # noqa: E402
 from txdb.verify import verify_file  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "projects"
@@ -130,3 +132,68 @@ def test_naive_deletion_of_a_real_session_fails_verify_and_txdb_chain_is_what_re
     assert comparable(api_messages(chain)) == comparable(sent_on_resume(after))
     assert report.chain_length == len(chain) == 96
 
+
+
+GLUED_SESSION = "130d7b7e-5801-4345-9bd6-f32fd9b8429b"
+
+
+def _glued_cases() -> list:
+    """The real session whose line 128 holds two objects glued together
+    (entireio's full.jsonl), and a CLI-made session with two message lines
+    glued by hand."""
+    real = sorted((CORPUS / "real").glob("entireio-cli/*/*/*/full.jsonl")) if CORPUS.is_dir() else []
+    real = [p for p in real if f'"sessionId":"{GLUED_SESSION}"'.encode() in p.read_bytes()[:4096]]
+    return [pytest.param(real[0] if real else None, id="real-entireio"), pytest.param(WORKTREES, id="cli-made")]
+
+
+def _without_orphans(sigs: list[tuple]) -> list[tuple]:
+    """Message signatures without tool_results whose tool_use is not among
+    them: the CLI leaves those out of a request (verify calls them
+    orphan_tool_result), e.g. when the dropped object held the tool_use."""
+    uses = {ref for _role, blocks in sigs for kind, ref in blocks if kind == "tool_use"}
+    return [(role, tuple(b for b in blocks if b[0] != "tool_result" or b[1] in uses)) for role, blocks in sigs]
+
+
+@pytest.mark.parametrize("src", _glued_cases())
+def test_verify_judges_a_glued_line_as_resume_reads_it(src, tmp_path):
+    """Claude Code reads the first object of a line holding two glued
+    together and drops the second. The real session's second object is a
+    summary: resume sends the whole conversation, so verify warns and does not
+    call the file BROKEN (a user told so would cut it). Glued to the message
+    after it, an assistant line loses that message: an error."""
+    if src is None:
+        pytest.skip("../shared/corpus with entireio's glued session is not here")
+    lines = src.read_bytes().split(b"\n")
+    glued = next((i for i, raw in enumerate(lines) if len(parse_line(raw).objects) == 2), None)
+    if glued is None:  # the CLI-made session: glue a tool-free assistant line to the line after it
+        glued = mid_line([x for x in lines if x.strip()], "assistant")
+        lines[glued:glued + 2] = [lines[glued] + lines[glued + 1]]
+    edited = tmp_path / "p" / f"{GLUED_SESSION if src != WORKTREES else src.stem}.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(b"\n".join(lines))
+    first, second = (json.loads(x) for x in lines[glued].replace(b'}{"', b'}\n{"', 1).split(b"\n"))
+
+    report = verify_file(edited)
+    [finding] = [f for f in report.findings if f.code == "parse"]
+    assert finding.line == glued + 1 and "2 JSON objects glued on one line" in finding.message
+    result = resume(edited, ping=PING, binary=claude_binary(), workdir=tmp_path / "resume")
+    assert result.loaded, result.summary()
+    sent = {m for _, sig in comparable(sent_on_resume(result)) for m in sig}
+    msg = lambda rec: [{"role": rec["type"], "content": (rec.get("message") or {}).get("content")}]  # noqa: E731
+    assert _markers(msg(first)) <= sent  # the first object is read
+    lost = second.get("type") in ("user", "assistant") and not _markers(msg(second)) & sent
+    assert lost == (src == WORKTREES)
+    assert report.ok == (not lost), finding
+    assert finding.severity == ("error" if lost else "warning")
+    # txdb's chain (the catalog's, and the surgery engine's) is what resume sends:
+    # the second object stays a record, off the chain.
+    conn = db.connect(tmp_path / "catalog.db")
+    try:
+        chain = catalog_chain(conn, edited)
+        (n,) = conn.execute("SELECT count(*) FROM records WHERE line = ?", (glued + 1,)).fetchone()
+    finally:
+        conn.close()
+    assert n == 2
+    assert _without_orphans(comparable(api_messages(chain))) == comparable(sent_on_resume(result))
+    t = Transcript.load(edited)
+    assert [r.parse() for r in t.chain] == chain

@@ -288,7 +288,7 @@ def test_usage_counts_each_api_message_once(conn, tmp_path):
         "ephemeral_1h_input_tokens": 50, "service_tier": None, "iterations": None,
         # what the file holds now (the gauge's figures): the API's until a usage reset
         "gauge_input_tokens": 3, "gauge_cache_read_input_tokens": 1000,
-        "gauge_cache_creation_input_tokens": 50, "gauge_iterations": None, "in_file": 1,
+        "gauge_cache_creation_input_tokens": 50, "gauge_iterations": None, "in_file": 1, "rewritten": 0,
     }
     (g,) = rows(conn, "SELECT gauge_tokens, recorded_context FROM context_gauge")
     assert g == {"gauge_tokens": 1053, "recorded_context": 1053}
@@ -508,7 +508,8 @@ def test_target_views_compare_exactly_with_sqlite_datetimes(conn, tmp_path):
     from datetime import datetime, timedelta, timezone
     from sessions import attachment
     now = datetime.now(timezone.utc)
-    stamp = lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    def stamp(d):
+        return d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     u = user("hi", None)
     old = attachment({"type": "task_reminder", "content": []}, u["uuid"])
     old["timestamp"] = stamp(now - timedelta(days=7, minutes=1))

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from conftest import run as txdb
 from sessions import conversation, write
 from txdb import db
-from txdb.cli import cli
 from txdb.ingest import store
 from txdb.ingest.store import refresh
 
@@ -26,11 +26,7 @@ def env(tmp_path, monkeypatch):
     return root
 
 
-def run(*args, ok=True):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    if ok:
-        assert r.exit_code == 0, r.output
-    return r
+run = partial(txdb, ok=True)  # run(..., ok=False) for a failing command
 
 
 def one_error_line(r) -> str:
@@ -67,7 +63,7 @@ def test_a_backup_is_read_by_verify_and_analyze_never_catalogued(env, tmp_path):
     report = json.loads(a.output)
     assert report["file"] == {"path": str(bak), "catalogued": False, "kind": "a backup", "copy_of": str(sess)}
     assert report["session"]["lines"] == 13
-    assert "This is a backup of " in run("analyze", bak).output
+    assert f"Positions of {bak} (a backup of {sess}, read as it is; not catalogued)" in run("analyze", bak).output
     assert paths(tmp_path) == [str(sess)]
 
 
@@ -99,13 +95,14 @@ def test_analyze_of_the_pending_copy_reports_the_pending_copy(env, tmp_path):
     sess = session_with_big_result(env / "-p" / "s1.jsonl", "s1")
     run("strip-all", sess)
     pending = sess.with_name("s1.jsonl.pending")
-    original = json.loads(run("analyze", sess, "--json").output)
+    original = json.loads(run("analyze", sess, "--original", "--json").output)
     copy = json.loads(run("analyze", pending, "--json").output)
+    assert json.loads(run("analyze", sess, "--json").output) == copy  # the session, read through its copy
     assert copy["file"]["kind"] == "the pending copy" and copy["file"]["path"] == str(pending)
     assert copy["session"]["file_bytes"] == pending.stat().st_size < original["session"]["file_bytes"]
     assert copy["session"]["chain_tokens"] < original["session"]["chain_tokens"] - 9000
     text = run("analyze", pending).output
-    assert f"This is the pending copy of {sess}" in text and "positions are the ones the next pass uses" in text
+    assert f"Positions of {pending} (the pending copy of {sess}: the file the next surgery edits" in text
     assert paths(tmp_path) == [str(sess)]
     # A mutating command given the pending copy goes on with it (its session).
     run("strip-tools", pending, "--tools", "Bash")
@@ -133,8 +130,8 @@ def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):
     store.refresh_path(conn, pending)
     conn.close()
     assert len(paths(tmp_path)) == 3
-    # The session still resolves by id to the session, not to its copies.
-    assert json.loads(run("analyze", "s1", "--json").output)["file"]["path"] == str(sess)
+    # The session still resolves by id to the session, not to its copies' rows.
+    assert json.loads(run("analyze", "s1", "--original", "--json").output)["file"]["path"] == str(sess)
     out = json.loads(run("refresh", "--json").output)
     assert out["pruned"] == 0 and len(paths(tmp_path)) == 3
     out = json.loads(run("refresh", "--prune", "--json").output)

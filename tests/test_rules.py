@@ -431,6 +431,8 @@ def test_a_catalog_from_before_chain_findings_judges_its_gaps_on_the_next_refres
     conn.execute("DROP TABLE chain_findings")
     for col in ("result_size", "result_sha256"):  # 011
         conn.execute(f"ALTER TABLE surgeries DROP COLUMN {col}")
+    conn.execute("ALTER TABLE usage DROP COLUMN rewritten")  # 013
+    conn.execute("ALTER TABLE surgeries DROP COLUMN stale_from")  # 014
     conn.close()
     conn = db.connect(tmp_path / "catalog.db")
     assert conn.execute("SELECT count(*) FROM chain_problems").fetchone()[0] == 0

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from conftest import run
 from sessions import conversation, write
-from txdb.cli import cli
 
 SID = "55555555-0000-0000-0000-000000000001"
 HOLD = """
@@ -27,10 +26,6 @@ sys.stdin.read()
 def f(tmp_path, monkeypatch):
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
     return write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", conversation(4, session=SID))
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _hold(path: Path) -> subprocess.Popen:

@@ -31,7 +31,7 @@ def txdb(db_path, *args, ok=True):
 
 
 def lines_of(path: Path) -> list[dict]:
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def chain_pos(conn, file_id: int) -> dict[str, int]:
@@ -87,6 +87,8 @@ def test_show_tool_list_reports_every_call_on_the_chain_with_its_sizes(tools):
 
     text = txdb(db_path, "show-tool", TOOLS_SID).output.splitlines()  # --list is the default
     assert text[0] == f"Session {TOOLS_SID}  ({path})"
+    assert text[1] == f"Positions of {path} (the session file; no pending copy)"
+    text = text[1:]
     assert text[1] == f"5 tool calls on the active chain ({report['chain_length']} positions)"
     assert text[2].split() == ["pos", "tool_use_id", "tool", "input", "chars", "input", "tok", "result", "pos",
                                "result", "chars", "result", "tok", "state"]
@@ -156,7 +158,7 @@ def test_show_thinking_lists_blocks_with_text_and_signature_sizes(tools):
         assert r["type"] == "thinking" and r["total_chars"] == r["chars"] + r["signature_chars"]
         assert r["tokens"] == -(-r["total_chars"] // 4) and r["persisted"] is None
 
-    text = txdb(db_path, "show-thinking", TOOLS_SID).output.splitlines()
+    text = txdb(db_path, "show-thinking", TOOLS_SID).output.splitlines()[1:]
     assert text[1] == f"3 thinking blocks on the active chain ({report['chain_length']} positions)"
     for line, r in zip(text[4:7], got):
         assert line.split() == [str(r["pos"]), str(r["line"]), "0", "thinking", str(r["chars"]),
@@ -213,13 +215,20 @@ def test_a_pending_copy_is_shown_with_its_own_positions_and_said_so(tools):
                               "copy_of": str(path)}
     states = {c["tool_name"]: c["result_state"] for c in report["tool_calls"]}
     assert states == {"Bash": None, "Read": None, "Write": "stripped", "Edit": "stripped"}
-    # The session itself still has them whole; the pending copy stays out of the catalog.
-    session = json.loads(txdb(db_path, "show-tool", TOOLS_SID, "--json").output)
+    # Named by id, the session is read through its pending copy too (the file the next
+    # surgery edits); --original reads the session, which still has them whole. The
+    # pending copy stays out of the catalog.
+    assert json.loads(txdb(db_path, "show-tool", TOOLS_SID, "--json").output) == report
+    session = json.loads(txdb(db_path, "show-tool", TOOLS_SID, "--original", "--json").output)
+    assert session["file"]["path"] == str(path)
     assert all(c["result_state"] is None for c in session["tool_calls"])
+    assert txdb(db_path, "show-tool", TOOLS_SID, "--original").output.splitlines()[1] == (
+        f"Positions of {path} (the session file, asked for with --original; the next surgery edits "
+        f"its pending copy {pending}, whose positions may differ)")
     assert conn.execute("SELECT count(*) FROM files WHERE path = ?", (str(pending),)).fetchone() == (0,)
     out = txdb(db_path, "show-thinking", pending).output.splitlines()
-    assert out[1] == (f"This is the pending copy of {path}, read as it is (not catalogued); "
-                      "positions are the ones the next pass uses.")
+    assert out[1] == (f"Positions of {pending} (the pending copy of {path}: the file the next surgery "
+                      "edits; not catalogued)")
     pending_pos = {r["tool_use_id"]: r["pos"] for r in report["tool_calls"]}
     edit = report["tool_calls"][-1]["tool_use_id"]
     shown = json.loads(txdb(db_path, "show-tool", pending, "--id", edit, "--json").output)
@@ -247,7 +256,7 @@ WRAPPED = "<thinking>\nThe user wants a demo.\n</thinking>"
 def _write_markers(path: Path) -> dict[str, dict]:
     """Hand-written markers in the session copy (compact JSON, as Claude Code
     writes); returns the edited records by name."""
-    objs = [json.loads(l) for l in path.read_text().splitlines()]
+    objs = [json.loads(ln) for ln in path.read_text().splitlines()]
     edited = {}
 
     def content(o):
@@ -361,7 +370,7 @@ def test_hostile_markers_never_break_the_views_or_analyze(tools):
     summary carrying terminal escapes: the row says what it can, the sums
     and analyze still answer, the text output prints the escape inert."""
     db_path, conn, path, fid = tools
-    objs = [json.loads(l) for l in path.read_text().splitlines()]
+    objs = [json.loads(ln) for ln in path.read_text().splitlines()]
     hostile = [
         ("<persisted-text>\nSaved to: /x/a.txt (99,999,999,999,999,999,999 chars)\nSummary: big\n\nPreview:\n"
          "</persisted-text>", None),
@@ -400,6 +409,6 @@ def test_a_one_line_session_has_a_chain_of_one(tmp_path):
     db_path = tmp_path / "c.db"
     report = json.loads(txdb(db_path, "show-thinking", path, "--json").output)
     assert report["chain_length"] == 1 and report["thinking"] == []
-    assert txdb(db_path, "show-tool", path).output.splitlines()[1] == "0 tool calls on the active chain (1 position)"
+    assert txdb(db_path, "show-tool", path).output.splitlines()[2] == "0 tool calls on the active chain (1 position)"
     r = txdb(db_path, "show-thinking", path, "--pos", 0, ok=False)
     assert r.output == f"Error: no thinking block at position 0 of {path} (the chain has no thinking block)\n"

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from conftest import run
 from txdb.cli import cli
 
 DATA = Path(__file__).parent / "data"
@@ -27,11 +28,6 @@ def env(tmp_path, monkeypatch):
         shutil.copyfile(p, proj / p.name)
     shutil.copyfile(EDGE, proj / "11111111-2222-3333-4444-555555555555.jsonl")
     return proj
-
-
-def run(*args):
-    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return r
 
 
 def _session(proj: Path) -> Path:

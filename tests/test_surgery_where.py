@@ -23,7 +23,7 @@ from txdb.ingest.store import refresh
 from txdb.surgery import pending as pend
 from txdb.surgery import select as sel
 
-from conftest import rows
+from conftest import rows, run
 
 DATA = Path(__file__).parent / "data"
 EDGE = DATA / "surgery" / "edge.jsonl"
@@ -37,10 +37,6 @@ EXAMPLE_READ = "tool_name = 'Read' and result_tokens > 10000"
 def iso(days_ago: float) -> str:
     t = datetime.now(timezone.utc) - timedelta(days=days_ago)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def set_timestamps(path: Path, ages: dict[str, float]) -> None:
@@ -646,3 +642,38 @@ def test_apply_all_refuses_a_file_being_written_and_applies_the_rest(tree):
     assert by[ef.name].applied and by[ef.name].surgery_ids
     assert pend.pending_path(edge).exists()
     assert b'"a-att1"' in edge.read_bytes()  # untouched by txdb (only the writer's lines added)
+
+
+def test_every_surgery_command_is_declared_once_and_where_follows_its_view():
+    """The declarations (surgery/commands.py) are what the CLI runs: each
+    declared command is a CLI command; a command takes --where exactly when its
+    declaration names a target view, and that view is what --where selects."""
+    import importlib
+
+    from txdb.cli.commands import COMMANDS as CLI
+    from txdb.surgery.commands import COMMANDS
+    for m in {e.module for e in CLI.values()}:
+        importlib.import_module(m)
+    assert set(COMMANDS) <= set(CLI)
+    for name, c in COMMANDS.items():
+        takes_where = any(p.name == "where" for p in cli.commands[name].params)
+        assert takes_where == (c.view is not None), name
+        assert sel.VIEWS.get(name) == c.view
+
+
+def test_the_plan_names_the_records_the_usage_reset_rewrites(tree):
+    """Issue 19: a pass reports every record it rewrites; the usage reset's
+    records (recorded usage lowered) apart from the targets it changed."""
+    projects, dbp = tree
+    cond = "on_chain = 1 and kind = 'tool_result'"
+    out = json.loads(run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run",
+                         "--json").output)
+    lowered = {s["path"]: s["usage_lowered"] for s in out["sessions"]}
+    assert sum(lowered.values()) > 0
+    for s in out["sessions"]:
+        assert s["usage_lowered"] == ((s["report"] or {}).get("usage") or {}).get("capped", 0)
+    r = run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run")
+    changed = sum(s["changed"] for s in out["sessions"])
+    assert f"{changed} changed, {sum(lowered.values()):,} usage figures lowered;" in r.output
+    none = run("strip-tools", "--where", cond, "--only-results", "--db", dbp, "--dry-run", "--no-usage-reset")
+    assert f"{changed} changed;" in none.output and "usage figures lowered" not in none.output

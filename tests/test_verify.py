@@ -278,7 +278,7 @@ def test_cli_verify_prints_the_finding_and_exits_1(run, tmp_path):
 # what real files contain
 
 
-def test_every_corpus_file_passes_but_the_glued_line(tmp_path):
+def test_every_corpus_file_passes_the_glued_line_with_a_warning(tmp_path):
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is not here")
     failing = {}
@@ -286,6 +286,9 @@ def test_every_corpus_file_passes_but_the_glued_line(tmp_path):
         r = verify_file(p)
         if not r.ok:
             failing[str(p.relative_to(CORPUS))] = [f.code for f in r.findings if f.severity == "error"]
-    # One file holds two JSON objects glued on one line (SOURCES.md): a parse error.
-    assert failing == {"real/entireio-cli/37/995ebed6e4/2/full.jsonl": ["parse"]}
+    assert failing == {}
+    # One file holds two JSON objects glued on one line (SOURCES.md): Claude Code
+    # reads the first and drops the second, a summary, so resume loses nothing.
+    glued = verify_file(CORPUS / "real/entireio-cli/37/995ebed6e4/2/full.jsonl")
+    assert [(f.severity, f.code, f.line) for f in glued.findings if f.code == "parse"] == [("warning", "parse", 128)]
 

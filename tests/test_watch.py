@@ -15,7 +15,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 from sessions import append, conversation, dumps, user, write
 

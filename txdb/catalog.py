@@ -28,10 +28,7 @@ class SessionRef:
         return self.file_id is not None
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+_rows = db.rows
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -139,6 +136,36 @@ def _refresh_stale(conn: sqlite3.Connection, path: str) -> None:
     except sqlite3.OperationalError as e:
         if str(e) not in db.MACHINE_CONDITIONS:
             raise
+def resolve_positions(conn: sqlite3.Connection, ref: str, original: bool = False) -> SessionRef:
+    """SESSION for a command that shows chain positions (analyze, show-tool,
+    show-thinking): the file the next surgery edits
+    (``surgery.pending.working_file``). A session with a pending copy is
+    read through that copy, so a position shown is the one ``--from/--to/
+    --pos`` take; ``original`` reads the session file itself."""
+    from .surgery.pending import original_path, working_file  # here: refresh never loads surgery
+
+    r = resolve_session(conn, ref)
+    if not r.catalogued or original:
+        return r
+    w = working_file(r.path)
+    if w == original_path(r.path):
+        return r
+    return SessionRef(None, str(w), None, copy_kind(w), _copy_of(w))
+
+
+def current_session(conn: sqlite3.Connection, session_id: str, cwd: str | Path) -> dict:
+    """`txdb current`: the session file of ``session_id`` (its id, path and
+    whether it exists). A session that has written no line yet has no file:
+    its path is where Claude Code will write it, the project folder of
+    ``cwd`` under the first projects root."""
+    if not session_id or session_id in (".", "..") or any(
+            not (c.isascii() and (c.isalnum() or c in "-_.")) for c in session_id):
+        raise SessionNotFound(f"{session_id!r} is not a session id")
+    try:
+        path = resolve_session(conn, session_id).path
+    except SessionNotFound:
+        path = str(config.projects_roots()[0] / config.project_folder(cwd) / f"{session_id}.jsonl")
+    return {"id": session_id, "path": path, "exists": os.path.exists(path)}
 
 
 def _find_in_root(root: Path, name: str) -> Path | None:

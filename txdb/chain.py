@@ -7,6 +7,9 @@ and by the surgery engine, so chain positions mean the same thing in SQL,
 Rules, from what the real CLI does (README, "The catalog"):
 - chain participants are user, assistant, attachment and system lines;
   progress lines carry a uuid but are bridged over (never positions);
+  of a line holding several JSON objects glued together only the first
+  takes part (CLI 2.1.328 reads the first and drops the rest; the others
+  stay records, off the chain, and their children see a missing parent);
 - the leaf is the last participant in file order, preferring main-chain
   lines over sidechain ones (subagent files are all sidechain); a later
   ``last-prompt`` line whose leafUuid names another participant wins,
@@ -374,12 +377,14 @@ def extend(new_nodes: list[Node], old_leaf_uuid: str | None) -> list[Node] | Non
 
 def load_nodes(conn, file_id: int) -> list[Node]:
     """A catalogued file's chain nodes, in file order, from its records rows."""
+    # A record on the same line as the one before it is a later object of a glued line: no node.
     rows = conn.execute(
         "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
         "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
         "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
         "  CASE WHEN subtype = 'compact_boundary' THEN raw END, timestamp "
-        "FROM records r WHERE file_id = ? AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
+        "FROM (SELECT *, line IS lag(line) OVER (ORDER BY offset) AS later FROM records WHERE file_id = ?) r "
+        "WHERE NOT later AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
         (file_id,),
     )
     nodes = []

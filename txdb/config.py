@@ -27,3 +27,9 @@ def default_db_path() -> Path:
     data_home = os.environ.get("XDG_DATA_HOME")
     base = Path(data_home).expanduser() if data_home else Path.home() / ".local" / "share"
     return base / "txdb" / "txdb.db"
+
+
+def project_folder(cwd: str | os.PathLike[str]) -> str:
+    """The project folder Claude Code writes a session run in ``cwd`` to:
+    every character but ASCII letters and digits becomes ``-``."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(cwd))

@@ -49,7 +49,7 @@ def view_files() -> list[tuple[str, str]]:
 def register_functions(conn: sqlite3.Connection) -> None:
     """SQL access to the token estimates of txdb/tokens.py."""
     conn.create_function(
-        "txdb_tokens", 1, lambda s: tokens.text_tokens(len(s)) if s else 0, deterministic=True
+        "txdb_tokens", 1, lambda s: tokens.text_tokens(s) if isinstance(s, str) else 0, deterministic=True
     )
     conn.create_function(
         "txdb_chars_tokens", 1, lambda n: tokens.text_tokens(int(n or 0)), deterministic=True
@@ -110,7 +110,7 @@ def _split(sql: str) -> list[str]:
                 statements.append(chunk)
             buf = []
     rest = "".join(buf).strip()
-    if rest and not all(l.strip().startswith("--") for l in rest.splitlines() if l.strip()):
+    if rest and not all(ln.strip().startswith("--") for ln in rest.splitlines() if ln.strip()):
         statements.append(rest)
     return statements
 
@@ -198,6 +198,15 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000) -> sqlite3.Connectio
         conn.close()
         raise CatalogError(f"{path} cannot be used as a txdb catalog: {e}") from None
     return conn
+
+
+def rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
+    """The rows of a query as dicts keyed by column name. (sqlite-utils'
+    ``Database.query`` does the same, but importing it would double the
+    CLI's start-up: it serves ``open_db`` only.)"""
+    cur = conn.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def open_db(path: str | Path):

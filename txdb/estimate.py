@@ -50,10 +50,10 @@ MAX_TURNS = 40
 # no snapshot: their fixed part is about PRIOR_OVERHEAD tokens, and their
 # content (more code and JSON, which tokenize denser than prose) about
 # PRIOR_FACTOR tokens per chars/4 token.
-PRIOR_SNAPSHOT_SHARE = 0.71
-PRIOR_SNAPSHOT_FACTOR = 1.06
+PRIOR_SNAPSHOT_SHARE = 0.73
+PRIOR_SNAPSHOT_FACTOR = 1.00
 PRIOR_OVERHEAD = 20_000
-PRIOR_FACTOR = 1.32
+PRIOR_FACTOR = 1.16
 
 
 def prior(system_prompt_tokens: int | None) -> tuple[float, float]:
@@ -200,6 +200,17 @@ SELECT coalesce(max(r.timestamp), '') FROM records r
 JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
 WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
 """
+# The turns a logged surgery made stale (surgeries.stale_from, not undone):
+# from that turn's chain position on (the start when it is gone), those
+# recorded before the surgery was applied measured the history before it.
+_STALE_SQL = """
+SELECT coalesce((SELECT ch.pos FROM records r JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
+                 WHERE r.file_id = s.file_id AND r.uuid = s.stale_from ORDER BY ch.pos LIMIT 1), 0), s.at
+FROM surgeries s
+WHERE s.file_id = ? AND s.stale_from IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM surgeries u, json_each(u.arguments, '$.undid') j
+    WHERE u.file_id = s.file_id AND u.command = 'undo' AND j.value = s.id)
+"""
 # Only turns whose figures in the file are still the API's: a usage reset
 # lowered the others to an estimate (usage.gauge_* below usage's own).
 _USAGE_SQL = """
@@ -215,6 +226,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     chain, root first; with ``last``, only the last ``last`` turns (read
     from the leaf back, so the cost does not grow with the session)."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
+    stale = conn.execute(_STALE_SQL, (file_id,)).fetchall()  # (from position, applied at)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
     after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
     suffix = 0
@@ -226,6 +238,8 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
             break  # the oldest kept message's first line is behind us
         if (ts or "~") < boundary:
             continue
+        if any(pos >= p and (ts or "") < at for p, at in stale):
+            continue  # recorded before a strip of its history: not what it costs now
         first_pos[mid] = pos
         after[mid] = suffix
     total = suffix if last is None else catalog_chain_tokens(conn, file_id)

@@ -16,7 +16,8 @@ record (its blocks, attachments, usage, chain position) share its
 partition, so joins stay within one.
 
 Everything is read in one snapshot of the catalog and streamed file by file
-in batches; the export is written into a temporary folder beside DIR and
+in batches; the export is written into a temporary folder beside DIR (made
+by ``tempfile.mkdtemp``: a random name, created exclusively) and
 renamed into place at the end, so DIR never holds half an export. Files are
 private (0600, folders 0700): they hold transcripts.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,9 +212,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     conn.close()
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.exporting-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    _private_dir(tmp)
+    # Made unpredictably and exclusively (0700): a link planted beside DIR is
+    # never written through, and never renamed into DIR's place.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.exporting-", dir=out.parent))
     report = ExportReport(str(out), {t: 0 for t in TABLES})
     try:
         ro.execute("PRAGMA busy_timeout = 10000")
@@ -278,8 +280,13 @@ def _publish(tmp: Path, out: Path) -> None:
     """Rename the finished export into place; an earlier one goes only then."""
     old = None
     if out.exists():
-        old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
-        os.rename(out, old)
+        # An empty folder of our own, which the rename replaces.
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.replaced-", dir=out.parent))
+        try:
+            os.rename(out, old)
+        except OSError:
+            os.rmdir(old)
+            raise
     os.rename(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

@@ -29,7 +29,7 @@ def session_files(payload: bytes | str) -> list[Path]:
     """The transcript a hook payload names and its subagent transcripts,
     when it is a session file under a projects folder txdb reads."""
     from . import config
-    from .ingest.discover import is_session_path
+    from .ingest.discover import is_session_path, reached
 
     data = json.loads(payload)
     if not isinstance(data, dict):
@@ -48,8 +48,10 @@ def session_files(payload: bytes | str) -> list[Path]:
         raise ValueError(f"{given} is outside the projects folder ({config.projects_roots()[0]})")
     if not path.is_file():
         return []  # a session that never wrote a line: nothing to index
+    # Its subagents as discovery finds them: a symlinked `<session>` or
+    # `subagents` folder is not followed (refresh would not catalogue them).
     subagents = sorted((path.parent / path.name[: -len(".jsonl")] / "subagents").glob("*.jsonl"))
-    return [path, *[p for p in subagents if p.is_file() and not p.is_symlink()]]
+    return [path, *[p for p in subagents if reached(p, roots[0])]]
 
 
 def refresh_session(db_path: str | Path, payload: bytes | str) -> dict[str, str]:

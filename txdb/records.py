@@ -86,7 +86,7 @@ def block_rows(content, role: str | None) -> list[dict]:
                 "type": "text",
                 "kind": kind,
                 "chars": len(content),
-                "tokens": tokens.text_tokens(len(content)),
+                "tokens": tokens.text_tokens(content),
                 "text": content,
             }
         ]
@@ -105,7 +105,7 @@ def block_rows(content, role: str | None) -> list[dict]:
                 "thinking" if is_wrapped_thinking(text) else (markup_kind(text) or "text")
             )
             row["chars"] = len(text)
-            row["tokens"] = tokens.text_tokens(len(text))
+            row["tokens"] = tokens.text_tokens(text)
             row["text"] = text
         elif btype in ("thinking", "redacted_thinking"):
             text = block.get("thinking") or block.get("data") or ""
@@ -114,7 +114,7 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["kind"] = "thinking"
             row["chars"] = len(text)
             row["signature_chars"] = len(sig) if isinstance(sig, str) else 0
-            row["tokens"] = tokens.thinking_tokens(len(text), row["signature_chars"])
+            row["tokens"] = tokens.thinking_tokens(text, row["signature_chars"])
             row["text"] = text
         elif btype in ("tool_use", "server_tool_use"):
             inp = dumps_text(block.get("input"))
@@ -139,7 +139,7 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["is_error"] = 1 if block.get("is_error") else 0
             row["chars"] = len(text)
             row["images"] = len(images)
-            row["tokens"] = tokens.text_tokens(len(text)) + img_tokens
+            row["tokens"] = tokens.text_tokens(text) + img_tokens
             row["text"] = text
         elif btype == "image":
             source = block.get("source") if isinstance(block.get("source"), dict) else {}
@@ -209,15 +209,17 @@ def is_system_prompt(obj: dict) -> bool:
 def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
-    the calibration add the same figures). A system-prompt record costs 0
-    here: it counts once per session, see :func:`system_prompt_tokens`."""
+    the calibration add the same figures): its blocks' tokens plus
+    ``tokens.BLOCK_TOKENS`` per block (the envelope each is sent in). A
+    system-prompt record costs 0 here: it counts once per session, see
+    :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
     if rtype == "attachment":
         return 0 if is_system_prompt(obj) else attachment_cost(obj)[0]
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) for b in blocks)
+    return sum(b.get("tokens", 0) for b in blocks) + tokens.BLOCK_TOKENS * len(blocks)
 
 
 def system_prompt_tokens(objs: Iterable[dict]) -> int:

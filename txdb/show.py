@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from . import db
 from .catalog import SessionRef, file_info, reading
 from .errors import NoSuchTarget
 from .surgery.ops import MARK as STRIPPED_MARK
@@ -22,10 +23,7 @@ EXCERPT_CHARS = 100
 _SPACE = re.compile(r"\s+")
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+_rows = db.rows
 
 
 def _persisted(conn, file_id: int) -> dict[tuple[int, int], dict]:

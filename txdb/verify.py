@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import chain as chainmod
-from .ingest.lines import is_whole_object
+from .ingest.lines import GLUED, is_whole_object
 from .records import message_content
 
 if TYPE_CHECKING:
@@ -175,7 +175,8 @@ def store_chain_findings(conn, file_id: int) -> int:
     sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
     rows = [(file_id, offset, f.severity, f.code, f.message)
             for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
-    conn.executemany("INSERT OR REPLACE INTO chain_findings VALUES (?,?,?,?,?)", rows)
+    conn.executemany("INSERT OR REPLACE INTO chain_findings (file_id, offset, severity, code, detail) "
+                     "VALUES (?,?,?,?,?)", rows)
     return len(rows)
 
 
@@ -219,7 +220,19 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         report.lines += 1
         error = ln.error if ln.raw.strip() else "blank line"
         if error:
-            add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
+            if ln.count > 1 and error.endswith(GLUED):
+                # Claude Code (2.1.328) reads the first object of the line and
+                # drops the rest: only a message among them is lost to resume.
+                dropped = [records[i].node.type for i in ln.records[1:]]
+                lost = [t for t in dropped if t in MESSAGE_TYPES]
+                if lost:
+                    add(Finding("error", "parse", f"{error}; Claude Code reads only the first object, so "
+                                f"resume loses {_plural(len(lost), 'user/assistant message')}", ln.number))
+                else:
+                    add(Finding("warning", "parse", f"{error}; Claude Code reads only the first object "
+                                f"and loses no message ({', '.join(dropped)} left out)", ln.number))
+            else:
+                add(Finding("error" if ln.count != 1 else "warning", "parse", error, ln.number))
         for rec in (records[i] for i in ln.records):
             report.records += 1
             node = rec.node
@@ -318,6 +331,8 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
                         f"summary leafUuid {leaf_uuid} points outside the file", number))
             break
 
+    _check_sidecars(t, path, add)
+
     prev = None
     out_of_order = 0
     first_line = None
@@ -332,3 +347,22 @@ def verify_transcript(t: Transcript, sidechain_file: bool | None = None, pending
         add(Finding("note", "timestamps_out_of_order",
                     f"{out_of_order} chain timestamp(s) older than their predecessor", first_line))
     return report
+
+
+def _check_sidecars(t: Transcript, path: Path, add) -> None:
+    """Markers whose sidecar is not at the path they name: the model's Read
+    of that path fails (a moved projects tree, a deleted file)."""
+    if not t.path:
+        return
+    from .ingest.discover import session_stem
+    from .surgery import sidecar
+
+    moved, missing = sidecar.unreadable_referenced(t.data, path, session_stem(path))
+    if moved:
+        add(Finding("warning", "sidecar_moved",
+                    f"{_plural(len(moved), 'persisted path')} not where the markers say (first: {moved[0]}), "
+                    "found under the session's folder: run `txdb migrate-persisted` to re-point them"))
+    if missing:
+        add(Finding("warning", "sidecar_missing",
+                    f"{_plural(len(missing), 'persisted path')} found nowhere (first: {missing[0]}): "
+                    "the model cannot read that content back"))

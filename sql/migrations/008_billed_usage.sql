@@ -23,5 +23,6 @@ ALTER TABLE sessions ADD COLUMN est_turns INTEGER;
 
 -- Thinking blocks are now sized with their signature and sessions carry the
 -- calibrated estimate: the next refresh re-reads every file still on disk
--- once (usage keeps its API figures through it).
+-- once (usage keeps its API figures through it): the re-derive idiom of
+-- docs/architecture.md, "Schema changes".
 UPDATE files SET inode = NULL WHERE gone = 0;

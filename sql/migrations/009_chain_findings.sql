@@ -12,5 +12,6 @@ CREATE TABLE chain_findings (
     PRIMARY KEY (file_id, offset, code)
 );
 
--- Judged on the next refresh: the files with a missing parent are re-read.
+-- Judged on the next refresh: the files with a missing parent are re-read
+-- (the re-derive idiom of docs/architecture.md, "Schema changes").
 UPDATE files SET inode = NULL WHERE gone = 0 AND id IN (SELECT file_id FROM dangling_parents);

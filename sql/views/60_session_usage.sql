@@ -1,5 +1,5 @@
--- API usage per session file, one count per API message (lines that repeat
--- a message.id count once).
+-- API usage per session file, one count per API message (billed_usage: lines that repeat
+-- a message.id count once, in one file of the session).
 CREATE VIEW session_usage AS
 SELECT u.file_id, s.session_id, s.project,
        count(*) AS api_messages,
@@ -12,6 +12,6 @@ SELECT u.file_id, s.session_id, s.project,
        min(u.timestamp) AS first_timestamp,
        max(u.timestamp) AS last_timestamp,
        group_concat(DISTINCT u.model) AS models
-FROM usage u
+FROM billed_usage u
 JOIN sessions s ON s.file_id = u.file_id
 GROUP BY u.file_id;

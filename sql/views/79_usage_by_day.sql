@@ -1,4 +1,4 @@
--- API usage per day (UTC) and model, one count per API message.
+-- API usage per day (UTC) and model, one count per API message (billed_usage).
 CREATE VIEW usage_by_day AS
 SELECT
     substr(u.timestamp, 1, 10) AS day,
@@ -11,6 +11,6 @@ SELECT
     sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
     sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
         + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens
-FROM usage u
+FROM billed_usage u
 GROUP BY day, coalesce(u.model, '(none)')
 ORDER BY day DESC, total_tokens DESC;

@@ -1,4 +1,4 @@
--- API usage per model over the whole catalog, one count per API message.
+-- API usage per model over the whole catalog, one count per API message (billed_usage).
 CREATE VIEW usage_by_model AS
 SELECT
     coalesce(u.model, '(none)') AS model,
@@ -12,6 +12,6 @@ SELECT
         + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
     min(substr(u.timestamp, 1, 10)) AS first_day,
     max(substr(u.timestamp, 1, 10)) AS last_day
-FROM usage u
+FROM billed_usage u
 GROUP BY coalesce(u.model, '(none)')
 ORDER BY total_tokens DESC;

@@ -7,11 +7,11 @@ import click
 
 from .. import config
 from ..export import export_parquet
-from .main import cli, db_option
+from .main import command, db_option
 from .output import echo, progress_bar, terminal_safe, to_json
 
 
-@cli.command()
+@command("export")
 @db_option
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,

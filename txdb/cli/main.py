@@ -18,32 +18,18 @@ import sys
 
 import click
 
-from .. import catalog, config, db
+from .. import __version__, config
 from ..errors import QueryRefused, TxdbError
-from ..ingest.bulk import refresh_db
-from ..verify import verify_file
+from .commands import COMMANDS
 from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
 
-# Commands defined in other modules, imported only when one of them runs
-# (or --help lists them): `txdb refresh` need not load the surgery engine.
-LAZY_COMMANDS = {
-    **dict.fromkeys(
-        ("strip-tools", "strip-thinking", "strip-all", "strip-attachments", "reset-usage",
-         "fork", "snapshot", "apply"),
-        "txdb.cli.surgery",
-    ),
-    **dict.fromkeys(
-        ("persist-tool", "persist-tools", "persist-thinking", "persist-thinkings", "persist-text",
-         "persist-texts", "persist-message", "persist-range", "compact-range", "migrate-persisted"),
-        "txdb.cli.persist",
-    ),
-    **dict.fromkeys(("list-images", "replace-images", "compact", "undo"), "txdb.cli.images"),
-    "rescue": "txdb.cli.rescue",
-    "serve": "txdb.cli.serve",
-    **dict.fromkeys(("show-tool", "show-thinking"), "txdb.cli.show"),
-    "export": "txdb.cli.export",
-    "plugin": "txdb.cli.plugin",
-}
+# Each command imports what it uses when it runs (the catalog, ingest, the
+# surgery engine): start-up is the interpreter, click and this module.
+
+# Commands defined in other modules (name -> module), derived from the one
+# table in ``commands.py``; a module is imported only when one of its
+# commands runs (or its own --help is asked for).
+LAZY_COMMANDS = {name: e.module for name, e in COMMANDS.items()}
 
 class TxdbCommand(click.Command):
     """Every txdb command: its text arguments must be text. Bytes on the command
@@ -80,6 +66,17 @@ class TxdbGroup(click.Group):
             importlib.import_module(LAZY_COMMANDS[name])
         return super().get_command(ctx, name)
 
+    def format_commands(self, ctx, formatter):
+        """The command list of --help, one line each, from the table for the
+        commands of other modules (loaded or not: the same text)."""
+        names = [n for n in self.list_commands(ctx) if n in COMMANDS or not self.commands[n].hidden]
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = [(n, _one_line(COMMANDS[n].help, limit) if n in COMMANDS
+                 else self.commands[n].get_short_help_str(limit)) for n in names]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx):
         """Every error line is made inert here, whichever library error or
         usage error it came from: it may quote a title, a path, an argument."""
@@ -103,7 +100,9 @@ class TxdbGroup(click.Group):
         except TxdbError as e:
             raise click.ClickException(str(e)) from None
         except sqlite3.OperationalError as e:
-            if str(e) not in db.MACHINE_CONDITIONS:
+            from ..db import MACHINE_CONDITIONS
+
+            if str(e) not in MACHINE_CONDITIONS:
                 raise  # a statement of ours that SQLite rejects: a bug
             raise click.ClickException(f"SQLite: {e}") from None
         except OSError as e:
@@ -114,6 +113,14 @@ class TxdbGroup(click.Group):
             # exit into a death by signal.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             raise click.exceptions.Exit(130) from None
+
+
+def _one_line(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` columns, as click shortens a help."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 3, 0)].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "..."
 
 
 def _os_error(e: OSError) -> str:
@@ -143,6 +150,13 @@ def db_option(f):
     )(f)
 
 
+def original_option(f):
+    return click.option(
+        "--original", is_flag=True,
+        help="Read the session file even when it has a pending copy (whose positions the surgeries take).",
+    )(f)
+
+
 def root_option(f):
     return click.option(
         "--root",
@@ -155,12 +169,25 @@ def root_option(f):
 
 def open_catalog(db_path):
     """(connection, path) of the catalog the command names (or the default one)."""
+    from ..db import connect
+
     path = db_path or config.default_db_path()
-    return db.connect(path), path
+    return connect(path), path
+
+
+def command(name: str):
+    """``@cli.command(name)`` for a command of another module: its entry in
+    ``commands.COMMANDS`` (module, short help) must exist and name that module."""
+    def decorate(f):
+        entry = COMMANDS[name]
+        if entry.module != f.__module__:
+            raise RuntimeError(f"{name} is defined in {f.__module__}, listed in commands.py as {entry.module}")
+        return cli.command(name, short_help=entry.help)(f)
+    return decorate
 
 
 @click.group(cls=TxdbGroup)
-@click.version_option(package_name="txdb", prog_name="txdb")
+@click.version_option(__version__, prog_name="txdb")
 def cli():
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 
@@ -205,6 +232,8 @@ def refresh(db_path, roots, prune, watch, as_json):
         txdb refresh --root tests/data/projects --db /tmp/demo.db
         txdb refresh --watch
     """
+    from ..ingest.bulk import refresh_db
+
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
@@ -259,6 +288,8 @@ def query(db_path, sql, params, fmt):
     \b
         txdb query "select type, count(*) as n from records group by type order by n desc"
     """
+    from .. import db
+
     conn, path = open_catalog(db_path)
     conn.close()
     ro = db.connect_readonly(path)
@@ -286,6 +317,8 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
     \b
         txdb sessions --sort tokens --limit 10
     """
+    from .. import catalog
+
     conn, _ = open_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
@@ -298,13 +331,16 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
 @cli.command()
 @db_option
 @click.argument("session")
+@original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def analyze(db_path, session, as_json):
+def analyze(db_path, session, original, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 
-    SESSION is a session id or the path of its .jsonl file. A pending copy
-    (X.jsonl.pending) or a backup (X.jsonl.bak) is read as it is and never
-    catalogued; for a pending copy the positions are those the next pass uses.
+    SESSION is a session id or the path of its .jsonl file. A session with
+    a pending copy is read through that copy (the file the next surgery
+    edits, so its positions are the ones --from/--to take); --original
+    reads the session file. A pending copy (X.jsonl.pending) or a backup
+    (X.jsonl.bak) may be named too; it is read as it is, never catalogued.
 
     Example:
 
@@ -312,16 +348,17 @@ def analyze(db_path, session, as_json):
         txdb analyze 3f2a9c1e-...
         txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
+    from .. import catalog
+
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, session)
+    ref = catalog.resolve_positions(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(to_json(report))
         return
     s = report["session"] or {}
     echo(f"Session {s.get('session_id')}  ({ref.path})")
-    if not ref.catalogued:
-        echo(copy_note(ref))
+    echo(positions_note(ref))
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
@@ -374,6 +411,9 @@ def verify(db_path, session, as_json):
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
+    from .. import catalog
+    from ..verify import verify_file
+
     conn, _ = open_catalog(db_path)
     report = verify_file(catalog.resolve_session(conn, session).path)
     if as_json:
@@ -392,11 +432,21 @@ def verify(db_path, session, as_json):
         raise click.exceptions.Exit(1)
 
 
-def copy_note(ref) -> str:
-    """The line that says a report read a pending copy or backup, not the session."""
+def positions_note(ref) -> str:
+    """The line that says which file a report's chain positions are of."""
+    if ref.catalogued:
+        from ..surgery.pending import pending_path  # here: refresh never loads surgery
+
+        p = pending_path(ref.path)
+        if p.is_file():
+            return (f"Positions of {ref.path} (the session file, asked for with --original; the next "
+                    f"surgery edits its pending copy {p}, whose positions may differ)")
+        return f"Positions of {ref.path} (the session file; no pending copy)"
+    if ref.kind == "the pending copy":
+        return (f"Positions of {ref.path} (the pending copy of {ref.copy_of}: the file the next surgery "
+                "edits; not catalogued)")
     of = f" of {ref.copy_of}" if ref.copy_of else ""
-    return (f"This is {ref.kind}{of}, read as it is (not catalogued)"
-            + ("; positions are the ones the next pass uses." if ref.kind == "the pending copy" else "."))
+    return f"Positions of {ref.path} ({ref.kind}{of}, read as it is; not catalogued)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -406,7 +456,8 @@ def _count(n: int, noun: str) -> str:
 @cli.command()
 @db_option
 @click.option("--quiet", is_flag=True, help="Print only the path.")
-def current(db_path, quiet):
+@click.option("--json", "as_json", is_flag=True, help="Print {id, path, exists} as JSON.")
+def current(db_path, quiet, as_json):
     """The .jsonl of the session this shell runs in ($CLAUDE_CODE_SESSION_ID).
 
     Example:
@@ -414,17 +465,21 @@ def current(db_path, quiet):
     \b
         SESS=$(txdb current --quiet) && txdb analyze "$SESS"
     """
+    from .. import catalog
+
     sid = os.environ.get("CLAUDE_CODE_SESSION_ID")
     if not sid:
         raise click.ClickException(
             "CLAUDE_CODE_SESSION_ID is not set: not inside a Claude Code session; name the session instead"
         )
     conn, _ = open_catalog(db_path)
-    ref = catalog.resolve_session(conn, sid)
-    if quiet:
-        echo(ref.path)
+    info = catalog.current_session(conn, sid, os.getcwd())
+    if as_json:
+        echo(to_json(info))
+    elif quiet:
+        echo(info["path"])
     else:
-        echo(f"id: {sid}\npath: {ref.path}\nexists: {os.path.exists(ref.path)}")
+        echo(f"id: {sid}\npath: {info['path']}\nexists: {info['exists']}")
 
 
 def main():

@@ -1,5 +1,5 @@
 """The persist commands: persist-tool(s), persist-thinking(s), persist-text(s),
-persist-message, persist-range, compact-range, migrate-persisted.
+persist-message, persist-range, migrate-persisted.
 
 Each builds one ``persist.PersistOp`` (what to move, summaries) and runs it
 through the same path as the strips (``surgery._run``: SESSION or --where,
@@ -12,8 +12,7 @@ from __future__ import annotations
 import click
 
 from ..surgery import persist as per
-from .output import echo
-from .main import cli
+from .main import command
 from .surgery import SurgeryOptions, _csv, _run, surgery_options
 
 _SUMMARIES = click.option("--summaries-file", "summaries_file", type=click.Path(dir_okay=False), default=None,
@@ -33,7 +32,7 @@ def _persist(o: SurgeryOptions, command: str, selection: per.Selection, summarie
     _run(o, command, op, options)
 
 
-@cli.command("persist-tool")
+@command("persist-tool")
 @surgery_options(where=False)
 @click.option("--id", "tool_id", required=True, help="The tool_use id (toolu_...) whose result moves.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
@@ -50,7 +49,7 @@ def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
              _summaries(summary))
 
 
-@cli.command("persist-tools")
+@command("persist-tools")
 @surgery_options()
 @click.option("--tools", default=None, help="Only these tools, comma-separated (globs allowed: mcp__*).")
 @_KEEP
@@ -78,7 +77,7 @@ def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summarie
                                                keep_recent=keep_recent, min_chars=min_chars), summaries)
 
 
-@cli.command("persist-thinking")
+@command("persist-thinking")
 @surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
@@ -94,7 +93,7 @@ def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
     _persist(o, "persist-thinking", per.Selection(kinds=("thinking",), pos=pos), _summaries(summary))
 
 
-@cli.command("persist-thinkings")
+@command("persist-thinkings")
 @surgery_options(where=False)
 @_KEEP
 @_SUMMARIES
@@ -110,7 +109,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
                                                    keep_recent=keep_recent), _summaries(None, summaries_file))
 
 
-@cli.command("persist-text")
+@command("persist-text")
 @surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--idx", type=click.IntRange(min=0), default=None, help="Only this block of the message.")
@@ -127,7 +126,7 @@ def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
     _persist(o, "persist-text", per.Selection(kinds=("text",), pos=pos, idx=idx), _summaries(summary))
 
 
-@cli.command("persist-texts")
+@command("persist-texts")
 @surgery_options(where=False)
 @click.option("--min-chars", type=click.IntRange(min=0), default=per.DEFAULT_TEXT_MIN_CHARS, show_default=True,
               help="Only text blocks of at least N chars.")
@@ -145,7 +144,7 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
                                                keep_recent=keep_recent), _summaries(None, summaries_file))
 
 
-@cli.command("persist-message")
+@command("persist-message")
 @surgery_options(where=False, ranged=False)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
@@ -162,7 +161,7 @@ def persist_message_cmd(o: SurgeryOptions, pos, summary):
     _persist(o, "persist-message", per.Selection(message_pos=pos), _summaries(summary))
 
 
-@cli.command("persist-range")
+@command("persist-range")
 @surgery_options(where=False)
 @click.option("--kinds", default="tool,thinking,text", show_default=True,
               help="What to move, comma-separated: tool, thinking, text.")
@@ -188,39 +187,7 @@ def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summarie
                                                keep_recent=keep_recent), _summaries(None, summaries_file))
 
 
-@cli.command("compact-range")
-@surgery_options()
-@click.option("--summary", default=None, help="What the range was about (default: a placeholder).")
-def compact_range_cmd(o: SurgeryOptions, summary):
-    """Collapse chain positions --from..--to into one user message carrying a
-    <persisted-range> marker (summary, preview of the first messages); each
-    record of the range is saved whole to <session>/persisted/message/<uuid>.json.
-
-    Refuses a range that holds the leaf or cuts a tool call from its result.
-    Running it again changes nothing but a new --summary; --pos N on one
-    survivor an older tool left in a system or attachment record makes it a
-    plain user message. With --where, each run of consecutive chain_targets rows
-    it selects in a session is one range. Positions are the pending copy's
-    when there is one: compact several ranges from the last one back.
-
-    Example:
-
-    \b
-        txdb compact-range SESSION --from 46 --to 77 --summary "Audit done: 21 issues filed"
-        txdb compact-range SESSION --from 10 --to 30 --fork --fork-title "scope-X"
-        txdb compact-range --where "session_id = 'abc...' and pos between 10 and 30"
-    """
-    from ..surgery.compact_range import CompactRangeOp
-
-    if o.where:
-        _run(o, "compact-range", None, dict(summary=summary))
-        return
-    if o.frm is None or o.to is None:
-        raise click.UsageError("compact-range needs --from and --to (or --pos N)")
-    _run(o, "compact-range", CompactRangeOp(o.frm, o.to, summary))
-
-
-@cli.command("migrate-persisted")
+@command("migrate-persisted")
 @surgery_options(where=False, edits=False)
 def migrate_persisted_cmd(o: SurgeryOptions):
     """Bring older persisted layouts to the current one: <image sha256=...> transcript

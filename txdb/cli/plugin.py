@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from ..claude_code import plugin_info
-from .main import cli
+from .main import command
 from .output import echo, to_json
 
 
-@cli.command()
+@command("plugin")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 def plugin(as_json):
     """Where txdb's Claude Code plugin is, and the command that enables it.

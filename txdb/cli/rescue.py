@@ -8,11 +8,11 @@ from __future__ import annotations
 import click
 
 from ..surgery import rescue
-from .main import cli
+from .main import command
 from .surgery import SurgeryOptions, _run, surgery_options
 
 
-@cli.command("rescue")
+@command("rescue")
 @surgery_options(ranged=False)
 @click.option("--target", type=click.IntRange(min=1), default=None,
               help=f"Context to get under, in tokens (default: the model's window less "

@@ -21,7 +21,7 @@ from .. import config, db
 from ..errors import TxdbError
 from ..web.hostcheck import refuse_foreign_hosts
 from ..web.metadata import make_datasette, metadata_path
-from .main import cli, db_option, root_option, watch_reporter
+from .main import command, db_option, root_option, watch_reporter
 from .output import echo, terminal_safe
 
 
@@ -31,7 +31,7 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-@cli.command()
+@command("serve")
 @db_option
 @click.option("-p", "--port", type=click.IntRange(0, 65535), default=8001, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")

@@ -7,20 +7,19 @@ from __future__ import annotations
 import click
 
 from .. import show
-from ..catalog import resolve_session
-from .main import cli, copy_note, db_option, open_catalog
+from ..catalog import resolve_positions
+from .main import command, db_option, open_catalog, original_option, positions_note
 from .output import echo, tabulate, to_json
 
 
-def _resolve(db_path, session):
+def _resolve(db_path, session, original):
     conn, _ = open_catalog(db_path)
-    return conn, resolve_session(conn, session)
+    return conn, resolve_positions(conn, session, original)
 
 
 def _head(report: dict, ref) -> None:
     echo(f"Session {report['session_id']}  ({ref.path})")
-    if not ref.catalogued:
-        echo(copy_note(ref))
+    echo(positions_note(ref))
 
 
 def _context(rows: list[dict]) -> None:
@@ -38,22 +37,24 @@ def _persisted_note(marker: dict | None) -> str:
     return f"; persisted to {marker['sidecar_path']}{size}"
 
 
-@cli.command("show-tool")
+@command("show-tool")
 @db_option
 @click.argument("session")
 @click.option("--list", "as_list", is_flag=True, help="List every tool call (the default without --id).")
 @click.option("--id", "tool_use_id", metavar="TOOLU_ID", help="Show this tool call's input and result in full.")
 @click.option("--context", type=click.IntRange(min=0), default=3, show_default=True,
               help="With --id: chain positions to show before the call and after its result.")
+@original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def show_tool(db_path, session, as_list, tool_use_id, context, as_json):
+def show_tool(db_path, session, as_list, tool_use_id, context, original, as_json):
     """Tool calls on a session's active chain: sizes, or one call in full.
 
     --list gives each call's chain position, tool_use id, tool, input and
     result size (chars and est. tokens) and whether its result is already
     persisted or stripped. --id shows that call's input and result with
-    the chain around it. SESSION may be a .jsonl.pending copy: its own
-    positions are shown (the ones the next pass uses).
+    the chain around it. A session with a pending copy is read through
+    that copy: the positions are the ones the next surgery takes
+    (--original reads the session file). The header line names the file.
 
     Example:
 
@@ -63,7 +64,7 @@ def show_tool(db_path, session, as_list, tool_use_id, context, as_json):
     """
     if as_list and tool_use_id:
         raise click.UsageError("--list and --id are exclusive: pick one")
-    conn, ref = _resolve(db_path, session)
+    conn, ref = _resolve(db_path, session, original)
     if tool_use_id is None:
         report = show.list_tool_calls(conn, ref)
         if as_json:
@@ -114,21 +115,23 @@ def _state(call: dict) -> str:
     return ", ".join(parts)
 
 
-@cli.command("show-thinking")
+@command("show-thinking")
 @db_option
 @click.argument("session")
 @click.option("--pos", type=int, default=None, help="Show the thinking at this chain position in full.")
 @click.option("--context", type=click.IntRange(min=0), default=3, show_default=True,
               help="With --pos: chain positions to show either side.")
+@original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def show_thinking(db_path, session, pos, context, as_json):
+def show_thinking(db_path, session, pos, context, original, as_json):
     """Thinking blocks on a session's active chain: sizes, or one in full.
 
     Without --pos, one row per thinking block (redacted ones, and text
     blocks that are one <thinking>...</thinking> span, included) with its
     chain position and size: text + signature chars, est. tokens; persisted
     ones are listed with their sidecar. --pos shows the block(s) at that
-    position with the chain around it. SESSION may be a .jsonl.pending copy.
+    position with the chain around it. A session with a pending copy is
+    read through that copy, as show-tool does (--original: the session file).
 
     Example:
 
@@ -136,7 +139,7 @@ def show_thinking(db_path, session, pos, context, as_json):
         txdb show-thinking 3f2a9c1e
         txdb show-thinking 3f2a9c1e --pos 42 --context 3
     """
-    conn, ref = _resolve(db_path, session)
+    conn, ref = _resolve(db_path, session, original)
     if pos is None:
         report = show.list_thinking(conn, ref)
         if as_json:

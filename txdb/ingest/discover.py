@@ -66,6 +66,25 @@ def _named_like_session(p: Path) -> bool:
     return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
 
 
+def reached(path: str | Path, root: str | Path) -> bool:
+    """Whether :func:`discover` walking ``root`` lists the file at ``path``:
+    a session path (:func:`is_session_path`) under ``root`` with no
+    symlinked or ``tool-results`` folder between the two. For a caller that
+    looks a file up by its place (the hook's subagent transcripts) rather
+    than walking the tree."""
+    p, top = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    try:
+        rel = p.relative_to(top).parts
+    except ValueError:
+        return False
+    folder = top
+    for name in rel[:-1]:
+        folder = folder / name
+        if name in SKIP_DIRS or os.path.islink(folder) or not os.path.isdir(folder):
+            return False
+    return bool(rel) and is_session_path(p) and os.path.isfile(p)
+
+
 def session_stem(path: str | Path) -> str:
     """The session's name in a session file's name, also for its copies
     (``X.jsonl.pending``, ``X.jsonl.bak.2`` -> ``X``)."""

@@ -22,6 +22,8 @@ BOM = b"\xef\xbb\xbf"
 READ_BUFFER = 1 << 20
 HEAD_BYTES = 4096
 TAIL_BYTES = 256
+# The error of a line that held only whole objects glued together (every one read).
+GLUED = "JSON objects glued on one line; split"
 
 
 @dataclass(slots=True)
@@ -213,5 +215,5 @@ def parse_line(raw: bytes) -> Parsed:
     if lossy and not error:
         error = "invalid UTF-8 replaced with U+FFFD"
     if len(objects) > 1 and not error:
-        error = f"{len(objects)} JSON objects glued on one line; split"
+        error = f"{len(objects)} {GLUED}"
     return Parsed(objects, error, recovered=True)

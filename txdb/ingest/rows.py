@@ -16,7 +16,7 @@ import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind
+from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind, record_tokens
 from . import deep
 from .lines import Line, parse_line
 
@@ -94,6 +94,7 @@ class FileIngest:
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
         self.uuids: set[str] = set()  # every uuid of the lines read now
         self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
+        self.last_line = 0  # line number of the last object added
 
     def add_line(self, line: Line) -> None:
         self.summary.lines += 1
@@ -166,7 +167,9 @@ class FileIngest:
         ))
         if uuid:
             self.uuids.add(uuid)
-        node = chainmod.node_from(offset, obj)
+        # An object after the first on its line is never read by Claude Code (txdb/chain.py).
+        later, self.last_line = number == self.last_line, number
+        node = None if later else chainmod.node_from(offset, obj)
         if node is not None:
             self.nodes.append(node)
             if uuid and parent and parent not in self.uuids:
@@ -186,7 +189,9 @@ class FileIngest:
             blocks = []
             append = blocks.append
             local_tools = self.local_tools
-            for b in block_rows(content, role):
+            brows = block_rows(content, role)
+            tokens = record_tokens(obj, brows)  # the one per-record rule
+            for b in brows:
                 kind = b["kind"]
                 tool_name = b.get("tool_name")
                 tuid = b.get("tool_use_id")
@@ -197,7 +202,6 @@ class FileIngest:
                     if tool_name is None and tuid:
                         unnamed += 1
                 btokens = b.get("tokens", 0)
-                tokens += btokens
                 append((
                     fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
                     tool_name, tuid, b.get("is_error"), b.get("chars", 0),

@@ -31,17 +31,25 @@ from .discover import Found, Unreadable, classify, discover, is_session_path, se
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
-# One row per API message. Older CLIs wrote one line per content block with
-# output_tokens growing line by line: the line with the largest total wins
-# (as ccusage counts), and the row keeps the offset of the first line.
-# The row's own figures are the API's and are never lowered: a file that
-# txdb's usage reset rewrote is re-ingested over the rows it had (see
-# _begin_file), and only the gauge_* columns take the file's lower figures.
+# One row per API message, with its final figures. A message is written as
+# several lines (one per content block), each repeating message.id and the
+# usage known when it was written: the last line carries what the API billed
+# (output_tokens grows line by line; some models behind Claude Code put an
+# input estimate on the first line and the real count on the last). So a
+# later line's figures replace an earlier one's, and the row keeps the
+# offset of the first line.
+# The row's own figures are the API's and are never lowered by txdb: a file
+# that was rewritten (a surgery, txdb's usage reset) is re-ingested over the
+# rows it had (see _begin_file), which are marked ``rewritten`` and from
+# then on only rise; the gauge_* columns take the file's current figures
+# (its latest line of the message) either way.
+# The same message repeated in another file of the session is counted once
+# by the billed_usage view (sql/views), not here: rows stay per file.
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
 _API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
                 "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations")
-_GROWS = _TOTAL.format(t="excluded") + " > " + _TOTAL.format(t="usage")
+_TAKES = f"NOT usage.rewritten OR {_TOTAL.format(t='excluded')} > {_TOTAL.format(t='usage')}"
 USAGE_UPSERT = (
     "INSERT INTO usage (file_id, message_id, offset, request_id, session_id, timestamp, model, "
     "input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, "
@@ -50,21 +58,42 @@ USAGE_UPSERT = (
     "gauge_iterations, in_file) "
     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,1) "
     "ON CONFLICT (file_id, message_id) DO UPDATE SET "
-    + ", ".join(f"{c} = CASE WHEN {_GROWS} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
+    + ", ".join(f"{c} = CASE WHEN {_TAKES} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
     + ", offset = CASE WHEN usage.in_file THEN usage.offset ELSE excluded.offset END, in_file = 1, "
-    # The gauge follows the same line as the API's figures while the file is
-    # as the API wrote it; in a rewritten file, the message's first line.
-    + ", ".join(f"gauge_{c} = CASE WHEN NOT usage.in_file OR {_GROWS} THEN excluded.gauge_{c} "
-                f"ELSE usage.gauge_{c} END"
+    + ", ".join(f"gauge_{c} = excluded.gauge_{c}"
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 
+
+def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPLACE",
+               casts: dict[str, str] | None = None) -> str:
+    """An INSERT naming its columns, in the order of the row tuples: a column
+    a later migration adds (ALTER TABLE appends it) takes its default."""
+    casts = casts or {}
+    values = ",".join(f"CAST(? AS {casts[c]})" if c in casts else "?" for c in columns)
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({values})"
+
+
+# The columns of the row tuples txdb.ingest.rows builds, in their order.
+RECORD_COLUMNS = ("file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid",
+                  "parent_uuid", "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain",
+                  "is_meta", "role", "model", "message_id", "request_id", "tokens", "raw")
+BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name",
+                 "tool_use_id", "is_error", "chars", "signature_chars", "media_type", "width",
+                 "height", "image_sha256", "images", "tokens", "text")
+ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
+                      "from_rendered", "free", "hook_event")
+PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
+
 # A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
-RECORDS_INSERT = ("INSERT OR REPLACE INTO records VALUES "
-                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,CAST(? AS TEXT))")
-BLOCKS_INSERT = "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})
+BLOCKS_INSERT = insert_sql("blocks", BLOCK_COLUMNS, "INSERT")
+ATTACHMENTS_INSERT = insert_sql("attachments", ATTACHMENT_COLUMNS)
+PARSE_ERRORS_INSERT = insert_sql("parse_errors", PARSE_ERROR_COLUMNS)
+DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_uuid"))
+CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
 # The full-text index (blocks_fts, external content over blocks.text) is
 # kept by the refresh itself, in each file's transaction: its new blocks
@@ -137,11 +166,11 @@ def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
         # left, an appended tail none past its cursor (see _begin_file).
         c.executemany(BLOCKS_INSERT, batch.blocks)
     if batch.attachments:
-        c.executemany("INSERT OR REPLACE INTO attachments VALUES (?,?,?,?,?,?,?,?,?,?)", batch.attachments)
+        c.executemany(ATTACHMENTS_INSERT, batch.attachments)
     if batch.usage:
         c.executemany(USAGE_UPSERT, batch.usage)
     if batch.errors:
-        c.executemany("INSERT OR REPLACE INTO parse_errors VALUES (?,?,?,?,?,?)", batch.errors)
+        c.executemany(PARSE_ERRORS_INSERT, batch.errors)
 
 
 def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
@@ -160,7 +189,7 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
     a new line may name a parent that is in no line of the file. Read from
     the start, the candidates are already the file's dangling parents."""
     if from_start:
-        c.executemany("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)",
+        c.executemany(DANGLING_INSERT,
                       [(file_id, o, p) for o, p in nodes_parents])
         return
     c.execute(
@@ -171,19 +200,21 @@ def _add_dangling(c: sqlite3.Connection, file_id: int, nodes_parents: list[tuple
     for offset, parent in nodes_parents:
         if c.execute("SELECT 1 FROM records WHERE file_id = ? AND uuid = ? LIMIT 1",
                      (file_id, parent)).fetchone() is None:
-            c.execute("INSERT OR REPLACE INTO dangling_parents VALUES (?,?,?)", (file_id, offset, parent))
+            c.execute(DANGLING_INSERT, (file_id, offset, parent))
 
 
 def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool = False,
                       index_text: bool = True) -> None:
     """``keep_usage``: a rewritten file keeps its usage rows (the API's
-    figures), marked not in the file until its lines name them again."""
+    figures), marked not in the file until its lines name them again, and
+    rewritten (their figures only rise from then on; rows migration 013
+    left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
                   "chain_findings", "records", "sessions"):
         if table == "usage" and keep_usage:
-            conn.execute("UPDATE usage SET in_file = 0, gauge_input_tokens = NULL, "
+            conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
                          "gauge_iterations = NULL WHERE file_id = ?", (file_id,))
             continue
@@ -250,7 +281,7 @@ def _store_chain(conn, file_id: int, positions: list[tuple[int, str | None]], st
     if start == 0:
         conn.execute("DELETE FROM chain WHERE file_id = ?", (file_id,))
     conn.executemany(
-        "INSERT OR REPLACE INTO chain VALUES (?,?,?,?)",
+        CHAIN_INSERT,
         [(file_id, start + i, o, ts) for i, (o, ts) in enumerate(positions)],
     )
     leaf = conn.execute("SELECT uuid FROM records WHERE file_id = ? AND offset = ?",
@@ -307,7 +338,9 @@ class Plan:
 
 def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) -> Plan:
     """Unchanged (same size, mtime and inode), grown (same inode, the bytes
-    before the cursor unchanged) or else read again from the start."""
+    before the cursor unchanged) or else read again from the start. A
+    migration re-derives stored figures by clearing ``files.inode``
+    (docs/architecture.md, "Schema changes")."""
     st = found.stat
     if existing is None:
         return Plan(found, "new", None)

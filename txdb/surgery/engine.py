@@ -50,7 +50,7 @@ from .lock import session_lock
 from .ops import check_positions
 from .thinking import dropped_thinking, remove_dropped
 from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
-from .usage import context_estimator, reset_usage
+from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
 Op = Callable[[Transcript, Transcript], dict]
 
@@ -69,6 +69,7 @@ class SurgeryReport:
     dropped_thinking: dict = field(default_factory=dict)
     dropped_thinking_removed: int = 0
     usage: dict | None = None
+    stale_from: str | None = None  # the first turn whose recorded usage the pass made stale
     changed_lines: int = 0
     lines: int = 0
     bytes_before: int = 0
@@ -87,20 +88,20 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
-    pfile = pend.pending_path(orig)
+    base = pend.working_file(orig)
     meta = pend.read_meta(orig)
-    if pfile.is_file() and meta is None:
+    if base != orig and meta is None:
         raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
-    if pfile.is_file():
+    if base != orig:
         with open(orig, "rb") as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig)
         del data
-        return Transcript.load(pfile), original, True, meta
+        return Transcript.load(base), original, True, meta
     data, meta = pend.take_snapshot(orig)
     original = Transcript.from_bytes(data, orig)
-    return original.copy(pfile), original, False, meta
+    return original.copy(pend.pending_path(orig)), original, False, meta
 
 
 def run_surgery(
@@ -168,6 +169,9 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
         t.refresh()
     if usage_reset and (changed or fork):
         report.usage = reset_usage(t, original)
+        report.stale_from = report.usage["stale_from"]
+    elif changed:
+        report.stale_from = first_stale_uuid(stale_turns(t, original))
     t.refresh()
     report.changed_lines = t.changed_lines()
     report.lines = len(t.lines)
@@ -225,7 +229,8 @@ def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, 
         return
     entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
-             "tokens_after": report.tokens_after, "removed": sorted(removed)}
+             "tokens_after": report.tokens_after, "removed": sorted(removed),
+             "stale_from": report.stale_from}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
         pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry]))

@@ -208,7 +208,7 @@ def replace_images(t: Transcript, folder: str | Path, *, drop_missing: bool = Fa
                 text = image_text(sha, info["media_type"], texts[sha])
                 parent[pos] = {"type": "text", "text": text}
                 out["replaced"] += 1
-                out["tokens_saved"] += info["tokens"] - tokens.text_tokens(len(text))
+                out["tokens_saved"] += info["tokens"] - tokens.text_tokens(text)
                 changed = True
             elif drop_missing:
                 del parent[pos]

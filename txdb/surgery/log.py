@@ -19,14 +19,13 @@ refresh of that session) logs what the journal holds and the log lacks.
 from __future__ import annotations
 
 import collections
-import os
 import sqlite3
 from ..records import now_timestamp
 from pathlib import Path
 
 import orjson
 
-from .. import db
+from .. import db, estimate
 from ..db import transaction
 from ..ingest.store import catalogued_path, refresh_path
 from ..errors import SurgeryError
@@ -50,9 +49,13 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
         for r in rows:
             cur = conn.execute(
                 "INSERT INTO surgeries (at, command, arguments, session_id, file_id, path, backup_path, "
-                "records_changed, tokens_before, tokens_after, result_size, result_sha256) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", r)
+                "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
+        # The calibration leaves out the turns a logged pass made stale
+        # (surgeries.stale_from): refresh stored the estimate before the row.
+        for fid in {r[4] for r in rows if r[4] is not None}:
+            estimate.store_session_estimate(conn, fid)
     return ids
 
 
@@ -98,7 +101,7 @@ def log_entry(conn: sqlite3.Connection, orig: Path, e: dict) -> list[int]:
     rows = [(e["at"], r.get("command") or e["command"],
              orjson.dumps({**(r.get("arguments") or {}), "swap": e["id"]}).decode(), session_id, file_id,
              str(orig), e.get("backup"), r.get("records_changed"), r.get("tokens_before"), r.get("tokens_after"),
-             e["result_size"], e["result_sha256"]) for r in e.get("rows") or [{}]]
+             e["result_size"], e["result_sha256"], r.get("stale_from")) for r in e.get("rows") or [{}]]
     return _insert(conn, rows)
 
 
@@ -201,7 +204,7 @@ def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | 
     return _insert(conn, [(now_timestamp(), report.operation, orjson.dumps(args).decode(),
                            session_id or report.fork_session_id, file_id, report.target, None,
                            report.changed_lines, report.tokens_before, report.tokens_after,
-                           *_size_sha(report.target))])
+                           *_size_sha(report.target), report.stale_from)])
 
 
 def _size_sha(path: str | Path) -> tuple[int | None, str | None]:

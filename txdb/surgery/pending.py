@@ -92,6 +92,14 @@ def pending_path(path: str | Path) -> Path:
     return o.with_name(o.name + PENDING)
 
 
+def working_file(path: str | Path) -> Path:
+    """The file the next surgery pass edits, so the one whose chain
+    positions ``--from/--to/--pos`` name: the pending copy when there is
+    one, else the session file. Commands that show positions read it too."""
+    p = pending_path(path)
+    return p if p.is_file() else original_path(path)
+
+
 def meta_path(path: str | Path) -> Path:
     o = original_path(path)
     return o.with_name(o.name + META)

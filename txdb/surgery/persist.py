@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -449,7 +449,7 @@ def _restore(obj: dict, tg: _Target, old) -> None:
 
 def _tokens(part) -> int:
     if isinstance(part, str):
-        return tokens.text_tokens(len(part))
+        return tokens.text_tokens(part)
     if isinstance(part, list):
         return sum(_block_tokens(b) for b in part if isinstance(b, dict))
     return _block_tokens(part)

@@ -255,3 +255,10 @@ def _range_end(t: Transcript, needed: int) -> int | None:
         if saved >= needed:
             return b
     return best
+
+
+def where_op(_command: str, rows: list[dict], options: dict, stats: dict) -> RescueOp:
+    """``--where`` over ``sessions_by_context``: a row is a whole session, rescued whole."""
+    stats.update({"rows": len(rows), "targets": len(rows), "not_strippable": 0, "after_snapshot": 0})
+    kr = options.get("keep_recent")
+    return RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr)

@@ -67,21 +67,15 @@ from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
 from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
-from . import images, ops
 from . import pending as pend
+from .commands import COMMANDS, declared
+from .condition import check_condition
 from .engine import SurgeryReport, run_surgery
 from .log import apply_logged
+from .where_ops import THINKING_KINDS, TOOL_KINDS
 
-VIEWS = {
-    "strip-tools": "block_targets",
-    "strip-thinking": "block_targets",
-    "strip-all": "block_targets",
-    "strip-attachments": "attachment_targets",
-    "persist-tools": "block_targets",
-    "replace-images": "image_targets",
-    "compact-range": "chain_targets",
-    "rescue": "sessions_by_context",
-}
+# The target view of each --where command, from its declaration.
+VIEWS = {name: c.view for name, c in COMMANDS.items() if c.view}
 
 _COLUMNS = {
     "block_targets": "file_id, path, session_id, title, offset, idx, kind, type, tool_use_id, tokens",
@@ -93,57 +87,6 @@ _COLUMNS = {
     "sessions_by_context": "file_id, path, session_id, title, NULL AS offset, NULL AS idx, 'session' AS kind, "
                            "NULL AS type, NULL AS tool_use_id, est_context_tokens AS tokens",
 }
-
-TOOL_KINDS = ("tool_use", "tool_result")
-THINKING_KINDS = ("thinking",)
-
-
-# -- the condition -----------------------------------------------------------
-
-def check_condition(cond: str) -> str:
-    """The condition, stripped, if it can only be one SQL expression; else QueryError.
-
-    Outside quoted strings/identifiers there may be no ``;``, no comment
-    (``--``, ``/*``) and parentheses must balance without ever closing more
-    than they opened, so ``WHERE (<cond>)`` cannot be escaped. SQLite itself
-    then decides whether it is a valid expression.
-    """
-    if cond is None or not cond.strip():
-        raise QueryError("--where: empty condition")
-    s = cond.strip()
-    depth = 0
-    i, n = 0, len(s)
-    closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
-    while i < n:
-        c = s[i]
-        if c in closers:
-            end = closers[c]
-            j = i + 1
-            while True:
-                j = s.find(end, j)
-                if j < 0:
-                    raise QueryError(f"--where: unterminated {c} quote")
-                if end in "'\"`" and j + 1 < n and s[j + 1] == end:  # doubled quote
-                    j += 2
-                    continue
-                break
-            i = j + 1
-            continue
-        if c == ";":
-            raise QueryError("--where takes one SQL condition, not statements (found ';')")
-        if s.startswith("--", i) or s.startswith("/*", i):
-            raise QueryError("--where: comments are not allowed in the condition")
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                raise QueryError("--where: unbalanced ')' in the condition")
-        i += 1
-    if depth:
-        raise QueryError("--where: unbalanced '(' in the condition")
-    return s
-
 
 def query_rows(ro: sqlite3.Connection, view: str, cond: str) -> list[dict]:
     """The selected rows of ``view`` (with the record's uuid), in file order."""
@@ -229,132 +172,6 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
     return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds, sorted(skipped))
 
 
-# -- the operation on one session --------------------------------------------
-
-def _resolve(original, rows: list[dict], stats: dict) -> list[tuple[dict, object]]:
-    """(row, record in the snapshot being edited); a row whose record is not where
-    the catalog saw it means the file was rewritten: refuse this session."""
-    out = []
-    for r in rows:
-        rec = original.record_at(r["offset"])
-        if rec is None and r["offset"] >= original.size:
-            stats["after_snapshot"] += 1  # appended after the pending copy was taken: apply discards it
-            continue
-        if rec is None or (r["record_uuid"] or None) != (rec.uuid or None):
-            raise SurgeryError(f"{Path(r['path']).name} changed since it was indexed (no record "
-                               f"{r['record_uuid'] or ''} at offset {r['offset']}): run `txdb refresh` "
-                               f"and the command again")
-        out.append((r, rec))
-    return out
-
-
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v if isinstance(v, int) else v
-    return out
-
-
-def make_op(command: str, targets: SessionTargets, options: dict, stats: dict) -> Callable:
-    """The ``op(t, original)`` of ``run_surgery`` for this session's rows.
-
-    ``options``: tools, only_inputs, only_results, keep_last_lines (tool strips);
-    types, keep_recent, drop_all, include_free (attachments).
-    """
-    rows = targets.rows
-    stats.update({"rows": len(rows), "targets": 0, "not_strippable": 0, "after_snapshot": 0})
-    if command == "persist-tools":
-        return _persist_op(rows, options, stats)
-    if command == "compact-range":
-        return _compact_range_op(rows, options, stats)
-    if command == "rescue":  # a row is a whole session: rescue picks its own targets
-        from . import rescue
-        stats["targets"] = len(rows)
-        kr = options.get("keep_recent")
-        return rescue.RescueOp(options.get("target"), options.get("summary"),
-                               rescue.DEFAULT_KEEP_RECENT if kr is None else kr)
-
-    def op(t, original):
-        resolved = _resolve(original, rows, stats)
-        if command == "replace-images":
-            # By uuid: a pending copy from an earlier pass has other offsets.
-            uuids = {rec.uuid for _r, rec in resolved if rec.uuid}
-            stats["targets"] = len(uuids)
-            return images.replace_images(t, options["dir"], drop_missing=bool(options.get("drop_missing")),
-                                         uuids=uuids)
-        if command == "strip-attachments":
-            uuids = {rec.uuid for _r, rec in resolved if rec.uuid}
-            stats["targets"] = len(uuids)
-            if not uuids:
-                return {"attachments": 0, "removed": 0, "tokens_saved": 0, "by_type": {}}
-            kr = options.get("keep_recent")
-            res = ops.strip_attachments(
-                t, uuids=uuids, types=options.get("types"), keep_recent=0 if kr is None else kr,
-                drop_all=bool(options.get("drop_all")),
-                include_free=True if options.get("include_free") is None else bool(options["include_free"]))
-            res["kept"] = len(uuids) - res["removed"]
-            return res
-        skip = "tool_use" if options.get("only_results") else "tool_result" if options.get("only_inputs") else None
-        tool_rows = [(r, rec) for r, rec in resolved
-                     if r["kind"] in TOOL_KINDS and r["tool_use_id"] and r["kind"] != skip]
-        think_rows = [(r, rec) for r, rec in resolved if r["kind"] in THINKING_KINDS]
-        if command == "strip-tools":
-            think_rows = []
-        elif command == "strip-thinking":
-            tool_rows = []
-        stats["not_strippable"] = len(resolved) - len(tool_rows) - len(think_rows)
-        stats["targets"] = len(tool_rows) + len(think_rows)
-        out: dict = {}
-        if tool_rows:
-            inputs = {r["tool_use_id"] for r, _ in tool_rows if r["kind"] == "tool_use"}
-            results = {r["tool_use_id"] for r, _ in tool_rows if r["kind"] == "tool_result"}
-            kw = dict(tools=options.get("tools"), keep_last_lines=options.get("keep_last_lines"))
-            tools_res = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0,
-                         "records": 0, "tokens_saved": 0}
-            if inputs:
-                tools_res = _merge(tools_res, ops.strip_tools(t, only_inputs=True, tool_use_ids=inputs, **kw))
-            if results:
-                tools_res = _merge(tools_res, ops.strip_tools(t, only_results=True, tool_use_ids=results, **kw))
-            out["tools"] = tools_res
-        if think_rows:
-            refs = {ops.BlockRef(rec.uuid, r["idx"]) for r, rec in think_rows if rec.uuid}
-            out["thinking"] = ops.strip_thinking(t, blocks=refs)
-        out["tokens_saved"] = sum(v.get("tokens_saved", 0) for v in out.values() if isinstance(v, dict))
-        return out
-
-    return op
-
-
-def _persist_op(rows: list[dict], options: dict, stats: dict):
-    """persist-tools over the selected rows: a tool_use or tool_result row moves that call's result."""
-    from . import persist
-
-    def narrow(_t, original):
-        resolved = _resolve(original, rows, stats)
-        ids = persist.persist_tool_ids(r for r, _rec in resolved if r["kind"] in TOOL_KINDS)
-        stats["not_strippable"] = sum(1 for r, _rec in resolved if r["kind"] not in TOOL_KINDS)
-        stats["targets"] = len(ids)
-        return ids
-
-    sel = persist.Selection(kinds=("tool",), tools=options.get("tools"), keep_recent=options.get("keep_recent") or 0,
-                            min_chars=options.get("min_chars") or 0, narrow=narrow)
-    return persist.PersistOp(sel, persist.Summaries(options.get("summaries")))
-
-
-def _compact_range_op(rows: list[dict], options: dict, stats: dict):
-    """compact-range over the selected chain rows: each run of consecutive
-    positions (in the copy being edited) is one range."""
-    from .compact_range import CompactRangeOp, contiguous
-
-    def ranges_of(t, original):
-        uuids = {rec.uuid for _r, rec in _resolve(original, rows, stats) if rec.uuid}
-        positions = [t.by_uuid[u].pos for u in uuids if u in t.by_uuid and t.by_uuid[u].pos is not None]
-        stats["targets"] = len(positions)
-        return contiguous(positions)
-
-    return CompactRangeOp(summary=options.get("summary"), ranges_of=ranges_of)
-
-
 # -- plan and apply ----------------------------------------------------------
 
 @dataclass
@@ -365,6 +182,7 @@ class SessionOutcome:
     rows: int
     targets: int = 0
     changed: int = 0  # blocks / attachments actually changed
+    usage_lowered: int = 0  # records whose recorded usage the usage reset lowered (rewritten too)
     tokens_before: int | None = None  # estimate of the copy this pass started from
     tokens_after: int | None = None
     bytes_before: int | None = None
@@ -383,25 +201,6 @@ class SessionOutcome:
         return asdict(self)
 
 
-def _changed(command: str, res: dict) -> int:
-    if command == "replace-images":
-        return res.get("replaced", 0) + res.get("dropped", 0)
-    if command == "strip-attachments":
-        return res.get("removed", 0)
-    if "persisted" in res:
-        return res.get("blocks", 0)
-    if "steps" in res:
-        return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res["steps"])
-    if "ranges" in res:
-        return res.get("records", 0) + res.get("converted", 0) + res.get("resummarised", 0)
-    n = 0
-    if "tools" in res:
-        n += res["tools"].get("inputs", 0) + res["tools"].get("results", 0)
-    if "thinking" in res:
-        n += res["thinking"].get("blocks", 0)
-    return n
-
-
 def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: dict, *,
          dry_run: bool = False, fork: bool = False, fork_title: str | None = None, usage_reset: bool = True,
          keep_dropped_thinking: bool = False, arguments: dict | None = None,
@@ -412,7 +211,7 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats: dict = {}
         try:
-            rep = run_surgery(s.path, command, make_op(command, s, options, stats), dry_run=dry_run, fork=fork,
+            rep = run_surgery(s.path, command, COMMANDS[command].op_for_rows(s.rows, options, stats), dry_run=dry_run, fork=fork,
                               fork_title=fork_title, usage_reset=usage_reset,
                               keep_dropped_thinking=keep_dropped_thinking, arguments=arguments)
         except (TxdbError, OSError, ValueError) as e:
@@ -423,7 +222,8 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o.targets = stats.get("targets", 0)
         o.not_strippable = stats.get("not_strippable", 0)
         o.after_snapshot = stats.get("after_snapshot", 0)
-        o.changed = _changed(command, rep.result)
+        o.changed = declared(command).result.changed(rep.result)
+        o.usage_lowered = (rep.usage or {}).get("capped", 0)
         # This pass only: from the copy it started from (an earlier pass's
         # pending copy, when there is one), not from the original.
         o.tokens_before, o.tokens_after = rep.tokens_base, rep.tokens_after

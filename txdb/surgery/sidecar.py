@@ -41,7 +41,8 @@ Rules (each one here, nowhere else):
   projects tree is handled by ``resolve`` (the ``<sessionId>/...`` tail under
   the session's current folder) and ``migrate-persisted`` re-points markers.
 - ``missing_referenced``: the markers of a file whose sidecar is not on disk
-  (apply refuses a pending copy that adds one).
+  (apply refuses a pending copy that adds one); ``unreadable_referenced``:
+  those the model cannot read at the path written (verify warns).
 """
 
 from __future__ import annotations
@@ -439,3 +440,17 @@ def range_files(obj, folder: str) -> list[str]:
 
 def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:
     return {p for p in referenced(data) if resolve(p, session_file, session_id) is None}
+
+
+def unreadable_referenced(data: bytes, session_file: str | Path,
+                          session_id: str | None) -> tuple[list[str], list[str]]:
+    """The marker paths of ``data`` that the model cannot read back as
+    written: (found under the session's current folder, so `migrate-persisted`
+    re-points them; found nowhere)."""
+    moved, missing = [], []
+    for p in sorted(referenced(data)):
+        as_written = Path(p).expanduser()
+        if as_written.is_absolute() and _present(as_written):
+            continue
+        (missing if resolve(p, session_file, session_id) is None else moved).append(p)
+    return moved, missing

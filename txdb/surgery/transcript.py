@@ -76,12 +76,13 @@ def _s(v):
 class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
-    __slots__ = ("rid", "line", "offset", "length", "node", "chained", "model", "attachment_type", "tokens",
-                 "pos", "new", "dirty", "removed", "_buf", "_obj")
+    __slots__ = ("rid", "line", "later", "offset", "length", "node", "chained", "model", "attachment_type",
+                 "tokens", "pos", "new", "dirty", "removed", "_buf", "_obj")
 
-    def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes):
+    def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes, later: bool = False):
         self.rid = rid  # index in Transcript.records
         self.line = line  # index in Transcript.lines
+        self.later = later  # after the first object of its line: Claude Code never reads it (txdb/chain.py)
         self.offset = offset  # byte offset of the object in the loaded file (the catalog's key)
         self.length = length
         self._buf = buf
@@ -100,7 +101,7 @@ class Record:
         """(Re)read the fields kept per record from its object. ``names``
         (uuid -> itself) lets a parent pointer share its parent's string."""
         node = chainmod.node_from(self.offset, obj)
-        self.chained = node is not None
+        self.chained = node is not None and not self.later
         if node is None:
             rtype = obj.get("type")
             node = chainmod.Node(self.offset, None, _s(obj.get("parentUuid")),
@@ -122,7 +123,8 @@ class Record:
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
-        r.rid, r.line, r.offset, r.length, r._buf = self.rid, self.line, self.offset, self.length, self._buf
+        r.rid, r.line, r.later, r.offset, r.length, r._buf = (self.rid, self.line, self.later, self.offset,
+                                                              self.length, self._buf)
         r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
         r.tokens, r.pos, r.new, r.dirty, r.removed = self.tokens, self.pos, self.new, self.dirty, self.removed
         r._obj = None
@@ -235,7 +237,7 @@ class Transcript:
                 line.error = parsed.error
                 line.recovered = parsed.recovered
                 for start, length, obj in parsed.objects:
-                    rec = Record(len(self.records), li, ln.offset + start, length, data)
+                    rec = Record(len(self.records), li, ln.offset + start, length, data, later=line.count > 0)
                     if parsed.recovered:
                         rec.new = _stored(obj)  # what the forgiving parse made of it
                     rec.describe(obj, names)

@@ -38,7 +38,6 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
-from ..ingest.store import refresh_path
 from ..verify import verify_file
 from . import journal, log
 from . import pending as pend

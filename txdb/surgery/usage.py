@@ -1,9 +1,10 @@
 """reset-usage: lower stale usage counts so the context gauge matches a strip.
 
 Claude Code's gauge reads input + cache_read + cache_creation recorded on
-the last assistant turn (newer builds: on its ``usage.iterations[]``). After
-a strip those numbers describe the pre-strip size. This caps them to a
-calibrated estimate of the post-strip context.
+the last assistant turn (newer builds: on its ``usage.iterations[]``), and
+so does its decision to compact on resume. After a strip those numbers
+describe the pre-strip size. This caps the last turn's to a calibrated
+estimate of the post-strip context; earlier turns keep what the API billed.
 
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
@@ -154,17 +155,15 @@ def context_estimator(ref: Transcript):
     return calibrated
 
 
-def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
-    """Cap stale usage on ``t``'s active chain; never raise a count.
-
-    With ``original`` (the session before this surgery), a turn is stale when
-    the estimated context before it shrank; without it (standalone
-    reset-usage), when a txdb-stripped record lies before it, and the last
-    turn always. Stale turns are capped to the calibrated estimate.
-    """
-    ref = original if original is not None else t
-    fit = calibration(ref)
-    est = chain_prefix_estimates(t)
+def stale_turns(t: Transcript, original: Transcript | None = None,
+                est: list[int] | None = None) -> list[tuple[int, Record, dict, tuple[int, int] | None]]:
+    """(position, record, usage, (estimate, recorded) in the original or
+    None) for every assistant turn of ``t`` whose recorded usage no longer
+    describes the context before it. With ``original`` (the session before
+    this surgery), a turn whose estimated context before it shrank (or that
+    is new); without it, a turn after a txdb-stripped record, and the last
+    turn always."""
+    est = chain_prefix_estimates(t) if est is None else est
     before: dict[str, tuple[int, int]] = {}  # uuid -> (estimate, recorded) in the original
     if original is not None:
         o_est = chain_prefix_estimates(original)
@@ -174,22 +173,55 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     turns = _turns(t)
     touched_from = next((i for i, r in enumerate(t.chain) if _touched(r)), None)
     last_key = _message_key(turns[-1][1]) if turns else None
+    out = []
+    for pos, rec, u in turns:
+        if original is not None:
+            was = before.get(rec.uuid or "")
+            stale = was is None or est[pos] < was[0]
+        else:
+            was = None
+            stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
+        if stale:
+            out.append((pos, rec, u, was))
+    return out
+
+
+def first_stale_uuid(stale: list) -> str | None:
+    """The uuid of the first stale turn: the catalog's calibration skips
+    the turns from it on that were recorded before the surgery (their
+    figures, kept, measured the history before the strip)."""
+    return next((rec.uuid for _pos, rec, _u, _was in stale if rec.uuid), None)
+
+
+def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
+    """Lower the last assistant turn's usage when it is stale; never raise a count.
+
+    The CLI reads the recorded usage of the last assistant turn only (its
+    gauge, and its decision to compact on resume), so that message (every
+    line of it) is the one rewritten; earlier turns keep the figures the API
+    billed, and ``stale_from`` names the first stale turn so the catalog's
+    calibration leaves the stale ones out (docs/surgery.md, reset-usage).
+    A stale turn (:func:`stale_turns`) whose own recorded count is known is
+    lowered by the calibrated size of what went before it; otherwise it is
+    capped to the calibrated estimate.
+    """
+    ref = original if original is not None else t
+    fit = calibration(ref)
+    est = chain_prefix_estimates(t)
+    turns = _turns(t)
+    stale = stale_turns(t, original, est)
+    last_key = _message_key(turns[-1][1]) if turns else None
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
-           "method": fit.method, "turns": len(turns), "capped": 0,
+           "method": fit.method, "turns": len(turns), "capped": 0, "stale": len(stale),
+           "stale_from": first_stale_uuid(stale),
            "estimate": estimate.predict(fit, est[-1]), "last_before": None, "last_after": None}
     last_usage = turns[-1][2] if turns else None
     if turns:
         out["last_before"] = gauge_context(last_usage)
-    for pos, rec, u in turns:
+    for pos, rec, u, was in stale:
+        if _message_key(rec) != last_key:
+            continue  # billed figures stay: the CLI does not read them
         new_raw = est[pos]
-        if original is not None:
-            was = before.get(rec.uuid or "")
-            stale = was is None or new_raw < was[0]
-        else:
-            was = None
-            stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
-        if not stale:
-            continue
         if was is not None and was[1] > 0:
             # Its own recorded count, less the calibrated size of what went.
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))

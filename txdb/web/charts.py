@@ -8,6 +8,7 @@ was billed at, and txdb ships no price table.
 from __future__ import annotations
 
 from .. import chain
+from ..db import rows as _rows
 
 CONTEXT_LIMIT = 200_000   # the context window the charts draw a line at
 TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
@@ -16,12 +17,6 @@ TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
     ("cache_read_input_tokens", "cache read"),
     ("cache_creation_input_tokens", "cache creation"),
 )
-
-
-def _rows(conn, sql, params=()):
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def tokens_by_day(conn) -> list[dict]:

@@ -27,6 +27,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
+from ..db import rows as _rows
 from . import charts, svg
 from .hostcheck import refuse_foreign_hosts
 
@@ -360,12 +361,6 @@ async def charts_page(request, datasette):
             largest, charts.CONTEXT_LIMIT, lambda fid: session_url(datasette, db.name, fid))),
     }
     return await _render(datasette, "txdb_charts.html", data, request)
-
-
-def _rows(conn, sql, params=()):
-    cur = conn.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def _tool_summary(name: str | None, text: str | None) -> str:

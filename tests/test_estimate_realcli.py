@@ -1,0 +1,64 @@
+"""The predicted context after a surgery against what the real CLI sends.
+
+On CLI-made corpus sessions (copies), a surgery + apply, then ``claude
+--resume`` (2.1.328, offline, loopback fake API): txdb's ``tokens_after``
+is within 5% of the request the CLI sends (chars/4 of system + tools +
+messages, the figure the fake API records as usage), and never more than
+2% under it. bench/bench_truth.py prints the same over more sessions and
+commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realcli import CORPUS_DIR, claude_binary  # noqa: E402
+from realcli.oracle import resume  # noqa: E402
+
+pytestmark = pytest.mark.realcli
+
+TXDB = str(Path(sys.executable).parent / "txdb")
+SESSIONS = [
+    "generated/-home-user-src-demo-14/5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl",
+    "generated/-home-user-src-demo-1/91f27d20-32b7-42f9-8096-f776eb39baf6.jsonl",
+]
+COMMANDS = [["strip-all"], ["strip-tools", "--only-results"], ["persist-tools", "--keep-recent", "3"]]
+
+
+def _sent(body: dict) -> int:
+    dump = lambda x: len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) if x is not None else 0  # noqa: E731
+    return (dump(body.get("system")) + dump(body.get("tools")) + dump(body.get("messages"))) // 4
+
+
+def _txdb(*args, cwd) -> dict:
+    p = subprocess.run([TXDB, *args, "--json"], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c))
+@pytest.mark.parametrize("rel", SESSIONS, ids=lambda s: s.split("/")[1][-7:])
+def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, command):
+    src = CORPUS_DIR / rel
+    if not src.is_file():
+        pytest.skip("corpus not present")
+    binary = claude_binary()
+    proj = tmp_path / "projects" / src.parent.name
+    proj.mkdir(parents=True)
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    db = str(tmp_path / "c.db")
+    rep = _txdb(command[0], str(path), "--db", db, *command[1:], cwd=tmp_path)
+    assert rep["changed_lines"] > 0
+    _txdb("apply", str(path), "--db", db, cwd=tmp_path)
+    r = resume(path, binary=binary, workdir=tmp_path / "resume")
+    assert r.loaded and not r.compacted, r.summary()
+    sent = _sent(r.main_request)
+    predicted = rep["tokens_after"]
+    assert 0.98 * sent <= predicted <= 1.05 * sent, (predicted, sent, predicted / sent)

@@ -1,0 +1,150 @@
+"""The catalog's schema as a whole: what a blank catalog holds after its
+migrations, what an older catalog becomes, inserts that name their columns,
+and the one way a migration has stored figures re-derived."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from conftest import copy_fixture_sessions
+from txdb import db
+from txdb.ingest.store import refresh
+
+TABLES = {
+    "_txdb_meta": ["key", "value"],
+    "_txdb_migrations": ["name", "applied_at"],
+    "attachments": ["file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens", "from_rendered",
+                    "free", "hook_event"],
+    "blocks": ["file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name", "tool_use_id",
+               "is_error", "chars", "signature_chars", "media_type", "width", "height", "image_sha256", "images",
+               "tokens", "text"],
+    "blocks_fts": ["text"],
+    "blocks_fts_config": ["k", "v"],
+    "blocks_fts_data": ["id", "block"],
+    "blocks_fts_docsize": ["id", "sz"],
+    "blocks_fts_idx": ["segid", "term", "pgno"],
+    "chain": ["file_id", "pos", "offset", "timestamp"],
+    "chain_findings": ["file_id", "offset", "severity", "code", "detail"],
+    "dangling_parents": ["file_id", "offset", "parent_uuid"],
+    "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
+              "tail_sha", "cursor", "lines", "gone", "refreshed_at"],
+    "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
+    "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
+                "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
+                "message_id", "request_id", "tokens", "raw"],
+    "sessions": ["file_id", "session_id", "parent_session_id", "agent_id", "project", "title", "title_source",
+                 "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
+                 "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
+                 "est_context_tokens", "est_method", "est_turns"],
+    "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
+                  "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from"],
+    "usage": ["file_id", "message_id", "offset", "request_id", "session_id", "timestamp", "model", "input_tokens",
+              "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+              "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
+              "gauge_input_tokens", "gauge_cache_read_input_tokens", "gauge_cache_creation_input_tokens",
+              "gauge_iterations", "in_file", "rewritten"],
+}
+VIEWS = {
+    "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
+    "attachments_by_type", "billed_usage", "block_targets", "chain_health", "chain_problems", "chain_targets",
+    "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
+    "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
+    "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
+    "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_by_day", "usage_by_model",
+}
+INDEXES = {
+    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",
+    "records_file_uuid", "records_roots", "records_session", "records_type", "sessions_session_id",
+    "usage_message", "usage_session",
+}
+
+
+def schema(conn: sqlite3.Connection) -> dict:
+    """Every table's columns (name, type, not null, default, key), the views
+    and the indexes, with the SQL that made each index."""
+    tables = {t: [tuple(r[1:]) for r in conn.execute(f'PRAGMA table_info("{t}")')]
+              for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                       "AND name NOT LIKE 'sqlite_%' ORDER BY name")}
+    views = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"))
+    return {"tables": tables, "views": views, "indexes": indexes}
+
+
+def test_a_blank_catalog_has_the_whole_schema(tmp_path):
+    conn = db.connect(tmp_path / "c.db")
+    s = schema(conn)
+    assert {t: [c[0] for c in cols] for t, cols in s["tables"].items()} == TABLES
+    assert s["views"] == VIEWS
+    assert set(s["indexes"]) == INDEXES
+    for view in VIEWS:  # each view compiles against the tables
+        conn.execute(f'SELECT * FROM "{view}" LIMIT 0').fetchall()
+    conn.close()
+
+
+@pytest.mark.parametrize("applied", range(1, len(db.migrations())))
+def test_a_catalog_of_an_older_schema_migrates_to_the_current_one(tmp_path, applied):
+    """A catalog made when only the first ``applied`` migrations existed
+    (with a session in it) is, once opened, the schema of a blank catalog."""
+    old = tmp_path / "old.db"
+    raw = sqlite3.connect(old, isolation_level=None)
+    raw.execute("CREATE TABLE _txdb_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for name, sql in db.migrations()[:applied]:
+        for statement in db._split(sql):
+            raw.execute(statement)
+        raw.execute("INSERT INTO _txdb_migrations VALUES (?, 'then')", (name,))
+    raw.execute("INSERT INTO files (path, kind, size, inode) VALUES ('/x/s.jsonl', 'session', 10, 1)")
+    raw.close()
+    conn = db.connect(old)
+    blank = db.connect(tmp_path / "blank.db")
+    assert schema(conn) == schema(blank)
+    assert [r[0] for r in conn.execute("SELECT name FROM _txdb_migrations ORDER BY name")] == \
+        [n for n, _ in db.migrations()]
+    assert conn.execute("SELECT path FROM files").fetchall() == [("/x/s.jsonl",)]
+
+
+def test_refresh_names_the_columns_it_writes(tmp_path):
+    """A column a later migration adds (appended by ALTER TABLE) takes its
+    default: refresh's inserts name their columns, never rely on positions."""
+    conn = db.connect(tmp_path / "c.db")
+    for table in ("records", "blocks", "attachments", "parse_errors", "dangling_parents", "chain",
+                  "chain_findings", "usage", "sessions"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN later TEXT DEFAULT 'later'")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    stats = refresh(conn, [projects])
+    assert stats.files > 0
+    fresh = db.connect(tmp_path / "fresh.db")
+    refresh(fresh, [projects])
+    for table in ("records", "blocks", "attachments", "parse_errors", "dangling_parents", "chain",
+                  "chain_findings", "usage"):
+        n = fresh.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        assert conn.execute(f"SELECT count(*) FROM {table} WHERE later = 'later'").fetchone()[0] == n, table
+    assert conn.execute("SELECT sum(tokens), sum(length(raw)) FROM records").fetchone() == \
+        fresh.execute("SELECT sum(tokens), sum(length(raw)) FROM records").fetchone()
+
+
+def test_the_reread_idiom_re_derives_stored_figures(tmp_path):
+    """docs/architecture.md, "Re-deriving stored figures": a migration that
+    changes a rule ends with `UPDATE files SET inode = NULL WHERE gone = 0`;
+    the next refresh reads those files again from the start, and the API's
+    usage figures are kept."""
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [projects])
+    figures = "SELECT sum(tokens), (SELECT sum(chain_tokens) FROM sessions), " \
+              "(SELECT count(*) FROM sessions WHERE est_context_tokens IS NOT NULL) FROM records"
+    before = conn.execute(figures).fetchone()
+    api = ("SELECT file_id, message_id, offset, input_tokens, output_tokens, cache_read_input_tokens, "
+           "cache_creation_input_tokens, iterations, in_file FROM usage ORDER BY file_id, message_id")
+    usage = conn.execute(api).fetchall()
+    assert before[0] > 0 and usage
+    # As an older rule would have left them:
+    conn.execute("UPDATE records SET tokens = 0")
+    conn.execute("UPDATE sessions SET chain_tokens = 0, est_context_tokens = NULL")
+    refresh(conn, [projects])
+    assert conn.execute(figures).fetchone() != before  # unchanged files are not read again
+    conn.execute("UPDATE files SET inode = NULL WHERE gone = 0")
+    refresh(conn, [projects])
+    assert conn.execute(figures).fetchone() == before
+    assert conn.execute(api).fetchall() == usage

@@ -1,0 +1,242 @@
+"""One declaration per surgery command: its name, the view ``--where``
+selects from (none: SESSION only), the op factory for the rows a ``--where``
+selected, and the kind of result it returns, which knows how to describe
+itself and how many things it changed.
+
+Everything else is derived from ``COMMANDS``: ``select.VIEWS``, the op
+``select.plan`` runs per session, the "changed" count of a plan row, the
+summary line the CLI prints. To add a command: write its op (a module of
+``txdb/surgery``), add its ``SurgeryCommand`` here (and its CLI command with
+its entry in ``txdb/cli/commands.py``), its docs and its tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+
+class Result:
+    """How a command's result (the JSON-able dict its op returns, kept as the
+    report's ``result``) reads: ``describe`` gives the clauses of the summary
+    line, ``changed`` the count of blocks / records / attachments changed."""
+
+    positional: ClassVar[bool] = False  # what it reports names positions of the copy it edited
+
+    @staticmethod
+    def describe(res: dict, dry_run: bool) -> list[str]:
+        return []
+
+    @staticmethod
+    def changed(res: dict) -> int:
+        return 0
+
+
+class StripResult(Result):
+    """strip-tools / strip-thinking / strip-all: ``tools`` and ``thinking``
+    sections (or one of them flat, from a SESSION strip of one kind)."""
+
+    @staticmethod
+    def _parts(res: dict) -> tuple[dict | None, dict | None]:
+        tools = res.get("tools", res if "results" in res else None)
+        thinking = res.get("thinking", res if "blocks" in res and "chars" in res else None)
+        return tools, thinking
+
+    @staticmethod
+    def describe(res, dry_run):
+        tools, thinking = StripResult._parts(res)
+        parts = []
+        if tools:
+            parts.append(f"{tools['results']} tool results and {tools['inputs']} tool inputs cleared"
+                         + (f" ({tools['kept_errors']} error results kept)" if tools.get("kept_errors") else ""))
+        if thinking:
+            parts.append(f"{thinking['blocks']} thinking blocks removed"
+                         + (f" ({thinking['records_removed']} emptied records re-parented)"
+                            if thinking.get("records_removed") else ""))
+        return parts
+
+    @staticmethod
+    def changed(res):
+        tools, thinking = StripResult._parts(res)
+        return ((tools or {}).get("inputs", 0) + (tools or {}).get("results", 0)
+                + (thinking or {}).get("blocks", 0))
+
+
+class AttachmentsResult(Result):
+    @staticmethod
+    def describe(res, dry_run):
+        return [f"{res['removed']} of {res['attachments']} attachments dropped"] if "attachments" in res else []
+
+    @staticmethod
+    def changed(res):
+        return res.get("removed", 0)
+
+
+class ImagesResult(Result):
+    @staticmethod
+    def describe(res, dry_run):
+        if "replaced" not in res:
+            return []
+        return [f"{res['replaced']} of {res['images']} images replaced by transcripts"
+                + (f", {res['dropped']} dropped" if res["dropped"] else "")
+                + (f", {res['kept']} kept (no transcript)" if res["kept"] else "")
+                + (f"; {res['invalid']} with invalid base64" if res["invalid"] else "")
+                + f" ({res['transcripts_used']} of {res['transcripts']} <sha256>.txt files used"
+                + (f"; {res['ignored']} other entries of --dir ignored" if res.get("ignored") else "") + ")"]
+
+    @staticmethod
+    def changed(res):
+        return res.get("replaced", 0) + res.get("dropped", 0)
+
+
+class CompactResult(Result):
+    @staticmethod
+    def describe(res, dry_run):
+        return [f"positions 0..{res['before'] - 1} ({res['summarized']} records, {res['dialogue_messages']} "
+                f"messages of dialogue) summarised behind a compact boundary; {res['kept']} records kept "
+                f"with fresh uuids"
+                + (f"; {res['kept_state']} announcement and system-prompt records before the cut carried "
+                   f"over" if res.get("kept_state") else "")]
+
+    @staticmethod
+    def changed(res):
+        return res.get("summarized", 0)
+
+
+class UsageResult(Result):
+    @staticmethod
+    def describe(res, dry_run):
+        return [f"{res['capped']} turns' usage capped"] if "capped" in res else []
+
+    @staticmethod
+    def changed(res):
+        return res.get("capped", 0)
+
+
+class PersistResult(Result):
+    positional = True
+
+    @staticmethod
+    def describe(res, dry_run):
+        if "persisted" not in res:
+            return []
+        moved = ", ".join(f"{n} {k}" for k, n in res["persisted"].items() if n) or "nothing"
+        return [f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
+                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
+                + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
+
+    @staticmethod
+    def changed(res):
+        return res.get("blocks", 0)
+
+
+class RangesResult(Result):
+    positional = True
+
+    @staticmethod
+    def describe(res, dry_run):
+        parts = []
+        for rg in res.get("ranges", []):
+            if rg["status"] == "already":
+                parts.append(f"positions {rg['from']}..{rg['to']}: already one plain user message (position "
+                             f"{rg['at']}) carrying its <persisted-range> marker; nothing to change")
+            elif rg["status"] == "resummarised":
+                parts.append(f"positions {rg['from']}..{rg['to']}: already compacted; its marker's summary is "
+                             f"now {rg['summary']!r}")
+            elif rg["status"] == "converted":
+                parts.append(f"position {rg['at']}: the {rg['was']} record carrying a <persisted-range> marker "
+                             f"is now a plain user message (marker kept)")
+            else:
+                saved = len(rg["files"])
+                verb = "would be saved" if dry_run else "saved"
+                parts.append(f"positions {rg['from']}..{rg['to']} ({rg['count']} records) collapsed into one "
+                             f"user message at position {rg['at']}; originals {verb} to {rg['folder']} ({saved} "
+                             f"{'file' if saved == 1 else 'files'})"
+                             + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
+                                if rg.get("kept_in_place") else ""))
+        return parts
+
+    @staticmethod
+    def changed(res):
+        return res.get("records", 0) + res.get("converted", 0) + res.get("resummarised", 0)
+
+
+class MigrateResult(Result):
+    positional = True
+
+    @staticmethod
+    def describe(res, dry_run):
+        if "markers_repointed" not in res:
+            return []
+        return [f"{res['images']} image transcripts persisted, {res['tool_results_moved']} .tool-results "
+                f"files moved, {res['markers_repointed']} markers re-pointed"]
+
+    @staticmethod
+    def changed(res):
+        return res.get("images", 0) + res.get("tool_results_moved", 0) + res.get("markers_repointed", 0)
+
+
+class RescueResult(Result):
+    """rescue: its plan, step by step, each with the estimate after it."""
+
+    @staticmethod
+    def describe(res, dry_run):
+        if "steps" not in res:
+            return []
+        parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
+                 + ("" if res["steps"] else f": already under (~{res['tokens_start']:,})")]
+        for st in res["steps"]:
+            did = [f"{st['moved']} moved to sidecars" if st.get("moved") else "",
+                   f"{st['dropped']} dropped" if st.get("dropped") else ""]
+            parts.append(f"{st['step']}: " + ", ".join(x for x in did if x) + f" -> ~{st['tokens_after']:,} tokens")
+        return parts
+
+    @staticmethod
+    def changed(res):
+        return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res.get("steps", []))
+
+
+WhereOp = Callable[[list, dict, dict], object]  # (selected rows, the command's options, stats) -> op
+
+
+@dataclass(frozen=True)
+class SurgeryCommand:
+    name: str
+    result: type[Result] = Result
+    view: str | None = None        # the target view of --where; None: SESSION only
+    where_op: str | None = None    # "module:function" in txdb.surgery building the op for selected rows
+
+    def op_for_rows(self, rows: list, options: dict, stats: dict):
+        import importlib
+
+        module, fn = self.where_op.split(":")
+        return getattr(importlib.import_module(f"txdb.surgery.{module}"), fn)(self.name, rows, options, stats)
+
+
+def _declare(*commands: SurgeryCommand) -> dict[str, SurgeryCommand]:
+    return {c.name: c for c in commands}
+
+
+COMMANDS: dict[str, SurgeryCommand] = _declare(
+    SurgeryCommand("strip-tools", StripResult, "block_targets", "where_ops:rows_op"),
+    SurgeryCommand("strip-thinking", StripResult, "block_targets", "where_ops:rows_op"),
+    SurgeryCommand("strip-all", StripResult, "block_targets", "where_ops:rows_op"),
+    SurgeryCommand("strip-attachments", AttachmentsResult, "attachment_targets", "where_ops:rows_op"),
+    SurgeryCommand("replace-images", ImagesResult, "image_targets", "where_ops:rows_op"),
+    SurgeryCommand("persist-tools", PersistResult, "block_targets", "where_ops:persist_op"),
+    SurgeryCommand("compact-range", RangesResult, "chain_targets", "where_ops:compact_range_op"),
+    SurgeryCommand("reset-usage", UsageResult),
+    SurgeryCommand("fork"),
+    SurgeryCommand("compact", CompactResult),
+    *(SurgeryCommand(n, PersistResult) for n in ("persist-tool", "persist-thinking", "persist-thinkings",
+                                                  "persist-text", "persist-texts", "persist-message",
+                                                  "persist-range")),
+    SurgeryCommand("migrate-persisted", MigrateResult),
+    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue:where_op"),
+)
+
+
+def declared(name: str) -> SurgeryCommand:
+    """The declaration of ``name``; an operation no command declares (a library
+    caller's own name) reads as a plain result."""
+    return COMMANDS.get(name) or SurgeryCommand(name)

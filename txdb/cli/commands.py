@@ -48,6 +48,7 @@ COMMANDS: dict[str, Entry] = {
           persist_message="Collapse a whole message to one marker; its content goes to a sidecar file.",
           persist_range="Move tool results, thinking and text between --from and --to to sidecar files.",
           migrate_persisted="Bring older persisted layouts (and moved projects trees) to the current one."),
+    **_in("rescue", rescue="Bring a session under a context target in one pass, least loss first."),
     **_in("images",
           list_images="Every image of a session: position, media type, pixels, tokens, sha256.",
           replace_images="Replace images with text transcripts (<sha256>.txt in --dir)."),

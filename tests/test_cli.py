@@ -52,6 +52,17 @@ def test_refresh_then_query_formats(run, home):
     assert params == [{"x": "7"}]
 
 
+def test_csv_lines_end_with_a_newline_only(run, home, tmp_path):
+    """`$(txdb query ... --csv)` in a shell keeps a \\r: lines end with \\n, as
+    sqlite-utils' CSV; a value holding a newline is quoted whole."""
+    run("refresh")
+    r = run("query", "select 'a' as x, 1 as n union all select 'two' || char(10) || 'lines', 2", "--csv")
+    assert r.stdout_bytes == b'x,n\na,1\n"two\nlines",2\n'
+    r = subprocess.run(["sh", "-c", f'v=$({sys.executable} -m txdb.cli query "select 7 as n" --csv); printf %s "$v"'],
+                       capture_output=True, env=dict(os.environ), check=True)
+    assert r.stdout == b"n\n7"
+
+
 def test_query_is_read_only_and_errors_are_one_line(run, home):
     run("refresh")
     r = run("query", "delete from records", ok=False)
@@ -222,7 +233,8 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     env = dict(os.environ, TXDB_DB=str(tmp_path / "c.db"))
     r = subprocess.run([str(exe), "analyze", "nothing-here"], capture_output=True, text=True, env=env)
     assert r.returncode == 1
-    assert r.stderr == "Error: no session 'nothing-here' in the catalog (run `txdb refresh`?)\n"
+    # TXDB_DB names the catalog, so plain `txdb refresh` makes it
+    assert r.stderr == f"Error: no catalog at {tmp_path / 'c.db'}: run `txdb refresh` first\n"
 
 
 def test_catalog_and_surgery_estimates_never_disagree(catalog):
@@ -305,10 +317,41 @@ def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, m
     assert sorted(x.name for x in tmp_path.iterdir()) == ["other.db"]
 
 
+@pytest.mark.parametrize("args", [
+    ["sessions"], ["sessions", "--json"], ["query", "select 1"], ["analyze", "abcd1234"], ["verify", "abcd1234"],
+    ["show-tool", "abcd1234"], ["show-thinking", "abcd1234"], ["list-images", "abcd1234"],
+])
+def test_a_reading_command_on_a_missing_catalog_says_so_and_creates_nothing(tmp_path, args):
+    """A mistyped --db is one error line naming the path and the command that
+    makes a catalog there, never an empty catalog answering []."""
+    typo = tmp_path / "typo" / "catalgo.db"
+    r = CliRunner().invoke(cli, [*args, "--db", str(typo)])
+    assert r.exit_code == 1, r.output
+    assert r.output == f"Error: no catalog at {typo}: run `txdb refresh --db {typo}` first\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_on_a_missing_catalog_says_so_and_creates_nothing(tmp_path):
+    typo = tmp_path / "catalgo.db"
+    r = subprocess.run([sys.executable, "-m", "txdb.cli", "serve", "--port", "0", "--db", str(typo)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr == f"Error: no catalog at {typo}: run `txdb refresh --db {typo}` first\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_default_catalog_missing_says_run_txdb_refresh(tmp_path, monkeypatch):
+    monkeypatch.delenv("TXDB_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    r = CliRunner().invoke(cli, ["sessions"])
+    assert r.exit_code == 1
+    assert r.output == f"Error: no catalog at {tmp_path / 'data' / 'txdb' / 'txdb.db'}: run `txdb refresh` first\n"
+    assert not (tmp_path / "data").exists()
+
+
 def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    r = CliRunner().invoke(cli, ["sessions", "--db", str(blocker / "c.db")])
+    r = CliRunner().invoke(cli, ["strip-tools", "abcd1234", "--db", str(blocker / "c.db")])
     assert r.exit_code == 1
     assert r.output == f"Error: cannot create the catalog {blocker / 'c.db'}: a file is in the way of its folder\n"
 

@@ -31,7 +31,8 @@ class SessionRef:
 _rows = db.rows
 
 
-def _looks_like_path(ref: str) -> bool:
+def looks_like_path(ref: str) -> bool:
+    """A SESSION argument that names a file (else an id or a prefix)."""
     return os.sep in ref or "/" in ref or ref.endswith(".jsonl") or ref.startswith("~")
 
 
@@ -90,7 +91,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     to be read directly."""
     if "\x00" in ref or not ref.strip():
         raise SessionNotFound(f"no session {ref!r}")
-    if _looks_like_path(ref):
+    if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating)
 
     suffix = f"{os.sep}{ref}.jsonl"

@@ -167,12 +167,24 @@ def root_option(f):
     )(f)
 
 
-def open_catalog(db_path):
-    """(connection, path) of the catalog the command names (or the default one)."""
+def open_catalog(db_path, create: bool = True):
+    """(connection, path) of the catalog the command names (or the default one).
+
+    ``create=False`` for a command that only reads: a catalog that does not
+    exist is one error line (``db.no_catalog``), never a new empty one."""
     from ..db import connect
 
     path = db_path or config.default_db_path()
-    return connect(path), path
+    return connect(path, create=create), path
+
+
+def read_catalog(db_path, session: str | None = None):
+    """``open_catalog`` for a command that only reads. Given a session
+    file's path it reads that file whatever the catalog holds, so it may
+    make the catalog; an id, or no session, needs an existing one."""
+    from ..catalog import looks_like_path
+
+    return open_catalog(db_path, create=session is not None and looks_like_path(session))
 
 
 def command(name: str):
@@ -290,7 +302,7 @@ def query(db_path, sql, params, fmt):
     """
     from .. import db
 
-    conn, path = open_catalog(db_path)
+    conn, path = read_catalog(db_path)
     conn.close()
     ro = db.connect_readonly(path)
     try:
@@ -319,7 +331,7 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
     """
     from .. import catalog
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
@@ -350,7 +362,7 @@ def analyze(db_path, session, original, as_json):
     """
     from .. import catalog
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path, session)
     ref = catalog.resolve_positions(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
@@ -414,7 +426,7 @@ def verify(db_path, session, as_json):
     from .. import catalog
     from ..verify import verify_file
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
     if as_json:
         echo(to_json(report.as_dict()))

@@ -64,8 +64,9 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
     import uvicorn
 
     path = Path(db_path or config.default_db_path())
-    # Migrate and create the views once; Datasette itself only reads.
-    db.connect(path).close()
+    # Migrate and create the views once; Datasette itself only reads (so
+    # there must be a catalog, unless --watch is to build it).
+    db.connect(path, create=watch).close()
     host = "127.0.0.1"
     if port == 0:
         port = _free_port(host)

@@ -199,6 +199,22 @@ def test_every_command_has_help_with_an_example():
         assert "Example:" in out, name
 
 
+# The commands that print no report: a path for `$(...)`, a server.
+NOT_REPORTING = {"path", "serve"}
+
+
+def test_every_command_that_reports_takes_json():
+    """README: commands that report take --json. Walks the whole command
+    table (main.py's and commands.py's), so a new command is held to it."""
+    from click import Context
+    ctx = Context(cli)
+    names = cli.list_commands(ctx)
+    assert NOT_REPORTING < set(names)
+    lacking = [n for n in names if n not in NOT_REPORTING
+               and "--json" not in {o for p in cli.get_command(ctx, n).params for o in getattr(p, "opts", ())}]
+    assert lacking == []
+
+
 def test_every_command_of_the_lazy_modules_is_listed():
     """Each command a lazy module defines is one `txdb` resolves. Checked from
     fresh processes: in this one the modules may be imported already, and a

@@ -186,6 +186,44 @@ def test_current_of_a_session_with_no_file_yet_says_where_it_will_be(run, home, 
     assert r.exit_code == 1 and r.output == "Error: '../../etc/x' is not a session id\n"
 
 
+def _complete(words: str, db: Path, shell: str = "bash") -> list[str]:
+    """What `txdb` answers the shell's completion for ``words`` (the last one being typed)."""
+    env = dict(os.environ, _TXDB_COMPLETE=f"{shell}_complete", COMP_WORDS=words,
+               COMP_CWORD=str(len(words.split()) - (0 if words.endswith(" ") else 1)), TXDB_DB=str(db))
+    r = subprocess.run([sys.executable, "-m", "txdb.cli"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    return [ln for ln in r.stdout.splitlines() if ln]
+
+
+def test_session_ids_complete_in_the_shell(run, home, db_path, tmp_path):
+    run("refresh")
+    sid = "b3edadab-bca0-4054-9b41-f7ffa6941260"
+    assert _complete("txdb analyze b3e", db_path) == [f"plain,{sid}"]
+    for command in ("strip-tools", "verify", "show-tool", "apply", "fork"):  # every SESSION argument
+        assert _complete(f"txdb {command} b3edadab-b", db_path) == [f"plain,{sid}"], command
+    every = _complete("txdb analyze ", db_path)
+    ids = {ln.split(",", 1)[1] for ln in every}
+    assert sid in ids and "ef958aa1-0e93-49f0-bb71-150f63befcd1" in ids
+    assert not any(i.startswith("agent-") for i in ids)  # subagents are not sessions to name
+    # zsh shows the title beside the id
+    zsh = _complete("txdb analyze 4e27", db_path, "zsh")
+    assert zsh[1] == "4e27c414-a885-46a0-b5c8-d58e1417377d" and zsh[2] not in ("", "_")
+    # a path is the shell's to complete; --db on the line is the catalog read
+    assert _complete("txdb analyze ./x", db_path) == ["file,./x"]
+    other = tmp_path / "other.db"
+    assert _complete(f"txdb analyze --db {other} b3e", db_path) == []
+
+
+def test_completion_never_fails_and_creates_nothing(tmp_path):
+    missing = tmp_path / "none" / "c.db"
+    assert _complete("txdb analyze b3", missing) == []
+    assert not (tmp_path / "none").exists()
+    broken = tmp_path / "broken.db"
+    broken.write_text("not a database\n")
+    assert _complete("txdb analyze b3", broken) == []
+    assert broken.read_text() == "not a database\n"
+
+
 def test_path_prints_the_catalog_location(run, db_path):
     assert run("path").output.strip() == str(db_path)
 

@@ -37,6 +37,15 @@ class TxdbCommand(click.Command):
     log row or SQLite text can hold; they are one Error line before the command
     runs. Paths (``click.Path`` options) may be any bytes."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Every SESSION argument completes session ids in the shell (one
+        # place for every command, whichever module defines it).
+        for param in self.params:
+            if isinstance(param, click.Argument) and param.name == "session" \
+                    and param._custom_shell_complete is None:
+                param._custom_shell_complete = complete_session
+
     def invoke(self, ctx):
         for param in self.params:
             if isinstance(param.type, click.Path):
@@ -50,6 +59,38 @@ class TxdbCommand(click.Command):
                         name = param.opts[-1] if isinstance(param, click.Option) else param.name.upper()
                         raise click.ClickException(f"{name} is not valid UTF-8 text") from None
         return super().invoke(ctx)
+
+
+def complete_session(ctx, param, incomplete: str):
+    """Shell completion of a SESSION: the catalogued session ids starting with
+    what was typed (newest first, the title as the help zsh and fish show);
+    a path is left to the shell's file completion. Read-only, one indexed
+    query, never an error: no catalog, a locked or broken one complete nothing."""
+    from click.shell_completion import CompletionItem
+
+    if os.sep in incomplete or "/" in incomplete or incomplete.startswith(("~", ".")):
+        return [CompletionItem(incomplete, type="file")]
+    try:
+        path = (ctx.params.get("db_path") if ctx is not None else None) or config.default_db_path()
+        if not os.path.isfile(path):
+            return []
+        from pathlib import Path
+
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=0.2)
+        try:
+            found = conn.execute(
+                "SELECT f.session_id, s.title FROM files f LEFT JOIN sessions s ON s.file_id = f.id "
+                "WHERE f.kind = 'session' AND f.session_id >= ? AND substr(f.session_id, 1, ?) = ? "
+                "ORDER BY f.gone, s.last_timestamp DESC LIMIT 200",
+                (incomplete, len(incomplete), incomplete)).fetchall()
+        finally:
+            conn.close()
+    except Exception:  # completion must never break the shell's prompt
+        return []
+    seen: dict[str, str | None] = {}
+    for sid, title in found:
+        seen.setdefault(sid, title)
+    return [CompletionItem(sid, help=terminal_safe(title) if title else None) for sid, title in seen.items()]
 
 
 class TxdbGroup(click.Group):

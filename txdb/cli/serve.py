@@ -9,6 +9,7 @@ The equivalent plain command (the plugin loads through its entry point):
 
 from __future__ import annotations
 
+import signal
 import socket
 import sqlite3
 import threading
@@ -86,9 +87,20 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
         threading.Timer(1.0, webbrowser.open, [url]).start()
     # Requests naming another host are refused here, whatever plugins load
     # (the txdb plugin does the same for plain `datasette serve`).
+    # Ctrl-C ends serve as it ends every command: KeyboardInterrupt, which
+    # the group turns into exit 130. uvicorn's Server catches SIGINT, shuts
+    # down, then raises it again through the handler it found: this one
+    # (asyncio would swallow Python's default one, and uvicorn.run any
+    # KeyboardInterrupt: exit 0).
+    server = uvicorn.Server(uvicorn.Config(refuse_foreign_hosts(ds.app()), host=host, port=port,
+                                           log_level="warning", lifespan="on"))
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        uvicorn.run(refuse_foreign_hosts(ds.app()), host=host, port=port, log_level="warning", lifespan="on")
+        server.run()
+        if not server.started:
+            raise click.exceptions.Exit(3)  # uvicorn said why (its startup failure status)
     finally:
+        signal.signal(signal.SIGINT, previous)
         if watcher is not None:
             stop, thread = watcher
             stop.set()  # the watcher ends between two files' transactions
@@ -96,6 +108,10 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
             if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
                 echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
                 thread.join()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _start_watcher(path: Path, roots: list[Path]) -> tuple[threading.Event, threading.Thread]:

@@ -92,6 +92,32 @@ def test_sessions_lists_one_row_per_session(run, home):
     assert top[0]["est_context_tokens"] == max(d["est_context_tokens"] for d in data)
 
 
+def test_sessions_print_the_url_of_each_session_page_that_serve_serves(run, home, db_path):
+    import asyncio
+    import sqlite3
+
+    from txdb.web.metadata import make_datasette
+
+    run("refresh")
+    data = json.loads(run("sessions", "--json").output)
+    conn = sqlite3.connect(db_path)
+    ids = dict(conn.execute("SELECT path, id FROM files"))
+    conn.close()
+    prefix = "http://127.0.0.1:8001"  # where `txdb serve` listens by default
+    for d in data:
+        assert d["url"] == f"{prefix}/-/txdb/session/{ids[d['path']]}"
+    table = run("sessions", "--table", "--urls").output.splitlines()
+    assert table[0].split()[-1] == "url" and all(ln.split()[-1].startswith(prefix) for ln in table[2:])
+    assert "url" not in run("sessions", "--table").output.splitlines()[0].split()
+    # the page is there, for this session
+    one = next(d for d in data if d["session_id"] == "b3edadab-bca0-4054-9b41-f7ffa6941260")
+
+    async def get(path):
+        return await make_datasette(db_path).client.get(path)
+    page = asyncio.run(get(one["url"][len(prefix):]))
+    assert page.status_code == 200 and one["session_id"] in page.text
+
+
 def test_analyze_by_id_and_path(run, home):
     run("refresh")
     sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1"

@@ -228,7 +228,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, file_bytes, path FROM session_costs WHERE "
+        "est_context_tokens, gauge_tokens, file_bytes, path, file_id FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:

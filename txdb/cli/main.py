@@ -361,22 +361,29 @@ def query(db_path, sql, params, fmt):
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
+@click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")
 @format_options
-def sessions(db_path, project, limit, subagents, sort, fmt):
+def sessions(db_path, project, limit, subagents, sort, urls, fmt):
     """One row per session: id, project, title, dates, lines, est. context tokens.
+
+    Each row's url is its page in `txdb serve` (on its default port).
 
     Example:
 
     \b
         txdb sessions --sort tokens --limit 10
+        txdb sessions --urls --limit 5
     """
     from .. import catalog
+    from ..web.urls import session_page_url
 
     conn, _ = read_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
+    for r in rows:
+        r["url"] = session_page_url(r["file_id"])
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
-        emit_rows(rows, "table", cols)
+        emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)
 

@@ -22,6 +22,7 @@ from .. import config, db
 from ..errors import TxdbError
 from ..web.hostcheck import refuse_foreign_hosts
 from ..web.metadata import make_datasette, metadata_path
+from ..web.urls import DEFAULT_PORT
 from .main import command, db_option, root_option, watch_reporter
 from .output import echo, terminal_safe
 
@@ -34,7 +35,7 @@ def _free_port(host: str) -> int:
 
 @command("serve")
 @db_option
-@click.option("-p", "--port", type=click.IntRange(0, 65535), default=8001, show_default=True,
+@click.option("-p", "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the catalog in a web browser.")
 @click.option("--print-metadata-path", is_flag=True,
@@ -47,7 +48,8 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
 
     Views worth opening: sessions_by_size, sessions_by_context,
     context_by_category, costliest_tool_calls, sessions_near_limit and the
-    search_* views; each session's conversation is at /-/txdb/session/<file_id>.
+    search_* views; each session's conversation is at /-/txdb/session/<file_id>
+    (`txdb sessions --urls` prints it).
 
     With --watch, a watcher in the same process refreshes the catalog as
     session files change (Datasette only reads it; each page shows what

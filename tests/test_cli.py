@@ -399,7 +399,8 @@ def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, m
 
 @pytest.mark.parametrize("args", [
     ["sessions"], ["sessions", "--json"], ["query", "select 1"], ["analyze", "abcd1234"], ["verify", "abcd1234"],
-    ["show-tool", "abcd1234"], ["show-thinking", "abcd1234"], ["list-images", "abcd1234"],
+    ["show-tool", "abcd1234"], ["show-thinking", "abcd1234"], ["list-images", "abcd1234"], ["search", "word"],
+    ["cost"], ["cost", "--json"],
 ])
 def test_a_reading_command_on_a_missing_catalog_says_so_and_creates_nothing(tmp_path, args):
     """A mistyped --db is one error line naming the path and the command that

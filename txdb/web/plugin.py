@@ -31,6 +31,7 @@ from datasette.utils.asgi import Response
 from . import charts, svg
 from .session import PAGE_RECORDS, load_session
 from .hostcheck import refuse_foreign_hosts
+from .urls import session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -276,7 +277,7 @@ def _text_cell(value: str, full: bool, terms: list[str]):
 
 
 def session_url(datasette, database: str, file_id: int) -> str:
-    return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
+    return datasette.urls.path(session_path(file_id)) + "?" + urlencode({"db": database})
 
 
 def charts_url(datasette, database: str) -> str:

@@ -122,7 +122,7 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
         rc = gauge_context(u)
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
-        if pos < first_touched and rc > 0 and pos != last_pos:
+        if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
             pairs.append((est[pos], rc))
             last_pos = pos
     return pairs

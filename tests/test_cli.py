@@ -324,7 +324,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     from txdb import estimate
     from txdb.surgery.engine import run_surgery
     from txdb.surgery.ops import chain_estimate
-    from txdb.surgery.transcript import Transcript
+    from txdb.transcript import Transcript
     from txdb.surgery.usage import context_estimator
 
     rows = catalog.execute("SELECT file_id, path, est_context_tokens, raw_context_tokens FROM session_costs"

@@ -291,6 +291,7 @@ def refresh(db_path, roots, prune, watch, as_json):
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
+    stats.swaps_logged = _catch_up_journals(db_path)
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
@@ -304,6 +305,23 @@ def refresh(db_path, roots, prune, watch, as_json):
 
         watch_roots(db_path or config.default_db_path(), root_paths, prune=prune,
                     report=watch_reporter(as_json))
+
+
+def _catch_up_journals(db_path) -> int:
+    """Log the swaps an apply or undo could not (killed after its rename, or
+    its catalog full): the surgery code loads only when a journal is there."""
+    from ..ingest.store import journalled_sessions
+
+    conn, _ = open_catalog(db_path)
+    try:
+        todo = journalled_sessions(conn)
+        if not todo:
+            return 0
+        from ..surgery.log import catch_up_journals
+
+        return catch_up_journals(conn, todo)
+    finally:
+        conn.close()
 
 
 def watch_reporter(as_json: bool):

@@ -33,7 +33,7 @@ def echo(message="", err: bool = False, nl: bool = True) -> None:
 
 def catalog_warning(done: str, error: str) -> str:
     """The one line of a swap that happened while the catalog could not be written."""
-    return f"Warning: {done}; the catalog could not be updated: {error}; `txdb refresh` catches up its rows, the next apply or undo of it its log"
+    return f"Warning: {done}; the catalog could not be updated: {error}; the next refresh catches up"
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import click
 from ..catalog import resolve_session
 from ..surgery import pending as pend
 from ..surgery import select as sel
+from ..surgery.commands import COMMANDS
 from ..surgery.engine import run_surgery
 from ..surgery.log import apply_logged, log_fork
 from .main import db_option, open_catalog
@@ -158,11 +159,13 @@ def _csv(value: str | None) -> list[str] | None:
     return [s.strip() for s in value.split(",") if s.strip()]
 
 
-def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> None:
-    """SESSION: one surgery (and apply with --apply); --where: the bulk plan."""
+def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None:
+    """SESSION: one surgery (and apply with --apply); --where: the bulk plan.
+    ``options`` are the command's own: its declaration builds the op from them."""
     if o.where:
         _run_where(o, operation, options or {})
         return
+    op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
     conn, orig = _resolve(o.db_path, o.session)
     report = run_surgery(
         orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,

@@ -207,7 +207,7 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats: dict = {}
         try:
-            rep = run_surgery(s.path, command, COMMANDS[command].op_for_rows(s.rows, options, stats), dry_run=dry_run, fork=fork,
+            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats), dry_run=dry_run, fork=fork,
                               fork_title=fork_title, usage_reset=usage_reset,
                               keep_dropped_thinking=keep_dropped_thinking, arguments=arguments)
         except (TxdbError, OSError, ValueError) as e:

@@ -230,7 +230,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     figure per session: the calibrated estimate (and one raw chars/4)."""
     from txdb import catalog as cat
     from txdb import estimate
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
     from txdb.surgery.ops import chain_estimate
     from txdb.surgery.transcript import Transcript
     from txdb.surgery.usage import context_estimator
@@ -249,7 +249,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
         assert context_estimator(t)(t) == est, path
     # the plan's "before" is that figure too
     file_id, path, est, _ = rows[0]
-    rep = run_surgery(path, "strip-all", lambda t, o: {}, dry_run=True)
+    rep = run_surgery(path, "strip-all", lambda t, o: {}, PassOptions(dry_run=True))
     assert rep.tokens_before == rep.tokens_base == est
 
 # -- errors: expected ones are one line, a bug keeps its traceback ----------------

@@ -221,7 +221,7 @@ def test_a_command_is_its_declaration_for_a_session_too(env, args, options):
     from txdb.surgery import pending as pend
     from txdb.surgery import sidecar
     from txdb.surgery.commands import COMMANDS
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
 
     f = _session(env)
     r = run(args[0], str(f), *args[1:])
@@ -234,7 +234,7 @@ def test_a_command_is_its_declaration_for_a_session_too(env, args, options):
     pend.meta_path(f).unlink()
     if sdir.is_dir():
         shutil.rmtree(sdir)
-    rep = run_surgery(f, args[0], COMMANDS[args[0]].make_op(options), positions=options.get("positions"))
+    rep = run_surgery(f, args[0], COMMANDS[args[0]].make_op(options), PassOptions(positions=options.get("positions")))
     assert rep.written
     assert pend.pending_path(f).read_bytes() == by_cli
     assert ({p.relative_to(sdir): p.read_bytes() for p in sdir.rglob("*") if p.is_file()}

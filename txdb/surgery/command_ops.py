@@ -72,7 +72,7 @@ def reset_usage(command: str, options: dict, rows: list | None, stats: dict):
 
     def op(t, original):
         # Standalone (no earlier pass in a pending copy): no "before" to compare with.
-        standalone = getattr(t, "fork_of", None) is not None or t.digest() == original.digest()
+        standalone = t.fork_of is not None or t.digest() == original.digest()
         return reset(t, None if standalone else original)
     return op
 

@@ -108,7 +108,7 @@ class CompactRangeOp(sc.Writes):
             if self.frm is None or self.to is None:
                 raise SurgeryError("compact-range needs a range: --from A --to B (or --pos N)")
             ranges = [(self.frm, self.to)]
-        out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
+        out = {"base": t.base, "ranges": [], "records": 0, "compacted": 0,
                "converted": 0, "already": 0, "resummarised": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
         spans = tool_spans(t) if ranges else []
         for a, b in ranges:  # every range is checked before any is changed

@@ -160,7 +160,7 @@ class PersistOp(sc.Writes):
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
-        base = getattr(t, "base", "original")
+        base = t.base
         s = self.sel
         for p in (s.pos, s.message_pos):
             if p is not None and p >= len(t.chain):
@@ -275,7 +275,7 @@ class PersistOp(sc.Writes):
         if ids is not None and s.narrow is None and s.tool_ids is not None:
             unknown = sorted(s.tool_ids - found_ids)
             if unknown:
-                raise SurgeryError(f"no tool result with id {unknown[0]} in the {getattr(t, 'base', 'session')}"
+                raise SurgeryError(f"no tool result with id {unknown[0]} in the {t.base}"
                                    + (f" (+{len(unknown) - 1} more)" if len(unknown) > 1 else ""))
         targets = []
         for kind, items in by_kind.items():
@@ -465,7 +465,7 @@ class MigrateOp(PersistOp):
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
-        out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
+        out = {"base": t.base, "images": 0, "tool_results_moved": 0,
                "markers_repointed": 0, "files": []}
         old_dir = self.sdir / ".tool-results"
         moved: dict[str, Path] = {}

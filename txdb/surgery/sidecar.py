@@ -56,6 +56,7 @@ from pathlib import Path
 from ..durability import fsync_dir
 from ..errors import SurgeryError
 from ..regular import open_regular
+from .ops import Op
 from .transcript import clean_stale_temps, temp_file
 
 MAX_NAME = 120
@@ -247,9 +248,9 @@ def remove(paths: list[Path]) -> None:
             pass
 
 
-class Writes:
+class Writes(Op):
     """What an operation that moves content to sidecars keeps between planning
-    and writing: ``engine.run_surgery`` calls ``write_files`` after the gate
+    and writing (an ``ops.Op`` whose file hooks write them): ``engine.run_surgery`` calls ``write_files`` after the gate
     and before the pending copy that names them, and ``remove_files`` when
     writing that copy failed."""
 

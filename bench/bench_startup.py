@@ -50,7 +50,7 @@ def main() -> None:
             "python -c pass": [py, "-c", "pass"],
             "txdb --version": txdb + ["--version"],
             "txdb --help": txdb + ["--help"],
-            "txdb query 'select 1'": txdb + ["query", "select 1", "--format", "json"],
+            "txdb query 'select 1'": txdb + ["query", "select 1", "--json"],
             "txdb refresh (nothing to do)": txdb + ["refresh", "--root", str(projects)],
         }
         times: dict[str, list[float]] = {k: [] for k in cases}

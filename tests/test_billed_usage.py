@@ -190,12 +190,15 @@ def test_migration_from_the_previous_schema_keeps_usage_and_recalibrates(tmp_pat
         conn.execute(f"ALTER TABLE surgeries DROP COLUMN {col}")
     conn.execute("ALTER TABLE usage DROP COLUMN rewritten")  # 013
     conn.execute("ALTER TABLE surgeries DROP COLUMN stale_from")  # 014
+    conn.execute("DROP TABLE prices")  # 016
+    conn.execute("DROP INDEX usage_model")
+    conn.execute("DROP INDEX usage_timestamp")
     conn.close()
 
     conn = db.connect(path)
     assert conn.execute("SELECT name FROM _txdb_migrations WHERE name >= '008' ORDER BY name").fetchall() == [
         ("008_billed_usage",), ("009_chain_findings",), ("010_fts_by_refresh",), ("011_surgery_result",),
-        ("013_usage_final",), ("014_surgery_stale_from",)]
+        ("013_usage_final",), ("014_surgery_stale_from",), ("016_prices",)]
     assert _usage(conn, "m1") == (9_000, 9_000, 1)
     assert conn.execute("SELECT est_context_tokens, raw_context_tokens FROM session_costs").fetchone()[0] is not None
     stats = refresh(conn, [tmp_path / "projects"])

@@ -167,6 +167,19 @@ async def test_charts_page_draws_those_figures(ds, conn):
     assert re.search(r'(?:src|href)="(?:https?:)?//', content) is None  # nothing from another host
 
 
+async def test_charts_page_draws_the_cost_by_day(ds, conn):
+    """The by-day chart's last row is the cost in USD of each day
+    (usage_by_day's cost_usd), labelled in dollars."""
+    page = (await ds.client.get("/-/txdb/charts")).text
+    row = len(charts.TOKEN_KINDS)
+    drawn = [float(v) for v in re.findall(rf'<rect class="c-bar kind-{row}"[^>]*? data-value="([0-9.]+)"', page)]
+    days = charts.tokens_by_day(conn)
+    expected = [d["cost_usd"] or 0 for d in days]
+    assert drawn == expected and sum(expected) > 0
+    total = conn.execute("SELECT sum(cost_usd) FROM usage_by_day").fetchone()[0]
+    assert f"${total:,.2f} in all" in page
+
+
 async def test_session_page_draws_its_context(ds, built, conn):
     fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(built["compacted"]),)).fetchone()[0]
     r = await ds.client.get(f"/-/txdb/session/{fid}?db=catalog")

@@ -66,6 +66,10 @@ async def test_session_page_reads_like_the_conversation(ds, built):
     assert "“Please inspect this project and make out.txt.”" in text
     assert "0ff9cf6e-e3b0-420c-913e-806c2aa938aa" in text
     assert "Estimated context" in text and "Gauge (recorded)" in text
+    # its cost, and the CLI's own figure from its cost-state line
+    cost = (await ds.client.get(f"/{DB}/session_costs.json?file_id={fid}&_shape=array")).json()[0]["cost_usd"]
+    cli = (await ds.client.get(f"/{DB}/cli_cost.json?file_id={fid}&_shape=array")).json()[0]["cli_cost_usd"]
+    assert cost > 0 and f"Cost${cost:,.2f} (the CLI's own figure: ${cli:,.2f})" in text
     assert f'href="/{DB}/records?file_id={fid}"' in page
     # the breakdown with its bars
     assert 'class="bar cat-system_prompt"' in page and 'class="bar cat-tool_result"' in page

@@ -106,6 +106,18 @@ def test_duckdb_over_the_export_answers_as_sqlite_over_the_catalog(exported):
     assert [tuple(r) for r in got] == expected
 
 
+def test_the_export_carries_each_messages_cost(exported):
+    """usage.cost_usd in the export: the billed row's cost (billed_cost), so
+    a sum over the Parquet files is the catalog's usage_by_model figure."""
+    path, out, _ = exported
+    expected = [(m, round(c, 6)) for m, c in catalog_rows(
+        path, "select model, cost_usd from usage_by_model where cost_usd > 0 order by model")]
+    assert expected
+    got = duck(f"select model, round(sum(cost_usd), 6) from {parquet(out / 'usage' / '**' / '*.parquet')} "
+               "where cost_usd is not null group by model having sum(cost_usd) > 0 order by model")
+    assert [(m, pytest.approx(c, abs=2e-6)) for m, c in got] == expected
+
+
 def test_rows_sit_in_their_project_and_month(exported):
     path, out, _ = exported
     # Hive partitions and the columns in each file agree, and match the catalog.

@@ -31,6 +31,9 @@ TABLES = {
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
               "tail_sha", "cursor", "lines", "gone", "refreshed_at"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
+    "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
+               "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",
+               "data_date"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
                 "message_id", "request_id", "tokens", "raw"],
@@ -48,16 +51,16 @@ TABLES = {
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
-    "attachments_by_type", "billed_usage", "block_targets", "chain_health", "chain_problems", "chain_targets",
+    "attachments_by_type", "billed_cost", "billed_usage", "block_targets", "cli_cost", "chain_health", "chain_problems", "chain_targets",
     "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
-    "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_by_day", "usage_by_model",
+    "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_blocks", "usage_by_day", "usage_by_model",
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",
     "records_file_uuid", "records_roots", "records_session", "records_type", "sessions_session_id",
-    "usage_message", "usage_session",
+    "usage_message", "usage_model", "usage_session", "usage_timestamp",
 }
 
 

@@ -224,10 +224,11 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
         "last_timestamp": "last_timestamp DESC",
         "tokens": "est_context_tokens DESC",
         "size": "file_bytes DESC",
+        "cost": "cost_usd IS NULL, cost_usd DESC",
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, file_bytes, path FROM session_costs WHERE "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:

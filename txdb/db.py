@@ -14,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from . import tokens
+from . import cost, tokens
 from .errors import CatalogError, QueryError, QueryRefused
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
@@ -192,6 +192,7 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000) -> sqlite3.Connectio
         register_functions(conn)
         migrate(conn)
         ensure_views(conn)
+        cost.sync_prices(conn)  # the installed price library's figures (txdb/cost.py)
     except sqlite3.OperationalError as e:
         conn.close()
         if str(e) in MACHINE_CONDITIONS:

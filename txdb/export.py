@@ -61,7 +61,9 @@ PER_FILE = {
     "attachments": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM attachments t "
                    "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
                    "WHERE t.file_id = :fid ORDER BY t.offset",
-    "usage": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, {MONTH_OF.format('t.timestamp')}, :month) "
+    "usage": "SELECT t.*, (SELECT c.cost_usd FROM billed_cost c WHERE c.file_id = t.file_id "
+             "AND c.message_id = t.message_id) AS cost_usd, "
+             f"coalesce({MONTH_OF.format('r.timestamp')}, {MONTH_OF.format('t.timestamp')}, :month) "
              "AS month FROM usage t LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
              "WHERE t.file_id = :fid ORDER BY t.offset",
     "chain": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM chain t "
@@ -72,6 +74,10 @@ PER_FILE = {
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
 TABLES = (*PER_FILE, "surgeries")
+# Columns an export adds to a table's own: usage.cost_usd is the message's
+# cost in USD (the billed_cost view) on the row that counts it, NULL on a
+# row another file's copy of the message stands for, or when unpriced.
+EXTRA_COLUMNS = {"usage": [("cost_usd", "REAL")]}
 
 
 @dataclass
@@ -250,6 +256,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
 
 def _schema(pa, conn, table: str):
     cols = conn.execute(f"SELECT name, type FROM pragma_table_info('{table}')").fetchall()
+    cols += EXTRA_COLUMNS.get(table, [])
     fields = [pa.field(name, _arrow_type(pa, declared)) for name, declared in cols
               if name not in ("project", "month")]
     return pa.schema(fields + [pa.field("project", pa.string()), pa.field("month", pa.string())])

@@ -38,7 +38,11 @@ FROM (
          WHERE sp.file_id = s.file_id) AS system_prompt_tokens,
         s.record_bytes - s.chain_bytes - s.journal_bytes AS off_chain_bytes,
         s.journal_bytes,
-        (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens
+        (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens,
+        -- What this file's API messages cost in USD (billed_cost; NULL when
+        -- none is priced), and how many the price library could not price.
+        (SELECT round(sum(c.cost_usd), 6) FROM billed_cost c WHERE c.file_id = s.file_id) AS cost_usd,
+        (SELECT sum(c.cost_usd IS NULL) FROM billed_cost c WHERE c.file_id = s.file_id) AS unpriced_messages
     FROM sessions s
     JOIN files f ON f.id = s.file_id
 );

@@ -1,4 +1,5 @@
--- API usage per day (UTC) and model, one count per API message (billed_usage).
+-- API usage per day (UTC) and model, one count per API message (billed_usage),
+-- with its cost in USD (billed_cost; unpriced_messages are left out of it).
 CREATE VIEW usage_by_day AS
 SELECT
     substr(u.timestamp, 1, 10) AS day,
@@ -10,7 +11,9 @@ SELECT
     sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
     sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
     sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-        + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens
-FROM billed_usage u
+        + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+    round(sum(u.cost_usd), 6) AS cost_usd,
+    sum(u.cost_usd IS NULL) AS unpriced_messages
+FROM billed_cost u
 GROUP BY day, coalesce(u.model, '(none)')
 ORDER BY day DESC, total_tokens DESC;

@@ -1,4 +1,5 @@
--- API usage per model over the whole catalog, one count per API message (billed_usage).
+-- API usage per model over the whole catalog, one count per API message (billed_usage),
+-- with its cost in USD (billed_cost; unpriced_messages are left out of it).
 CREATE VIEW usage_by_model AS
 SELECT
     coalesce(u.model, '(none)') AS model,
@@ -11,7 +12,9 @@ SELECT
     sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
         + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
     min(substr(u.timestamp, 1, 10)) AS first_day,
-    max(substr(u.timestamp, 1, 10)) AS last_day
-FROM billed_usage u
+    max(substr(u.timestamp, 1, 10)) AS last_day,
+    round(sum(u.cost_usd), 6) AS cost_usd,
+    sum(u.cost_usd IS NULL) AS unpriced_messages
+FROM billed_cost u
 GROUP BY coalesce(u.model, '(none)')
 ORDER BY total_tokens DESC;

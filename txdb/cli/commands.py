@@ -56,5 +56,6 @@ COMMANDS: dict[str, Entry] = {
           show_thinking="Thinking blocks on a session's active chain: sizes, or one in full."),
     **_in("serve", serve="Browse the catalog in Datasette (read-only, bound to 127.0.0.1)."),
     **_in("export", export="Export the catalog's tables as Parquet, partitioned by project and month."),
+    **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),
     **_in("plugin", plugin="Where txdb's Claude Code plugin is, and the command that enables it."),
 }

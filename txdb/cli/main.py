@@ -307,10 +307,11 @@ def query(db_path, sql, params, fmt):
 @click.option("--project", help="Only projects whose folder name contains this.")
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
-@click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size"]), default="last_timestamp")
+@click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size", "cost"]), default="last_timestamp",
+              help="Order: newest first, or the largest est. context, file or cost (USD) first.")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens.
+    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD.
 
     Example:
 
@@ -322,7 +323,8 @@ def sessions(db_path, project, limit, subagents, sort, fmt):
     conn, _ = open_catalog(db_path)
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens"]
+        cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
+                "cost_usd"]
         emit_rows(rows, "table", cols)
     else:
         emit_rows(rows, fmt)

@@ -25,6 +25,7 @@ from typing import Callable
 from .. import chain as chainmod
 from .. import estimate, verify
 from ..chain import load_nodes as _load_nodes
+from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
 from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
@@ -503,6 +504,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     if not existing[path][8]:
                         conn.execute("UPDATE files SET gone = 1 WHERE id = ?", (file_id,))
                     stats.gone += 1
+    sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0
     return stats
 
@@ -633,6 +635,7 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
     plan = plan_file(conn, found, _existing_one(conn, str(p)))
     ingest_file(conn, plan, RefreshStats())
+    sync_prices(conn)
     return plan.status
 
 

@@ -1,8 +1,8 @@
 """The figures behind txdb's charts, read from a catalog (plain SQL over the
 views, and the chain rules of txdb.chain). Drawn by txdb.web.svg.
 
-Tokens only, no cost: the catalog holds what the API recorded, not what it
-was billed at, and txdb ships no price table.
+Tokens as the API recorded them, and their cost in USD (usage_by_day's
+cost_usd: the price library's prices, txdb.cost).
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
     ("cache_read_input_tokens", "cache read"),
     ("cache_creation_input_tokens", "cache creation"),
 )
+# The rows of the by-day chart: the token kinds, then the cost (in USD).
+DAY_ROWS = (*TOKEN_KINDS, ("cost_usd", "cost (USD)", "usd"))
 
 
 def tokens_by_day(conn) -> list[dict]:
     """One row per day (UTC, oldest first): input, output, cache read and
-    cache creation tokens the API recorded, all models together."""
+    cache creation tokens the API recorded, all models together, and their
+    cost in USD (NULL: nothing of that day is priced)."""
     sums = ", ".join(f"sum({col}) AS {col}" for col, _ in TOKEN_KINDS)
-    return _rows(conn, f"SELECT day, {sums}, sum(api_messages) AS api_messages "
+    return _rows(conn, f"SELECT day, {sums}, sum(api_messages) AS api_messages, "
+                       f"round(sum(cost_usd), 6) AS cost_usd, sum(unpriced_messages) AS unpriced_messages "
                        f"FROM usage_by_day WHERE day <> '' GROUP BY day ORDER BY day")
 
 

@@ -40,9 +40,31 @@ def make_datasette(path: str | Path, **kwargs):
     path = Path(path)
     settings = dict(SETTINGS)
     settings.update(kwargs.pop("settings", {}))
+    metadata = load_metadata(path.stem)
+    source = _price_source(path)
+    if source:
+        metadata["description_html"] += (f" Costs in USD: {source[0]} {source[1]}, prices dated up to {source[2]}"
+                                         " (the prices table).")
     return Datasette(
         [str(path)],
-        metadata=load_metadata(path.stem),
+        metadata=metadata,
         settings=settings,
         **kwargs,
     )
+
+
+def _price_source(path: Path) -> tuple | None:
+    """(library, version, data date) of the prices the catalog holds, read
+    from its prices table (db.connect keeps it current), or None."""
+    import sqlite3
+    from html import escape
+
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT library, library_version, data_date FROM prices LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return tuple(escape(str(v)) for v in row) if row else None

@@ -7,7 +7,7 @@ every query goes through Datasette's read connections.
 
 Routes:
     /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
-    /-/txdb/charts[?db=NAME]                                 tokens by day, largest contexts
+    /-/txdb/charts[?db=NAME]                                 tokens and cost by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
 
 Charts are SVG drawn here (txdb.web.svg): no script and nothing fetched from
@@ -148,7 +148,7 @@ def extra_css_urls(database, datasette):
 def database_actions(datasette, database):
     async def links():
         if database and await _database_is_catalog(datasette, database):
-            return [{"href": charts_url(datasette, database), "label": "Charts: tokens by day, largest contexts"}]
+            return [{"href": charts_url(datasette, database), "label": "Charts: tokens and cost by day, largest contexts"}]
         return []
 
     return links
@@ -356,7 +356,7 @@ async def charts_page(request, datasette):
         "largest": largest,
         "kinds": charts.TOKEN_KINDS,
         "limit": charts.CONTEXT_LIMIT,
-        "by_day_chart": markupsafe.Markup(svg.tokens_by_day(days, charts.TOKEN_KINDS)),
+        "by_day_chart": markupsafe.Markup(svg.tokens_by_day(days, charts.DAY_ROWS)),
         "largest_chart": markupsafe.Markup(svg.largest_contexts(
             largest, charts.CONTEXT_LIMIT, lambda fid: session_url(datasette, db.name, fid))),
     }
@@ -391,9 +391,14 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         return None
     session = head[0]
     # The gauge and the calibrated estimate as every view shows them.
-    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens FROM session_costs "
-                        "WHERE file_id = ?", (file_id,))
+    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens, cost_usd, unpriced_messages "
+                        "FROM session_costs WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
+    # What its API messages cost (billed_cost), and the CLI's own figure.
+    session["cost_usd"] = gauge[0]["cost_usd"] if gauge else None
+    session["unpriced_messages"] = gauge[0]["unpriced_messages"] if gauge else None
+    cli = conn.execute("SELECT cli_cost_usd FROM cli_cost WHERE file_id = ?", (file_id,)).fetchone()
+    session["cli_cost_usd"] = cli[0] if cli else None
     first = conn.execute("""
         SELECT substr(b.text, 1, 200) FROM chain c
         JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset

@@ -41,8 +41,14 @@ def _svg(height: int, label: str, body: list[str]) -> str:
             f'<title>{escape(label)}</title>' + "".join(body) + "</svg>")
 
 
+def usd(v: float) -> str:
+    """12.3456 -> '$12.35' (cost labels)."""
+    return f"${v:,.2f}"
+
+
 def tokens_by_day(days: list[dict], kinds) -> str:
-    """Small multiples: one row of daily bars per token kind, each on its own scale."""
+    """Small multiples: one row of daily bars per token kind, each on its own
+    scale; a kind given as (column, label, "usd") is drawn in dollars."""
     if not days:
         return ""
     left, right, row_h, gap, top = 120, 20, 64, 18, 8
@@ -51,14 +57,16 @@ def tokens_by_day(days: list[dict], kinds) -> str:
     step = plot_w / len(days)
     bar_w = min(40.0, max(1.0, step * 0.8))
     body = []
-    for k, (col, label) in enumerate(kinds):
+    for k, (col, label, *unit) in enumerate(kinds):
+        dollars = unit == ["usd"]
+        fmt = usd if dollars else human
         y0 = top + k * (row_h + gap)
         peak = max((d[col] or 0) for d in days)
         total = sum((d[col] or 0) for d in days)
         top_v = _nice_max(peak)
         body.append(f'<text class="lbl" x="0" y="{_n(y0 + 14)}">{escape(label)}</text>'
-                    f'<text class="sub" x="0" y="{_n(y0 + 30)}">{human(total)} in all</text>'
-                    f'<text class="sub" x="{left - 6}" y="{_n(y0 + 10)}" text-anchor="end">{human(top_v)}</text>'
+                    f'<text class="sub" x="0" y="{_n(y0 + 30)}">{fmt(total)} in all</text>'
+                    f'<text class="sub" x="{left - 6}" y="{_n(y0 + 10)}" text-anchor="end">{fmt(top_v)}</text>'
                     f'<line class="axis" x1="{left}" x2="{WIDTH - right}" y1="{_n(y0 + row_h)}" y2="{_n(y0 + row_h)}"/>')
         for i, d in enumerate(days):
             v = d[col] or 0
@@ -66,13 +74,15 @@ def tokens_by_day(days: list[dict], kinds) -> str:
             x = left + i * step + (step - bar_w) / 2
             body.append(f'<rect class="c-bar kind-{k}" data-day="{escape(d["day"])}" data-value="{v}" '
                         f'x="{_n(x)}" y="{_n(y0 + row_h - h)}" width="{_n(bar_w)}" height="{_n(h)}">'
-                        f'<title>{escape(d["day"])} · {escape(label)}: {v:,} tokens</title></rect>')
+                        f'<title>{escape(d["day"])} · {escape(label)}: '
+                        + (f'{usd(v)}' + (" (some unpriced)" if d.get("unpriced_messages") else "")
+                           if dollars else f'{v:,} tokens') + '</title></rect>')
     ticks = sorted({0, len(days) - 1, *range(0, len(days), max(1, len(days) // 8))})
     for i in ticks:
         x = left + i * step + step / 2
         body.append(f'<text class="sub" x="{_n(x)}" y="{height - 6}" text-anchor="middle">'
                     f'{escape(days[i]["day"])}</text>')
-    return _svg(height, "Tokens by day: input, output, cache read, cache creation", body)
+    return _svg(height, "By day: " + ", ".join(k[1] for k in kinds), body)
 
 
 def largest_contexts(sessions: list[dict], limit: int, link) -> str:

@@ -1,0 +1,34 @@
+-- What each API message cost (billed_usage: each message once), in USD:
+-- its stored tokens times the prices table (txdb.cost fills it from the
+-- price library), at the prices in force on the message's day and in its
+-- long-context tier (the tier whose above_tokens its input, cached or not,
+-- exceeds). Cache writes are 5-minute ones except the 1-hour part
+-- (ephemeral_1h_input_tokens). cost_usd is NULL for a model the library
+-- does not price (priced_as NULL), never 0; a message with no tokens costs 0.
+-- usage_by_day, usage_by_model, session_usage, session_costs and
+-- usage_blocks read this view.
+CREATE VIEW billed_cost AS
+SELECT u.*, p.priced_as,
+       CASE
+           WHEN coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+                + coalesce(u.cache_creation_input_tokens, 0) = 0 THEN 0.0
+           WHEN p.priced_as IS NULL THEN NULL
+           ELSE (coalesce(u.input_tokens, 0) * p.input_mtok
+                 + coalesce(u.output_tokens, 0) * p.output_mtok
+                 + coalesce(u.cache_read_input_tokens, 0) * p.cache_read_mtok
+                 + (coalesce(u.cache_creation_input_tokens, 0)
+                    - min(coalesce(u.ephemeral_1h_input_tokens, 0), coalesce(u.cache_creation_input_tokens, 0)))
+                   * p.cache_write_5m_mtok
+                 + min(coalesce(u.ephemeral_1h_input_tokens, 0), coalesce(u.cache_creation_input_tokens, 0))
+                   * p.cache_write_1h_mtok) / 1e6
+       END AS cost_usd
+FROM billed_usage u
+LEFT JOIN prices p ON p.model = u.model
+    AND p.valid_from <= coalesce(u.timestamp, '9999')
+    AND (p.valid_until IS NULL OR coalesce(u.timestamp, '9999') < p.valid_until)
+    AND p.above_tokens = (
+        SELECT max(q.above_tokens) FROM prices q
+        WHERE q.model = p.model AND q.valid_from = p.valid_from
+          AND (q.above_tokens = 0
+               OR q.above_tokens < coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+                                   + coalesce(u.cache_creation_input_tokens, 0)));

@@ -23,9 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from realcli import (  # noqa: E402
     CLAUDE_CODE_VERSION,
+    CLI_RELEASES,
     DATA_DIR,
     Sandbox,
     claude_binary,
+    cli_releases,
     content_blocks,
     munge,
     resume,
@@ -259,6 +261,19 @@ def compact_run(claude, tmp_path_factory):
 
 
 @realcli
+def test_releases_checked_full_locally_a_subset_in_ci():
+    assert CLI_RELEASES[0] == CLAUDE_CODE_VERSION and len(set(CLI_RELEASES)) >= 3
+    every = tuple((v, True) for v in CLI_RELEASES)
+    assert cli_releases({}) == every  # a developer's machine: the full matrix
+    assert cli_releases({"TXDB_CLI_VERSIONS": "all", "CI": "true"}) == every
+    ci = cli_releases({"CI": "true"})  # CI: the pinned release in full, the others on a subset
+    assert [v for v, _ in ci] == list(CLI_RELEASES)
+    assert [full for _, full in ci] == [v == CLAUDE_CODE_VERSION for v in CLI_RELEASES]
+    assert cli_releases({"TXDB_CLI_VERSIONS": "pinned"}) == ((CLAUDE_CODE_VERSION, True),)
+    assert cli_releases({"TXDB_CLI_VERSIONS": "2.1.332, 2.1.250,2.1.332"}) == (("2.1.332", True),
+                                                                               ("2.1.250", True))
+
+
 def test_binary_is_the_pinned_version(claude):
     import subprocess
 

@@ -581,3 +581,23 @@ def test_a_catalog_before_chain_timestamps_is_backfilled(catalog, db_path):
     c = db.connect(db_path)
     assert c.execute("SELECT file_id, pos, timestamp FROM chain ORDER BY 1, 2").fetchall() == expected
     c.close()
+
+
+def test_side_files_of_a_session_folder_are_not_sessions(conn, tmp_path):
+    sid = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+    project = tmp_path / "projects" / "-home-u-p"
+    main = write(project / f"{sid}.jsonl", conversation(2, session=sid))
+    side = write(project / sid / "resume-head.jsonl", conversation(1, session=sid))
+    deep = write(project / sid / "other" / "x.jsonl", conversation(1, session=sid))
+    agent = write(project / sid / "subagents" / "agent-a1.jsonl", conversation(1, session="agent-a1"))
+    # An older txdb catalogued the side file as a second file of the session.
+    store.refresh_path(conn, side, root=str(tmp_path / "projects"))
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+    s = refresh(conn, [tmp_path / "projects"])  # no --prune: it goes anyway
+    paths = {r[0] for r in conn.execute("SELECT path FROM files")}
+    assert paths == {str(main), str(agent)}
+    assert s.pruned == 1
+    assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
+                        "WHERE f.path = ?", (str(side),)).fetchone()[0] == 0
+    assert side.exists() and deep.exists()  # only the catalog forgets them

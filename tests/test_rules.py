@@ -31,6 +31,7 @@ from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.surgery.log import apply_logged
 from txdb.surgery.transcript import Transcript
 
+from rewind import rewind
 from sessions import CORPUS, shipped_files
 
 
@@ -423,16 +424,7 @@ def test_a_catalog_from_before_chain_findings_judges_its_gaps_on_the_next_refres
     _gap_session(path, 2)
     conn = db.connect(tmp_path / "catalog.db")
     refresh(conn, [tmp_path / "projects"])
-    # back to the schema before 009: no chain_findings
-    conn.execute("DELETE FROM _txdb_migrations WHERE name >= '009'")
-    for (v,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
-        conn.execute(f'DROP VIEW "{v}"')
-    conn.execute("DELETE FROM _txdb_meta")
-    conn.execute("DROP TABLE chain_findings")
-    for col in ("result_size", "result_sha256"):  # 011
-        conn.execute(f"ALTER TABLE surgeries DROP COLUMN {col}")
-    conn.execute("ALTER TABLE usage DROP COLUMN rewritten")  # 013
-    conn.execute("ALTER TABLE surgeries DROP COLUMN stale_from")  # 014
+    rewind(conn, "009")  # back to the schema before 009: no chain_findings
     conn.close()
     conn = db.connect(tmp_path / "catalog.db")
     assert conn.execute("SELECT count(*) FROM chain_problems").fetchone()[0] == 0

@@ -20,6 +20,7 @@ TABLES = {
     "blocks": ["file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name", "tool_use_id",
                "is_error", "chars", "signature_chars", "media_type", "width", "height", "image_sha256", "images",
                "tokens", "text"],
+    "blobs": ["sha256", "size", "data"],
     "blocks_fts": ["text"],
     "blocks_fts_config": ["k", "v"],
     "blocks_fts_data": ["id", "block"],
@@ -29,7 +30,7 @@ TABLES = {
     "chain_findings": ["file_id", "offset", "severity", "code", "detail"],
     "dangling_parents": ["file_id", "offset", "parent_uuid"],
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
-              "tail_sha", "cursor", "lines", "gone", "refreshed_at"],
+              "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
                "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",
@@ -41,6 +42,8 @@ TABLES = {
                  "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
                  "est_context_tokens", "est_method", "est_turns"],
+    "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
+                 "gone_at", "refreshed_at"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
                   "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from"],
     "usage": ["file_id", "message_id", "offset", "request_id", "session_id", "timestamp", "model", "input_tokens",
@@ -51,15 +54,18 @@ TABLES = {
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
-    "attachments_by_type", "billed_cost", "billed_usage", "block_targets", "cli_cost", "chain_health", "chain_problems", "chain_targets",
-    "context_by_category", "context_by_tool", "context_gauge", "costliest_tool_calls", "image_targets",
+    "attachments_by_type", "billed_cost", "billed_usage", "block_targets", "cli_cost", "chain_health",
+    "chain_problems", "chain_targets", "context_by_category", "context_by_tool", "context_gauge",
+    "costliest_tool_calls", "gone_sessions", "image_targets",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "session_costs", "session_usage", "sessions_by_context",
-    "sessions_by_size", "sessions_near_limit", "surgery_log", "system_prompt", "usage_blocks", "usage_by_day", "usage_by_model",
+    "sessions_by_size", "sessions_near_limit", "sidecars_by_session", "surgery_log", "system_prompt",
+    "usage_blocks", "usage_by_day", "usage_by_model",
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",
     "records_file_uuid", "records_roots", "records_session", "records_type", "sessions_session_id",
+    "sidecars_session", "sidecars_sha256",
     "usage_message", "usage_model", "usage_session", "usage_timestamp",
 }
 

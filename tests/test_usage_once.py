@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rewind import rewind
 from txdb import db
 from txdb.ingest.store import refresh, refresh_path
 
@@ -205,10 +206,7 @@ def test_a_catalog_from_before_the_last_line_rule_takes_the_final_figures(tmp_pa
     refresh(conn, [tmp_path / "projects"])
     # back to schema 011 with the first line's figures, as it stored them
     conn.execute("UPDATE usage SET input_tokens = 29121, output_tokens = 0, gauge_input_tokens = 29121")
-    conn.execute("DELETE FROM _txdb_migrations WHERE name >= '013'")
-    conn.execute("DROP INDEX usage_message")
-    conn.execute("ALTER TABLE usage DROP COLUMN rewritten")
-    conn.execute("ALTER TABLE surgeries DROP COLUMN stale_from")  # 014 (016 creates its table if absent)
+    rewind(conn, "013")
     conn.close()
     conn = db.connect(path)
     assert _figures(conn, "msg_a") == (29_121, 0, 29_121)  # no gap before the refresh

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
-from .ingest.discover import is_session_file, is_session_path
+from .ingest.discover import is_session_file, is_session_path, is_side_file
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
@@ -60,6 +60,8 @@ def copy_kind(path: str | Path) -> str:
         return "a backup"
     if is_session_file(name) and os.path.islink(p):
         return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
+    if is_side_file(p):
+        return "a side file of a session's folder"
     if is_session_file(name):
         return "a file inside a tool-results folder"
     if p.is_dir():
@@ -237,6 +239,18 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     return _rows(conn, sql, params)
 
 
+def gone_sessions(conn, project: str | None = None, limit: int | None = None) -> list[dict]:
+    """Sessions whose file vanished from disk, newest loss first (view gone_sessions)."""
+    sql, params = "SELECT * FROM gone_sessions", []
+    if project:
+        sql += " WHERE project LIKE ?"
+        params.append(f"%{project}%")
+    if limit:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _rows(conn, sql, params)
+
+
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     """The analyze report (README, "analyze"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
@@ -280,7 +294,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     on_disk = _rows(
         conn,
-        "SELECT CASE WHEN type IN ('api-request','api-request-blob','api-request-shape') THEN 'journal' "
+        "SELECT CASE WHEN journal = 1 THEN 'journal' "
         "            WHEN on_chain = 1 THEN 'active chain' ELSE 'off chain' END AS part, "
         "count(*) AS records, sum(bytes) AS bytes FROM record_costs WHERE file_id = ? GROUP BY part",
         (file_id,),
@@ -306,6 +320,14 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
     )
     for row in persisted:
         row["saved_tokens"] = tokens.text_tokens(row["saved_chars"] or 0)
+    # What of this file txdb does not model (the format_census view's rule).
+    not_modelled = _rows(
+        conn,
+        "SELECT f.kind, f.name, f.version, f.n AS count FROM file_formats f "
+        "JOIN format_census c ON c.version = f.version AND c.kind = f.kind AND c.name = f.name "
+        "WHERE f.file_id = ? AND c.modelled = 0 ORDER BY f.kind, f.n DESC, f.name",
+        (file_id,),
+    )
     from .estimate import session_estimate
 
     return {
@@ -319,6 +341,7 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "health": health,
         "images": images,
         "persisted": persisted,
+        "not_modelled": not_modelled,
     }
 
 
@@ -339,7 +362,7 @@ def reading(conn: sqlite3.Connection, ref: SessionRef):
         db.register_functions(scratch)
         db.migrate(scratch)
         db.ensure_views(scratch)
-        refresh_path(scratch, ref.path)
+        refresh_path(scratch, ref.path, sidecars=False)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
         yield scratch, file_id
     finally:

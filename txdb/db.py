@@ -49,7 +49,28 @@ def migrations() -> list[tuple[str, str]]:
 
 
 def view_files() -> list[tuple[str, str]]:
-    return [(name[:-4].split("_", 1)[1], sql) for name, sql in _sql_files("views")]
+    """The views of sql/views, after ``known_formats`` (made from code)."""
+    return [known_formats_view()] + [(name[:-4].split("_", 1)[1], sql) for name, sql in _sql_files("views")]
+
+
+def known_formats_view() -> tuple[str, str]:
+    """The view ``known_formats`` (kind 'line', 'attachment', 'block' or
+    'key', name, class): the line types, attachment types, content block
+    types and envelope keys txdb knows, as ``records.LINE_TYPES``,
+    ``policy.policy_class``, ``records.BLOCK_TYPES`` (GLOB patterns) and
+    ``records.ENVELOPE_KEYS`` state them, so SQL reads the one list."""
+    from .policy import KEEP_ALL, SUPERSEDED, SYSTEM_PROMPT, policy_class
+    from .records import BLOCK_TYPES, ENVELOPE_KEYS, LINE_TYPES
+
+    def q(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    rows = [("line", t, what) for t, what in sorted(LINE_TYPES.items())]
+    rows += [("attachment", t, policy_class(t)) for t in sorted(KEEP_ALL | SYSTEM_PROMPT | SUPERSEDED)]
+    rows += [("block", t, "block") for t in BLOCK_TYPES]
+    rows += [("key", k, "envelope") for k in sorted(ENVELOPE_KEYS)]
+    values = ",\n".join(f"({q(a)}, {q(b)}, {q(c)})" for a, b, c in rows)
+    return "known_formats", ("CREATE VIEW known_formats (kind, name, class) AS\nVALUES\n" + values + ";\n")
 
 
 def register_functions(conn: sqlite3.Connection) -> None:

@@ -45,3 +45,7 @@ class NothingToWatch(TxdbError):
 
 class ExportError(TxdbError):
     """An export refused (its folder is in use, an optional extra is missing); nothing was written."""
+
+
+class RestoreError(TxdbError):
+    """A restore refused (a file the catalog cannot give back whole, a target in the way); nothing was written."""

@@ -18,8 +18,52 @@ from .policy import SYSTEM_PROMPT, attachment_cost
 # uuid but Claude Code bridges over them.
 CHAIN_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 
+# Every line type txdb knows, and what it is (docs/surgery.md, "Line types"):
+#   conversation  on the chain, sent as context on resume;
+#   progress      carries a uuid, bridged over, never sent;
+#   journal       the request journal (since CC 2.1.300): on disk only;
+#   bookkeeping   the CLI's own state (titles, modes, cursors), never sent.
+LINE_TYPES = {
+    **dict.fromkeys(("user", "assistant", "attachment", "system"), "conversation"),
+    "progress": "progress",
+    **dict.fromkeys(("api-request", "api-request-blob", "api-request-shape",
+                     "api-request-resumed"), "journal"),
+    **dict.fromkeys((
+        "summary", "custom-title", "ai-title", "agent-name", "agent-color", "agent-setting", "tag",
+        "last-prompt", "mode", "permission-mode", "queue-operation", "file-history-snapshot",
+        "file-history-delta", "atis-latch", "bridge-session", "continued-in", "cost-state",
+        "frame-link", "fork-context-ref", "tools-used", "session-owner", "derived-from",
+        "data-flow-records", "data-flow-incomplete", "resume-head-vouch",
+    ), "bookkeeping"),
+}
+
+# Top-level keys of a record txdb knows (reads, or knows the CLI's meaning
+# of); the view format_census names the others a release brings.
+ENVELOPE_KEYS = frozenset({
+    "type", "subtype", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId",
+    "session_id", "timestamp", "version", "isSidechain", "isMeta", "userType", "cwd", "gitBranch",
+    "entrypoint", "slug", "message", "requestId", "attachment", "rendered", "renderedRole",
+    "toolUseResult", "sourceToolAssistantUUID", "sourceToolUseID", "toolUseID", "parentToolUseID",
+    "agentId", "data", "content", "level", "summary", "customTitle", "aiTitle", "agentName",
+    "lastPrompt", "mode", "permissionMode", "operation", "snapshot", "messageId",
+    "isSnapshotUpdate", "isCompactSummary", "compactMetadata", "isVisibleInTranscriptOnly",
+    "isApiErrorMessage", "forkedFrom", "strippedBy", "tools", "sum", "promptId",
+    "bridgeSessionId", "totalCostUSD", "modelUsage",
+})
+
+# Content block types block_rows reads (any other is kind 'other'); names
+# are GLOB patterns (known_formats matches them so).
+BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result",
+               "*_tool_result", "image")
+
 # The request journal: written since CC 2.1.300, never sent as context.
-JOURNAL_TYPES = frozenset({"api-request", "api-request-blob", "api-request-shape"})
+JOURNAL_TYPES = frozenset(t for t, what in LINE_TYPES.items() if what == "journal")
+
+# Line types bound to the original session file, never copied to a fork (as
+# Claude Code's own --fork-session): the journal, the bridge and cost state,
+# and resume-head-vouch (the checksum of this file's resume-head.jsonl).
+SESSION_BOUND_TYPES = JOURNAL_TYPES | frozenset(
+    {"bridge-session", "continued-in", "cost-state", "resume-head-vouch"})
 
 MARKUP_TAGS = (
     "command-name",

@@ -13,7 +13,8 @@ SELECT
     r.timestamp,
     c.pos,
     CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain,
-    CASE WHEN r.type IN ('api-request', 'api-request-blob', 'api-request-shape') THEN 1 ELSE 0 END AS journal,
+    CASE WHEN r.type IN (SELECT name FROM known_formats WHERE kind = 'line' AND class = 'journal')
+         THEN 1 ELSE 0 END AS journal,
     r.length AS bytes,
     CASE WHEN c.pos IS NOT NULL THEN r.tokens ELSE 0 END AS context_tokens,
     r.tokens

@@ -16,9 +16,13 @@ do as ``tests/test_realcli_harness.py`` does::
 
 Public API::
 
-    claude_binary() -> pathlib.Path
-        The pinned native ``claude`` executable; installs it on first use,
-        calls ``pytest.skip(reason)`` when it cannot.
+    claude_binary(version=CLAUDE_CODE_VERSION) -> pathlib.Path
+        The native ``claude`` executable (the pinned one by default); installs
+        it on first use, calls ``pytest.skip(reason)`` when it cannot.
+
+    CLI_RELEASES, cli_releases() -> ((version, full), ...)
+        The releases the acceptance matrix resumes with, as chosen by
+        ``$TXDB_CLI_VERSIONS`` and ``$CI``.
 
     resume(path, ping="ping", *, binary=None, workdir=None, session_id=None,
            script=None, extra_args=(), timeout=300, siblings=()) -> ResumeResult
@@ -56,25 +60,54 @@ Tests that use the CLI are marked ``@pytest.mark.realcli``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 CLAUDE_CODE_VERSION = "2.1.328"
+
+#: The releases the acceptance matrix resumes with: the pinned one, the newest
+#: the registry had when last checked, and one about 80 releases older.
+CLI_RELEASES = (CLAUDE_CODE_VERSION, "2.1.332", "2.1.250")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT / "tests" / "data" / "cli"
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
 
 
-def claude_binary() -> Path:
-    """The pinned claude executable, or ``pytest.skip`` with the reason."""
+def claude_binary(version: str = CLAUDE_CODE_VERSION) -> Path:
+    """The claude executable of ``version`` (default: the pinned one), or
+    ``pytest.skip`` with the reason."""
     from .install import cached_install
 
-    path, reason = cached_install(CLAUDE_CODE_VERSION)
+    path, reason = cached_install(version)
     if path is None:
         import pytest
 
-        pytest.skip(f"real Claude Code CLI unavailable: {reason}")
+        pytest.skip(f"real Claude Code CLI {version} unavailable: {reason}")
     return path
+
+
+def cli_releases(environ=None) -> tuple[tuple[str, bool], ...]:
+    """``(version, full)`` for each release the acceptance matrix resumes with.
+
+    ``$TXDB_CLI_VERSIONS``: ``all`` (every one of :data:`CLI_RELEASES`, each on
+    the full matrix), ``pinned``, or a comma-separated list of versions (each
+    on the full matrix). Unset: ``all`` on a developer's machine; with
+    ``CI=true`` the pinned release on the full matrix and the others on a
+    subset (``full`` False), to keep CI within its time.
+    """
+    env = os.environ if environ is None else environ
+    want = (env.get("TXDB_CLI_VERSIONS") or "").strip()
+    if not want:
+        if (env.get("CI") or "").lower() in ("1", "true", "yes"):
+            return tuple((v, v == CLAUDE_CODE_VERSION) for v in CLI_RELEASES)
+        want = "all"
+    if want == "all":
+        return tuple((v, True) for v in CLI_RELEASES)
+    if want == "pinned":
+        return ((CLAUDE_CODE_VERSION, True),)
+    versions = [v.strip() for v in want.split(",") if v.strip()]
+    return tuple((v, True) for v in dict.fromkeys(versions))
 
 
 from .driver import RunResult, Sandbox, munge  # noqa: E402
@@ -82,7 +115,7 @@ from .fake_api import FakeAPI, Reply  # noqa: E402
 from .oracle import ResumeResult, content_blocks, resume  # noqa: E402
 
 __all__ = [
-    "CLAUDE_CODE_VERSION", "CORPUS_DIR", "DATA_DIR", "REPO_ROOT",
+    "CLAUDE_CODE_VERSION", "CLI_RELEASES", "cli_releases", "CORPUS_DIR", "DATA_DIR", "REPO_ROOT",
     "claude_binary", "resume", "ResumeResult", "Sandbox", "RunResult",
     "FakeAPI", "Reply", "munge", "content_blocks",
 ]

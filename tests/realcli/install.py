@@ -8,7 +8,8 @@ Layout: ``$TXDB_TEST_CACHE/claude-code-<version>/`` (default
 ``~/.cache/txdb-tests``). The package is installed into a temporary sibling
 folder and renamed into place (atomic), under an ``fcntl`` file lock, so two
 pytest processes never see or make a half-installed cache. ``$TXDB_CLAUDE_BIN``
-points at an existing binary instead (its version must match the pin).
+points at an existing binary instead (its version must match the pin; other
+releases, see ``CLI_RELEASES``, are always installed into the cache).
 
 The npm package ``@anthropic-ai/claude-code`` ships a placeholder
 ``bin/claude.exe`` plus one optional dependency per platform
@@ -126,7 +127,7 @@ def _check(binary: Path, version: str) -> Path:
 def install_claude(version: str = CLAUDE_CODE_VERSION, timeout: float = 900) -> Path:
     """Install (once) and return the native ``claude`` binary of ``version``."""
     override = os.environ.get("TXDB_CLAUDE_BIN")
-    if override:
+    if override and version == CLAUDE_CODE_VERSION:
         return _check(Path(override), version)
 
     final = install_dir(version)

@@ -57,5 +57,6 @@ COMMANDS: dict[str, Entry] = {
     **_in("serve", serve="Browse the catalog in Datasette (read-only, bound to 127.0.0.1)."),
     **_in("export", export="Export the catalog's tables as Parquet, partitioned by project and month."),
     **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),
+    **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog."),
     **_in("plugin", plugin="Where txdb's Claude Code plugin is, and the command that enables it."),
 }

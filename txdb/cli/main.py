@@ -309,18 +309,28 @@ def query(db_path, sql, params, fmt):
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size", "cost"]), default="last_timestamp",
               help="Order: newest first, or the largest est. context, file or cost (USD) first.")
+@click.option("--gone", is_flag=True, help="Only sessions whose file vanished from disk, and when "
+              "(view gone_sessions; `txdb restore` gives them back).")
 @format_options
-def sessions(db_path, project, limit, subagents, sort, fmt):
+def sessions(db_path, project, limit, subagents, sort, gone, fmt):
     """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD.
 
     Example:
 
     \b
         txdb sessions --sort tokens --limit 10
+        txdb sessions --gone
     """
     from .. import catalog
 
     conn, _ = open_catalog(db_path)
+    if gone:
+        rows = catalog.gone_sessions(conn, project=project, limit=limit)
+        if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+        else:
+            emit_rows(rows, fmt)
+        return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
@@ -391,6 +401,13 @@ def analyze(db_path, session, original, as_json):
              f"largest {im['largest_px'] or '?'} px on its long edge (txdb list-images SESSION)")
     for w in im.get("warnings") or ():
         echo(f"Warning: {w}")
+    unknown: dict[str, list[str]] = {}
+    for u in report.get("not_modelled") or ():
+        unknown.setdefault(u["kind"], []).append(f"{u['name'] or '(none)'} ({u['count']})")
+    if unknown:
+        echo("\nNot modelled by txdb (stored as written; the format_census view):")
+        for kind, names in unknown.items():
+            echo(f"  {kind}: {', '.join(names)}")
     cuts = report["cut_points"]
     if cuts:
         echo("\nCut points (user prompts: pos, line, tokens before):")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,16 @@ from pathlib import Path
 from ..regular import NotRegularFile
 
 SKIP_DIRS = frozenset({"tool-results"})
+# Folders in a session's folder (<project>/<sessionId>/) whose files are the
+# session's sidecars, and the subagents' meta files beside their transcripts.
+SIDECAR_DIRS = ("tool-results", "persisted")
+SUBAGENTS = "subagents"
+META_SUFFIX = ".meta.json"
+# A session's own folder (``<uuid>/`` beside ``<uuid>.jsonl``) holds its
+# subagents' transcripts in ``subagents/`` and side files the CLI keeps for
+# itself (``resume-head.jsonl``, ``tool-results/``): only the first are sessions.
+SESSION_DIR = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+SUBAGENTS_DIR = "subagents"
 
 
 @dataclass(slots=True)
@@ -50,9 +61,21 @@ def is_session_file(name: str) -> bool:
     return name.endswith(".jsonl")
 
 
+def is_side_file(path: str | Path) -> bool:
+    """A file inside a session's own folder that is not in its
+    ``subagents/`` folder (``<uuid>/resume-head.jsonl``): the CLI's own
+    bookkeeping, never a session."""
+    parts = Path(path).parent.parts
+    for i in range(len(parts) - 1, -1, -1):
+        if SESSION_DIR.fullmatch(parts[i]):
+            return parts[i + 1: i + 2] != (SUBAGENTS_DIR,)
+    return False
+
+
 def is_session_path(path: str | Path) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
-    ``.jsonl`` name outside any ``tool-results`` folder, and, for a symlink,
+    ``.jsonl`` name outside any ``tool-results`` folder and not a side file
+    of a session's folder (:func:`is_side_file`), and, for a symlink,
     the file it points at too (a link named ``X.jsonl`` to a backup is a
     backup). Backups, pending copies and every other file are read directly
     when asked for, never catalogued."""
@@ -63,7 +86,7 @@ def is_session_path(path: str | Path) -> bool:
 
 
 def _named_like_session(p: Path) -> bool:
-    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts)
+    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts) and not is_side_file(p)
 
 
 def reached(path: str | Path, root: str | Path) -> bool:
@@ -94,6 +117,75 @@ def session_stem(path: str | Path) -> str:
 
 
 @dataclass(slots=True)
+class FoundSidecar:
+    path: str
+    root: str
+    project: str | None
+    session_id: str  # the session folder's name
+    rel: str  # path inside the session folder
+    stat: os.stat_result
+
+
+def sidecar_place(path: str | Path, root: str | Path) -> tuple[str | None, str, str] | None:
+    """(project, session id, path inside the session folder) of a file under
+    ``root`` that is a session's sidecar: ``<project>/<sessionId>/tool-results/*``,
+    ``.../persisted/**`` or ``.../subagents/*.meta.json``; None for any other file."""
+    try:
+        rel = Path(path).relative_to(root).parts
+    except ValueError:
+        return None
+    return _place(rel)
+
+
+def _place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
+    for i in range(1, len(rel) - 1):
+        if rel[i] in SIDECAR_DIRS or (rel[i] == SUBAGENTS and i == len(rel) - 2
+                                       and rel[-1].endswith(META_SUFFIX)):
+            project = rel[i - 2] if i >= 2 else None
+            return project, rel[i - 1], "/".join(rel[i:])
+    return None
+
+
+def session_folder(session_path: str | Path) -> Path:
+    """``<project>/<sessionId>/`` of a session file or subagent transcript."""
+    p = Path(session_path)
+    return p.parent.parent if p.parent.name == SUBAGENTS else p.parent / session_stem(p)
+
+
+def session_sidecars(root: str | Path, session_path: str | Path) -> list[FoundSidecar]:
+    """The sidecars (``sidecar_place``) in the folder of the session whose
+    file (or subagent transcript) is at ``session_path``, found under
+    ``root``; links are never followed."""
+    folder = session_folder(session_path)
+    out: list[FoundSidecar] = []
+    for dirpath, dirs, names in os.walk(folder):
+        try:
+            rel = Path(dirpath).relative_to(root).parts
+        except ValueError:
+            return []
+        if not _may_hold_sidecars(rel):
+            continue
+        for name in names:
+            place = _place((*rel, name))
+            if place is None:
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append(FoundSidecar(path, str(root), *place, st))
+    return out
+
+
+def _may_hold_sidecars(rel: tuple[str, ...]) -> bool:
+    """Whether files of the folder at ``rel`` (under a root) can be sidecars:
+    the folder is in a sidecar folder, or is a ``subagents`` folder."""
+    return (len(rel) >= 2 and rel[-1] == SUBAGENTS) or any(p in SIDECAR_DIRS for p in rel[1:])
+
+
+@dataclass(slots=True)
 class Unreadable:
     path: str
     error: str
@@ -106,21 +198,26 @@ def _reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> list[Found]:
+def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
+             sidecars: list[FoundSidecar] | None = None) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
     folders and symlinked folders (symlinked files still count). A file
     reached by two paths (a symlink beside its target) is listed once, under
     the path that is not a link. Folders that cannot be listed and files
-    that cannot be looked at are added to ``unreadable``."""
+    that cannot be looked at are added to ``unreadable``. With ``sidecars``,
+    the regular files ``sidecar_place`` names (never through a link) are
+    added to it."""
     found: list[Found] = []
     seen: set[str] = set()  # a root given twice, or inside another, lists its files once
     by_file: dict[tuple[int, int], int] = {}  # (device, inode) -> index in found
     for root in roots:
         if not root.is_dir():
             continue
-        stack = [str(root)]
+        stack: list[tuple[str, tuple[str, ...]]] = [(str(root), ())]
         while stack:
-            folder = stack.pop()
+            folder, rel = stack.pop()
+            in_skipped = not SKIP_DIRS.isdisjoint(rel)
+            sidecar_folder = sidecars is not None and _may_hold_sidecars(rel)
             try:
                 entries = list(os.scandir(folder))
             except FileNotFoundError:
@@ -132,10 +229,17 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None) -> l
             for entry in entries:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if entry.name not in SKIP_DIRS:
-                            stack.append(entry.path)
+                        if entry.name not in SKIP_DIRS or sidecars is not None:
+                            stack.append((entry.path, (*rel, entry.name)))
                         continue
-                    if not is_session_file(entry.name):
+                    if sidecar_folder and not entry.is_symlink():
+                        place = _place((*rel, entry.name))
+                        if place is not None:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
+                            continue
+                    if in_skipped or not is_session_file(entry.name) or is_side_file(entry.path):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

@@ -18,6 +18,7 @@ from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
 from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind, record_tokens
 from . import deep
+from .census import Census
 from .lines import Line, parse_line
 
 # A batch of rows is handed on at this many lines or bytes, whichever comes
@@ -73,6 +74,7 @@ class FileSummary:
     # Read from the start only: computed without the catalog.
     dangling: list[tuple[int, str]] | None = None  # (offset, parent uuid in no line of the file)
     chain: list[tuple[int, str | None]] | None = None  # (offset, timestamp) of the active chain, root first
+    census: Census = field(default_factory=Census)  # the file_formats counts of these lines
 
 
 class FileIngest:
@@ -135,6 +137,7 @@ class FileIngest:
         rtype, subtype = record_kind(obj)
         fid = self.file_id
         summary = self.summary
+        summary.census.line(obj, rtype)
         summary.record_bytes += length
         if rtype in JOURNAL_TYPES:
             summary.journal_bytes += length
@@ -236,10 +239,14 @@ class FileIngest:
                 _str(u.get("service_tier")),
                 deep.dumps_text(iterations) if type(iterations) is list else None,
             )
+        census = self.summary.census
         if blocks:
             self.blocks.extend(blocks)
+            for b in blocks:
+                census.add("block", b[5])
         if attachment is not None:
             self.attachments.append(attachment)
+            census.add("attachment", subtype)
         if usage is not None:
             self.usage.append(usage)
         self.summary.unnamed_results += unnamed

@@ -15,20 +15,27 @@ yet is built by txdb.ingest.bulk, on top of this module.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
+import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
 from .. import estimate, verify
+from . import census
 from ..chain import load_nodes as _load_nodes
 from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
-from .discover import Found, Unreadable, classify, discover, is_session_path, session_stem
+from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, is_side_file,
+                       session_folder,
+                       session_sidecars, session_stem)
+from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
 from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 
@@ -65,7 +72,8 @@ USAGE_UPSERT = (
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
-REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
+REFRESH_CHECKPOINT_PAGES = 10000
+BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)  # ~40 MB of WAL between checkpoints
 
 
 def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPLACE",
@@ -117,6 +125,8 @@ class RefreshStats:
     rewritten: int = 0
     unchanged: int = 0
     gone: int = 0
+    sessions_gone: int = 0  # sessions this refresh found gone (newly)
+    sidecars: int = 0  # sidecar files read (new or changed)
     pruned: int = 0
     lines: int = 0
     bytes: int = 0
@@ -136,7 +146,10 @@ class RefreshStats:
         return (
             f"{self.new} new, {self.grown} grown, {self.rewritten} rewritten, "
             f"{self.unchanged} unchanged, {self.gone} gone"
+            + (f" ({self.sessions_gone} session{'s' if self.sessions_gone != 1 else ''} newly gone: "
+               "txdb sessions --gone)" if self.sessions_gone else "")
             + (f", {self.pruned} pruned" if self.pruned else "")
+            + (f", {self.sidecars} sidecar file{'s' if self.sidecars != 1 else ''} kept" if self.sidecars else "")
             + f"; {self.lines:,} lines"
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
@@ -213,7 +226,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "chain_findings", "records", "sessions"):
+                  "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -356,12 +369,51 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     elif cursor == 0 and inode == st.st_ino and lines == 0:
         status = "grown" if st.st_size > 0 else "unchanged"
     if status == "unchanged":
-        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, gone = 0 WHERE id = ?",
-                     (st.st_size, st.st_mtime_ns, file_id))
+        digest, state = FileHash(found.path, st.st_size).result()
+        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, sha_state = ?, gone = 0, gone_at = NULL "
+                     "WHERE id = ?", (st.st_size, st.st_mtime_ns, digest, state, file_id))
         return Plan(found, "unchanged", file_id)
     if status == "grown":
         return Plan(found, "grown", file_id, cursor, lines + 1)
     return Plan(found, "rewritten", file_id)
+
+
+class FileHash:
+    """sha256 of a file's first ``size`` bytes, and its running state
+    (``txdb.ingest.sha``): resumed from ``state`` at ``start`` (a grown file:
+    only its new bytes are read) when the state can be resumed, else from
+    the start. Started at once; a large range is hashed on a thread (hashlib
+    and libcrypto let go of the GIL) while the rows are parsed."""
+
+    THREAD_BYTES = 1 << 20
+
+    def __init__(self, path: str, size: int, state: bytes | None = None, start: int = 0):
+        h = shamod.new(state) if state is not None and start <= size else None
+        if h is None:
+            h, start = shamod.new(), 0
+        self._h, self._path, self._range = h, path, (start, size)
+        self._error: BaseException | None = None
+        self._thread = None
+        if size - start >= self.THREAD_BYTES:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            with open_regular(self._path) as fh:
+                shamod.hash_range(self._h, fh, *self._range)
+        except BaseException as e:  # re-raised by result(), in the refresh's thread
+            self._error = e
+
+    def result(self) -> tuple[str, bytes | None]:
+        """(hex digest, state to store)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._h.hexdigest(), self._h.state
 
 
 def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
@@ -386,7 +438,7 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple[str, str], index_text: bool) -> None:
+              cursor: int, next_line: int, hashes: tuple, index_text: bool) -> None:
     """Inside the file's transaction: the full-text index of its new
     blocks, the session, dangling parents, chain and the cursor."""
     f = plan.found
@@ -395,6 +447,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
+    census.store(conn, file_id, s.census)
     if plan.from_start:
         _add_dangling(conn, file_id, s.dangling, True, 0)
         _store_chain(conn, file_id, s.chain)
@@ -406,10 +459,10 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
-        "inode = ?, head_sha = ?, tail_sha = ?, cursor = ?, lines = ?, gone = 0, "
-        "refreshed_at = datetime('now') WHERE id = ?",
+        "inode = ?, head_sha = ?, tail_sha = ?, sha256 = ?, sha_state = ?, cursor = ?, lines = ?, gone = 0, "
+        "gone_at = NULL, refreshed_at = datetime('now') WHERE id = ?",
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-         hashes[0], hashes[1], cursor, next_line - 1, file_id),
+         hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, file_id),
     )
 
 
@@ -428,6 +481,11 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
+    old = None
+    if plan.status == "grown":
+        old = conn.execute("SELECT size, sha_state FROM files WHERE id = ?", (plan.file_id,)).fetchone()
+    size = plan.found.stat.st_size
+    file_hash = FileHash(plan.found.path, size, old[1], old[0]) if old and old[1] else FileHash(plan.found.path, size)
     with open_regular(plan.found.path, buffering=READ_BUFFER) as fh, transaction(conn):
         file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
@@ -440,7 +498,8 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, head_tail(fh, cursor), index_text)
+        hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, index_text)
     _count(stats, plan, s, cursor)
 
 
@@ -462,7 +521,8 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
     unreadable: list[Unreadable] = []
-    found = discover(roots, unreadable)
+    sidecars: list[FoundSidecar] = []
+    found = discover(roots, unreadable, sidecars)
     stats.unreadable = [u.as_dict() for u in unreadable]
     existing = _existing(conn)
     if existing:
@@ -486,8 +546,10 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
         if path not in seen and any(path.startswith(r.rstrip(os.sep) + os.sep) for r in root_strs)
     ]
     # Files an older txdb catalogued that are not sessions (a backup, a
-    # pending copy) go with --prune, wherever they are.
-    not_sessions = [(path, row[0]) for path, row in existing.items() if not is_session_path(path)] if prune else []
+    # pending copy) go with --prune, wherever they are; side files of a
+    # session's folder (its resume-head.jsonl) go at once, gone or not.
+    not_sessions = [(path, row[0]) for path, row in existing.items()
+                    if not is_session_path(path) and (prune or is_side_file(path))]
     if missing or not_sessions:
         with transaction(conn):
             for path, file_id in not_sessions:
@@ -502,11 +564,100 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     stats.pruned += 1
                 else:
                     if not existing[path][8]:
-                        conn.execute("UPDATE files SET gone = 1 WHERE id = ?", (file_id,))
+                        conn.execute("UPDATE files SET gone = 1, gone_at = datetime('now') WHERE id = ?",
+                                     (file_id,))
+                        if is_session_path(path) and classify(Path(path))[1] == "session":
+                            stats.sessions_gone += 1
                     stats.gone += 1
+    _hash_unhashed(conn, found)
+    refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _hash_unhashed(conn, found: list[Found]) -> None:
+    """files.sha256 for rows an older catalog made (before migration 017),
+    once, while the file is still the size the catalog read."""
+    rows = {p: (i, size) for i, p, size in conn.execute(
+        "SELECT id, path, size FROM files WHERE sha256 IS NULL AND gone = 0")}
+    for f in found:
+        row = rows.get(f.path)
+        if row is None or row[1] != f.stat.st_size:
+            continue
+        try:
+            digest, state = FileHash(f.path, row[1]).result()
+        except OSError:
+            continue
+        with transaction(conn):
+            conn.execute("UPDATE files SET sha256 = ?, sha_state = ? WHERE id = ? AND size = ?",
+                         (digest, state, row[0], row[1]))
+
+
+def read_blob(path: str) -> tuple[str, int, bytes]:
+    """(sha256, size, zlib-compressed bytes) of the file at ``path``, read in
+    chunks: memory holds the compressed content, not the file."""
+    h, z, size = hashlib.sha256(), zlib.compressobj(BLOB_LEVEL), 0
+    parts = []
+    with open_regular(path) as fh:
+        while chunk := fh.read(READ_BUFFER):
+            h.update(chunk)
+            size += len(chunk)
+            parts.append(z.compress(chunk))
+    parts.append(z.flush())
+    return h.hexdigest(), size, b"".join(parts)
+
+
+def store_blob(conn, blob: tuple[str, int, bytes]) -> str:
+    """Store a ``read_blob`` result once in ``blobs``; its sha256."""
+    sha, size, data = blob
+    conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)", (sha, size, data))
+    return sha
+
+
+def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: bool,
+                     stats: RefreshStats) -> None:
+    """Bring the ``sidecars`` rows of the roots up to date: an unchanged file
+    (same size and mtime) is skipped, a new or changed one read and its
+    content stored once; a vanished one is marked gone (``prune``: its row
+    goes, and every blob no row names)."""
+    existing = {p: (i, size, mtime, gone) for i, p, size, mtime, gone in conn.execute(
+        "SELECT id, path, size, mtime_ns, gone FROM sidecars")}
+    for f in found:
+        row = existing.get(f.path)
+        st = f.stat
+        if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns and not row[3]:
+            continue
+        try:
+            blob = read_blob(f.path)
+        except OSError as e:
+            if not isinstance(e, FileNotFoundError):
+                stats.add_unreadable(f.path, e)
+            continue
+        with transaction(conn):
+            sha = store_blob(conn, blob)
+            conn.execute(
+                "INSERT INTO sidecars (path, root, project, session_id, rel, sha256, size, mtime_ns, gone, "
+                "refreshed_at) VALUES (?,?,?,?,?,?,?,?,0,datetime('now')) ON CONFLICT (path) DO UPDATE SET "
+                "root = excluded.root, project = excluded.project, session_id = excluded.session_id, "
+                "rel = excluded.rel, sha256 = excluded.sha256, size = excluded.size, "
+                "mtime_ns = excluded.mtime_ns, gone = 0, gone_at = NULL, refreshed_at = excluded.refreshed_at",
+                (f.path, f.root, f.project, f.session_id, f.rel, sha, blob[1], st.st_mtime_ns),
+            )
+        stats.sidecars += 1
+    seen = {f.path for f in found}
+    missing = [(p, row) for p, row in existing.items()
+               if p not in seen and any(p.startswith(r.rstrip(os.sep) + os.sep) for r in roots) and _vanished(p)]
+    if not missing:
+        return
+    with transaction(conn):
+        for _path, (sid, _size, _mtime, gone) in missing:
+            if prune:
+                conn.execute("DELETE FROM sidecars WHERE id = ?", (sid,))
+            elif not gone:
+                conn.execute("UPDATE sidecars SET gone = 1, gone_at = datetime('now') WHERE id = ?", (sid,))
+        if prune:
+            conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
 
 
 def _delete_file(conn, file_id: int) -> None:
@@ -622,9 +773,12 @@ def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_resu
     return None
 
 
-def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None) -> str:
+def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None,
+                 sidecars: bool = True) -> str:
     """Refresh one file (given by path) and return its status. A file the
-    catalog has under another path (a symlink) is refreshed under that path."""
+    catalog has under another path (a symlink) is refreshed under that path.
+    With ``sidecars`` and a known root, the files of its session's folder
+    too (``refresh_sidecars``)."""
     given = Path(path).expanduser().absolute()
     st = given.stat()
     p = Path(catalogued_path(conn, given, st) or given.resolve())
@@ -634,7 +788,11 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     project, kind, parent = classify(p, Path(root) if root else None)
     found = Found(str(p), root or str(p.parent.parent), project, kind, parent, st)
     plan = plan_file(conn, found, _existing_one(conn, str(p)))
-    ingest_file(conn, plan, RefreshStats())
+    stats = RefreshStats()
+    ingest_file(conn, plan, stats)
+    if sidecars and root is not None:
+        found_sidecars = session_sidecars(root, p)
+        refresh_sidecars(conn, found_sidecars, [str(session_folder(p))], False, stats)
     sync_prices(conn)
     return plan.status
 

@@ -3,7 +3,7 @@
 - a new sessionId (random UUID), the file ``<project-dir>/<newId>.jsonl``;
 - ``forkedFrom = {sessionId, messageUuid}`` on every conversation envelope;
 - records bound to the original session are not copied (bridge-session,
-  continued-in, cost-state, the api-request* journal);
+  continued-in, cost-state, resume-head-vouch, the api-request* journal);
 - the root's parentUuid stays null;
 - a ``custom-title`` line appended: the title plus `` (Stripped)``,
   ``(Stripped 2)``... on collision with a sibling session; ``title``
@@ -29,8 +29,8 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
-from ..records import CHAIN_TYPES, now_timestamp
-from .transcript import SESSION_BOUND_TYPES, Transcript, dumps
+from ..records import CHAIN_TYPES, SESSION_BOUND_TYPES, now_timestamp
+from .transcript import Transcript, dumps
 
 TOOL = "txdb"
 # The fields a fork puts on every conversation envelope.

@@ -188,7 +188,8 @@ def _mkdirs(sdir: Path, folder: Path) -> None:
     _no_links(sdir, folder)
 
 
-def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None) -> list[Path]:
+def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None,
+          what: str = "a sidecar") -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
     On any error the files this call created are removed again and
@@ -232,7 +233,7 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
             fsync_dir(folder)
     except OSError as e:
         remove(created)
-        raise SurgeryError(f"cannot write a sidecar in {sdir}: {e.strerror or e}; nothing was changed") from None
+        raise SurgeryError(f"cannot write {what} in {sdir}: {e.strerror or e}; nothing was changed") from None
     except BaseException:
         remove(created)
         raise

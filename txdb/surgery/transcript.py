@@ -41,11 +41,6 @@ from .lock import lock_replacement
 
 FILE_MODE = 0o600
 
-# Line types bound to the original session, never copied to a fork (as
-# Claude Code's own --fork-session).
-SESSION_BOUND_TYPES = frozenset(
-    {"bridge-session", "continued-in", "cost-state", "api-request", "api-request-blob", "api-request-shape"}
-)
 
 
 def dumps(obj) -> bytes:

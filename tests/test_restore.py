@@ -1,0 +1,360 @@
+"""The catalog as an archive: each file's sha256, the sidecars kept once
+each, `txdb sessions --gone`, and `txdb restore` giving a deleted session
+back byte for byte (or refusing, with nothing written)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_fixture_sessions, rows, run
+from txdb import db
+from txdb.ingest.store import refresh
+
+SUBAGENT_DEMO = "-tmp-txdb-cli-fixtures-subagent-demo"
+SID = "417214f1-6c0e-4027-bf91-3e2fe84fe3fd"
+DATA_CLI = Path(__file__).resolve().parent / "data" / "cli" / SUBAGENT_DEMO
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (relative path -> sha256), links and temp files included."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            p = Path(dirpath, name)
+            out[str(p.relative_to(root))] = "link" if p.is_symlink() else sha(p)
+    return out
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    """The subagent demo session with a tool result and a persisted file in
+    its folder, catalogued (TXDB_DB), and the sha256 of every file of it."""
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    sdir = projects / SUBAGENT_DEMO / SID
+    (sdir / "tool-results").mkdir()
+    (sdir / "tool-results" / "toolu_01.txt").write_bytes(b"a large tool output\n" * 500)
+    (sdir / "persisted" / "thinking").mkdir(parents=True)
+    (sdir / "persisted" / "thinking" / "u1.txt").write_bytes("thinking, é\n".encode() * 50)
+    (sdir / "persisted" / "text").mkdir()
+    (sdir / "persisted" / "text" / "same.txt").write_bytes(b"a large tool output\n" * 500)  # same bytes
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    run("refresh", "--root", projects, ok=True)
+    before = tree(projects / SUBAGENT_DEMO)
+    return projects, before
+
+
+def _conn(tmp_path):
+    return db.connect(tmp_path / "catalog.db")
+
+
+def _sweep(projects: Path) -> None:
+    """What Claude Code's cleanup does: the session file and its folder go."""
+    (projects / SUBAGENT_DEMO / f"{SID}.jsonl").unlink()
+    shutil.rmtree(projects / SUBAGENT_DEMO / SID)
+
+
+def _one_error(r) -> str:
+    assert r.exit_code != 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+# -- 1. proof of byte identity ----------------------------------------------
+
+def test_refresh_records_each_files_sha256_and_follows_growth(tmp_path):
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    got = dict(conn.execute("SELECT path, sha256 FROM files"))
+    assert got and all(v == sha(Path(p)) for p, v in got.items())
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
+    stats = refresh(conn, [projects])
+    assert stats.grown == 1
+    assert conn.execute("SELECT sha256 FROM files WHERE path = ?", (str(f),)).fetchone()[0] == sha(f)
+
+
+def test_an_older_catalog_gets_its_hashes_on_the_next_refresh(tmp_path):
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    conn.execute("UPDATE files SET sha256 = NULL")  # as migration 017 leaves older rows
+    conn.commit()
+    stats = refresh(conn, [projects])
+    assert stats.new == stats.grown == stats.rewritten == 0
+    assert all(v == sha(Path(p)) for p, v in conn.execute("SELECT path, sha256 FROM files"))
+
+
+def test_every_shipped_file_is_rebuilt_byte_for_byte_from_its_records(tmp_path):
+    """rebuild() over every catalogued fixture: a file it cannot make whole
+    must be one the hash check then refuses (never a silent difference)."""
+    from txdb import restore
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    whole = 0
+    for fid, path, digest in conn.execute("SELECT id, path, sha256 FROM files").fetchall():
+        data = restore.rebuild_whole(conn, fid, digest)
+        if data is not None:
+            assert data == Path(path).read_bytes()
+            whole += 1
+    total = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    assert whole == total, f"{total - whole} of {total} fixture files not rebuilt whole"
+
+
+@pytest.mark.parametrize("ending, blank", [(b"\r\n", b""), (b"\n", b"\n"), (b"\r\n", b"\r\n")])
+def test_line_endings_and_blank_lines_come_back_as_they_were(tmp_path, monkeypatch, ending, blank):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    src = projects_dir = tmp_path / "projects"
+    proj = projects_dir / "-home-me-app"
+    proj.mkdir(parents=True)
+    lines = [x for x in (DATA_CLI / f"{SID}.jsonl").read_bytes().split(b"\n") if x]
+    f = proj / f"{SID}.jsonl"
+    f.write_bytes(b"".join(line + ending + blank for line in lines))
+    original = f.read_bytes()
+    run("refresh", "--root", src, ok=True)
+    f.unlink()
+    run("refresh", "--root", src, ok=True)
+    run("restore", SID, ok=True)
+    assert f.read_bytes() == original
+
+
+# -- 2. sidecars ---------------------------------------------------------------
+
+def test_sidecars_are_catalogued_once_each_and_refreshed_incrementally(archive, tmp_path):
+    projects, _ = archive
+    conn = _conn(tmp_path)
+    got = {r["rel"]: r for r in rows(conn, "SELECT * FROM sidecars WHERE path LIKE ?", (f"%{SID}%",))}
+    assert set(got) == {"tool-results/toolu_01.txt", "persisted/thinking/u1.txt", "persisted/text/same.txt",
+                        "subagents/agent-af2f709f0345e1da9.meta.json"}
+    assert {r["session_id"] for r in got.values()} == {SID}
+    sdir = projects / SUBAGENT_DEMO / SID
+    for rel, r in got.items():
+        assert r["sha256"] == sha(sdir / rel) and r["size"] == (sdir / rel).stat().st_size
+    # Same bytes stored once, compressed.
+    assert conn.execute("SELECT count(DISTINCT sha256) FROM sidecars WHERE session_id = ?", (SID,)).fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == \
+        conn.execute("SELECT count(DISTINCT sha256) FROM sidecars").fetchone()[0]
+    stored, size = conn.execute("SELECT length(data), size FROM blobs WHERE sha256 = ?",
+                                (got["tool-results/toolu_01.txt"]["sha256"],)).fetchone()
+    assert stored < size / 10
+    view = rows(conn, "SELECT * FROM sidecars_by_session WHERE session_id = ?", (SID,))
+    assert view[0]["sidecars"] == 4 and view[0]["bytes"] == sum(r["size"] for r in got.values())
+    assert view[0]["file_id"] == conn.execute("SELECT id FROM files WHERE path LIKE ?",
+                                              (f"%/{SID}.jsonl",)).fetchone()[0]
+    # Unchanged: skipped; changed: read again.
+    assert "sidecar" not in run("refresh", ok=True).output
+    (sdir / "persisted" / "thinking" / "u1.txt").write_bytes(b"changed")
+    assert "1 sidecar file kept" in run("refresh", ok=True).output
+    assert conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'persisted/thinking/u1.txt'").fetchone()[0] \
+        == hashlib.sha256(b"changed").hexdigest()
+
+
+def test_prune_forgets_vanished_sidecars_and_their_contents(archive, tmp_path):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    assert conn.execute("SELECT count(*) FROM sidecars WHERE gone = 1 AND gone_at IS NOT NULL").fetchone()[0] == 4
+    run("refresh", "--prune", ok=True)
+    assert conn.execute("SELECT count(*) FROM sidecars WHERE session_id = ?", (SID,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM sidecars").fetchone()[0] == 1  # the other session's, kept
+    assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1
+
+
+# -- 4. sessions --gone ------------------------------------------------------
+
+def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_path):
+    projects, _ = archive
+    assert run("sessions", "--gone", "--json", ok=True).output.strip() == "[]"
+    _sweep(projects)
+    out = run("refresh", ok=True).output
+    assert "2 gone (1 session newly gone: txdb sessions --gone)" in out
+    assert "newly gone" not in run("refresh", ok=True).output  # counted once
+    import json
+    listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    assert [r["session_id"] for r in listed] == [SID]
+    assert listed[0]["gone_at"] and listed[0]["subagents_gone"] == 1
+    assert SID in run("sessions", "--gone", "--table", ok=True).output
+
+
+# -- 3. restore ----------------------------------------------------------------
+
+def test_restore_gives_a_swept_session_back_byte_for_byte(archive):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    dry = run("restore", SID[:8], "--dry-run", ok=True)
+    assert "would write" in dry.output and "nothing written" in dry.output
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
+    r = run("restore", SID[:8], ok=True)
+    assert "1 session, 6 files, 6 written" in r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
+    for p in (projects / SUBAGENT_DEMO).rglob("*"):
+        mode = stat.S_IMODE(p.stat().st_mode)
+        assert mode == (0o700 if p.is_dir() else 0o600), p
+    assert "newly gone" not in run("refresh", ok=True).output
+    assert run("sessions", "--gone", "--json", ok=True).output.strip() == "[]"
+
+
+def test_restore_by_where_and_to_another_folder_beside_a_live_session(archive, tmp_path):
+    projects, before = archive
+    err = _one_error(run("restore", SID))
+    assert "exists: the session is still there" in err
+    assert tree(projects / SUBAGENT_DEMO) == before
+    dest = tmp_path / "elsewhere" / SUBAGENT_DEMO
+    run("restore", "--where", f"session_id = '{SID}'", "--to", dest, ok=True)
+    assert tree(dest) == before
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_a_surgery_changed_session_is_restored_as_it_is_now(archive):
+    projects, _ = archive
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    run("strip-tools", SID, ok=True)
+    run("apply", SID, ok=True)
+    now = sha(f)
+    backups = {p.name: sha(p) for p in f.parent.glob(f"{SID}.jsonl.bak*")}
+    assert backups
+    f.unlink()
+    shutil.rmtree(projects / SUBAGENT_DEMO / SID)
+    run("refresh", ok=True)
+    run("restore", SID, ok=True)
+    assert sha(f) == now
+    assert {p.name: sha(p) for p in f.parent.glob(f"{SID}.jsonl.bak*")} == backups
+
+
+# -- 5. bad input --------------------------------------------------------------
+
+def test_an_unknown_session_is_one_error_line(archive):
+    assert "no session" in _one_error(run("restore", "ffffffff-0000"))
+    assert "matched no session" in _one_error(run("restore", "--where", "session_id = 'nope'"))
+    assert "Usage" in run("restore").output
+
+
+def test_a_file_the_catalog_cannot_give_back_whole_is_named_and_nothing_written(archive, tmp_path):
+    projects, _ = archive
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with open(f, "ab") as fh:
+        fh.write(b"this line is not json\n")
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    err = _one_error(run("restore", SID))
+    assert "cannot give back whole" in err and f"{SID}.jsonl" in err and "nothing was written" in err
+    assert tree(projects / SUBAGENT_DEMO) == {}
+
+
+def test_rows_an_older_catalog_kept_without_a_hash_are_refused(archive, tmp_path):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    conn.execute("UPDATE files SET sha256 = NULL WHERE kind = 'subagent'")
+    conn.commit()
+    err = _one_error(run("restore", SID))
+    assert "agent-af2f709f0345e1da9.jsonl" in err and "no sha256" in err
+    assert tree(projects / SUBAGENT_DEMO) == {}
+
+
+def test_a_target_that_is_a_file_or_a_link_is_refused(archive, tmp_path):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"x")
+    assert "is a file, not a folder" in _one_error(run("restore", SID, "--to", afile))
+    assert afile.read_bytes() == b"x"
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert "symlink" in _one_error(run("restore", SID, "--to", link))
+    assert tree(real) == {}
+    # A link in the way inside the session's folder.
+    (projects / SUBAGENT_DEMO / SID).symlink_to(real)
+    assert "symlink" in _one_error(run("restore", SID))
+    assert tree(real) == {} and not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
+
+
+def _mount(args: list[str]) -> bool:
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+def test_a_full_disk_leaves_nothing_half_written(archive, tmp_path):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not _mount(["-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mnt)]):
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        err = _one_error(run("restore", SID, "--to", mnt / SUBAGENT_DEMO))
+        assert "No space left on device" in err and "nothing was changed" in err
+        files = [p for p in mnt.rglob("*") if p.is_file()]
+        assert files == []
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_a_grown_files_hash_resumes_from_its_stored_state(tmp_path):
+    """The running state refresh stores resumes to hashlib's digest, so a
+    grown file is hashed from its old size on, never read again."""
+    from txdb.ingest import sha as shamod
+
+    if shamod.new(b"\0" * shamod.CTX_BYTES) is None:
+        pytest.skip("no resumable SHA-256 backend here (a grown file is hashed from its start)")
+    data = os.urandom(300_000)
+    for cut in (0, 1, 63, 64, 65, 4097, 299_999):
+        h = shamod.new()
+        h.update(data[:cut])
+        resumed = shamod.new(h.state)
+        resumed.update(data[cut:])
+        assert resumed.hexdigest() == hashlib.sha256(data).hexdigest()
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    (state,) = conn.execute("SELECT sha_state FROM files WHERE path = ?", (str(f),)).fetchone()
+    assert state is not None and len(state) == shamod.CTX_BYTES
+    for _ in range(3):
+        with open(f, "ab") as fh:
+            fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
+        assert refresh(conn, [projects]).grown == 1
+        assert conn.execute("SELECT sha256 FROM files WHERE path = ?", (str(f),)).fetchone()[0] == sha(f)
+
+
+def test_refreshing_one_session_keeps_its_folders_files_too(tmp_path):
+    """The plugin's hook and `refresh --watch` refresh one file: the files
+    its session's folder gained meanwhile are kept as well."""
+    from txdb.ingest.store import refresh_path
+
+    conn = db.connect(tmp_path / "c.db")
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    (projects / SUBAGENT_DEMO / SID / "tool-results").mkdir()
+    (projects / SUBAGENT_DEMO / SID / "tool-results" / "toolu_9.txt").write_bytes(b"late output")
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"last-prompt","lastPrompt":"x","sessionId":"' + SID.encode() + b'"}\n')
+    assert refresh_path(conn, f, str(projects)) == "grown"
+    assert conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'tool-results/toolu_9.txt'").fetchone()[0] \
+        == hashlib.sha256(b"late output").hexdigest()

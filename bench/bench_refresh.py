@@ -14,6 +14,8 @@ folders in Claude Code's own layout, so that every tool reads the same tree):
   in-process `txdb.ingest.store.refresh`);
 - one appended line in a ~100 MB session (in-process and whole process);
 - `txdb analyze` from the catalog for the largest sessions;
+- `txdb secrets scan` of the cold catalog (a step of its own; its CPU beside
+  the cold refresh's);
 - the catalog's size against the corpus's size;
 - peak RSS of the cold refresh and of the 100 MB refresh (and, with
   ``--big``, of a 1 GB file).
@@ -301,6 +303,24 @@ def compile_txdb() -> None:
         compileall.compile_dir(str(folder), quiet=1)
 
 
+def bench_secrets_scan(db: Path, scratch: Path, reps: int, results: dict) -> None:
+    """`txdb secrets scan` of the cold catalog (a step of its own, not part
+    of refresh: README, "Secrets in the archive"), on a copy each run."""
+    copy = scratch / "secrets.db"
+    times, cpu = [], []
+    for i in range(reps):
+        rm_db(copy)
+        shutil.copyfile(db, copy)
+        dt, peak, rc, err = run_proc([TXDB, "secrets", "scan", "--db", str(copy)])
+        if rc != 0:
+            raise SystemExit(f"txdb secrets scan failed ({rc}): {err}")
+        times.append(dt)
+        cpu.append(LAST_CPU[0])
+        say(f"  txdb secrets scan   run {i + 1}: {dt:.2f}s  cpu {LAST_CPU[0]:.2f}s  peak RSS {mb(peak):.0f} MB")
+    rm_db(copy)
+    results["secrets_scan"] = {"seconds": median(times), "runs": times, "cpu_seconds": median(cpu)}
+
+
 def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl: bool,
                pairs: int = 7) -> None:
     n_files, corpus_size = tree_bytes(projects)
@@ -356,6 +376,7 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
     say(f"  catalog {mb(cat):.1f} MB for {mb(corpus_size):.1f} MB of sessions = {cat / corpus_size:.2f}x "
         f"({lines} records, {errors} unparseable lines)"
         + ("; largest: " + ", ".join(f"{n} {mb(b):.1f} MB" for n, b in tables) if tables else ""))
+    bench_secrets_scan(db, scratch, 3 if pairs > 1 else 1, results)
     t_mirror = median(mtimes)
     results["cold_mirror"] = {"seconds": t_mirror, "runs": mtimes, "mb_per_s": mb(corpus_size) / t_mirror,
                               "peak_rss_bytes": max(mrss), "db_bytes": db_bytes(mdb), "cpu_seconds": median(mcpu)}
@@ -605,6 +626,10 @@ def summary_table(r: dict) -> str:
             row("claude-code-log cold (process)", f"{cc['seconds']:.2f} s, {cc['mb_per_s']:.1f} MB/s")
             ratio = r["ratio_txdb_vs_ccl_speed"]
             row("txdb speed / claude-code-log", f"{ratio:.2f}x", ">= 5x", ratio >= 5)
+        if "secrets_scan" in r:
+            sc = r["secrets_scan"]
+            row("secrets scan of that catalog (process)", f"{sc['seconds']:.2f} s, CPU {sc['cpu_seconds']:.2f} s "
+                f"(cold refresh CPU {c['cpu_seconds']:.2f} s)")
         row("peak RSS cold txdb refresh", f"{mb(c['peak_rss_bytes']):.0f} MB")
         row("peak RSS minimal mirror", f"{mb(m['peak_rss_bytes']):.0f} MB")
     cat = r.get("catalog")

@@ -210,6 +210,7 @@ _BY_DECLARATION = [
     (["persist-text", "--pos", "25"], {"pos": 25}),
     (["persist-thinking", "--pos", "27", "--summary", "t"], {"pos": 27, "summary": "t"}),
     (["compact-range", "--from", "1", "--to", "3", "--summary", "s"], {"positions": (1, 3), "summary": "s"}),
+    (["rescue", "--target", "12500", "--keep-recent", "0"], {"target": 12500, "keep_recent": 0}),
 ]
 
 

@@ -230,7 +230,12 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path FROM session_costs WHERE "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, "
+        # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
+        "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
+        " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
+        "AS secrets "
+        "FROM session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:

@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 import orjson
 
-from . import db
+from . import db, secrets
 from .errors import ExportError
 
 MARKER = "_txdb_export.json"
@@ -87,10 +87,12 @@ class ExportReport:
     files: int = 0  # Parquet files written
     bytes: int = 0
     seconds: float = 0.0
+    redacted: bool = False  # secrets masked (--redact)
 
     def summary(self) -> str:
         rows = ", ".join(f"{n:,} {t}" for t, n in self.tables.items())
-        return (f"Exported {rows} to {self.path} ({self.files} Parquet files, "
+        return (f"Exported {rows} to {self.path}{', secrets redacted,' if self.redacted else ''} "
+                f"({self.files} Parquet files, "
                 f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s)")
 
 
@@ -202,11 +204,15 @@ def _check_target(out: Path, replace: bool) -> None:
 
 
 def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> ExportReport:
+                   progress: Callable[[int, int], None] | None = None, redact: bool = False) -> ExportReport:
     """Write the catalog's tables under ``out`` as partitioned Parquet.
 
     ``replace``: an earlier txdb export at ``out`` is replaced (only once
-    the new one is whole). ``progress(files_done, files_total)``.
+    the new one is whole). ``redact``: the catalog's text no scan has read
+    yet is scanned first (txdb.secrets.scan_catalog), then every secret
+    found in a file is masked as ``[REDACTED:<type>]`` in every text of
+    that file's rows (raw JSON, block text, title, ...); the rows
+    themselves are not changed. ``progress(files_done, files_total)``.
     """
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
@@ -215,13 +221,17 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
         raise ExportError(f"no catalog at {catalog}: run `txdb refresh` first (or name one with --db)")
     _check_target(out, replace)
     conn = db.connect(catalog)  # migrated, as every command reads it
-    conn.close()
+    try:
+        if redact:
+            secrets.scan_catalog(conn)
+    finally:
+        conn.close()
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is
     # never written through, and never renamed into DIR's place.
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.exporting-", dir=out.parent))
-    report = ExportReport(str(out), {t: 0 for t in TABLES})
+    report = ExportReport(str(out), {t: 0 for t in TABLES}, redacted=redact)
     try:
         ro.execute("PRAGMA busy_timeout = 10000")
         ro.execute("BEGIN")  # one snapshot: a watcher writing meanwhile is not half seen
@@ -235,8 +245,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 for t in PER_FILE:
                     parts[t].close()
                 current = project
+            mask = secrets.redactor(ro, fid) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project)
+                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask)
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
@@ -262,22 +273,28 @@ def _schema(pa, conn, table: str):
     return pa.schema(fields + [pa.field("project", pa.string()), pa.field("month", pa.string())])
 
 
-def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None) -> None:
+def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
+            mask: Callable[[str], str] | None = None) -> None:
     """Rows of one file's query into their partitions: the table's own
-    columns (a table's own ``project`` is the file's), then project, month."""
+    columns (a table's own ``project`` is the file's), then project, month;
+    each text through ``mask`` when given (--redact)."""
     names = [d[0] for d in cur.description]
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
     while rows := cur.fetchmany(1000):
         for row in rows:
             month = row[-1]
-            parts.add((project, month), tuple(row[i] for i in own) + (project, month))
+            values = tuple(row[i] for i in own)
+            if mask is not None:
+                values = tuple(mask(v) if isinstance(v, str) else v for v in values)
+            parts.add((project, month), values + (project, month))
 
 
 def _write_marker(tmp: Path, report: ExportReport) -> None:
     from importlib.metadata import version
 
     data = {"format": "parquet", "partitioning": ["project", "month"], "txdb": version("txdb"),
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": report.tables}
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": report.tables,
+            "redacted": report.redacted}
     fd = os.open(tmp / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))

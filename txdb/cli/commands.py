@@ -48,6 +48,7 @@ COMMANDS: dict[str, Entry] = {
           persist_message="Collapse a whole message to one marker; its content goes to a sidecar file.",
           persist_range="Move tool results, thinking and text between --from and --to to sidecar files.",
           migrate_persisted="Bring older persisted layouts (and moved projects trees) to the current one."),
+    **_in("rescue", rescue="Bring a session under a context target in one pass, least loss first."),
     **_in("images",
           list_images="Every image of a session: position, media type, pixels, tokens, sha256.",
           replace_images="Replace images with text transcripts (<sha256>.txt in --dir)."),
@@ -58,5 +59,6 @@ COMMANDS: dict[str, Entry] = {
     **_in("export", export="Export the catalog's tables as Parquet, partitioned by project and month."),
     **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),
     **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog."),
+    **_in("secrets", secrets="Secrets in the catalog: scan new text for keys, tokens and passwords."),
     **_in("plugin", plugin="Where txdb's Claude Code plugin is, and the command that enables it."),
 }

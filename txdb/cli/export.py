@@ -17,14 +17,18 @@ from .output import echo, progress_bar, terminal_safe, to_json
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
               help="File format (Parquet needs the extra: pip install 'txdb[parquet]').")
 @click.option("--replace", is_flag=True, help="Replace an earlier txdb export in DIRECTORY (once the new one is whole).")
+@click.option("--redact", is_flag=True,
+              help="Mask every secret the catalog found as [REDACTED:<type>] (the catalog is not changed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def export(db_path, directory, fmt, replace, as_json):
+def export(db_path, directory, fmt, replace, redact, as_json):
     """Export the catalog's tables as Parquet, partitioned by project and month.
 
     Writes DIRECTORY/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet for
     records, blocks, attachments, usage, sessions, files, chain and
     surgeries (files private to you), ready for DuckDB, Spark, Trino or
-    BigQuery, also over several machines' exports at once.
+    BigQuery, also over several machines' exports at once. --redact masks
+    the secrets in every text column (see `secrets` in README), for an
+    export others will read.
 
     Example:
 
@@ -33,7 +37,8 @@ def export(db_path, directory, fmt, replace, as_json):
         duckdb -c "select model, sum(output_tokens) from read_parquet('exports/*/usage/**/*.parquet', hive_partitioning=true) group by model"
     """
     with progress_bar("Exporting", not as_json, show_pos=True) as progress:
-        report = export_parquet(db_path or config.default_db_path(), directory, replace=replace, progress=progress)
+        report = export_parquet(db_path or config.default_db_path(), directory, replace=replace, progress=progress,
+                                redact=redact)
     if as_json:
         echo(to_json(report.__dict__))
     else:

@@ -175,14 +175,15 @@ def open_catalog(db_path):
     return connect(path), path
 
 
-def command(name: str):
-    """``@cli.command(name)`` for a command of another module: its entry in
-    ``commands.COMMANDS`` (module, short help) must exist and name that module."""
+def command(name: str, *, group: bool = False):
+    """``@cli.command(name)`` (``@cli.group(name)`` with ``group``) for a
+    command of another module: its entry in ``commands.COMMANDS`` (module,
+    short help) must exist and name that module."""
     def decorate(f):
         entry = COMMANDS[name]
         if entry.module != f.__module__:
             raise RuntimeError(f"{name} is defined in {f.__module__}, listed in commands.py as {entry.module}")
-        return cli.command(name, short_help=entry.help)(f)
+        return (cli.group if group else cli.command)(name, short_help=entry.help)(f)
     return decorate
 
 
@@ -313,7 +314,7 @@ def query(db_path, sql, params, fmt):
               "(view gone_sessions; `txdb restore` gives them back).")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, gone, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD.
+    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD, secrets found.
 
     Example:
 
@@ -334,7 +335,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, fmt):
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
-                "cost_usd"]
+                "cost_usd", "secrets"]
         emit_rows(rows, "table", cols)
     else:
         emit_rows(rows, fmt)

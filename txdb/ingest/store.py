@@ -225,8 +225,8 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("blocks", "attachments", "usage", "chain", "parse_errors", "dangling_parents",
-                  "chain_findings", "file_formats", "records", "sessions"):
+    for table in ("secret_findings", "secret_scans", "blocks", "attachments", "usage", "chain", "parse_errors",
+                  "dangling_parents", "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -433,7 +433,8 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
         if index_text:
             conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
-        conn.execute("DELETE FROM blocks WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
+        for table in ("secret_findings", "blocks"):
+            conn.execute(f"DELETE FROM {table} WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
 

@@ -178,6 +178,26 @@ class MigrateResult(Result):
         return res.get("images", 0) + res.get("tool_results_moved", 0) + res.get("markers_repointed", 0)
 
 
+class RescueResult(Result):
+    """rescue: its plan, step by step, each with the estimate after it."""
+
+    @staticmethod
+    def describe(res, dry_run):
+        if "steps" not in res:
+            return []
+        parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
+                 + ("" if res["steps"] else f": already under (~{res['tokens_start']:,})")]
+        for st in res["steps"]:
+            did = [f"{st['moved']} moved to sidecars" if st.get("moved") else "",
+                   f"{st['dropped']} dropped" if st.get("dropped") else ""]
+            parts.append(f"{st['step']}: " + ", ".join(x for x in did if x) + f" -> ~{st['tokens_after']:,} tokens")
+        return parts
+
+    @staticmethod
+    def changed(res):
+        return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res.get("steps", []))
+
+
 @dataclass(frozen=True)
 class SurgeryCommand:
     name: str
@@ -214,6 +234,7 @@ COMMANDS: dict[str, SurgeryCommand] = _declare(
     SurgeryCommand("compact", CompactResult, op="compact"),
     *(SurgeryCommand(n, PersistResult, op="persist") for n in _PERSIST),
     SurgeryCommand("migrate-persisted", MigrateResult, op="migrate_persisted"),
+    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue"),
 )
 
 

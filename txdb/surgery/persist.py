@@ -131,6 +131,7 @@ class Selection:
     message_pos: int | None = None          # persist-message
     min_chars: int = 0
     keep_recent: int = 0
+    max_tokens: int | None = None           # stop once the blocks moved save this many tokens (rescue)
     narrow: Callable[[Transcript, Transcript], set[str]] | None = None  # --where: tool ids per snapshot
 
     @property
@@ -203,6 +204,8 @@ class PersistOp(sc.Writes):
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             out["files"].append({"kind": tg.kind, "pos": rec.pos, "uuid": rec.uuid, "tool_use_id": tg.tool_use_id,
                                  "path": str(side.path), "chars": len(text), "summary": summary})
+            if s.max_tokens is not None and out["tokens_saved"] >= s.max_tokens:
+                break  # in target order (oldest first): enough moved
         if changed:
             t.touch(rec, obj)
         out["summaries_unused"] = self.summaries.unused(t)

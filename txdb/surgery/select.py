@@ -10,7 +10,9 @@
   for ``replace-images``: a row selects its record's images;
 - ``chain_targets`` (one row per record of an active chain) for
   ``compact-range``: each run of consecutive positions selected in a
-  session is one range (the leaf and tool-call rules refuse that session).
+  session is one range (the leaf and tool-call rules refuse that session);
+- ``sessions_by_context`` (one row per session) for ``rescue``: each
+  selected session is rescued whole.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
 ``txdb/cli/surgery.py``):
@@ -82,6 +84,8 @@ _COLUMNS = {
     "image_targets": "file_id, path, session_id, title, offset, idx, kind, 'image' AS type, tool_use_id, tokens",
     "chain_targets": "file_id, path, session_id, title, offset, NULL AS idx, 'record' AS kind, type, "
                      "NULL AS tool_use_id, tokens",
+    "sessions_by_context": "file_id, path, session_id, title, NULL AS offset, NULL AS idx, 'session' AS kind, "
+                           "NULL AS type, NULL AS tool_use_id, est_context_tokens AS tokens",
 }
 
 def query_rows(ro: sqlite3.Connection, view: str, cond: str) -> list[dict]:

@@ -257,16 +257,19 @@ class Writes(Op):
 
     sdir: Path | None = None
 
-    def __init__(self):
+    def __init__(self, shared: "Writes | None" = None):
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
         self._planned: dict[Path, bytes] = {}
+        # An op run inside another (rescue's steps): the names the pass has
+        # planned are the outer op's, so two steps never plan one name twice.
+        self.shared = shared
 
     def plan_files(self, sdir: Path) -> None:
         """Start a pass: nothing planned yet, files go under ``sdir``."""
         self.sdir = sdir
         self.sidecars = []
-        self._planned = {}
+        self._planned = self.shared._planned if self.shared is not None else {}
 
     def plan(self, rel: str, data: bytes) -> Sidecar:
         """``plan`` for this pass: a name it already gave other bytes is taken too."""

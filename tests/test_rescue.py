@@ -1,0 +1,215 @@
+"""txdb rescue: a session brought under a context target in one pass, least loss first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from sessions import assistant, attachment, user, write
+from txdb.cli import cli
+from txdb.surgery import rescue
+from txdb.surgery.engine import PassOptions, run_surgery
+from txdb.surgery.transcript import Transcript
+from txdb.surgery.usage import context_estimator
+
+SID = "55555555-0000-0000-0000-000000000001"
+NO_USAGE = {"input_tokens": 0, "output_tokens": 1}  # no recorded context: the estimate's prior
+
+
+def heavy(turns: int = 8, tool_chars: int = 8000, thinking_chars: int = 4000, text_chars: int = 3000) -> list[dict]:
+    """Turns of: prompt, reminder attachment, assistant (thinking + tool_use),
+    tool_result, assistant text."""
+    out, parent = [], None
+    for t in range(turns):
+        u = user(f"prompt {t}", parent, session=SID)
+        att = attachment({"type": "task_reminder", "content": [{"id": str(t), "subject": "x" * 400,
+                                                                "status": "pending"}] * 3, "itemCount": 3},
+                         u["uuid"], session=SID)
+        tid = f"toolu_{t:04d}"
+        a = assistant([{"type": "thinking", "thinking": f"think {t} " + "t" * thinking_chars, "signature": "sig"},
+                       {"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"cat {t}"}}],
+                      att["uuid"], session=SID, usage=NO_USAGE)
+        r = user([{"type": "tool_result", "tool_use_id": tid, "content": f"out {t}\n" + "o" * tool_chars}],
+                 a["uuid"], session=SID)
+        a2 = assistant(f"answer {t} " + "a" * text_chars, r["uuid"], session=SID, usage=NO_USAGE)
+        out += [u, att, a, r, a2]
+        parent = a2["uuid"]
+    return out
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    proj = tmp_path / "claude" / "projects" / "-home-me-app"
+    write(proj / f"{SID}.jsonl", heavy())
+    return proj / f"{SID}.jsonl"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def estimate(path: Path, ref: Path | None = None) -> int:
+    """The calibrated estimate of ``path``, fitted on ``ref`` (the original), as rescue measures."""
+    return context_estimator(Transcript.load(ref or path))(Transcript.load(path))
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def pending(f: Path) -> Path:
+    return Path(str(f) + ".pending")
+
+
+def test_steps_run_cheapest_loss_first_and_stop_at_the_target(env):
+    start = estimate(env)
+    # A target reachable by moving tool results alone: no thinking, text or compaction touched.
+    target = start - 8_000
+    r = run("rescue", env, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    names = [s["step"] for s in res["steps"]]
+    assert names == ["strip-attachments", "persist-tools"]
+    assert res["steps"][0]["dropped"] == 7                      # superseded reminders: the newest stays
+    after = estimate(pending(env), env)
+    assert after <= target and res["tokens_after"] == after
+    # Least loss: oldest tool results first, not all of them, the newest 3 never.
+    moved = res["steps"][1]["positions"]
+    assert moved == sorted(moved) and 0 < len(moved) < 8 - 3
+    assert target - after < 2_500                                 # one result (~2,000 tokens) more than needed at most
+    objs = [orjson.loads(x) for x in pending(env).read_bytes().splitlines()]
+    results = [b["content"] for o in objs if o["type"] == "user" and isinstance(o["message"]["content"], list)
+               for b in o["message"]["content"] if b.get("type") == "tool_result"]
+    persisted = [isinstance(c, str) and c.startswith("<persisted-output>") for c in results]
+    assert persisted == [True] * len(moved) + [False] * (8 - len(moved))
+    # every marker's sidecar holds the result it replaced
+    for c, t in zip(results, range(len(moved))):
+        side = Path(c.split("Full output saved to: ")[1].split("\n")[0])
+        assert side.read_text() == f"out {t}\n" + "o" * 8000
+    # thinking and texts untouched
+    assert all(any(b.get("type") == "thinking" for b in o["message"]["content"])
+               for o in objs if o["type"] == "assistant" and o["message"]["content"][0].get("type") == "thinking")
+
+
+def test_later_steps_only_when_earlier_ones_are_not_enough(env):
+    start = estimate(env)
+    # A full plan (down to compacting) says what each step reaches: aim between
+    # all thinking moved and all texts moved.
+    full = run_surgery(env, "rescue", rescue.RescueOp(int(start * 0.45)), PassOptions(dry_run=True)).result["steps"]
+    reached = {s["step"]: s["tokens_after"] for s in full}
+    target = (reached["persist-thinkings"] + reached["persist-texts"]) // 2
+    r = run("rescue", env, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    names = [s["step"] for s in res["steps"]]
+    assert names == ["strip-attachments", "persist-tools", "persist-thinkings", "persist-texts"]
+    after = estimate(pending(env), env)
+    assert after <= target
+    # each step's figure is the estimate after it, falling
+    figs = [s["tokens_after"] for s in res["steps"]]
+    assert figs == sorted(figs, reverse=True) and figs[-1] == after
+
+
+def test_compact_range_last_keeps_tool_calls_whole_and_the_leaf(env):
+    start = estimate(env)
+    # The estimate's floor (what the CLI sends beside the chain) is about a third of this session.
+    target = int(start * 0.45)
+    r = run("rescue", env, "--target", target, "--json", "--summary", "early turns")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert res["steps"][-1]["step"] == "compact-range"
+    t = Transcript.load(pending(env))
+    assert estimate(pending(env), env) <= target
+    survivor = t.chain[0].parse()["message"]["content"]
+    assert survivor.startswith('<persisted-range from="0"') and "Summary: early turns" in survivor
+    assert t.chain[-1].uuid == Transcript.load(env).chain[-1].uuid          # the leaf is still the leaf
+    # every tool_use left on the chain still has its result
+    uses, results = set(), set()
+    for rec in t.chain:
+        c = rec.parse().get("message", {}).get("content")
+        for b in c if isinstance(c, list) else ():
+            if b.get("type") == "tool_use":
+                uses.add(b["id"])
+            elif b.get("type") == "tool_result":
+                results.add(b["tool_use_id"])
+    assert uses == results
+    # apply takes the copy (it checks every marker's sidecar is on disk)
+    r = run("apply", env)
+    assert r.exit_code == 0, r.output
+
+
+def test_refused_when_the_target_cannot_be_reached_nothing_written(env):
+    folder = env.parent
+    before = tree(folder)
+    r = CliRunner().invoke(cli, ["rescue", str(env), "--target", "1"])
+    assert r.exit_code != 0
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: rescue cannot bring the session under 1 tokens")
+    assert "Traceback" not in r.output
+    after = tree(folder)
+    after.pop("catalog.db", None)
+    assert {k: v for k, v in after.items() if not k.endswith((".db", ".db-wal", ".db-shm"))} == before
+
+
+def test_a_session_under_the_target_is_left_alone(env):
+    before = tree(env.parent)
+    r = run("rescue", env, "--target", estimate(env) + 1)
+    assert r.exit_code == 0, r.output
+    assert "already under" in r.output and "Nothing to change" in r.output
+    assert tree(env.parent) == before
+
+
+def test_rescue_again_after_apply_changes_nothing(env):
+    target = int(estimate(env) * 0.6)
+    assert run("rescue", env, "--target", target, "--apply").exit_code == 0
+    before = tree(env.parent)
+    r = run("rescue", env, "--target", target)
+    assert r.exit_code == 0, r.output
+    assert "Nothing to change" in r.output
+    assert tree(env.parent) == before
+
+
+def test_one_surgeries_row_lists_every_step(env):
+    import sqlite3
+    target = int(estimate(env) * 0.6)
+    r = run("rescue", env, "--target", target, "--apply")
+    assert r.exit_code == 0, r.output
+    db = env.parents[3] / "catalog.db"
+    rows = sqlite3.connect(db).execute("SELECT command, arguments FROM surgeries").fetchall()
+    assert [r[0] for r in rows] == ["rescue"]
+    assert json.loads(rows[0][1])["target"] == target
+
+
+def test_default_target_is_the_window_less_the_clis_margin(env):
+    t = Transcript.load(env)
+    assert rescue.default_target(t) == 200_000 - 20_000 - 13_000
+    objs = heavy(turns=2)
+    objs[-1]["message"]["model"] = "claude-opus-5[1m]"
+    f = write(env.parent / "other.jsonl", objs)
+    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - 33_000
+
+
+def test_where_over_sessions_by_context(env):
+    other = write(env.parent / "66666666-0000-0000-0000-000000000001.jsonl", heavy(turns=1))
+    assert run("refresh").exit_code == 0
+    target = estimate(env) // 2
+    small = estimate(other)
+    assert small < target
+    r = run("rescue", "--where", f"est_context_tokens > {target}", "--target", target)
+    assert r.exit_code == 0, r.output
+    assert pending(env).is_file() and not pending(other).is_file()
+    assert estimate(pending(env), env) <= target
+
+
+def test_dry_run_plans_and_writes_nothing(env):
+    before = tree(env.parent)
+    r = run("rescue", env, "--target", int(estimate(env) * 0.6), "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "strip-attachments:" in r.output and "persist-tools:" in r.output and "Dry run" in r.output
+    assert tree(env.parent) == before

@@ -1,0 +1,236 @@
+"""Secrets in the archive: `txdb secrets scan` finds them in the text no
+scan has read (detect-secrets' plugins, plus txdb's Google API key plugin),
+stores where they are and a hash, never the secret; the `secrets` view and
+`txdb sessions` show them; `txdb export --redact` (scanning first) writes
+Parquet without them, the catalog unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import orjson
+import pytest
+
+from conftest import run
+from sessions import append, assistant, attachment, conversation, user, write
+from txdb import db
+from txdb.ingest import deep
+from txdb.ingest.store import refresh
+
+GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwic2Vzc2lvbiI6ImFiYzEyMyIsImlhdCI6MTcwMDAwMDAwMH0"
+       ".k3Jq9XbQmT2vW8yZr1uN5pLs7aHd0eCf6gIo4tKxYwE")
+AWS = "AKIAQ7XK2M4NTESTFAKE"
+PASSWORD = "s3cr3t-Adm1n-Pa55!"
+ATTACHED = "m4il-Pa55word-x9"  # in a file an @-mention attached
+SECRETS = {GOOGLE: "Google API Key", JWT: "JSON Web Token", AWS: "AWS Access Key", PASSWORD: "Secret Keyword",
+           ATTACHED: "Secret Keyword"}
+
+assert len(GOOGLE) == 39 and GOOGLE.startswith("AIza")
+
+
+def leaky_session(session: str = "leaky") -> list[dict]:
+    """A user pastes a config (a Google key and an admin password), a Bash
+    call carries a JWT, a Read result (numbered lines, and again in
+    toolUseResult, as Claude Code writes it) an AWS key, an @-mentioned
+    file's attachment a mail password."""
+    u = user("here is my .env, why does it fail?\n"
+             f"GOOGLE_MAPS_KEY={GOOGLE}\nADMIN_PASSWORD={PASSWORD}\nDEBUG=true", session=session)
+    a = assistant([{"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                    "input": {"command": f"curl -H 'Authorization: Bearer {JWT}' http://localhost/api"}}],
+                  u["uuid"], session=session)
+    r1 = user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}], a["uuid"], session=session)
+    a2 = assistant([{"type": "tool_use", "id": "toolu_2", "name": "Read",
+                     "input": {"file_path": "/home/me/.aws/credentials"}}], r1["uuid"], session=session)
+    creds = f"     1\u2192[default]\n     2\u2192aws_access_key_id = {AWS}\n     3\u2192region = eu-west-1"
+    r2 = user([{"type": "tool_result", "tool_use_id": "toolu_2", "content": creds}], a2["uuid"], session=session,
+              toolUseResult={"type": "text", "file": {"filePath": "/home/me/.aws/credentials", "content": creds}})
+    a3 = assistant("Your key is fine; the region is wrong.", r2["uuid"], session=session)
+    env = f"SMTP_HOST=localhost\nSMTP_PASSWORD={ATTACHED}\n"
+    at = attachment({"type": "file", "filename": "/home/me/app/.env",
+                     "content": {"type": "text", "file": {"filePath": "/home/me/app/.env", "content": env}}},
+                    a3["uuid"], session=session)
+    return [u, a, r1, a2, r2, a3, at]
+
+
+def clean_session(session: str = "clean") -> list[dict]:
+    u = user("def login(password):\n    return check(password)\nsha 9f86d081884c7d659a2feaea0c55ad015a3bf4f1b2b0b822"
+             "cd15d6c15b0f00a08 and uuid 1b4e28ba-2fa1-11d2-883f-0016d3cca427", session=session)
+    return [u, assistant("if password == other_password: the check passes", u["uuid"], session=session)]
+
+
+@pytest.fixture
+def unscanned(tmp_path):
+    root = tmp_path / "projects"
+    write(root / "-home-me-app" / "leaky.jsonl", leaky_session())
+    write(root / "-home-me-app" / "clean.jsonl", clean_session())
+    write(root / "-home-me-app" / "plain.jsonl", conversation(2, session="plain"))
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    return path, conn, root
+
+
+@pytest.fixture
+def leaky(unscanned):
+    path, conn, root = unscanned
+    report = orjson.loads(run("secrets", "scan", "--db", path, "--json", ok=True).output)
+    assert report["findings"] == len(SECRETS) and report["files"] == 3 and report["texts"] > 10
+    return path, conn, root
+
+
+def findings(conn, session: str) -> list[dict]:
+    """Each finding with the text it is in: its block's, or for an
+    attachment the string its field names."""
+    rows = db.rows(conn, "SELECT f.*, b.text, r.raw FROM secret_findings f JOIN records r USING (file_id, offset) "
+                         "LEFT JOIN blocks b USING (file_id, offset, idx) JOIN sessions s USING (file_id) "
+                         "WHERE s.session_id = ? ORDER BY f.offset, f.start", (session,))
+    for r in rows:
+        if r["idx"] == -1:
+            assert r["field"] == "$.content.file.content"
+            r["text"] = orjson.loads(r["raw"])["attachment"]["content"]["file"]["content"]
+    return rows
+
+
+def test_refresh_finds_each_secret_and_stores_no_secret(leaky):
+    _, conn, _ = leaky
+    rows = findings(conn, "leaky")
+    found = {r["text"][r["start"]:r["start"] + r["length"]]: r for r in rows}
+    assert {s: found[s]["type"] for s in SECRETS if s in found} == SECRETS
+    assert len(rows) == len(SECRETS)
+    for secret, r in found.items():
+        assert r["secret_sha256"] == hashlib.sha256(secret.encode()).hexdigest()
+        line = r["text"].split("\n")[r["line"] - 1]
+        assert line[r["col"]:r["col"] + r["length"]] == secret
+    # The table holds where and what kind, never the secret.
+    stored = " ".join(str(v) for row in conn.execute("SELECT * FROM secret_findings") for v in row)
+    assert not [s for s in SECRETS if s in stored]
+    assert findings(conn, "clean") == [] and findings(conn, "plain") == []
+
+
+def test_sessions_say_which_files_no_scan_has_read(unscanned):
+    path, _, _ = unscanned
+    listed = orjson.loads(run("sessions", "--db", path, "--json", ok=True).output)
+    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": None, "clean": None, "plain": None}
+
+
+def test_secrets_view_and_sessions_column(leaky):
+    path, _, _ = leaky
+    r = run("query", "SELECT session_id, type, found_in, count FROM secrets ORDER BY type, found_in", "--db", path,
+            "--json", ok=True)
+    assert orjson.loads(r.output) == [
+        {"session_id": "leaky", "type": "AWS Access Key", "found_in": "tool_result Read", "count": 1},
+        {"session_id": "leaky", "type": "Google API Key", "found_in": "text", "count": 1},
+        {"session_id": "leaky", "type": "JSON Web Token", "found_in": "tool_use Bash", "count": 1},
+        {"session_id": "leaky", "type": "Secret Keyword", "found_in": "attachment file", "count": 1},
+        {"session_id": "leaky", "type": "Secret Keyword", "found_in": "text", "count": 1},
+    ]
+    listed = orjson.loads(run("sessions", "--db", path, "--json", ok=True).output)
+    assert {s["session_id"]: s["secrets"] for s in listed} == {"leaky": 5, "clean": 0, "plain": 0}
+    table = run("sessions", "--db", path, "--table", ok=True).output
+    assert "secrets" in table.splitlines()[0]
+
+
+def scan(path) -> dict:
+    return orjson.loads(run("secrets", "scan", "--db", path, "--json", ok=True).output)
+
+
+def test_a_scan_reads_only_new_text(leaky):
+    path, conn, root = leaky
+    assert scan(path)["texts"] == 0  # nothing new
+    # A finding taken out by hand stays out: a grown file's old blocks are not scanned again.
+    conn.execute("DELETE FROM secret_findings WHERE type = 'Google API Key'")
+    last = orjson.loads((root / "-home-me-app" / "leaky.jsonl").read_bytes().splitlines()[-1])
+    other = "AKIAZ9YW8V7UTESTFAKE"
+    text = f"and this one: key {other}"
+    append(root / "-home-me-app" / "leaky.jsonl", user(text, last["uuid"], session="leaky"))
+    assert refresh(conn, [root]).grown == 1
+    assert len(findings(conn, "leaky")) == 4  # refresh itself does not scan
+    assert scan(path) | {"seconds": 0} == {"files": 1, "texts": 1, "chars": len(text), "findings": 1,
+                                            "seconds": 0}
+    types = sorted(r["type"] for r in findings(conn, "leaky"))
+    assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword", "Secret Keyword"]
+    # A rewritten file loses its findings with its blocks and is scanned whole again.
+    p = root / "-home-me-app" / "leaky.jsonl"
+    p.write_bytes(p.read_bytes().replace(b"region = eu-west-1", b"region = us-east-1"))
+    assert refresh(conn, [root]).rewritten == 1
+    assert findings(conn, "leaky") == []
+    assert scan(path)["findings"] == 6
+    assert len(findings(conn, "leaky")) == 6
+
+
+def parquet_text(out) -> str:
+    """Every value of every exported Parquet file, as one text."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for f in sorted(out.rglob("*.parquet")):
+        for col in pq.read_table(f).to_pylist():
+            parts.extend(str(v) for v in col.values())
+    return "\n".join(parts)
+
+
+def test_export_redact_masks_every_finding(unscanned, tmp_path):
+    """No scan before: the redacted export scans what no scan has read."""
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    path, conn, _ = unscanned
+    before = conn.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0]
+    run("export", tmp_path / "plain-export", "--db", path, ok=True)
+    run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True)
+    plain, redacted = parquet_text(tmp_path / "plain-export"), parquet_text(tmp_path / "redacted")
+    assert all(s in plain for s in SECRETS)  # the unredacted export is as it was
+    assert [s for s in SECRETS if s in redacted] == []
+    for kind in SECRETS.values():
+        assert f"[REDACTED:{kind}]" in redacted
+    # The raw lines are still JSON, the secret masked in toolUseResult too, the rest as it was.
+    raws = duckdb.sql(f"SELECT raw FROM read_parquet('{tmp_path}/redacted/records/**/*.parquet', "
+                      "hive_partitioning=true) WHERE session_id = 'leaky' ORDER BY line").fetchall()
+    read = [orjson.loads(r[0]) for r in raws if "toolUseResult" in r[0]][0]
+    assert "[REDACTED:AWS Access Key]" in read["toolUseResult"]["file"]["content"]
+    assert "region = eu-west-1" in read["toolUseResult"]["file"]["content"]
+    assert orjson.loads((tmp_path / "redacted" / "_txdb_export.json").read_bytes())["redacted"] is True
+    # The catalog itself is unchanged.
+    ro = sqlite3.connect(path)
+    assert ro.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0] == before
+
+
+def test_positions_hold_across_texts_and_characters_that_lower_to_two():
+    """A finding's line, column and start are its own text's, whatever came
+    before it in the scan (the texts are searched joined) and though a
+    character before it lowers to two (the keyword search reads the
+    lowered text)."""
+    from txdb.secrets import scan_texts
+
+    texts = ["nothing here\nat all", f"x\n\u0130\u0130 password = \"{PASSWORD}\"\ny", f"key {AWS}", ""]
+    got = [[(f.type, f.line, f.col, t[f.start:f.start + f.length]) for f in fs]
+           for fs, t in zip(scan_texts(texts), texts)]
+    assert got == [[], [("Secret Keyword", 2, 15, PASSWORD)], [("AWS Access Key", 1, 4, AWS)], []]
+
+
+def test_an_attachment_nested_deeper_than_orjson_reads_is_scanned(tmp_path):
+    """Claude Code records any depth; the scan reads attachments as refresh
+    reads lines (txdb/ingest/deep.py), without recursion."""
+    nested: object = f"SMTP_PASSWORD={ATTACHED}"
+    for _ in range(1500):
+        nested = [nested]
+    u = user("hi", session="deep")
+    root = tmp_path / "projects"
+    (root / "-home-me-app").mkdir(parents=True)
+    line = deep.dumps(attachment({"type": "file", "content": nested}, u["uuid"], session="deep"))
+    (root / "-home-me-app" / "deep.jsonl").write_bytes(orjson.dumps(u) + b"\n" + line + b"\n")
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+    assert scan(tmp_path / "c.db")["findings"] == 1
+    assert [r["field"] for r in db.rows(conn, "SELECT field FROM secret_findings")] == ["$.content" + "[0]" * 1500]
+
+
+def test_a_plugin_anchored_to_its_line_finds_a_token_inside_a_longer_text():
+    """detect-secrets matches a line at a time: its Telegram plugin's
+    expression is anchored (^...$), and holds within a many-line text."""
+    from txdb.secrets import scan_texts
+
+    token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
+    texts = ["first text", f"bot setup:\n{token}\ndone"]
+    assert [[(f.type, f.line) for f in fs] for fs in scan_texts(texts)] == [[], [("Telegram Bot Token", 2)]]

@@ -1,0 +1,39 @@
+"""``txdb rescue``: its declaration's op (one ``rescue.RescueOp``) through the surgery path
+(``surgery._run``: SESSION or --where, pending copy, --fork, --dry-run,
+--apply, --json); the plan (each step and the estimate after it) is part of
+the pass's report."""
+
+from __future__ import annotations
+
+import click
+
+from ..surgery import rescue
+from .main import command
+from .surgery import SurgeryOptions, _run, surgery_options
+
+
+@command("rescue")
+@surgery_options(ranged=False)
+@click.option("--target", type=click.IntRange(min=1), default=None,
+              help=f"Context to get under, in tokens (default: the model's window less "
+                   f"{rescue.MARGIN:,}, Claude Code's output reserve and auto-compact buffer: "
+                   f"{rescue.WINDOW - rescue.MARGIN:,} for a 200k window).")
+@click.option("--summary", default=None,
+              help="What the compacted span was about, should rescue have to compact one (default: a placeholder).")
+@click.option("--keep-recent", type=click.IntRange(min=0), default=rescue.DEFAULT_KEEP_RECENT, show_default=True,
+              help="Newest tool results and texts left in place.")
+def rescue_cmd(o: SurgeryOptions, target, summary, keep_recent):
+    """Bring a session under a context target in one pass, least loss first:
+    superseded attachments, then tool results, thinking and large texts moved
+    to sidecar files (oldest first), and only then the oldest closed span
+    compacted; it stops as soon as the estimate is at or under the target.
+    Refused (nothing written) when even that is not enough.
+
+    Example:
+
+    \b
+        txdb rescue SESSION --dry-run
+        txdb rescue SESSION --target 120000 --apply
+        txdb rescue --where "est_context_tokens > 150000" --apply
+    """
+    _run(o, "rescue", dict(target=target, summary=summary, keep_recent=keep_recent))

@@ -1,0 +1,257 @@
+"""rescue: bring a session under a context target in one pass, with the least loss.
+
+``RescueOp(target)`` is one ``op(t, original)`` for ``engine.run_surgery``:
+one pending copy (or fork), one gate, one entry in the surgeries log whose
+result lists every step. It runs the existing operations, cheapest loss
+first, and stops as soon as the calibrated estimate (the engine's
+``tokens_after``: ``usage.context_estimator`` fitted on the original) is at
+or under the target:
+
+1. ``strip-attachments``: superseded attachments, by the attachment policy
+   (``ops.strip_attachments``; free: the CLI renders the newest of a kind);
+2. ``persist-tools``: tool results to sidecars, oldest first, the newest
+   ``keep_recent`` left in place (``persist.PersistOp``);
+3. ``persist-thinkings``: thinking blocks to sidecars from the front;
+4. ``persist-texts``: text blocks of at least ``persist.DEFAULT_TEXT_MIN_CHARS``
+   chars, oldest first, the newest ``keep_recent`` left;
+5. ``compact-range``: the oldest closed span ``0..B`` (``B`` the smallest
+   end that reaches the target and cuts no tool call; the leaf never in it)
+   becomes one survivor, each record saved whole
+   (``compact_range.CompactRangeOp``), with ``summary`` or the placeholder.
+
+Steps 2-4 move a budget of tokens per round (``Selection.max_tokens``)
+and measure again; the budget is the remaining gap over the fall of the
+estimate per raw token the rounds so far showed, so a step moves little
+more than it must. The sidecars of every step are planned into one table
+(``sidecar.Writes.shared``) and written by the engine after the gate
+(``write_files``), before the copy that names them.
+
+Already under the target: nothing changes (no pending copy). When even step
+5 leaves the estimate above the target, ``SurgeryError``: the engine writes
+nothing.
+
+Default target (``default_target``): the model's window less what Claude
+Code 2.1.x keeps free before it auto-compacts: the output reserve
+(``min(max output tokens, 20,000)``) and the auto-compact buffer (13,000),
+so 167,000 for a 200k window and 967,000 for a 1M one (a model named
+``[1m]``, or a session whose recorded context already passed 200k).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import SurgeryError
+from ..estimate import recorded_context
+from . import ops
+from . import persist as per
+from . import sidecar as sc
+from .compact_range import CompactRangeOp, _stays
+from .ops import chain_estimate, system_prompt_tokens, tool_spans
+from .transcript import Transcript
+from .usage import context_estimator
+
+WINDOW = 200_000
+LONG_WINDOW = 1_000_000
+OUTPUT_RESERVE = 20_000      # Claude Code: min(maxOutputTokens, 20000) off the window
+AUTOCOMPACT_BUFFER = 13_000  # Claude Code: the auto-compact threshold is the rest less 13000
+MARGIN = OUTPUT_RESERVE + AUTOCOMPACT_BUFFER
+DEFAULT_KEEP_RECENT = 3
+MAX_ROUNDS = 4               # per persist step; the last one moves all that is left
+SURVIVOR_ALLOWANCE = 300     # raw tokens of a compact-range survivor's marker
+
+STEPS = ("strip-attachments", "persist-tools", "persist-thinkings", "persist-texts", "compact-range")
+_KIND = {"persist-tools": "tool", "persist-thinkings": "thinking", "persist-texts": "text"}
+
+
+def window_of(t: Transcript) -> int:
+    """The context window of the session's model: 1M for a ``[1m]`` model or a
+    session whose recorded context passed 200k (as the ``sessions_near_limit``
+    view says), else 200k."""
+    model, peak = None, 0
+    for r in t.chain:
+        if r.type != "assistant":
+            continue
+        msg = r.parse().get("message")
+        if not isinstance(msg, dict):
+            continue
+        if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+            model = msg["model"]
+        peak = max(peak, recorded_context(msg.get("usage")) or 0)
+    return LONG_WINDOW if (model and "[1m]" in model) or peak > WINDOW else WINDOW
+
+
+def default_target(t: Transcript) -> int:
+    return window_of(t) - MARGIN
+
+
+class RescueOp(sc.Writes):
+    """``op(t, original)`` for ``run_surgery`` (module doc). ``target`` None: ``default_target``."""
+
+    def __init__(self, target: int | None = None, summary: str | None = None,
+                 keep_recent: int = DEFAULT_KEEP_RECENT):
+        super().__init__()
+        if target is not None and target <= 0:
+            raise SurgeryError(f"--target {target}: give a positive number of tokens")
+        self.target = target
+        self.summary = summary
+        self.keep_recent = keep_recent
+        self.ops: list[sc.Writes] = []
+
+    # The sidecars of every step: written (and taken back) together.
+    def write_files(self, owner: tuple[int, int] | None = None) -> int:
+        n = 0
+        try:
+            for op in self.ops:
+                n += op.write_files(owner)
+        except BaseException:
+            self.remove_files()
+            raise
+        return n
+
+    def remove_files(self) -> None:
+        for op in self.ops:
+            op.remove_files()
+
+    def _sub(self, op: sc.Writes) -> sc.Writes:
+        op.shared = self
+        self.ops.append(op)
+        return op
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict:
+        self.plan_files(sc.session_dir(t.path))
+        self.ops = []
+        measure = context_estimator(original)
+        target = self.target if self.target is not None else default_target(original)
+        start = measure(t)
+        out = {"base": t.base, "target": target,
+               "target_default": self.target is None, "tokens_start": start, "steps": [],
+               "reached": start <= target, "sidecars_new": 0, "sidecars_reused": 0, "chars_moved": 0}
+        state = _Progress(t, measure, start)
+        for name in STEPS:
+            if state.now <= target:
+                break
+            if name == "strip-attachments":
+                step = self._attachments(t, state)
+            elif name == "compact-range":
+                step = self._compact(t, state, target)
+            else:
+                step = self._persist(t, state, target, name)
+            if step is not None:
+                out["steps"].append(step)
+                out["sidecars_new"] += step.get("sidecars_new", 0)
+                out["sidecars_reused"] += step.get("sidecars_reused", 0)
+                out["chars_moved"] += step.get("chars_moved", 0)
+        out["tokens_after"] = state.now
+        out["reached"] = state.now <= target
+        if not out["reached"]:
+            done = ", ".join(f"{s['step']} -> {s['tokens_after']:,}" for s in out["steps"]) or "no step applies"
+            raise SurgeryError(f"rescue cannot bring the session under {target:,} tokens: every step leaves "
+                               f"~{state.now:,} ({done}); nothing was written")
+        return out
+
+    # -- the steps -----------------------------------------------------------
+    def _attachments(self, t: Transcript, state: "_Progress") -> dict | None:
+        res = ops.strip_attachments(t)
+        if not res["removed"]:
+            return None
+        state.update()
+        return {"step": "strip-attachments", "tokens_after": state.now, "dropped": res["removed"],
+                "by_type": res["by_type"], "moved": 0}
+
+    def _persist(self, t: Transcript, state: "_Progress", target: int, name: str) -> dict | None:
+        kind = _KIND[name]
+        step = {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
+                "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
+        for rnd in range(MAX_ROUNDS):
+            if state.now <= target:
+                break
+            last = rnd == MAX_ROUNDS - 1
+            budget = None if last else state.budget(target)
+            sel = per.Selection(kinds=(kind,), keep_recent=0 if kind == "thinking" else self.keep_recent,
+                                min_chars=per.DEFAULT_TEXT_MIN_CHARS if kind == "text" else 0, max_tokens=budget)
+            res = self._sub(per.PersistOp(sel))(t, t)
+            if not res["blocks"]:
+                break
+            state.update()
+            step["rounds"] += 1
+            step["moved"] += res["blocks"]
+            step["chars_moved"] += res["chars_moved"]
+            step["sidecars_new"] += res["sidecars_new"]
+            step["sidecars_reused"] += res["sidecars_reused"]
+            step["positions"].extend(f["pos"] for f in res["files"])
+            step["tokens_after"] = state.now
+        return step if step["moved"] else None
+
+    def _compact(self, t: Transcript, state: "_Progress", target: int) -> dict | None:
+        step = {"step": "compact-range", "tokens_after": state.now, "moved": 0, "dropped": 0, "ranges": [],
+                "sidecars_new": 0, "sidecars_reused": 0}
+        while state.now > target:
+            b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE)
+            if b is None:
+                break
+            op = self._sub(CompactRangeOp(0, b, self.summary))
+            res = op(t, t)
+            t.refresh()
+            before = state.now
+            state.update()
+            if not res["compacted"] or state.now >= before:
+                break
+            step["moved"] += res["records"]
+            step["sidecars_new"] += res["sidecars_new"]
+            step["sidecars_reused"] += res["sidecars_reused"]
+            step["ranges"].append({"from": 0, "to": b, "records": res["records"]})
+            step["tokens_after"] = state.now
+        return step if step["ranges"] else None
+
+
+class _Progress:
+    """The estimate as the steps go: the calibrated figure (``now``) and the
+    raw chain estimate it is fitted from, so a budget in raw tokens can be
+    asked for the remaining gap."""
+
+    def __init__(self, t: Transcript, measure, start: int):
+        self.t, self.measure, self.now = t, measure, start
+        self.raw = self._raw()
+        self.rate = 1.0  # calibrated tokens per raw token, learnt from the steps
+
+    def _raw(self) -> int:
+        return chain_estimate(self.t) - system_prompt_tokens(self.t)
+
+    def update(self) -> None:
+        self.t.refresh()
+        now, raw = self.measure(self.t), self._raw()
+        if self.raw - raw > 0 and self.now - now > 0:
+            self.rate = min(4.0, max(0.25, (self.now - now) / (self.raw - raw)))
+        self.now, self.raw = now, raw
+
+    def raw_needed(self, target: int) -> int:
+        return math.ceil(max(0, self.now - target) / self.rate)
+
+    def budget(self, target: int) -> int:
+        return max(1, math.ceil(self.raw_needed(target) * 1.05))
+
+
+def _range_end(t: Transcript, needed: int) -> int | None:
+    """The smallest end ``B`` of a range ``0..B`` that saves ``needed`` raw tokens,
+    cuts no tool call and leaves the leaf out; the largest such end when none
+    saves enough; None when there is none."""
+    chain = t.chain
+    last = len(chain) - 1
+    open_at = [0] * (len(chain) + 1)  # tool calls open across the boundary after each position
+    for use, result, _tid in tool_spans(t):
+        open_at[use] += 1
+        open_at[result] -= 1
+    saved, inside, best, content = 0, 0, None, False
+    for b in range(0, last):
+        r = chain[b]
+        inside += open_at[b]
+        if not _stays(r):
+            saved += ops.record_estimate(r)
+            content = True
+        if inside or not content:
+            continue
+        best = b
+        if saved >= needed:
+            return b
+    return best

@@ -31,7 +31,8 @@ class SessionRef:
 _rows = db.rows
 
 
-def _looks_like_path(ref: str) -> bool:
+def looks_like_path(ref: str) -> bool:
+    """A SESSION argument that names a file (else an id or a prefix)."""
     return os.sep in ref or "/" in ref or ref.endswith(".jsonl") or ref.startswith("~")
 
 
@@ -92,7 +93,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     to be read directly."""
     if "\x00" in ref or not ref.strip():
         raise SessionNotFound(f"no session {ref!r}")
-    if _looks_like_path(ref):
+    if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating)
 
     suffix = f"{os.sep}{ref}.jsonl"
@@ -230,7 +231,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, file_id, "
         # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
         "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
         " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "

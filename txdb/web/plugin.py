@@ -30,6 +30,7 @@ from datasette.utils.asgi import Response
 from ..db import rows as _rows
 from . import charts, svg
 from .hostcheck import refuse_foreign_hosts
+from .urls import session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -278,7 +279,7 @@ def _text_cell(value: str, full: bool, terms: list[str]):
 
 
 def session_url(datasette, database: str, file_id: int) -> str:
-    return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
+    return datasette.urls.path(session_path(file_id)) + "?" + urlencode({"db": database})
 
 
 def charts_url(datasette, database: str) -> str:

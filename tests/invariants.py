@@ -16,7 +16,7 @@ import orjson
 
 from txdb.records import is_wrapped_thinking
 from txdb.surgery.pending import new_errors
-from txdb.surgery.transcript import Transcript, dumps
+from txdb.transcript import Transcript, dumps
 from txdb.surgery.usage import CONTEXT_FIELDS
 from txdb.policy import is_state
 from txdb.verify import verify_file

@@ -18,7 +18,7 @@ import pytest
 
 from txdb import db
 from txdb.web.metadata import make_datasette, metadata_path
-from txdb.web.plugin import TOOL_CHARS
+from txdb.web.session import TOOL_CHARS
 from txdb.ingest.store import refresh
 
 from conftest import copy_fixture_sessions

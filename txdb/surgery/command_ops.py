@@ -128,7 +128,7 @@ def persist(command: str, options: dict, rows: list | None, stats: dict):
 
 
 def migrate_persisted(command: str, options: dict, rows: list | None, stats: dict):
-    from .persist import MigrateOp
+    from .migrate import MigrateOp
 
     return MigrateOp()
 

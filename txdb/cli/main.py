@@ -223,9 +223,11 @@ def read_catalog(db_path, session: str | None = None):
     """``open_catalog`` for a command that only reads. Given a session
     file's path it reads that file whatever the catalog holds, so it may
     make the catalog; an id, or no session, needs an existing one."""
+    if session is None:
+        return open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
     from ..catalog import looks_like_path
 
-    return open_catalog(db_path, create=session is not None and looks_like_path(session))
+    return open_catalog(db_path, create=looks_like_path(session))
 
 
 def command(name: str, *, group: bool = False):

@@ -213,3 +213,56 @@ def test_dry_run_plans_and_writes_nothing(env):
     assert r.exit_code == 0, r.output
     assert "strip-attachments:" in r.output and "persist-tools:" in r.output and "Dry run" in r.output
     assert tree(env.parent) == before
+
+
+def turns(n: int, parent: str | None, tag: str, tool_chars: int = 8000) -> list[dict]:
+    """``n`` turns of prompt, assistant tool_use, tool_result, answer below ``parent``."""
+    out = []
+    for t in range(n):
+        u = user(f"prompt {tag}{t}", parent, session=SID)
+        tid = f"toolu_{tag}{t:04d}"
+        a = assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"cat {t}"}}],
+                      u["uuid"], session=SID, usage=NO_USAGE)
+        r = user([{"type": "tool_result", "tool_use_id": tid, "content": f"out {tag}{t}\n" + "o" * tool_chars}],
+                 a["uuid"], session=SID)
+        a2 = assistant(f"answer {tag}{t}", r["uuid"], session=SID, usage=NO_USAGE)
+        out += [u, a, r, a2]
+        parent = a2["uuid"]
+    return out
+
+
+def test_moves_only_what_the_target_needs_off_chain_results_never_counted(tmp_path, monkeypatch):
+    # A rewound session: after the first turn the user went back and the
+    # abandoned branch (off the active chain, so in no request) holds big
+    # tool results older in the file than the ones the CLI sends.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    first = turns(1, None, "m")
+    abandoned = turns(6, first[-1]["uuid"], "x")
+    main = turns(7, first[-1]["uuid"], "n")
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", first + abandoned + main)
+    t = Transcript.load(f)
+    on_chain = {r.uuid for r in t.chain}
+    assert not on_chain & {o["uuid"] for o in abandoned}
+    start = estimate(f)
+    # A few results reach the target (each move saves about 1,500: the marker keeps a preview).
+    target = start - 3_000
+    r = run("rescue", f, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert [s["step"] for s in res["steps"]] == ["persist-tools"]
+    after = estimate(pending(f), f)
+    assert after <= target and res["tokens_after"] == after
+    before_lines = f.read_bytes().splitlines()
+    after_lines = pending(f).read_bytes().splitlines()
+    changed = [orjson.loads(a)["uuid"] for a, b in zip(before_lines, after_lines) if a != b]
+    # the two oldest results of the active chain moved, nothing else
+    chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
+                     and isinstance(o["message"]["content"], list)]
+    # the oldest results of the active chain moved, as few as reach the target
+    chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
+                     and isinstance(o["message"]["content"], list)]
+    n = res["steps"][0]["moved"]
+    assert changed == chain_results[:n] and 0 < n < len(chain_results) - rescue.DEFAULT_KEEP_RECENT
+    each = (start - after) / n                     # the results are alike: each move saves the same
+    assert start - each * (n - 1) > target         # one fewer would not have reached it
+    assert len(after_lines) == len(before_lines) and res["sidecars_new"] == n

@@ -19,10 +19,13 @@ or under the target:
    becomes one survivor, each record saved whole
    (``compact_range.CompactRangeOp``), with ``summary`` or the placeholder.
 
-Steps 2-4 move a budget of tokens per round (``Selection.max_tokens``)
-and measure again; the budget is the remaining gap over the fall of the
-estimate per raw token the rounds so far showed, so a step moves little
-more than it must. The sidecars of every step are planned into one table
+Steps 2-4 touch only the active chain (what the estimate and the CLI
+count; a block off it costs no context) and move a budget of tokens per
+round (``Selection.max_tokens``, counted on the chain) and measure again;
+the budget is the remaining gap over the fall of the estimate per raw
+token (the fit's factor, then what the rounds so far showed), so a step
+moves at most one block more than it must (after ``MAX_ROUNDS`` rounds
+the budget doubles each round). The sidecars of every step are planned into one table
 (``sidecar.Writes.shared``) and written by the engine after the gate
 (``write_files``), before the copy that names them.
 
@@ -57,7 +60,8 @@ OUTPUT_RESERVE = 20_000      # Claude Code: min(maxOutputTokens, 20000) off the 
 AUTOCOMPACT_BUFFER = 13_000  # Claude Code: the auto-compact threshold is the rest less 13000
 MARGIN = OUTPUT_RESERVE + AUTOCOMPACT_BUFFER
 DEFAULT_KEEP_RECENT = 3
-MAX_ROUNDS = 4               # per persist step; the last one moves all that is left
+MAX_ROUNDS = 4               # per persist step at the measured rate; then the budget doubles
+ACTIVE_CHAIN = (0, None)     # persist only what the estimate (and the CLI) counts: the active chain
 SURVIVOR_ALLOWANCE = 300     # raw tokens of a compact-range survivor's marker
 
 STEPS = ("strip-attachments", "persist-tools", "persist-thinkings", "persist-texts", "compact-range")
@@ -163,12 +167,13 @@ class RescueOp(sc.Writes):
         kind = _KIND[name]
         step = {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
                 "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
-        for rnd in range(MAX_ROUNDS):
-            if state.now <= target:
-                break
-            last = rnd == MAX_ROUNDS - 1
-            budget = None if last else state.budget(target)
-            sel = per.Selection(kinds=(kind,), keep_recent=0 if kind == "thinking" else self.keep_recent,
+        rnd = 0
+        while state.now > target:
+            # Past MAX_ROUNDS the budget doubles each round, so the step ends in a few more.
+            budget = state.budget(target) * 2 ** max(0, rnd + 1 - MAX_ROUNDS)
+            rnd += 1
+            sel = per.Selection(kinds=(kind,), positions=ACTIVE_CHAIN,
+                                keep_recent=0 if kind == "thinking" else self.keep_recent,
                                 min_chars=per.DEFAULT_TEXT_MIN_CHARS if kind == "text" else 0, max_tokens=budget)
             res = self._sub(per.PersistOp(sel))(t, t)
             if not res["blocks"]:
@@ -213,7 +218,8 @@ class _Progress:
     def __init__(self, t: Transcript, measure, start: int):
         self.t, self.measure, self.now = t, measure, start
         self.raw = self._raw()
-        self.rate = 1.0  # calibrated tokens per raw token, learnt from the steps
+        # calibrated tokens per raw token: the fit's factor, then what the steps showed
+        self.rate = min(4.0, max(0.25, measure.factor))
 
     def _raw(self) -> int:
         return chain_estimate(self.t) - system_prompt_tokens(self.t)
@@ -229,7 +235,7 @@ class _Progress:
         return math.ceil(max(0, self.now - target) / self.rate)
 
     def budget(self, target: int) -> int:
-        return max(1, math.ceil(self.raw_needed(target) * 1.05))
+        return max(1, self.raw_needed(target))
 
 
 def _range_end(t: Transcript, needed: int) -> int | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
+from ..records import record_tokens
+from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, record_estimate, strip_thinking
 from .transcript import Transcript, dumps
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
@@ -104,6 +105,25 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
                 if out.first_pos is None:
                     out.first_pos = pos
     return out
+
+
+def dropped_tokens(result: Transcript, info: DroppedThinking) -> int:
+    """Raw chain tokens ``remove_dropped`` takes off ``result`` (a message left
+    empty goes whole), without changing it: what a pass that measures its
+    own result (rescue) counts before the engine removes them."""
+    by_uuid: dict[str, set[int]] = {}
+    for b in info.blocks:
+        by_uuid.setdefault(b.uuid, set()).add(b.idx)
+    saved = 0
+    for uuid, idxs in by_uuid.items():
+        rec = result.by_uuid.get(uuid)
+        if rec is None or rec.pos is None:
+            continue
+        obj = rec.parse()
+        keep = [b for i, b in enumerate(_content_list(obj) or ()) if i not in idxs]
+        after = record_tokens(dict(obj, message=dict(obj["message"], content=keep))) if keep else 0
+        saved += max(0, record_estimate(rec) - after)
+    return saved
 
 
 def remove_dropped(result: Transcript, info: DroppedThinking) -> dict:

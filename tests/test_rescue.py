@@ -266,3 +266,27 @@ def test_moves_only_what_the_target_needs_off_chain_results_never_counted(tmp_pa
     each = (start - after) / n                     # the results are alike: each move saves the same
     assert start - each * (n - 1) > target         # one fewer would not have reached it
     assert len(after_lines) == len(before_lines) and res["sidecars_new"] == n
+
+
+def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
+    # A model that binds thinking to the history before it: the first edit
+    # (the oldest tool result moved) makes the API drop every later thinking
+    # block, and the engine removes them. One result moved is enough; rescue
+    # must see that, and say the figure the pass then reports.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = turns(8, None, "p")
+    for o in objs:
+        if o["type"] == "assistant" and isinstance(o["message"]["content"], list):
+            o["message"]["model"] = "claude-opus-5-5"
+            o["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 4000, "signature": "sig"})
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    start = estimate(f)
+    target = start - 3_000          # one result (~1,600) plus the thinking after it (~15,000)
+    r = run("rescue", f, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    res = out["result"]
+    after = estimate(pending(f), f)
+    assert res["steps"][-1]["step"] == "persist-tools" and res["steps"][-1]["moved"] == 1
+    assert after <= target and res["tokens_after"] == after == out["tokens_after"]
+    assert out["dropped_thinking"]["count"] == 15      # every one after the first result (2 a turn)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import orjson
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from sessions import assistant, attachment, user, write
 from txdb.cli import cli
+from txdb import sidecar as sc
 from txdb.surgery import rescue
 from txdb.surgery.engine import run_surgery
 from txdb.transcript import Transcript
@@ -290,3 +292,41 @@ def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
     assert res["steps"][-1]["step"] == "persist-tools" and res["steps"][-1]["moved"] == 1
     assert after <= target and res["tokens_after"] == after == out["tokens_after"]
     assert out["dropped_thinking"]["count"] == 15      # every one after the first result (2 a turn)
+
+
+CLI_MADE = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-14" / \
+    "5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"
+
+
+def test_compact_rounds_leave_every_record_reachable(tmp_path, monkeypatch):
+    # A CLI-made session whose target takes more than one compact round: each
+    # round's survivor must stay reachable (no survivor saved inside another
+    # as the line the file held, which would orphan the first round's files).
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    d = tmp_path / "claude" / "projects" / CLI_MADE.parent.name
+    d.mkdir(parents=True)
+    f = Path(shutil.copyfile(CLI_MADE, d / CLI_MADE.name))
+    original = Transcript.load(f)
+    r = run("rescue", f, "--target", 28_000, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert len(res["steps"][-1]["ranges"]) > 1
+    data = pending(f).read_bytes()
+    t = Transcript.load(pending(f))
+    reachable, todo = {}, list(sc.referenced(data))
+    while todo:
+        p = todo.pop()
+        if p.endswith(".json"):
+            raw = Path(p).read_bytes()
+            reachable[orjson.loads(raw)["uuid"]] = raw
+            todo.extend(sc.referenced(raw))
+    lost = []
+    for rec in original.chain:
+        if rec.type not in ("user", "assistant") or rec.uuid in t.by_uuid:
+            continue
+        if reachable.get(rec.uuid) == bytes(rec.raw):
+            continue
+        content = rec.parse()["message"]["content"]  # or thinking only, which the API drops
+        if not (isinstance(content, list) and all(b.get("type") == "thinking" for b in content)):
+            lost.append(rec.pos)
+    assert not lost

@@ -299,10 +299,17 @@ CLI_MADE = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-1
 
 
 def test_compact_rounds_leave_every_record_reachable(tmp_path, monkeypatch):
-    # A CLI-made session whose target takes more than one compact round: each
+    # A CLI-made session whose target takes more than one compact round (the
+    # first made to fall short: it asks for half of what is needed): each
     # round's survivor must stay reachable (no survivor saved inside another
     # as the line the file held, which would orphan the first round's files).
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    calls, range_end = [], rescue._range_end
+
+    def short_first(t, needed, *args):
+        calls.append(needed)
+        return range_end(t, needed // 2 if len(calls) == 1 else needed, *args)
+    monkeypatch.setattr(rescue, "_range_end", short_first)
     d = tmp_path / "claude" / "projects" / CLI_MADE.parent.name
     d.mkdir(parents=True)
     f = Path(shutil.copyfile(CLI_MADE, d / CLI_MADE.name))

@@ -212,7 +212,7 @@ class RescueOp(sc.Writes):
                 "sidecars_new": 0, "sidecars_reused": 0}
         start = 0
         while state.now > target:
-            b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE, start)
+            b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE, start, state.dropped)
             if b is None:
                 break
             op = self._sub(CompactRangeOp(start, b, self.summary))
@@ -249,8 +249,8 @@ class _Progress:
         self.rate = min(4.0, max(0.25, measure.factor))
 
     def _raw(self) -> int:
-        dropped = thinking.dropped_tokens(self.t, thinking.dropped_thinking(self.original, self.t))
-        return chain_estimate(self.t) - system_prompt_tokens(self.t) - dropped
+        self.dropped = thinking.dropped_tokens(self.t, thinking.dropped_thinking(self.original, self.t))
+        return chain_estimate(self.t) - system_prompt_tokens(self.t) - sum(self.dropped.values())
 
     def update(self) -> None:
         self.t.refresh()
@@ -267,10 +267,12 @@ class _Progress:
         return max(1, self.raw_needed(target))
 
 
-def _range_end(t: Transcript, needed: int, start: int = 0) -> int | None:
+def _range_end(t: Transcript, needed: int, start: int = 0, dropped: dict[str, int] | None = None) -> int | None:
     """The smallest end ``B`` of a range ``start..B`` that saves ``needed`` raw tokens,
     cuts no tool call and leaves the leaf out; the largest such end when none
-    saves enough; None when there is none."""
+    saves enough; None when there is none. ``dropped``: tokens of a record (by
+    uuid) that already count for nothing (thinking the API drops)."""
+    dropped = dropped or {}
     chain = t.chain
     last = len(chain) - 1
     open_at = [0] * (len(chain) + 1)  # tool calls open across the boundary after each position
@@ -284,7 +286,7 @@ def _range_end(t: Transcript, needed: int, start: int = 0) -> int | None:
         if b < start:
             continue
         if not stays_in_place(r):
-            saved += ops.record_estimate(r)
+            saved += ops.record_estimate(r) - dropped.get(r.uuid or "", 0)
             content = True
         if inside or not content:
             continue

@@ -107,14 +107,15 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
     return out
 
 
-def dropped_tokens(result: Transcript, info: DroppedThinking) -> int:
-    """Raw chain tokens ``remove_dropped`` takes off ``result`` (a message left
-    empty goes whole), without changing it: what a pass that measures its
-    own result (rescue) counts before the engine removes them."""
+def dropped_tokens(result: Transcript, info: DroppedThinking) -> dict[str, int]:
+    """Raw chain tokens ``remove_dropped`` takes off each record of ``result``
+    (by uuid; a message left empty goes whole), without changing it: what a
+    pass that measures its own result (rescue) counts before the engine
+    removes them."""
     by_uuid: dict[str, set[int]] = {}
     for b in info.blocks:
         by_uuid.setdefault(b.uuid, set()).add(b.idx)
-    saved = 0
+    out: dict[str, int] = {}
     for uuid, idxs in by_uuid.items():
         rec = result.by_uuid.get(uuid)
         if rec is None or rec.pos is None:
@@ -122,8 +123,8 @@ def dropped_tokens(result: Transcript, info: DroppedThinking) -> int:
         obj = rec.parse()
         keep = [b for i, b in enumerate(content_list(obj) or ()) if i not in idxs]
         after = record_tokens(dict(obj, message=dict(obj["message"], content=keep))) if keep else 0
-        saved += max(0, record_estimate(rec) - after)
-    return saved
+        out[uuid] = max(0, record_estimate(rec) - after)
+    return out
 
 
 def remove_dropped(result: Transcript, info: DroppedThinking) -> dict:

@@ -125,7 +125,7 @@ class Selection:
     message_pos: int | None = None          # persist-message
     min_chars: int = 0
     keep_recent: int = 0
-    max_tokens: int | None = None           # stop once the blocks moved save this many tokens (rescue)
+    max_tokens: int | None = None           # stop once the blocks moved save this much context (rescue)
     narrow: Callable[[Transcript, Transcript], set[str]] | None = None  # --where: tool ids per snapshot
 
     @property
@@ -162,7 +162,7 @@ class PersistOp(sc.Writes, Op):
                 raise SurgeryError(f"--pos {p} is past the end of the active chain of the {base} "
                                    f"(positions 0..{len(t.chain) - 1})")
         out = {"base": base, "persisted": {k: 0 for k in KINDS + ("message",)}, "skipped_persisted": 0,
-               "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
+               "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "context_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
         if s.message_pos is not None:
             targets = self._message_targets(t, out)
         else:
@@ -192,13 +192,16 @@ class PersistOp(sc.Writes, Op):
             if key:
                 self.summaries.used.add(key)
             self.add(side)
-            out["tokens_saved"] += max(0, _tokens(old) - _tokens(new))
+            saved = max(0, _tokens(old) - _tokens(new))
+            out["tokens_saved"] += saved
+            if rec.pos is not None:
+                out["context_saved"] += saved  # on the active chain: what the context loses
             out["persisted"][tg.kind] += 1
             out["chars_moved"] += len(text)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             out["files"].append({"kind": tg.kind, "pos": rec.pos, "uuid": rec.uuid, "tool_use_id": tg.tool_use_id,
                                  "path": str(side.path), "chars": len(text), "summary": summary})
-            if s.max_tokens is not None and out["tokens_saved"] >= s.max_tokens:
+            if s.max_tokens is not None and out["context_saved"] >= s.max_tokens:
                 break  # in target order (oldest first): enough moved
         if changed:
             t.touch(rec, obj)

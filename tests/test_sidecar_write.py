@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from txdb.errors import SurgeryError
-from txdb.surgery import sidecar as sc
+from txdb import sidecar as sc
 
 N = 600  # more than two batches
 

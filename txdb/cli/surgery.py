@@ -146,11 +146,13 @@ def _check(o: SurgeryOptions) -> None:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
 
 
-def _resolve(db_path, session: str, reading: bool = False):
+def _resolve(db_path, session: str, reading: bool = False, index: bool = True):
     """(catalog, the session's original file); ``reading``: for a command
-    that only reads (``read_catalog``: no new catalog for an id)."""
+    that only reads (``read_catalog``: no new catalog for an id); ``index``:
+    the file is indexed first (apply: the catalog keeps the lines the swap
+    replaces; a pass that writes only a pending copy or a fork does not)."""
     conn, _ = read_catalog(db_path, session) if reading else open_catalog(db_path)
-    ref = resolve_session(conn, session, mutating=True)
+    ref = resolve_session(conn, session, mutating=True, index=index)
     return conn, pend.original_path(ref.path)
 
 
@@ -165,7 +167,7 @@ def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> 
     if o.where:
         _run_where(o, operation, options or {})
         return
-    conn, orig = _resolve(o.db_path, o.session)
+    conn, orig = _resolve(o.db_path, o.session, index=o.apply)
     report = run_surgery(
         orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
         usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking, arguments=o.arguments,

@@ -54,7 +54,7 @@ def test_many_sidecars_cost_about_what_writing_them_unsynced_costs(tmp_path):
         took = time.perf_counter() - t0
         assert len(created) == N
         ratios.append(took / floor)
-    assert min(ratios) < 2.5, ratios
+    assert min(ratios) < 5, ratios  # one fsync after another: 16x to 75x here
 
 
 def test_every_sidecar_is_whole_private_and_no_temp_is_left(tmp_path):

@@ -314,6 +314,19 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
              isinstance((r.parse().get("message") or {}).get("content"), str))
     spans = tool_spans(t)
     b = max(x for x in range(a + 1, cut) if all((a <= u and r <= x) or r < a or u > x for u, r, _ in spans))
+    # The widest span (from the first user prompt to the last position before
+    # the leaf that splits no tool call): one saved file per record, thousands
+    # on a long chain, where writing the files is most of the pass.
+    wa = next(r.pos for r in t.chain if r.type == "user" and
+              isinstance((r.parse().get("message") or {}).get("content"), str))
+    ends: dict[int, int] = {}
+    for u, r, _ in spans:
+        ends[u] = max(r, ends.get(u, r))
+    wb, reach = wa, wa
+    for x in range(wa, len(t.chain) - 2):
+        reach = max(reach, ends.get(x, x))
+        if reach <= x:
+            wb = x
     folder = sc.session_dir(big, t.session_id) / "persisted" / "message"
     del t
 
@@ -329,6 +342,15 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
     say(f"    run_surgery compact-range --from {a:,} --to {b:,} (in-process, writes the pending copy and "
         f"{g.result['records']:,} files): {median(t_rng):.2f}s; {mb(g.bytes_before):.1f} -> "
         f"{mb(g.bytes_after):.1f} MB; est. tokens {g.tokens_before:,} -> {g.tokens_after:,}")
+    def wide_range():
+        clean()
+        shutil.rmtree(folder, ignore_errors=True)
+        last["wide"] = run_surgery(big, "compact-range", CompactRangeOp(wa, wb, "bench"))
+    t_wide = timed(wide_range, reps)
+    w = last["wide"]
+    out["compact_range_wide"] = {"from": wa, "to": wb, "seconds": median(t_wide), "records": w.result["records"]}
+    say(f"    run_surgery compact-range --from {wa:,} --to {wb:,} (the widest span; {w.result['records']:,} files): "
+        f"{median(t_wide):.2f}s")
     clean()
     shutil.rmtree(folder, ignore_errors=True)
     dt, rss, rc, err = run_proc([TXDB, "compact-range", str(big), "--from", str(a), "--to", str(b),

@@ -154,11 +154,13 @@ def _check(o: SurgeryOptions) -> None:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
 
 
-def _resolve(db_path, session: str, reading: bool = False):
+def _resolve(db_path, session: str, reading: bool = False, index: bool = True):
     """(catalog, the session's original file); ``reading``: for a command
-    that only reads (``read_catalog``: no new catalog for an id)."""
+    that only reads (``read_catalog``: no new catalog for an id); ``index``:
+    the file is indexed first (apply: the catalog keeps the lines the swap
+    replaces; a pass that writes only a pending copy or a fork does not)."""
     conn, _ = read_catalog(db_path, session) if reading else open_catalog(db_path)
-    ref = resolve_session(conn, session, mutating=True)
+    ref = resolve_session(conn, session, mutating=True, index=index)
     return conn, pend.original_path(ref.path)
 
 
@@ -175,7 +177,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
         _run_where(o, operation, options or {})
         return
     op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
-    conn, orig = _resolve(o.db_path, o.session)
+    conn, orig = _resolve(o.db_path, o.session, index=o.apply)
     report = run_surgery(orig, operation, op, o.pass_options())
     if report.written and report.fork_session_id:
         log_fork(conn, report, o.arguments)

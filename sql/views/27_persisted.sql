@@ -69,8 +69,8 @@ WITH m AS (
     FROM counted
 ), sized AS (
     SELECT parsed.*,
-           CASE WHEN tag_name = 'output' AND json_valid(r.raw)
-                THEN json_extract(r.raw, '$.toolUseResult.persistedOutputSize') END AS recorded_size,
+           CASE WHEN tag_name = 'output'
+                THEN json_extract(r.json, '$.toolUseResult.persistedOutputSize') END AS recorded_size,
            r.line, r.uuid
     FROM parsed JOIN records r ON r.file_id = parsed.file_id AND r.offset = parsed.offset
 ), checked AS (

@@ -358,3 +358,37 @@ def test_refreshing_one_session_keeps_its_folders_files_too(tmp_path):
     assert refresh_path(conn, f, str(projects)) == "grown"
     assert conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'tool-results/toolu_9.txt'").fetchone()[0] \
         == hashlib.sha256(b"late output").hexdigest()
+
+
+def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archive, tmp_path):
+    """The catalog's rows of a gone session are its only copy: a different
+    file later at that path is indexed as a file of its own, and restore
+    gives the gone version back (refusing while that file is in the way)."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    conn = _conn(tmp_path)
+    (n_records,) = conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
+                                "WHERE f.path = ?", (str(session),)).fetchone()
+    conn.close()
+    assert n_records > 0
+    _sweep(projects)
+    run("refresh", ok=True)
+    session.write_bytes(b"{}\n")
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    kept = rows(conn, "SELECT f.id, f.gone, count(r.offset) AS n FROM files f JOIN records r ON r.file_id = f.id "
+                      "WHERE f.session_id = ? AND f.gone = 1 GROUP BY f.id", (SID,))
+    new = rows(conn, "SELECT gone FROM files WHERE path = ?", (str(session),))
+    conn.close()
+    assert [(k["gone"], k["n"]) for k in kept] == [(1, n_records)]
+    assert new == [{"gone": 0}]
+    # Refused while the new file is there, and nothing changed by the refusal.
+    for ref in (SID, SID[:8]):
+        assert "exists: the session is still there" in _one_error(run("restore", ref))
+        assert session.read_bytes() == b"{}\n"
+    session.unlink()
+    run("refresh", ok=True)
+    r = run("restore", SID[:8], ok=True)
+    assert "6 written" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
+    assert subprocess.run(["cmp", str(session), str(DATA_CLI.parent / SUBAGENT_DEMO / f"{SID}.jsonl")]).returncode == 0

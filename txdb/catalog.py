@@ -11,7 +11,7 @@ from pathlib import Path
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
-from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
+from .paths import (SESSION_SUFFIX, archived_from, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
                     original_path, pending_of, session_of_copy, working_file)
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
@@ -102,16 +102,17 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     suffix = os.sep + ref + SESSION_SUFFIX
     rows = conn.execute(
         "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
         (ref, len(suffix), suffix),
     ).fetchall()
     if not rows and len(ref) >= MIN_PREFIX:
         rows = conn.execute(
             "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
             (len(ref), ref),
         ).fetchall()
-    rows = [r for r in rows if is_session_path(r[1])]  # an older catalog's backup rows
+    # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays
+    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1])]
     if not rows:
         for root in roots or config.projects_roots():
             p = _find_in_root(root, ref + SESSION_SUFFIX)
@@ -125,11 +126,13 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
                                   f"{MIN_PREFIX} characters)")
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
     live = [r for r in rows if r[3] == "session" and not r[4]] or rows
-    paths = {r[1] for r in live}
+    paths = {archived_from(r[1]) or r[1] for r in live}
     if len(paths) > 1:
         listing = ", ".join(sorted(paths)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
     path = live[0][1]
+    if archived_from(path) is not None:
+        return SessionRef(*live[0][:4])  # gone, kept aside: there is no file to refresh
     if index and stale(conn, path):
         _refresh_stale(conn, path)
     return _ref(conn, path)

@@ -79,6 +79,22 @@ def is_pending_name(name: str) -> bool:
     return name.endswith(SESSION_SUFFIX + PENDING_SUFFIX)
 
 
+# A gone file's catalogued version, its path moved aside when another file
+# appears at that path (refresh keeps both): ``X.jsonl`` -> ``X.jsonl.archived-<files.id>``,
+# a name discovery never takes for a session.
+ARCHIVED_SUFFIX = ".archived-"
+
+
+def archived_path(path: str, file_id: int) -> str:
+    return f"{path}{ARCHIVED_SUFFIX}{int(file_id)}"
+
+
+def archived_from(path: str) -> str | None:
+    """The path an archived version was at (None for any other path)."""
+    head, sep, tail = path.rpartition(ARCHIVED_SUFFIX)
+    return head if sep and tail.isdigit() and head.endswith(SESSION_SUFFIX) else None
+
+
 def is_backup_name(name: str) -> bool:
     return SESSION_SUFFIX + BACKUP_SUFFIX in name
 

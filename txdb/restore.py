@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from .db import connect_readonly, run_query
 from .errors import QueryError, RestoreError, SessionNotFound
 from . import sidecar as sidecarmod
-from .paths import session_stem
+from .paths import ARCHIVED_SUFFIX, archived_from, session_stem
 from .surgery.select import check_condition
 
 
@@ -108,6 +108,22 @@ def _inside(rel: str) -> str:
     return str(p)
 
 
+def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
+    """The version of the file at ``file_id``'s path that restore gives
+    back: of that file and its gone versions kept aside
+    (``paths.archived_path``: another file appeared at its path), the
+    newest gone one whose records hold its session, else the newest gone
+    one; when none is gone, that file (restore refuses: it is in the way)."""
+    path, = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    base = archived_from(path) or path
+    prefix = base + ARCHIVED_SUFFIX
+    row = conn.execute(
+        "SELECT f.id FROM files f WHERE f.gone = 1 AND (f.path = ? OR substr(f.path, 1, ?) = ?) "
+        "ORDER BY EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
+        "f.id DESC LIMIT 1", (base, len(prefix), prefix)).fetchone()
+    return row[0] if row else file_id
+
+
 def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None) -> Plan:
     """What restoring the session of ``file_id`` writes (nothing written):
     every file rebuilt and checked against its sha256. RestoreError names
@@ -117,6 +133,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     if row is None:
         raise SessionNotFound(f"no catalogued file {file_id}")
     path, kind, session_id, _ = row
+    path = archived_from(path) or path  # a gone version kept aside goes back to where it was
     if kind != "session":
         raise RestoreError(f"{path} is a subagent transcript: restore the session it belongs to")
     src = Path(path)

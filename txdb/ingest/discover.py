@@ -7,8 +7,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import (META_SUFFIX, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
-                     is_session_name, is_side_file, session_folder)
+from ..paths import (META_SUFFIX, NOT_TEXT_PATH, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
+                     is_text_path, shown_path, is_session_name, is_side_file, session_folder)
 from ..regular import NotRegularFile
 
 
@@ -193,12 +193,20 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                         continue
                     if sidecar_folder and not entry.is_symlink():
                         place = _place((*rel, entry.name))
+                        if place is not None and not is_text_path(entry.path):
+                            if unreadable is not None:
+                                unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))
+                            continue
                         if place is not None:
                             st = entry.stat(follow_symlinks=False)
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
                     if in_skipped or not is_session_name(entry.name) or is_side_file(entry.path):
+                        continue
+                    if not is_text_path(entry.path):
+                        if unreadable is not None:
+                            unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

@@ -392,3 +392,41 @@ def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archi
     assert "6 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
     assert subprocess.run(["cmp", str(session), str(DATA_CLI.parent / SUBAGENT_DEMO / f"{SID}.jsonl")]).returncode == 0
+
+
+def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):
+    """A dangling link at the session's path, rows changed since refresh
+    hashed the file (sha256 differs): each refusal says which, and nothing
+    is written."""
+    projects, _ = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    _sweep(projects)
+    run("refresh", ok=True)
+    # A link to nothing where the session was: in the way, and named so.
+    session.symlink_to(tmp_path / "nowhere")
+    run("refresh", ok=True)
+    for ref in (SID, SID[:8]):
+        err = _one_error(run("restore", ref))
+        assert "a link is in the way" in err, err
+    assert os.readlink(session) == str(tmp_path / "nowhere") and not (tmp_path / "nowhere").exists()
+    session.unlink()
+    conn = _conn(tmp_path)
+    conn.execute("UPDATE records SET raw = replace(raw, 'subagent', 'SUBAGENT') WHERE file_id = "
+                 "(SELECT id FROM files WHERE path = ?) AND raw LIKE '%subagent%'", (str(session),))
+    conn.commit()
+    conn.close()
+    err = _one_error(run("restore", SID))
+    assert f"{SID}.jsonl (the sha256 of its rebuilt bytes differs" in err and "did not parse" not in err
+    assert tree(projects / SUBAGENT_DEMO) == {}
+
+
+def test_an_unparsable_line_is_named_as_the_cause(archive, tmp_path):
+    projects, _ = archive
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with open(f, "ab") as fh:
+        fh.write(b"this line is not json\n")
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    err = _one_error(run("restore", SID))
+    assert "did not parse" in err and "sha256" not in err.split(f"{SID}.jsonl", 1)[1].split(";")[0]

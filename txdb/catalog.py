@@ -112,7 +112,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             (len(ref), ref),
         ).fetchall()
     # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays
-    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1])]
+    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
     if not rows:
         for root in roots or config.projects_roots():
             p = _find_in_root(root, ref + SESSION_SUFFIX)

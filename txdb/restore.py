@@ -96,6 +96,18 @@ def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes 
     return None
 
 
+def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
+    """Why the catalogued lines of a file do not make up the bytes refresh hashed."""
+    bad = conn.execute("SELECT line FROM parse_errors WHERE file_id = ? AND recovered = 0 ORDER BY line LIMIT 1",
+                       (file_id,)).fetchone()
+    if bad:
+        return f"line {bad[0]} did not parse: the catalog has no copy of it"
+    size, cursor = conn.execute("SELECT size, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    if cursor is not None and cursor < size:
+        return "its last line was still being written: the catalog has no copy of it"
+    return "the sha256 of its rebuilt bytes differs from the one refresh recorded: its rows changed since"
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -158,8 +170,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
             continue
         data = rebuild_whole(conn, fid, sha)
         if data is None:
-            broken.append(f"{p} (its catalogued lines do not make up the file it was: "
-                          "an unparsable line or one still being written)")
+            broken.append(f"{p} ({_why_not_whole(conn, fid)})")
             continue
         plan.items.append(Item(target(rel), p, k, data, sha))
     sdir = sidecarmod.session_dir(src)
@@ -199,6 +210,9 @@ def _check_targets(plan: Plan) -> None:
                 raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
         if not os.path.lexists(p):
             continue
+        if p.is_symlink():
+            raise RestoreError(f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); "
+                               "txdb never replaces a file")
         if it.kind != "sidecar":
             raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
         try:

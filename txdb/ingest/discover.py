@@ -45,17 +45,18 @@ def classify(path: Path, root: Path | None = None) -> tuple[str | None, str, str
     return project, "session", None
 
 
-def is_session_path(path: str | Path) -> bool:
+def is_session_path(path: str | Path, links: bool = True) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
     ``.jsonl`` name outside any ``tool-results`` folder and not a side file
     of a session's folder (:func:`is_side_file`), and, for a symlink,
     the file it points at too (a link named ``X.jsonl`` to a backup is a
     backup). Backups, pending copies and every other file are read directly
-    when asked for, never catalogued."""
+    when asked for, never catalogued. ``links=False``: by the path alone (a
+    gone file's catalogued path, whatever stands there now)."""
     p = Path(path)
     if not _named_like_session(p):
         return False
-    return not os.path.islink(p) or _named_like_session(Path(os.path.realpath(p)))
+    return not links or not os.path.islink(p) or _named_like_session(Path(os.path.realpath(p)))
 
 
 def _named_like_session(p: Path) -> bool:

@@ -135,6 +135,48 @@ async def test_views_link_to_the_session_page(ds, built):
     assert f'href="/-/txdb/session/{fid}?db={DB}"' in page
 
 
+TOOLS_ID = "0ff9cf6e-e3b0-420c-913e-806c2aa938aa"
+
+
+async def test_session_page_opens_by_id_prefix_and_file_number(ds, built):
+    fid = built["ids"]["tools-demo"]
+    by_number = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    for ref in (TOOLS_ID, TOOLS_ID[:8], TOOLS_ID[:4]):
+        r = await ds.client.get(f"/-/txdb/session/{ref}")
+        assert r.status_code == 200, ref
+        assert "hello-from-bash" in r.text and TOOLS_ID in r.text
+        assert len(re.findall(r'<li class="msg ', r.text)) == len(re.findall(r'<li class="msg ', by_number))
+    # the pager keeps the id form
+    paged = (await ds.client.get(f"/-/txdb/session/{TOOLS_ID}?limit=2")).text
+    assert f'href="/-/txdb/session/{TOOLS_ID}?db={DB}&amp;start=2&amp;limit=2' in paged
+    # a subagent by its file's stem
+    sub = (await ds.client.get("/-/txdb/session/agent-af2f709f0345e1da9")).text
+    assert "subagent of" in text_of(sub)
+    for bad in (TOOLS_ID[:3], "ffffffff-0000", "0ff9cf6e.x", "999999"):
+        assert (await ds.client.get(f"/-/txdb/session/{bad}")).status_code == 404, bad
+
+
+async def test_an_ambiguous_prefix_lists_the_sessions_it_matches(tmp_path):
+    root = tmp_path / "projects"
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    other = "0ff9cf6e-1111-4222-8333-944444444444"
+    (root / "-p").mkdir(parents=True)
+    (root / "-p" / f"{TOOLS_ID}.jsonl").write_bytes(src.read_bytes())
+    (root / "-p" / f"{other}.jsonl").write_bytes(src.read_bytes().replace(TOOLS_ID.encode(), other.encode()))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    r = await d.client.get("/-/txdb/session/0ff9cf6e")
+    assert r.status_code == 200
+    assert "2 sessions match" in r.text
+    for sid in (TOOLS_ID, other):
+        assert f'href="/-/txdb/session/{sid}?db=c"' in r.text
+        assert (await d.client.get(f"/-/txdb/session/{sid}")).status_code == 200
+    assert "<li class=\"msg " not in r.text
+
+
 # ---------------------------------------------------------------- real servers
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 
+from ..catalog import session_matches
 from ..db import rows as _rows
 from . import charts
+from .urls import session_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
@@ -32,6 +34,30 @@ def _tool_summary(name: str | None, text: str | None) -> str:
             v = " ".join(v.split())
             return v[:160] + ("…" if len(v) > 160 else "")
     return ", ".join(sorted(data))[:160]
+
+
+SQLITE_MAX_INT = 2**63 - 1
+
+
+def find_session(conn, ref: str) -> tuple[int | None, list[dict]]:
+    """The session file a page's ``ref`` names: its id, a prefix of it (as
+    the CLI takes them: ``catalog.session_matches``), or digits naming
+    ``files.id`` (the older form, tried first). Gives (file_id, []) for one
+    file, (None, the candidates) for several, (None, []) for none."""
+    if ref.isdigit() and len(ref.lstrip("0")) <= 19 and int(ref) <= SQLITE_MAX_INT:
+        if conn.execute("SELECT 1 FROM sessions WHERE file_id = ?", (int(ref),)).fetchone():
+            return int(ref), []
+    found = {r[0]: r[1] for r in session_matches(conn, ref)}
+    if len(found) == 1:
+        return next(iter(found)), []
+    marks = ",".join("?" * len(found))
+    rows = _rows(conn, f"""
+        SELECT s.file_id, s.session_id, s.title, s.project, s.last_timestamp, s.parent_session_id, f.path
+        FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id IN ({marks})
+        ORDER BY s.last_timestamp DESC""", list(found))
+    for r in rows:
+        r["ref"] = session_ref(r["path"])
+    return None, rows
 
 
 def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:

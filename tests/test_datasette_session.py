@@ -219,6 +219,9 @@ async def test_markdown_is_rendered_and_sanitised(tmp_path):
             for c in obj["message"]["content"]:
                 if c.get("type") == "text":
                     c["text"] = hostile
+        if obj.get("type") == "user" and obj["message"]["content"] == "What does out.txt say now?":
+            obj["isMeta"] = True  # as the CLI records a skill's body
+            obj["message"]["content"] = "Base directory for this skill: /s\n\n# The skill\n\n" + "Do this. " * 200
         out.append(orjson.dumps(obj) + b"\n")
     (tmp_path / "p" / "-x").mkdir(parents=True)
     (tmp_path / "p" / "-x" / f"{TOOLS_ID}.jsonl").write_bytes(b"".join(out))
@@ -236,6 +239,9 @@ async def test_markdown_is_rendered_and_sanitised(tmp_path):
         assert bad not in conv, bad
     assert "&lt;script&gt;alert(3)&lt;/script&gt;" in conv and "&lt;img src=x onerror=alert(4)&gt;" in conv
     assert "[x](javascript:alert(1))" in htmllib.unescape(conv)
+    # a skill's body collapsed, its first line and size in the summary
+    assert re.search(r'<details class="blk meta-text"><summary>Base directory for this skill: /s '
+                     r'<span class="size">1,8\d\d chars · \d+ tok</span></summary>', conv)
     # the reminder collapsed (a closed <details>), its size shown
     assert re.search(r'<details class="blk reminder"><summary>system reminder · <span class="size">[\d,]+ chars'
                      r' · \d+ tok</span></summary><pre class="body">remember this</pre></details>', conv)

@@ -3,7 +3,7 @@ markdown-it-py with raw HTML off (``html=False``: a ``<script>`` in a
 message is shown as text), links only to http, https, mailto or within
 the page (``javascript:``, ``data:`` and the rest stay text), no images
 (the page fetches nothing from another host); ``<system-reminder>`` parts
-collapsed with their size."""
+collapsed with their size, in messages and in tools' output."""
 
 from __future__ import annotations
 
@@ -47,15 +47,25 @@ def reminder(body: str) -> str:
             f'</summary><pre class="body">{html.escape(body.strip())}</pre></details>')
 
 
-def render(text: str) -> markupsafe.Markup:
-    """``text`` (a message's Markdown) as safe HTML, reminders collapsed."""
+def _split(text: str, part) -> markupsafe.Markup:
+    """``text`` with each reminder collapsed, the rest through ``part``."""
     parts: list[str] = []
     at = 0
     for m in _REMINDER.finditer(text):
         if text[at:m.start()].strip():
-            parts.append(_md_html(text[at:m.start()]))
+            parts.append(part(text[at:m.start()]))
         parts.append(reminder(m.group(1)))
         at = m.end()
-    if text[at:].strip():
-        parts.append(_md_html(text[at:]))
+    if text[at:].strip() or not parts:
+        parts.append(part(text[at:]))
     return markupsafe.Markup("".join(parts))
+
+
+def render(text: str) -> markupsafe.Markup:
+    """``text`` (a message's Markdown) as safe HTML, reminders collapsed."""
+    return _split(text, _md_html)
+
+
+def preformatted(text: str) -> markupsafe.Markup:
+    """``text`` (a tool's output) as escaped preformatted text, reminders collapsed."""
+    return _split(text, lambda t: f'<pre class="body">{html.escape(t.rstrip())}</pre>')

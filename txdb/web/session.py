@@ -11,7 +11,7 @@ from ..catalog import session_matches
 from ..db import rows as _rows
 from ..estimate import FITTED, scale_breakdown, session_estimate
 from . import charts
-from .markdown import render as markdown
+from .markdown import preformatted, render as markdown
 from .urls import session_ref
 
 PAGE_RECORDS = 400           # chain records per session page
@@ -134,6 +134,8 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     for b in blocks:
         if b["kind"] == "text":
             b["html"] = markdown(b["text"])
+        elif b["kind"] == "tool_result":
+            b["html"] = preformatted(b["text"] or "")
     max_tokens = max([r["tokens"] or 0 for r in records] + [1])
     running = before
     for r in records:

@@ -263,6 +263,33 @@ async def test_consecutive_attachments_are_one_collapsed_group(ds, built):
             r'<li class="attachments-group">.*?</details></li>', "", page, flags=re.DOTALL)))
 
 
+async def test_every_session_url_opens_its_own_page(tmp_path):
+    """A file name the route cannot carry (a space) or that reads as a file
+    number (digits) gets the number form; each URL opens that session."""
+    from txdb.catalog import list_sessions
+    from txdb.web.urls import session_page_url, session_ref
+
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    (tmp_path / "p" / "-x").mkdir(parents=True)
+    names = {"my session": "aaaaaaaa-1111-4222-8333-944444444444", "1": "bbbbbbbb-1111-4222-8333-944444444444",
+             TOOLS_ID: TOOLS_ID}
+    for stem, sid in names.items():
+        (tmp_path / "p" / "-x" / f"{stem}.jsonl").write_bytes(src.read_bytes().replace(TOOLS_ID.encode(), sid.encode()))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "p"])
+    rows = list_sessions(conn)
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    refs = {}
+    for r in rows:
+        ref = session_ref(r["path"], r["file_id"])
+        refs[Path(r["path"]).stem] = ref
+        page = (await d.client.get(session_page_url(ref)[len("http://127.0.0.1:8001"):])).text
+        assert r["session_id"] in page and r["path"] in htmllib.unescape(page)
+    assert refs[TOOLS_ID] == TOOLS_ID and isinstance(refs["my session"], int) and isinstance(refs["1"], int)
+
+
 # ---------------------------------------------------------------- real servers
 
 

@@ -32,7 +32,7 @@ from datasette.utils.asgi import Response
 from . import charts, svg
 from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
-from .urls import session_path
+from .urls import REF, session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -155,7 +155,7 @@ def database_actions(datasette, database):
 @hookimpl
 def register_routes():
     return [
-        (r"^/-/txdb/session/(?P<ref>[A-Za-z0-9_-]+)$", session_page),
+        (rf"^/-/txdb/session/(?P<ref>{REF})$", session_page),
         (r"^/-/txdb/charts$", charts_page),
         (r"^/-/txdb/txdb\.css$", css_route),
     ]

@@ -61,7 +61,7 @@ def find_session(conn, ref: str) -> tuple[int | None, list[dict]]:
         FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id IN ({marks})
         ORDER BY s.last_timestamp DESC""", list(found))
     for r in rows:
-        r["ref"] = session_ref(r["path"])
+        r["ref"] = session_ref(r["path"], r["file_id"])
     return None, rows
 
 

@@ -71,7 +71,7 @@ from txdb.surgery.ops import tool_spans  # noqa: E402
 from txdb import sidecar as sc  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402
-from txdb.surgery.engine import run_surgery  # noqa: E402
+from txdb.surgery.engine import PassOptions, run_surgery  # noqa: E402
 from txdb.transcript import Transcript  # noqa: E402
 
 BULK = [
@@ -139,7 +139,7 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
 
     def strip(dry):
         clean()
-        rep = run_surgery(big, "strip-all", lambda t, o: ops.strip_all(t), dry_run=dry)
+        rep = run_surgery(big, "strip-all", lambda t, o: ops.strip_all(t), PassOptions(dry_run=dry))
         out["report"] = {k: rep.as_dict()[k] for k in ("changed_lines", "lines", "bytes_before", "bytes_after",
                                                        "tokens_before", "tokens_after")}
     t_dry = timed(lambda: strip(True), reps)
@@ -164,7 +164,7 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
         clean()
         shutil.rmtree(sidecars, ignore_errors=True)
         rep = run_surgery(big, "persist-tools", persist_mod.PersistOp(persist_mod.Selection(kinds=("tool",))),
-                          dry_run=dry)
+                          PassOptions(dry_run=dry))
         res = rep.result
         out["persist_report"] = {"changed_lines": rep.changed_lines, "results": res["persisted"]["tool"],
                                  "chars_moved": res["chars_moved"], "bytes_after": rep.bytes_after,
@@ -274,7 +274,8 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
     say(f"    txdb replace-images PATH --dir D (whole process): {dt:.2f}s, peak RSS {mb(rss):.0f} MB")
 
     def compact():
-        rep = run_surgery(big, "compact", lambda tt, o: compact_before(tt, cut, source=str(big)), fork=True)
+        rep = run_surgery(big, "compact", lambda tt, o: compact_before(tt, cut, source=str(big)),
+                          PassOptions(fork=True))
         last["compact"] = rep
         Path(rep.target).unlink()
     t_cmp = timed(compact, reps)

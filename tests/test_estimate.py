@@ -163,7 +163,7 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
     strip-thinking shows the drop (it printed "171,312 -> 171,312")."""
     from txdb import tokens
     from txdb.surgery import ops
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
 
     assert tokens.thinking_tokens(0, 400) == 100 and tokens.thinking_tokens(40, 400) == 110
     lines, parent = [], None
@@ -178,7 +178,7 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
     conn = db.connect(tmp_path / "c.db")
     refresh(conn, [tmp_path / "projects"])
     assert conn.execute("SELECT sum(tokens) FROM blocks WHERE kind = 'thinking'").fetchone()[0] == 4 * 1_000
-    rep = run_surgery(f, "strip-thinking", lambda t, _o: ops.strip_thinking(t), dry_run=True)
+    rep = run_surgery(f, "strip-thinking", lambda t, _o: ops.strip_thinking(t), PassOptions(dry_run=True))
     assert rep.tokens_after < rep.tokens_before
     assert rep.bytes_before - rep.bytes_after > 4 * 4_000
     conn.close()

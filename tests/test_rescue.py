@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sessions import assistant, attachment, user, write
 from txdb.cli import cli
 from txdb.surgery import rescue
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 from txdb.surgery.usage import context_estimator
 
@@ -101,7 +101,7 @@ def test_later_steps_only_when_earlier_ones_are_not_enough(env):
     start = estimate(env)
     # A full plan (down to compacting) says what each step reaches: aim between
     # all thinking moved and all texts moved.
-    full = run_surgery(env, "rescue", rescue.RescueOp(int(start * 0.45)), dry_run=True).result["steps"]
+    full = run_surgery(env, "rescue", rescue.RescueOp(int(start * 0.45)), PassOptions(dry_run=True)).result["steps"]
     reached = {s["step"]: s["tokens_after"] for s in full}
     target = (reached["persist-thinkings"] + reached["persist-texts"]) // 2
     r = run("rescue", env, "--target", target, "--json")

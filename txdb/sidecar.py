@@ -248,7 +248,8 @@ def remove(paths: list[Path]) -> None:
 
 class Writes:
     """What an operation that moves content to sidecars keeps between planning
-    and writing: ``engine.run_surgery`` calls ``write_files`` after the gate
+    and writing (the file hooks of ``surgery.ops.Op``, for an op class that
+    also derives from it): ``engine.run_surgery`` calls ``write_files`` after the gate
     and before the pending copy that names them, and ``remove_files`` when
     writing that copy failed."""
 

@@ -31,7 +31,7 @@ from .. import tokens
 from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
 from .. import sidecar as sc
-from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
+from .ops import Op, block_tokens, content_list, loads_tools, message_role, tool_names
 from ..transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
@@ -145,7 +145,7 @@ class _Target:
     tool_use_id: str | None = None
 
 
-class PersistOp(sc.Writes):
+class PersistOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery``; ``write_files`` writes the planned sidecars."""
 
     def __init__(self, selection: Selection, summaries: Summaries | None = None):
@@ -155,7 +155,7 @@ class PersistOp(sc.Writes):
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
-        base = getattr(t, "base", "original")
+        base = t.base
         s = self.sel
         for p in (s.pos, s.message_pos):
             if p is not None and p >= len(t.chain):
@@ -272,7 +272,7 @@ class PersistOp(sc.Writes):
         if ids is not None and s.narrow is None and s.tool_ids is not None:
             unknown = sorted(s.tool_ids - found_ids)
             if unknown:
-                raise SurgeryError(f"no tool result with id {unknown[0]} in the {getattr(t, 'base', 'session')}"
+                raise SurgeryError(f"no tool result with id {unknown[0]} in the {t.base}"
                                    + (f" (+{len(unknown) - 1} more)" if len(unknown) > 1 else ""))
         targets = []
         for kind, items in by_kind.items():

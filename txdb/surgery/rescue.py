@@ -47,7 +47,7 @@ from . import ops
 from . import persist as per
 from .. import sidecar as sc
 from .compact_range import CompactRangeOp, stays_in_place
-from .ops import chain_estimate, system_prompt_tokens, tool_spans
+from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from ..transcript import Transcript
 from .usage import context_estimator
 
@@ -85,7 +85,7 @@ def default_target(t: Transcript) -> int:
     return window_of(t) - MARGIN
 
 
-class RescueOp(sc.Writes):
+class RescueOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery`` (module doc). ``target`` None: ``default_target``."""
 
     def __init__(self, target: int | None = None, summary: str | None = None,
@@ -124,7 +124,7 @@ class RescueOp(sc.Writes):
         measure = context_estimator(original)
         target = self.target if self.target is not None else default_target(original)
         start = measure(t)
-        out = {"base": getattr(t, "base", "original"), "target": target,
+        out = {"base": t.base, "target": target,
                "target_default": self.target is None, "tokens_start": start, "steps": [],
                "reached": start <= target, "sidecars_new": 0, "sidecars_reused": 0, "chars_moved": 0}
         state = _Progress(t, measure, start)
@@ -255,10 +255,3 @@ def _range_end(t: Transcript, needed: int) -> int | None:
         if saved >= needed:
             return b
     return best
-
-
-def where_op(_command: str, rows: list[dict], options: dict, stats: dict) -> RescueOp:
-    """``--where`` over ``sessions_by_context``: a row is a whole session, rescued whole."""
-    stats.update({"rows": len(rows), "targets": len(rows), "not_strippable": 0, "after_snapshot": 0})
-    kr = options.get("keep_recent")
-    return RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr)

@@ -267,3 +267,26 @@ def test_a_prediction_never_falls_below_the_lowest_factor_times_the_raw_size():
     # An ordinary session is untouched by the floor.
     g = estimate.fit([(10_000, 30_000), (20_000, 50_000)])
     assert estimate.predict(g, 15_000) == 40_000
+
+
+# -- the breakdown restated to the headline (the session page's table) ---------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from txdb.estimate import FITTED, scale_breakdown  # noqa: E402
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=8), st.integers(0, 10**6), st.integers(0, 3 * 10**6),
+       st.floats(0.5, 2.0))
+def test_scaled_breakdown_adds_up_to_the_headline(chain, snapshot, headline, factor):
+    rows = [{"category": f"c{i}", "items": 1, "tokens": t} for i, t in enumerate(chain)]
+    rows.append({"category": "system_prompt", "items": 1, "tokens": snapshot})
+    out = scale_breakdown(rows, headline, factor)
+    assert sum(r["tokens"] for r in out) == headline
+    assert all(r["tokens"] >= 0 for r in out) and "system_prompt" not in {r["category"] for r in out}
+    fitted = [r for r in out if r["category"] == FITTED]
+    scaled = sum(factor * t for t in chain)
+    if sum(chain) and scaled < headline - len(chain) - 1:  # room for the fit's overhead: its own row
+        assert fitted and abs(fitted[0]["tokens"] - (headline - scaled)) <= len(chain) + 1
+    if scaled > headline + 1 and sum(chain):  # the chain alone is more: scaled down, no fitted row
+        assert not fitted

@@ -384,6 +384,7 @@ def attachment_plan(
     if drop_all and not types:
         raise ValueError("drop_all needs explicit types")
     atts = [r for r in t.live() if r.type == "attachment"]
+    model = resume_model(t)
     rank: dict[int, int] = {}
     seen: dict[str | None, int] = {}
     for r in reversed(atts):
@@ -394,7 +395,7 @@ def attachment_plan(
     for r in atts:
         at = r.attachment_type
         pclass = policy_class(at)
-        cost, from_rendered, free = attachment_cost(r.parse())
+        cost, from_rendered, free = attachment_cost(r.parse(), model)
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
             action, reason = "keep", "not selected"
@@ -410,6 +411,15 @@ def attachment_plan(
             "pos": t.position(r), "action": action, "reason": reason, "newest_rank": rank[r.rid],
         })
     return plan
+
+
+def resume_model(t: Transcript) -> str | None:
+    """The model the CLI resumes the session on: its last assistant turn's
+    on the chain (a synthetic one aside)."""
+    for r in reversed(t.chain):
+        if r.type == "assistant" and r.model and r.model != "<synthetic>":
+            return r.model
+    return None
 
 
 def attachment_listing(plan: list[dict]) -> list[dict]:

@@ -76,7 +76,7 @@ def cut_positions(path: Path) -> list[int]:
     """Chain positions a cut keeps tool pairs whole at: the user's own
     prompts, and the assistant record right after a tool result (a CLI-made
     session is often one prompt and one long agentic turn)."""
-    from txdb.surgery.transcript import Transcript
+    from txdb.transcript import Transcript
 
     t = Transcript.load(path)
     out = []

@@ -16,8 +16,9 @@ import orjson
 
 from txdb.records import is_wrapped_thinking
 from txdb.surgery.pending import new_errors
-from txdb.surgery.transcript import Transcript, dumps
+from txdb.transcript import Transcript, dumps
 from txdb.surgery.usage import CONTEXT_FIELDS
+from txdb.policy import is_state
 from txdb.verify import verify_file
 
 
@@ -172,15 +173,27 @@ def _compact_violations(b: Transcript, a: Transcript) -> list[str]:
     for r in kept:
         ff = r.parse().get("forkedFrom")
         origins.append(ff.get("messageUuid") if isinstance(ff, dict) else None)
-    # The original chain from the cut on, less the thinking-only messages
-    # the engine drops (unless --keep-dropped-thinking).
+    # The state records of the summarised part (policy.is_state: the system
+    # prompt, the announcements), carried over in order, then the original
+    # chain from the cut on, less the thinking-only messages the engine
+    # drops (unless --keep-dropped-thinking).
     b_chain = [r.uuid for r in b.chain]
-    start = b_chain.index(origins[0]) if origins[0] in b_chain else -1
+    n_state = 0
+    while n_state < len(kept) and (o := b.by_uuid.get(origins[n_state])) is not None \
+            and is_state(o.type, o.attachment_type) and o.uuid in b_chain:
+        n_state += 1
+    cut = next((i for i, u in enumerate(origins[n_state:]) if u in b_chain), None)
+    start = b_chain.index(origins[n_state + cut]) if cut is not None else -1
+    state = [r for r in b.chain[:max(start, 0)] if is_state(r.type, r.attachment_type)]
+    if start >= 0 and origins[:n_state] != [r.uuid for r in state]:
+        n_state = 0  # what looked like carried state is the tail itself
+        start = b_chain.index(origins[0]) if origins[0] in b_chain else -1
+        state = []
     tail = [r for r in b.chain[start:] if r.uuid in origins or not _thinking_only(r)]
-    if start < 1 or origins != [r.uuid for r in tail]:
-        problems.append("the kept records are not the original chain's last ones, in order")
+    if start < 1 or origins != [r.uuid for r in state] + [r.uuid for r in tail]:
+        problems.append("the kept records are not the original chain's state records and last ones, in order")
     else:
-        for r, orig in zip(kept, tail):
+        for r, orig in zip(kept, state + tail):
             if _said(r) != _said(orig):
                 problems.append(f"the message of {orig.uuid} changed")
     kept_set = {r.uuid for r in kept}

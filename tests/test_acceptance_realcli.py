@@ -88,7 +88,8 @@ from sessions import session_path  # noqa: E402
 from test_realcli_chain import PING, sent_on_resume  # noqa: E402
 
 from txdb.records import is_wrapped_thinking  # noqa: E402
-from txdb.surgery.ops import INPUT_STRING_LIMIT, MARK, THINKING_PLACEHOLDER  # noqa: E402
+from txdb.records import MARK, THINKING_PLACEHOLDER  # noqa: E402
+from txdb.surgery.ops import INPUT_STRING_LIMIT  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 

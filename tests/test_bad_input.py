@@ -9,7 +9,7 @@ from conftest import rows
 from sessions import conversation, dumps, user
 from txdb import chain as chainmod
 from txdb.ingest.store import refresh
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 
 def ingest(conn, tmp_path, data: bytes):

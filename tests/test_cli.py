@@ -52,6 +52,17 @@ def test_refresh_then_query_formats(run, home):
     assert params == [{"x": "7"}]
 
 
+def test_csv_lines_end_with_a_newline_only(run, home, tmp_path):
+    """`$(txdb query ... --csv)` in a shell keeps a \\r: lines end with \\n, as
+    sqlite-utils' CSV; a value holding a newline is quoted whole."""
+    run("refresh")
+    r = run("query", "select 'a' as x, 1 as n union all select 'two' || char(10) || 'lines', 2", "--csv")
+    assert r.stdout_bytes == b'x,n\na,1\n"two\nlines",2\n'
+    r = subprocess.run(["sh", "-c", f'v=$({sys.executable} -m txdb.cli query "select 7 as n" --csv); printf %s "$v"'],
+                       capture_output=True, env=dict(os.environ), check=True)
+    assert r.stdout == b"n\n7"
+
+
 def test_query_is_read_only_and_errors_are_one_line(run, home):
     run("refresh")
     r = run("query", "delete from records", ok=False)
@@ -79,6 +90,32 @@ def test_sessions_lists_one_row_per_session(run, home):
     assert len(with_sub) > len(data)
     top = json.loads(run("sessions", "--json", "--sort", "tokens", "--limit", "1").output)
     assert top[0]["est_context_tokens"] == max(d["est_context_tokens"] for d in data)
+
+
+def test_sessions_print_the_url_of_each_session_page_that_serve_serves(run, home, db_path):
+    import asyncio
+    import sqlite3
+
+    from txdb.web.metadata import make_datasette
+
+    run("refresh")
+    data = json.loads(run("sessions", "--json").output)
+    conn = sqlite3.connect(db_path)
+    ids = dict(conn.execute("SELECT path, id FROM files"))
+    conn.close()
+    prefix = "http://127.0.0.1:8001"  # where `txdb serve` listens by default
+    for d in data:
+        assert d["url"] == f"{prefix}/-/txdb/session/{ids[d['path']]}"
+    table = run("sessions", "--table", "--urls").output.splitlines()
+    assert table[0].split()[-1] == "url" and all(ln.split()[-1].startswith(prefix) for ln in table[2:])
+    assert "url" not in run("sessions", "--table").output.splitlines()[0].split()
+    # the page is there, for this session
+    one = next(d for d in data if d["session_id"] == "b3edadab-bca0-4054-9b41-f7ffa6941260")
+
+    async def get(path):
+        return await make_datasette(db_path).client.get(path)
+    page = asyncio.run(get(one["url"][len(prefix):]))
+    assert page.status_code == 200 and one["session_id"] in page.text
 
 
 def test_analyze_by_id_and_path(run, home):
@@ -175,6 +212,44 @@ def test_current_of_a_session_with_no_file_yet_says_where_it_will_be(run, home, 
     assert r.exit_code == 1 and r.output == "Error: '../../etc/x' is not a session id\n"
 
 
+def _complete(words: str, db: Path, shell: str = "bash") -> list[str]:
+    """What `txdb` answers the shell's completion for ``words`` (the last one being typed)."""
+    env = dict(os.environ, _TXDB_COMPLETE=f"{shell}_complete", COMP_WORDS=words,
+               COMP_CWORD=str(len(words.split()) - (0 if words.endswith(" ") else 1)), TXDB_DB=str(db))
+    r = subprocess.run([sys.executable, "-m", "txdb.cli"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    return [ln for ln in r.stdout.splitlines() if ln]
+
+
+def test_session_ids_complete_in_the_shell(run, home, db_path, tmp_path):
+    run("refresh")
+    sid = "b3edadab-bca0-4054-9b41-f7ffa6941260"
+    assert _complete("txdb analyze b3e", db_path) == [f"plain,{sid}"]
+    for command in ("strip-tools", "verify", "show-tool", "apply", "fork"):  # every SESSION argument
+        assert _complete(f"txdb {command} b3edadab-b", db_path) == [f"plain,{sid}"], command
+    every = _complete("txdb analyze ", db_path)
+    ids = {ln.split(",", 1)[1] for ln in every}
+    assert sid in ids and "ef958aa1-0e93-49f0-bb71-150f63befcd1" in ids
+    assert not any(i.startswith("agent-") for i in ids)  # subagents are not sessions to name
+    # zsh shows the title beside the id
+    zsh = _complete("txdb analyze 4e27", db_path, "zsh")
+    assert zsh[1] == "4e27c414-a885-46a0-b5c8-d58e1417377d" and zsh[2] not in ("", "_")
+    # a path is the shell's to complete; --db on the line is the catalog read
+    assert _complete("txdb analyze ./x", db_path) == ["file,./x"]
+    other = tmp_path / "other.db"
+    assert _complete(f"txdb analyze --db {other} b3e", db_path) == []
+
+
+def test_completion_never_fails_and_creates_nothing(tmp_path):
+    missing = tmp_path / "none" / "c.db"
+    assert _complete("txdb analyze b3", missing) == []
+    assert not (tmp_path / "none").exists()
+    broken = tmp_path / "broken.db"
+    broken.write_text("not a database\n")
+    assert _complete("txdb analyze b3", broken) == []
+    assert broken.read_text() == "not a database\n"
+
+
 def test_path_prints_the_catalog_location(run, db_path):
     assert run("path").output.strip() == str(db_path)
 
@@ -186,6 +261,22 @@ def test_every_command_has_help_with_an_example():
     for name in names:
         out = runner.invoke(cli, [name, "--help"]).output
         assert "Example:" in out, name
+
+
+# The commands that print no report: a path for `$(...)`, a server.
+NOT_REPORTING = {"path", "serve"}
+
+
+def test_every_command_that_reports_takes_json():
+    """README: commands that report take --json. Walks the whole command
+    table (main.py's and commands.py's), so a new command is held to it."""
+    from click import Context
+    ctx = Context(cli)
+    names = cli.list_commands(ctx)
+    assert NOT_REPORTING < set(names)
+    lacking = [n for n in names if n not in NOT_REPORTING
+               and "--json" not in {o for p in cli.get_command(ctx, n).params for o in getattr(p, "opts", ())}]
+    assert lacking == []
 
 
 def test_every_command_of_the_lazy_modules_is_listed():
@@ -222,7 +313,8 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     env = dict(os.environ, TXDB_DB=str(tmp_path / "c.db"))
     r = subprocess.run([str(exe), "analyze", "nothing-here"], capture_output=True, text=True, env=env)
     assert r.returncode == 1
-    assert r.stderr == "Error: no session 'nothing-here' in the catalog (run `txdb refresh`?)\n"
+    # TXDB_DB names the catalog, so plain `txdb refresh` makes it
+    assert r.stderr == f"Error: no catalog at {tmp_path / 'c.db'}: run `txdb refresh` first\n"
 
 
 def test_catalog_and_surgery_estimates_never_disagree(catalog):
@@ -232,7 +324,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     from txdb import estimate
     from txdb.surgery.engine import run_surgery
     from txdb.surgery.ops import chain_estimate
-    from txdb.surgery.transcript import Transcript
+    from txdb.transcript import Transcript
     from txdb.surgery.usage import context_estimator
 
     rows = catalog.execute("SELECT file_id, path, est_context_tokens, raw_context_tokens FROM session_costs"
@@ -305,10 +397,42 @@ def test_a_db_that_is_not_a_catalog_is_one_error_line_and_left_alone(tmp_path, m
     assert sorted(x.name for x in tmp_path.iterdir()) == ["other.db"]
 
 
+@pytest.mark.parametrize("args", [
+    ["sessions"], ["sessions", "--json"], ["query", "select 1"], ["analyze", "abcd1234"], ["verify", "abcd1234"],
+    ["show-tool", "abcd1234"], ["show-thinking", "abcd1234"], ["list-images", "abcd1234"], ["search", "word"],
+    ["cost"], ["cost", "--json"],
+])
+def test_a_reading_command_on_a_missing_catalog_says_so_and_creates_nothing(tmp_path, args):
+    """A mistyped --db is one error line naming the path and the command that
+    makes a catalog there, never an empty catalog answering []."""
+    typo = tmp_path / "typo" / "catalgo.db"
+    r = CliRunner().invoke(cli, [*args, "--db", str(typo)])
+    assert r.exit_code == 1, r.output
+    assert r.output == f"Error: no catalog at {typo}: run `txdb refresh --db {typo}` first\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_on_a_missing_catalog_says_so_and_creates_nothing(tmp_path):
+    typo = tmp_path / "catalgo.db"
+    r = subprocess.run([sys.executable, "-m", "txdb.cli", "serve", "--port", "0", "--db", str(typo)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr == f"Error: no catalog at {typo}: run `txdb refresh --db {typo}` first\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_default_catalog_missing_says_run_txdb_refresh(tmp_path, monkeypatch):
+    monkeypatch.delenv("TXDB_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    r = CliRunner().invoke(cli, ["sessions"])
+    assert r.exit_code == 1
+    assert r.output == f"Error: no catalog at {tmp_path / 'data' / 'txdb' / 'txdb.db'}: run `txdb refresh` first\n"
+    assert not (tmp_path / "data").exists()
+
+
 def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    r = CliRunner().invoke(cli, ["sessions", "--db", str(blocker / "c.db")])
+    r = CliRunner().invoke(cli, ["strip-tools", "abcd1234", "--db", str(blocker / "c.db")])
     assert r.exit_code == 1
     assert r.output == f"Error: cannot create the catalog {blocker / 'c.db'}: a file is in the way of its folder\n"
 

@@ -18,7 +18,7 @@ import pytest
 
 from txdb import db
 from txdb.web.metadata import make_datasette, metadata_path
-from txdb.web.plugin import TOOL_CHARS
+from txdb.web.session import TOOL_CHARS
 from txdb.ingest.store import refresh
 
 from conftest import copy_fixture_sessions
@@ -205,6 +205,10 @@ def test_txdb_serve_starts_answers_and_binds_loopback(built, tmp_path):
 
 def test_txdb_serve_migrates_a_fresh_catalog(tmp_path):
     path = tmp_path / "new.db"
+    # An empty catalog (refresh made it; serve names a missing one: tests/test_cli.py)
+    (tmp_path / "empty").mkdir()
+    subprocess.run([str(BIN / "txdb"), "refresh", "--root", str(tmp_path / "empty"), "--db", str(path)],
+                   capture_output=True, check=True)
     port = free_port()
     proc = subprocess.Popen([str(BIN / "txdb"), "serve", "--db", str(path), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

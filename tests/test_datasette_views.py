@@ -212,9 +212,38 @@ async def test_sessions_near_limit(ds, ro):
     for r in data:
         assert r["pct_of_200k"] == round(100 * r["gauge_tokens"] / 200000, 1)
         assert r["status"] in ("ok", "near", "over")
-        assert r["status"] == ("over" if r["gauge_tokens"] > 200000 else
+        assert r["status"] == ("over" if r["gauge_tokens"] > r["window_tokens"] else
                                "near" if r["gauge_tokens"] >= 0.8 * r["window_tokens"] else "ok")
-    assert len(data) == ro.execute("SELECT count(*) FROM context_gauge").fetchone()[0]
+    assert len(data) == ro.execute("SELECT count(*) FROM context_gauge g JOIN files f ON f.id = g.file_id "
+                                   "WHERE f.kind = 'session'").fetchone()[0]
+
+
+def test_sessions_near_limit_judges_each_session_by_its_own_window(tmp_path):
+    """634k of a 1M window is 63.4%: ok, not over; 170k of 200k is near;
+    past 1M is over; a subagent's transcript (never resumed) is not listed."""
+    from sessions import assistant, user, write
+
+    def session(sid, gauge, model="claude-opus-5", folder=None):
+        u = user("hi", session=sid)
+        a = assistant("ok", u["uuid"], session=sid, model=model,
+                      usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": gauge - 10,
+                             "cache_creation_input_tokens": 0})
+        return write(folder or tmp_path / "projects" / "-p" / f"{sid}.jsonl", [u, a])
+
+    session("big", 634_000)
+    session("near", 170_000)
+    session("huge", 1_050_000)
+    session("tagged", 850_000, model="claude-opus-5[1m]")
+    session("ok", 50_000)
+    session("agent-a1", 190_000, folder=tmp_path / "projects" / "-p" / "ok" / "subagents" / "agent-a1.jsonl")
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    assert conn.execute("SELECT count(*) FROM files WHERE kind = 'subagent'").fetchone()[0] == 1
+    got = {r["session_id"]: (r["window_tokens"], r["pct_of_window"], r["status"])
+           for r in db.rows(conn, "SELECT * FROM sessions_near_limit")}
+    assert got == {"big": (1_000_000, 63.4, "ok"), "near": (200_000, 85.0, "near"),
+                   "huge": (1_000_000, 105.0, "over"), "tagged": (1_000_000, 85.0, "near"),
+                   "ok": (200_000, 25.0, "ok")}
 
 
 async def test_chain_problems_shows_the_dangling_parent(ds):

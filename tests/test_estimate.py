@@ -67,7 +67,7 @@ def _turn(i, text, usage_total, parent):
     return [
         {"type": "user", "uuid": f"u{i}", "parentUuid": parent, "message": {"role": "user", "content": text}},
         {"type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}",
-         "message": {"id": f"m{i}", "role": "assistant", "model": "m",
+         "message": {"id": f"m{i}", "role": "assistant", "model": "claude-test",
                      "content": [{"type": "text", "text": "ok " * 10}],
                      "usage": {"input_tokens": 2, "cache_read_input_tokens": usage_total - 2,
                                "cache_creation_input_tokens": 0, "output_tokens": 5}}},
@@ -198,7 +198,7 @@ def test_text_is_sized_as_the_request_carries_it_json_escaped(tmp_path):
     assert tokens.text_tokens(lines_text) == -(-wire // 4) > tokens.text_tokens(len(lines_text))
     lines = [
         {"type": "user", "uuid": "u0", "parentUuid": None, "message": {"role": "user", "content": "run seq"}},
-        {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "message": {"id": "m0", "role": "assistant", "model": "m",
+        {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "message": {"id": "m0", "role": "assistant", "model": "claude-test",
          "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "seq 1 400"}}]}},
         {"type": "user", "uuid": "u1", "parentUuid": "a0", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "t1", "content": lines_text}]}},
@@ -243,7 +243,7 @@ def test_turns_recorded_before_the_compaction_are_not_calibration_points():
 
     def asst(ts, mid, ctx):
         return {"type": "assistant", "timestamp": ts,
-                "message": {"id": mid, "model": "m", "content": [{"type": "text", "text": "x" * 400}],
+                "message": {"id": mid, "model": "claude-test", "content": [{"type": "text", "text": "x" * 400}],
                             "usage": {"input_tokens": ctx}}}
 
     chain = [

@@ -191,8 +191,8 @@ def test_a_missing_catalog_or_a_linked_folder_is_one_error_line(exported, tmp_pa
     path, out, _ = exported
     r = export(tmp_path / "none.db", tmp_path / "out")
     assert r.returncode == 1
-    assert r.stderr.strip() == (f"Error: no catalog at {tmp_path / 'none.db'}: run `txdb refresh` first "
-                                "(or name one with --db)")
+    assert r.stderr.strip() == (f"Error: no catalog at {tmp_path / 'none.db'}: run "
+                                f"`txdb refresh --db {tmp_path / 'none.db'}` first")
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "out").exists()
     link = tmp_path / "link"
     link.symlink_to(out)

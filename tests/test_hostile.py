@@ -324,16 +324,16 @@ def test_an_open_catalog_and_its_wal_and_shm_are_private(tmp_path, first):
         conn.close()
 
 
-@pytest.mark.parametrize("args", [["refresh", "--root", "{root}"], ["sessions", "--json"],
-                                  ["query", "select 1 as x"], ["analyze", TOOLS_ID]])
+# (sessions, query and the other reading commands make no catalog: tests/test_cli.py)
+@pytest.mark.parametrize("args", [["refresh", "--root", "{root}"], ["analyze", TOOLS_ID], ["verify", TOOLS_ID]])
 def test_each_command_first_opening_the_catalog_leaves_private_files(tmp_path, args):
     root = cli_projects(tmp_path / "projects")
     folder = tmp_path / "cat"
     path = folder / "catalog.db"
-    if args[0] == "analyze":
+    if args[0] in ("analyze", "verify"):
         refresh_db(path, [root])
-        shutil.move(path, tmp_path / "moved.db")  # analyze of a path refreshes that path into a new catalog
-        args = ["analyze", str(root / TOOLS / f"{TOOLS_ID}.jsonl")]
+        shutil.move(path, tmp_path / "moved.db")  # a command given a path refreshes it into a new catalog
+        args = [args[0], str(root / TOOLS / f"{TOOLS_ID}.jsonl")]
     txdb(*[a.format(root=root) for a in args], db_path=path, check=True)
     found = modes(folder)
     assert "catalog.db" in found
@@ -344,8 +344,9 @@ def test_serve_first_opening_the_catalog_leaves_private_files(tmp_path):
     folder = tmp_path / "cat"
     path = folder / "new.db"
     port = free_port()
-    proc = subprocess.Popen([TXDB, "serve", "--db", str(path), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    (tmp_path / "projects").mkdir()  # serve makes a catalog only with --watch (its writer)
+    proc = subprocess.Popen([TXDB, "serve", "--watch", "--root", str(tmp_path / "projects"), "--db", str(path),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for(f"http://127.0.0.1:{port}/new/sessions.json", proc)
         found = modes(folder)  # while it serves: the catalog, -wal and -shm of its read connections

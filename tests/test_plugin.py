@@ -58,6 +58,8 @@ def test_txdb_plugin_prints_the_folder_and_the_command_that_enables_it():
     assert r.exit_code == 0, r.output
     assert f"Plugin folder: {PLUGIN}\n" in r.output
     assert f"Enable it:     claude --plugin-dir {PLUGIN}\n" in r.output
+    assert (f"Install it:    claude plugin marketplace add {PLUGIN} && claude plugin install txdb@txdb\n"
+            in r.output)
     info = json.loads(CliRunner().invoke(cli, ["plugin", "--json"]).output)
     assert info["path"] == str(PLUGIN) and (Path(info["path"]) / ".claude-plugin" / "plugin.json").is_file()
 

@@ -78,3 +78,46 @@ def test_after_the_session_ends_the_catalog_holds_all_its_lines(run):
     assert row == (on_disk, "session")
     assert records == on_disk
     assert not (catalog.parent / "txdb-hook.log").exists()
+
+
+def test_the_plugin_folder_is_a_marketplace_the_real_cli_installs_from(tmp_path):
+    """`claude plugin marketplace add <folder>` and `claude plugin install
+    txdb@txdb` (the commands `txdb plugin` prints) work with the real CLI's
+    plugin commands, and a launch without --plugin-dir then offers the skill
+    and runs the hooks."""
+    import subprocess
+
+    from realcli.driver import clean_env
+
+    if not (BIN / "txdb").is_file() or not (BIN / "txdb-hook").is_file():
+        pytest.skip(f"txdb is not installed in {BIN} (pip install -e .)")
+    catalog = tmp_path / "catalog.db"
+    env = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}", "TXDB_DB": str(catalog)}
+    info = plugin_info()
+    before = sorted(p.relative_to(info.path) for p in Path(info.path).rglob("*"))
+    with Sandbox(claude_binary(), tmp_path, env_extra=env) as sb:
+        cli_env = clean_env(sb.home, sb.api.base_url, env)
+        claude = str(sb.binary)
+        for command in info.install:
+            argv = command.split()
+            assert argv[0] == "claude"
+            p = subprocess.run([claude, *argv[1:]], env=cli_env, cwd=sb.cwd, capture_output=True, text=True,
+                               timeout=120, stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, (command, p.stdout, p.stderr)
+        listed = subprocess.run([claude, "plugin", "list", "--json"], env=cli_env, cwd=sb.cwd,
+                                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert listed.returncode == 0, listed.stderr
+        (installed,) = [p for p in json.loads(listed.stdout) if p["id"] == "txdb@txdb"]
+        assert installed["enabled"] is True
+        sb.script(text("Nothing to do."))
+        r = sb.run("Hello").check()  # no --plugin-dir: the installed plugin loads
+        first = json.dumps(sb.api.message_requests("main")[0].body)
+        assert "txdb:txdb: Use when a Claude Code session is too long" in first
+        path = sb.session_file(r.session_id)
+    conn = sqlite3.connect(catalog)  # the Stop/SessionEnd hooks ran from the installed copy
+    row = conn.execute("SELECT lines FROM files WHERE path = ?", (str(path),)).fetchone()
+    conn.close()
+    with path.open("rb") as f:
+        assert row == (sum(1 for _ in f),)
+    # The plugin's folder is only read.
+    assert sorted(p.relative_to(info.path) for p in Path(info.path).rglob("*")) == before

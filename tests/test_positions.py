@@ -89,6 +89,7 @@ def test_the_skill_workflow_compacts_the_tool_call_show_tool_listed(tmp_path, mo
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", _with_reminders(6))
     pending = Path(f"{f}.pending")
+    assert run("refresh").exit_code == 0  # a reading command needs a catalog (the plugin's hooks make it)
     assert _json("analyze", SID)["file"]["path"] == str(f)
     before = {c["tool_use_id"]: c["pos"] for c in _json("show-tool", SID, "--list")["tool_calls"]}
     assert run("strip-attachments", SID).exit_code == 0 and pending.is_file()

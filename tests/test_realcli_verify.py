@@ -25,7 +25,7 @@ from test_realcli_chain import PING, api_messages, catalog_chain, comparable, se
 
 from txdb import db  # noqa: E402
 from txdb.ingest.lines import parse_line  # noqa: E402
-from txdb.surgery.transcript import Transcript  # noqa: E402
+from txdb.transcript import Transcript  # noqa: E402
 from txdb.verify import verify_file  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "projects"

@@ -13,7 +13,7 @@ from sessions import assistant, attachment, user, write
 from txdb.cli import cli
 from txdb.surgery import rescue
 from txdb.surgery.engine import run_surgery
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 from txdb.surgery.usage import context_estimator
 
 SID = "55555555-0000-0000-0000-000000000001"

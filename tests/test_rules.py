@@ -29,7 +29,7 @@ from txdb.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.log import apply_logged
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 from rewind import rewind
 from sessions import CORPUS, shipped_files
@@ -431,3 +431,56 @@ def test_a_catalog_from_before_chain_findings_judges_its_gaps_on_the_next_refres
     assert refresh(conn, [tmp_path / "projects"]).rewritten == 1  # read again once
     assert [tuple(r) for r in conn.execute("SELECT problem, severity, line FROM chain_problems")] == [
         ("bridged_parent", "warning", 5)]
+
+
+async def test_the_context_chart_reads_the_gauge_rule_with_iterations(tmp_path):
+    """The session page's "context over chain" chart and the gauge state one
+    rule: on the session with iterations[] the last turn is 23,001 in the
+    chart, the view and the page (not the totals' 46,003); after a usage
+    reset the chart keeps what the API measured when the turn ran."""
+    from txdb.web import charts
+
+    project = tmp_path / "projects" / "-tmp-demo"
+    project.mkdir(parents=True)
+    path = project / "0b6f1c3e-0000-4000-8000-000000000002.jsonl"
+    _session_with_iterations(path)
+    catalog = tmp_path / "catalog.db"
+    conn = db.connect(catalog)
+    refresh(conn, [tmp_path / "projects"])
+    (file_id,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(path),)).fetchone()
+    points = [p["context"] for p in charts.context_over_chain(conn, file_id)["points"]]
+    (view,) = conn.execute("SELECT gauge_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
+    assert points == [2_505, 22_505, 23_001]
+    assert points[-1] == view == _file_gauge(path) == await _page_gauge(catalog, file_id)
+
+    run_surgery(path, "strip-tool-results", lambda t, _o: ops.strip_all(t))
+    apply_logged(conn, path, settle=0.0)
+    assert [p["context"] for p in charts.context_over_chain(conn, file_id)["points"]] == points
+    (view,) = conn.execute("SELECT gauge_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
+    assert view == _file_gauge(path) < 23_001
+    conn.close()
+
+
+def test_the_billed_total_is_one_column_every_usage_view_sums(tmp_path):
+    """input + output + cache read + cache creation, stated once
+    (usage_context.billed_tokens): billed_usage carries it per API message,
+    and session_usage, usage_by_day and usage_by_model sum that column."""
+    project = tmp_path / "projects" / "-tmp-demo"
+    project.mkdir(parents=True)
+    path = project / "0b6f1c3e-0000-4000-8000-000000000003.jsonl"
+    _session_with_iterations(path)
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [tmp_path / "projects"])
+    want = {}
+    for raw in path.read_bytes().splitlines():
+        o = orjson.loads(raw)
+        if o.get("type") == "assistant":
+            u = o["message"]["usage"]
+            want[o["message"]["id"]] = sum(u[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                                          "cache_creation_input_tokens"))
+    assert dict(conn.execute("SELECT message_id, billed_tokens FROM billed_usage")) == want
+    total = sum(want.values())
+    assert total == 2_525 + 22_525 + 46_033
+    for view in ("session_usage", "usage_by_day", "usage_by_model"):
+        assert conn.execute(f"SELECT sum(total_tokens) FROM {view}").fetchone()[0] == total, view
+    conn.close()

@@ -22,7 +22,7 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
-from txdb.surgery.transcript import Transcript
+from txdb.transcript import Transcript
 
 DATA = Path(__file__).parent / "data"
 CLI_FIXTURES = sorted(p for p in (DATA / "cli").glob("*/*.jsonl"))
@@ -291,7 +291,8 @@ def test_symlinked_session_is_written_through_the_link(tmp_path, monkeypatch):
     bak = store / (target.name + ".bak")
     assert not bak.is_symlink() and bak.is_file() and bak.read_bytes() == old
     assert sorted(p.name for p in proj.iterdir()) == [link.name]  # nothing written beside the link
-    assert sorted(p.name for p in store.iterdir()) == [target.name, bak.name]
+    # the backup and the swap journal beside the target, where the bytes live
+    assert sorted(p.name for p in store.iterdir()) == sorted([target.name, bak.name, f"{target.name}.swaps.json"])
 
 
 # -- item 6: another user's session ------------------------------------------

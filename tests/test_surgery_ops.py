@@ -16,8 +16,9 @@ from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
-from txdb.surgery.transcript import Transcript
-from txdb.surgery.usage import cap_usage, gauge_context, recorded_context
+from txdb.transcript import Transcript
+from txdb.estimate import context_sum
+from txdb.surgery.usage import cap_usage, gauge_context
 
 DATA = Path(__file__).parent / "data"
 EDGE = DATA / "surgery" / "edge.jsonl"
@@ -293,7 +294,7 @@ def test_cap_usage_only_lowers_and_stays_consistent():
          "iterations": [{"input_tokens": 10, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 290}]}
     assert not cap_usage(dict(u), 5000)
     assert cap_usage(u, 400)
-    assert recorded_context(u) == 400 and gauge_context(u) == 400
+    assert context_sum(u) == 400 and gauge_context(u) == 400
     cc = u["cache_creation"]
     assert cc["ephemeral_5m_input_tokens"] + cc["ephemeral_1h_input_tokens"] <= u["cache_creation_input_tokens"]
     assert u["input_tokens"] <= 10 and u["cache_read_input_tokens"] <= 700
@@ -350,7 +351,7 @@ def test_reset_usage_lowers_a_turn_by_the_calibrated_size_of_what_went(tmp_path)
     assert removed > 0
     assert rep.usage["factor"] == pytest.approx(2.0)
     last = after.chain[-1].obj["message"]["usage"]
-    assert recorded_context(last) == last_before - 2 * removed
+    assert context_sum(last) == last_before - 2 * removed
 
 
 def _session_on(tmp_path: Path, model: str) -> Path:

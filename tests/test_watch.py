@@ -15,6 +15,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 
 from sessions import append, conversation, dumps, user, write
 
@@ -208,3 +210,33 @@ def test_serve_watch_shows_a_new_line_to_the_browser(tmp_path):
     assert rc in (0, 130), err
     assert "Traceback" not in err
     assert_consistent(db)
+
+
+@pytest.mark.parametrize("args", [["refresh", "--watch"], ["serve", "--watch"], ["serve"]])
+def test_ctrl_c_exits_130_for_every_long_running_command(tmp_path, args):
+    """One convention, the shell's for SIGINT: 128 + 2, whether the command
+    is a watcher, a server, or both."""
+    root = tmp_path / "projects"
+    write(root / "-p" / "s.jsonl", conversation(1, session="s"))
+    db = tmp_path / "c.db"
+    r = subprocess.run([*TXDB, "refresh", "--root", str(root), "--db", str(db)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    port = free_port()
+    extra = ["--port", str(port)] if args[0] == "serve" else []
+    proc = start([*args, "--root", str(root), "--db", str(db), *extra], tmp_path)
+    try:
+        if "--watch" in args:
+            wait_ready(proc)
+
+        def answers():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/c.json", timeout=5) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        if args[0] == "serve":
+            assert poll(answers)
+    finally:
+        rc, err = interrupt(proc)
+    assert rc == 130, err
+    assert "Traceback" not in err

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
-from .ingest.discover import is_session_file, is_session_path, is_side_file
+from .ingest.discover import is_session_path
+from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, original_path,
+                    pending_of, session_of_copy, working_file)
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
@@ -31,8 +33,9 @@ class SessionRef:
 _rows = db.rows
 
 
-def _looks_like_path(ref: str) -> bool:
-    return os.sep in ref or "/" in ref or ref.endswith(".jsonl") or ref.startswith("~")
+def looks_like_path(ref: str) -> bool:
+    """A SESSION argument that names a file (else an id or a prefix)."""
+    return os.sep in ref or "/" in ref or ref.endswith(SESSION_SUFFIX) or ref.startswith("~")
 
 
 def _ref(conn, path: str) -> SessionRef:
@@ -46,7 +49,6 @@ def _ref(conn, path: str) -> SessionRef:
 
 
 
-PENDING = ".pending"
 MIN_PREFIX = 4  # shorter prefixes would match too much by accident
 
 
@@ -54,15 +56,15 @@ def copy_kind(path: str | Path) -> str:
     """What a file that is not a session is, in words ("a backup", ...)."""
     p = Path(path)
     name = p.name
-    if name.endswith(".jsonl" + PENDING):
+    if is_pending_name(name):
         return "the pending copy"
-    if ".jsonl.bak" in name:
+    if is_backup_name(name):
         return "a backup"
-    if is_session_file(name) and os.path.islink(p):
+    if is_session_name(name) and os.path.islink(p):
         return f"a link to {os.path.realpath(p)}, which is {copy_kind(os.path.realpath(p))}"
     if is_side_file(p):
         return "a side file of a session's folder"
-    if is_session_file(name):
+    if is_session_name(name):
         return "a file inside a tool-results folder"
     if p.is_dir():
         return "a folder"
@@ -70,11 +72,8 @@ def copy_kind(path: str | Path) -> str:
 
 
 def _copy_of(p: Path) -> str | None:
-    name = p.name
-    at = name.rfind(".jsonl")
-    if at <= 0 or name.endswith(".jsonl"):
-        return None
-    return str(p.with_name(name[: at + len(".jsonl")]))
+    s = session_of_copy(p)
+    return str(s) if s is not None else None
 
 
 def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
@@ -92,10 +91,10 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     to be read directly."""
     if "\x00" in ref or not ref.strip():
         raise SessionNotFound(f"no session {ref!r}")
-    if _looks_like_path(ref):
+    if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating)
 
-    suffix = f"{os.sep}{ref}.jsonl"
+    suffix = os.sep + ref + SESSION_SUFFIX
     rows = conn.execute(
         "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
         "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
@@ -110,7 +109,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     rows = [r for r in rows if is_session_path(r[1])]  # an older catalog's backup rows
     if not rows:
         for root in roots or config.projects_roots():
-            p = _find_in_root(root, f"{ref}.jsonl")
+            p = _find_in_root(root, ref + SESSION_SUFFIX)
             if p is not None:
                 refresh_path(conn, p, str(root))
                 return _ref(conn, catalogued_path(conn, p))
@@ -141,11 +140,9 @@ def _refresh_stale(conn: sqlite3.Connection, path: str) -> None:
 def resolve_positions(conn: sqlite3.Connection, ref: str, original: bool = False) -> SessionRef:
     """SESSION for a command that shows chain positions (analyze, show-tool,
     show-thinking): the file the next surgery edits
-    (``surgery.pending.working_file``). A session with a pending copy is
+    (``paths.working_file``). A session with a pending copy is
     read through that copy, so a position shown is the one ``--from/--to/
     --pos`` take; ``original`` reads the session file itself."""
-    from .surgery.pending import original_path, working_file  # here: refresh never loads surgery
-
     r = resolve_session(conn, ref)
     if not r.catalogued or original:
         return r
@@ -166,7 +163,7 @@ def current_session(conn: sqlite3.Connection, session_id: str, cwd: str | Path) 
     try:
         path = resolve_session(conn, session_id).path
     except SessionNotFound:
-        path = str(config.projects_roots()[0] / config.project_folder(cwd) / f"{session_id}.jsonl")
+        path = str(config.projects_roots()[0] / config.project_folder(cwd) / (session_id + SESSION_SUFFIX))
     return {"id": session_id, "path": path, "exists": os.path.exists(path)}
 
 
@@ -185,12 +182,12 @@ def _find_in_root(root: Path, name: str) -> Path | None:
 
 def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     p = Path(ref).expanduser().absolute()
-    if p.name.endswith(".jsonl" + PENDING) and not p.is_file():
+    if is_pending_name(p.name) and not p.is_file():
         # The pending copy of a symlinked session lives beside the file the link points at.
-        real = Path(os.path.realpath(p.with_name(p.name[: -len(PENDING)])))
-        beside = real.with_name(real.name + PENDING)
+        real = Path(os.path.realpath(session_of_copy(p)))
+        beside = pending_of(real)
         if not beside.is_file():
-            raise SessionNotFound(f"no pending copy at {ref} (the original is {p.with_name(p.name[: -len(PENDING)])}; "
+            raise SessionNotFound(f"no pending copy at {ref} (the original is {session_of_copy(p)}; "
                                   "a surgery command or `txdb snapshot` makes one)")
         p = beside
     if not is_session_path(p):
@@ -198,10 +195,10 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
             if not p.is_file():
                 raise SessionNotFound(f"{ref} is a folder, not a session file" if p.is_dir() else f"no file at {ref}")
             return SessionRef(None, str(p), None, copy_kind(p), _copy_of(p))
-        if not p.name.endswith(".jsonl" + PENDING):
+        if not is_pending_name(p.name):
             raise NotASession(f"{ref} is {copy_kind(p)}, not a session: txdb never changes it "
                               "(name the session instead)")
-        p = p.with_name(p.name[: -len(PENDING)])
+        p = session_of_copy(p)
     if not p.is_file():
         raise SessionNotFound(f"no session file at {ref}")
     path = catalogued_path(conn, p)
@@ -230,7 +227,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     }
     sql = (
         "SELECT session_id, project, title, last_timestamp, first_timestamp, lines, chain_length, "
-        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, "
+        "est_context_tokens, gauge_tokens, cost_usd, unpriced_messages, file_bytes, path, file_id, "
         # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
         "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
         " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
@@ -283,18 +280,16 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "WHERE file_id = ? GROUP BY problem, severity ORDER BY severity",
         (file_id,),
     )
-    # Cut points: human prompts along the chain, with the tokens before each.
+    # Cut points: human prompts (view human_prompts) along the chain, with the tokens before each.
     cut_points = _rows(
         conn,
         "SELECT pos, line, timestamp, before_tokens FROM ("
-        "  SELECT c.pos, r.line, r.timestamp, r.type, r.is_meta, "
+        "  SELECT c.pos, r.line, r.timestamp, r.offset, "
         "         sum(r.tokens) OVER (ORDER BY c.pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-        "           AS before_tokens, "
-        "         (SELECT b.kind FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset "
-        "          ORDER BY b.idx LIMIT 1) AS first_kind "
+        "           AS before_tokens "
         "  FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset "
-        "  WHERE c.file_id = ?) "
-        "WHERE type = 'user' AND first_kind = 'text' AND coalesce(is_meta, 0) = 0 ORDER BY pos",
+        "  WHERE c.file_id = ?1) x "
+        "WHERE EXISTS (SELECT 1 FROM human_prompts h WHERE h.file_id = ?1 AND h.offset = x.offset) ORDER BY pos",
         (file_id,),
     )
     on_disk = _rows(

@@ -395,3 +395,33 @@ def load_nodes(conn, file_id: int) -> list[Node]:
             node = Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr), timestamp=ts)
         nodes.append(node)
     return nodes
+
+
+def compact_boundaries(conn, file_id: int) -> dict[int, str | None]:
+    """Compact boundaries of a catalogued file: offset -> the uuid of the last
+    record before it (its ``logicalParentUuid``, or None)."""
+    return {o: p for o, p in conn.execute(
+        "SELECT offset, logical_parent_uuid FROM records WHERE file_id = ? AND type = 'system' "
+        "AND subtype = 'compact_boundary'", (file_id,))}
+
+
+def compacted_history(conn, file_id: int) -> tuple[list[Node], dict[int, str | None]]:
+    """A catalogued session's whole history and its compact boundaries: the
+    active chain preceded by the chains that compactions left behind (each
+    boundary's logicalParentUuid leads to the chain it summarised), in file
+    order (time order: a compaction's preserved messages sit after the
+    boundary on the chain, but were recorded before it)."""
+    nodes = load_nodes(conn, file_id)
+    by_uuid = index(nodes)
+    segments = [active_chain(nodes)]
+    boundaries = compact_boundaries(conn, file_id)
+    seen = {n.offset for n in segments[0]}
+    while segments[0] and segments[0][0].offset in boundaries:
+        before = by_uuid.get(boundaries[segments[0][0].offset])
+        earlier = walk(before, by_uuid) if before is not None else []
+        earlier = [n for n in earlier if n.offset not in seen]
+        if not earlier:
+            break
+        seen.update(n.offset for n in earlier)
+        segments.insert(0, earlier)
+    return sorted((n for seg in segments for n in seg), key=lambda n: n.offset), boundaries

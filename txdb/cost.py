@@ -193,8 +193,7 @@ _SUMS = """count(*) AS api_messages,
        sum(coalesce(u.output_tokens, 0)) AS output_tokens,
        sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
        sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
-       sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-           + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+       sum(u.billed_tokens) AS total_tokens,
        round(sum(u.cost_usd), 6) AS cost_usd,
        sum(u.cost_usd IS NULL) AS unpriced_messages"""
 
@@ -224,8 +223,7 @@ def report(conn: sqlite3.Connection, by: str = "day", since: _dt.date | None = N
     costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     total = {**total, "cost_usd": round(sum(costs), 6) if costs else None}
     unpriced = _rows(conn, "SELECT coalesce(u.model, '(none)') AS model, count(*) AS api_messages, "
-                           "sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0) "
-                           "+ coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) "
+                           "sum(u.billed_tokens) "
                            f"AS total_tokens FROM billed_cost u {where} {'AND' if where else 'WHERE'} "
                            "u.cost_usd IS NULL GROUP BY 1 ORDER BY 1", params) if total["unpriced_messages"] else []
     return {"by": by, "since": since.isoformat() if since else None, "prices": price_source(conn),

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import cost, tokens
-from .errors import CatalogError, QueryError, QueryRefused
+from .errors import CatalogError, NoCatalog, QueryError, QueryRefused
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600
@@ -186,10 +186,25 @@ def _check_is_catalog(conn: sqlite3.Connection, path: Path) -> None:
         raise CatalogError(f"{path} is not a txdb catalog (it holds other tables): name another --db")
 
 
-def connect(path: str | Path, busy_timeout_ms: int = 10000) -> sqlite3.Connection:
+def no_catalog(path: str | Path) -> NoCatalog:
+    """The error of a reading command whose catalog does not exist: where
+    it looked, and the command that makes one there."""
+    from .config import default_db_path
+
+    db = "" if Path(path) == default_db_path() else f" --db {path}"
+    return NoCatalog(f"no catalog at {path}: run `txdb refresh{db}` first")
+
+
+def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views;
-    a writer waits up to ``busy_timeout_ms`` for another one to finish."""
+    a writer waits up to ``busy_timeout_ms`` for another one to finish.
+
+    ``create=False`` (every command that only reads): a catalog that does
+    not exist, or an empty file, is ``NoCatalog``, and nothing is created
+    (a mistyped ``--db`` must not answer with an empty catalog)."""
     path = Path(path)
+    if not create and not (path.is_file() and path.stat().st_size > 0):
+        raise no_catalog(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where a folder of the path should be

@@ -35,6 +35,10 @@ class CatalogError(TxdbError):
     program's database, a newer txdb's)."""
 
 
+class NoCatalog(CatalogError):
+    """A command that only reads named a catalog that does not exist (nothing was created)."""
+
+
 class NoSuchTarget(TxdbError):
     """A --pos, --id or other target the session does not have."""
 

@@ -221,6 +221,15 @@ WHERE file_id = ? AND message_id = ?
 """
 
 
+def calibrates(model: str | None) -> bool:
+    """Whether a turn's recorded usage measures the request Claude Code sent:
+    a Claude model's. Another model behind Claude Code (a local one, say) may
+    cut the prompt to its own window first (Ollama's default is 2,048
+    tokens), so its figures size the model's window, not the request; the
+    synthetic turns the CLI writes itself record nothing."""
+    return isinstance(model, str) and "claude" in model.lower()  # also Bedrock's and Vertex's ids
+
+
 def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int]]:
     """``(estimate, recorded)`` per assistant turn on a session's stored
     chain, root first; with ``last``, only the last ``last`` turns (read
@@ -232,7 +241,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     suffix = 0
     for pos, rtype, model, mid, ts, tokens in conn.execute(_CHAIN_DESC_SQL, (file_id,)):
         suffix += tokens or 0
-        if rtype != "assistant" or mid is None or model == "<synthetic>":
+        if rtype != "assistant" or mid is None or not calibrates(model):
             continue
         if mid not in first_pos and last is not None and len(first_pos) >= last + 1:
             break  # the oldest kept message's first line is behind us

@@ -217,15 +217,13 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
     out = Path(out).expanduser().absolute()
-    if not Path(catalog).is_file():
-        raise ExportError(f"no catalog at {catalog}: run `txdb refresh` first (or name one with --db)")
-    _check_target(out, replace)
-    conn = db.connect(catalog)  # migrated, as every command reads it
+    conn = db.connect(catalog, create=False)  # migrated, as every command reads it
     try:
         if redact:
             secrets.scan_catalog(conn)
     finally:
         conn.close()
+    _check_target(out, replace)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is

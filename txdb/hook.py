@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import paths
+
 # A hook waits this long for a catalog another txdb is writing, then gives up
 # (the next hook, or `txdb refresh`, catches up).
 BUSY_TIMEOUT_MS = 300
@@ -50,7 +52,7 @@ def session_files(payload: bytes | str) -> list[Path]:
         return []  # a session that never wrote a line: nothing to index
     # Its subagents as discovery finds them: a symlinked `<session>` or
     # `subagents` folder is not followed (refresh would not catalogue them).
-    subagents = sorted((path.parent / path.name[: -len(".jsonl")] / "subagents").glob("*.jsonl"))
+    subagents = sorted(paths.subagents_dir(path).glob("*" + paths.SESSION_SUFFIX))
     return [path, *[p for p in subagents if reached(p, roots[0])]]
 
 

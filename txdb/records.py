@@ -57,6 +57,12 @@ BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "server_tool
                "*_tool_result", "image")
 
 # The request journal: written since CC 2.1.300, never sent as context.
+# What txdb's strips leave in a record: a stripped tool result or input starts
+# with MARK (``[stripped by txdb: N chars]``), a stripped thinking block holds
+# THINKING_PLACEHOLDER. Written by surgery (ops), read by show and usage.
+MARK = "[stripped by txdb"
+THINKING_PLACEHOLDER = "[thinking stripped by txdb]"
+
 JOURNAL_TYPES = frozenset(t for t, what in LINE_TYPES.items() if what == "journal")
 
 # Line types bound to the original session file, never copied to a fork (as
@@ -276,3 +282,61 @@ def system_prompt_tokens(objs: Iterable[dict]) -> int:
         if is_system_prompt(obj):
             latest[obj["attachment"]["type"]] = obj
     return sum(attachment_cost(o)[0] for o in latest.values())
+
+
+# -- a session's title and a human prompt --------------------------------------
+# Title precedence (the record format): custom-title > agent-name > the first
+# summary > ai-title (newer, read last) > the first human prompt, so no session
+# with a prompt is untitled. Ingest (the catalog's sessions.title, also per
+# grown file), fork (its name) and the session page all read it from here.
+TITLE_RANK = {"custom-title": 5, "agent-name": 4, "summary": 3, "ai-title": 2, "prompt": 1}
+TITLE_KEY = {
+    "custom-title": "customTitle",
+    "agent-name": "agentName",
+    "summary": "summary",
+    "ai-title": "aiTitle",
+}
+FIRST_WINS = frozenset({"summary", "prompt"})  # of the others, the last line wins
+PROMPT_TITLE_CHARS = 60
+
+
+def human_prompt(obj: dict) -> str | None:
+    """The text of a prompt a person typed, or None: a user record that is
+    not meta or a compaction summary, whose content is a string or opens with
+    a text block, and is not markup (a slash command, caveat or reminder
+    opens with ``<``)."""
+    if obj.get("type") != "user" or obj.get("isMeta") or obj.get("isCompactSummary"):
+        return None
+    c = message_content(obj)
+    if isinstance(c, list):
+        first = c[0] if c else None
+        c = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
+    if not isinstance(c, str) or not c.strip() or c.lstrip().startswith("<"):
+        return None
+    return c
+
+
+def note_title(titles: dict, obj: dict) -> None:
+    """Keep what ``obj`` says about the title in ``titles`` (source -> text):
+    the first summary and prompt, the last of the other kinds."""
+    rtype = obj.get("type")
+    if rtype in TITLE_KEY:
+        v = obj.get(TITLE_KEY[rtype])
+        if type(v) is str and v.strip() and not (rtype in FIRST_WINS and rtype in titles):
+            titles[rtype] = v
+    elif rtype == "user" and "prompt" not in titles:
+        p = human_prompt(obj)
+        if p is not None:
+            titles["prompt"] = " ".join(p.split())[:PROMPT_TITLE_CHARS]
+
+
+def pick_title(titles: dict, current: tuple[str | None, str | None] = (None, None)) -> tuple[str | None, str | None]:
+    """(title, source) by precedence: the best of ``titles`` against the
+    ``current`` pair (what earlier lines of the file gave), later lines of
+    a kind replacing earlier ones unless the first of that kind wins."""
+    title, source = current
+    for src, value in titles.items():
+        rank, cur = TITLE_RANK[src], TITLE_RANK.get(source or "", 0)
+        if rank > cur or (rank == cur and src not in FIRST_WINS):
+            title, source = value, src
+    return title, source

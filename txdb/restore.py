@@ -11,7 +11,7 @@ line still being written when it vanished, rows an older txdb kept without
 a hash) refuses the restore and is named.
 
 Writing never replaces a file: each goes to a temp file, is fsynced and
-linked to its name (``surgery/sidecar.write``), mode 0600, folders 0700; a
+linked to its name (``sidecar.write``), mode 0600, folders 0700; a
 failure takes back every file this restore created. A session file still
 on disk is refused (``--to`` writes the copy into another project folder).
 """
@@ -27,7 +27,8 @@ from pathlib import Path, PurePosixPath
 
 from .db import connect_readonly, run_query
 from .errors import QueryError, RestoreError, SessionNotFound
-from .surgery import sidecar as sidecarmod
+from . import sidecar as sidecarmod
+from .paths import session_stem
 from .surgery.select import check_condition
 
 
@@ -119,7 +120,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     if kind != "session":
         raise RestoreError(f"{path} is a subagent transcript: restore the session it belongs to")
     src = Path(path)
-    stem = src.name[: -len(".jsonl")] if src.name.endswith(".jsonl") else src.name
+    stem = session_stem(src)
     folder = Path(to).expanduser().absolute() if to is not None else src.parent
     plan = Plan(session_id or stem, file_id, folder)
 

@@ -17,7 +17,7 @@ import sqlite3
 from . import db
 from .catalog import SessionRef, file_info, reading
 from .errors import NoSuchTarget
-from .surgery.ops import MARK as STRIPPED_MARK
+from .records import MARK as STRIPPED_MARK
 
 EXCERPT_CHARS = 100
 _SPACE = re.compile(r"\s+")

@@ -26,7 +26,8 @@ from typing import Callable
 
 from . import db
 from .errors import NothingToWatch
-from .ingest.discover import SKIP_DIRS, is_session_path
+from .ingest.discover import is_session_path
+from .paths import SESSION_SUFFIX, SKIP_DIRS
 from .ingest.store import refresh, refresh_path
 
 # Changes are handed over after this long without a new one (ms) ...
@@ -79,7 +80,7 @@ class _Filter:
 
         if is_session_path(path):
             return True
-        if _in_skipped_folder(path) or ".jsonl" in os.path.basename(path):
+        if _in_skipped_folder(path) or SESSION_SUFFIX in os.path.basename(path):
             return False
         if change == watchfiles.Change.added:
             return os.path.isdir(path)

@@ -3,9 +3,9 @@
 -- builds read the same three fields from usage.iterations[], when present).
 -- It reads the figures the file holds now (usage.gauge_*: lowered by a
 -- usage reset), not the API's (usage's own columns, kept for the record).
--- The rule is estimate.recorded_context's (tests/test_rules.py holds the
--- two together). Correlated per session, so a filter on file_id touches
--- one session only.
+-- The rule is estimate.recorded_context's, stated in SQL once by the
+-- usage_context view (tests/test_rules.py holds the two together).
+-- Correlated per session, so a filter on file_id touches one session only.
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
     SELECT s.file_id,
@@ -27,23 +27,10 @@ SELECT
     u.gauge_cache_read_input_tokens AS cache_read_input_tokens,
     u.gauge_cache_creation_input_tokens AS cache_creation_input_tokens,
     u.output_tokens,
-    max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
-        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS recorded_context,
-    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
-        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
-         FROM json_each(u.gauge_iterations, '$[#-1]') j
-         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
-    END AS iterations_context,
-    -- estimate.recorded_context's rule, in SQL: the last iterations[] entry
-    -- when it is an object, else the totals; positive integers only
-    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
-        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
-         FROM json_each(u.gauge_iterations, '$[#-1]') j
-         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
-    ELSE
-        max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
-        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0)
-    END AS gauge_tokens,
+    coalesce(u.gauge_totals_context, 0) AS recorded_context,
+    u.gauge_iterations_context AS iterations_context,
+    -- the gauge's rule, stated once in usage_context
+    coalesce(u.gauge_tokens, 0) AS gauge_tokens,
     -- what the API recorded for that turn (differs after a usage reset)
     coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
         + coalesce(u.cache_creation_input_tokens, 0) AS api_context
@@ -51,4 +38,4 @@ FROM last_turn lt
 -- CROSS JOIN fixes the order: sessions first, never a scan of chain or records
 CROSS JOIN chain c ON c.file_id = lt.file_id AND c.pos = lt.pos
 CROSS JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
-LEFT JOIN usage u ON u.file_id = r.file_id AND u.message_id = r.message_id;
+LEFT JOIN usage_context u ON u.file_id = r.file_id AND u.message_id = r.message_id;

@@ -5,26 +5,19 @@
 -- the one with the largest total, then a session file before a subagent,
 -- then the first path; so which file was read first never matters. Rows
 -- without a message id (message_id 'uuid:...') are never merged.
--- session_usage, usage_by_day and usage_by_model read this view.
+-- The billed total is usage_context.billed_tokens. session_usage,
+-- usage_by_day and usage_by_model read this view.
 CREATE VIEW billed_usage AS
 SELECT u.*
-FROM usage u
+FROM usage_context u
 JOIN files f ON f.id = u.file_id
 WHERE u.message_id LIKE 'uuid:%' OR NOT EXISTS (
-    SELECT 1 FROM usage v JOIN files g ON g.id = v.file_id
+    SELECT 1 FROM usage_context v JOIN files g ON g.id = v.file_id
     WHERE v.message_id = u.message_id AND v.file_id <> u.file_id
       AND v.session_id IS u.session_id AND v.request_id IS u.request_id
-      AND ((coalesce(v.input_tokens, 0) + coalesce(v.output_tokens, 0)
-              + coalesce(v.cache_read_input_tokens, 0) + coalesce(v.cache_creation_input_tokens, 0),
-            g.kind = 'session')
-           > (coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-              + coalesce(u.cache_read_input_tokens, 0) + coalesce(u.cache_creation_input_tokens, 0),
-              f.kind = 'session')
-           OR ((coalesce(v.input_tokens, 0) + coalesce(v.output_tokens, 0)
-                  + coalesce(v.cache_read_input_tokens, 0) + coalesce(v.cache_creation_input_tokens, 0),
-                g.kind = 'session')
-               = (coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-                  + coalesce(u.cache_read_input_tokens, 0) + coalesce(u.cache_creation_input_tokens, 0),
-                  f.kind = 'session')
+      AND ((v.billed_tokens, g.kind = 'session')
+           > (u.billed_tokens, f.kind = 'session')
+           OR ((v.billed_tokens, g.kind = 'session')
+               = (u.billed_tokens, f.kind = 'session')
                AND g.path < f.path))
 );

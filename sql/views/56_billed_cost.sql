@@ -10,8 +10,7 @@
 CREATE VIEW billed_cost AS
 SELECT u.*, p.priced_as,
        CASE
-           WHEN coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
-                + coalesce(u.cache_creation_input_tokens, 0) = 0 THEN 0.0
+           WHEN u.billed_tokens = 0 THEN 0.0
            WHEN p.priced_as IS NULL THEN NULL
            ELSE (coalesce(u.input_tokens, 0) * p.input_mtok
                  + coalesce(u.output_tokens, 0) * p.output_mtok

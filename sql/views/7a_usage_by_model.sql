@@ -9,8 +9,7 @@ SELECT
     sum(coalesce(u.output_tokens, 0)) AS output_tokens,
     sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
     sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
-    sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-        + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+    sum(u.billed_tokens) AS total_tokens,
     min(substr(u.timestamp, 1, 10)) AS first_day,
     max(substr(u.timestamp, 1, 10)) AS last_day,
     round(sum(u.cost_usd), 6) AS cost_usd,

@@ -27,8 +27,7 @@ SELECT b.block_start, b.block_end,
        sum(coalesce(u.output_tokens, 0)) AS output_tokens,
        sum(coalesce(u.cache_creation_input_tokens, 0)) AS cache_creation_input_tokens,
        sum(coalesce(u.cache_read_input_tokens, 0)) AS cache_read_input_tokens,
-       sum(coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-           + coalesce(u.cache_creation_input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)) AS total_tokens,
+       sum(u.billed_tokens) AS total_tokens,
        round(sum(u.cost_usd), 6) AS cost_usd,
        sum(u.cost_usd IS NULL) AS unpriced_messages,
        group_concat(DISTINCT u.model) AS models

@@ -55,6 +55,7 @@ COMMANDS: dict[str, Entry] = {
     **_in("show",
           show_tool="Tool calls on a session's active chain: sizes, or one call in full.",
           show_thinking="Thinking blocks on a session's active chain: sizes, or one in full."),
+    **_in("search", search="Find text in messages, thinking, tool output and tool input (full-text, ranked)."),
     **_in("serve", serve="Browse the catalog in Datasette (read-only, bound to 127.0.0.1)."),
     **_in("export", export="Export the catalog's tables as Parquet, partitioned by project and month."),
     **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),

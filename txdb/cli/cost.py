@@ -7,7 +7,7 @@ import sys
 import click
 
 from .. import cost as costlib
-from .main import command, db_option, open_catalog
+from .main import command, db_option, read_catalog
 from .output import echo, emit_rows, to_json
 
 
@@ -37,7 +37,7 @@ def cost(db_path, by, since, as_json):
         txdb cost --by month
         txdb cost --by session --since 2026-11-01 --json
     """
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path)
     result = costlib.report(conn, by=by, since=since.date() if since else None)
     if as_json or not sys.stdout.isatty():
         echo(to_json(result))

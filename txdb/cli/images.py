@@ -28,7 +28,7 @@ def list_images_cmd(session, db_path, as_json):
         txdb list-images SESSION
         txdb list-images SESSION --json | jq -r '.[].sha256' | sort -u
     """
-    _conn, orig = _resolve(db_path, session)
+    _conn, orig = _resolve(db_path, session, reading=True)
     t, _original, _had, _meta = load_base(orig)
     refs = images.list_images(t)
     if as_json:

@@ -37,6 +37,15 @@ class TxdbCommand(click.Command):
     log row or SQLite text can hold; they are one Error line before the command
     runs. Paths (``click.Path`` options) may be any bytes."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Every SESSION argument completes session ids in the shell (one
+        # place for every command, whichever module defines it).
+        for param in self.params:
+            if isinstance(param, click.Argument) and param.name == "session" \
+                    and param._custom_shell_complete is None:
+                param._custom_shell_complete = complete_session
+
     def invoke(self, ctx):
         for param in self.params:
             if isinstance(param.type, click.Path):
@@ -50,6 +59,38 @@ class TxdbCommand(click.Command):
                         name = param.opts[-1] if isinstance(param, click.Option) else param.name.upper()
                         raise click.ClickException(f"{name} is not valid UTF-8 text") from None
         return super().invoke(ctx)
+
+
+def complete_session(ctx, param, incomplete: str):
+    """Shell completion of a SESSION: the catalogued session ids starting with
+    what was typed (newest first, the title as the help zsh and fish show);
+    a path is left to the shell's file completion. Read-only, one indexed
+    query, never an error: no catalog, a locked or broken one complete nothing."""
+    from click.shell_completion import CompletionItem
+
+    if os.sep in incomplete or "/" in incomplete or incomplete.startswith(("~", ".")):
+        return [CompletionItem(incomplete, type="file")]
+    try:
+        path = (ctx.params.get("db_path") if ctx is not None else None) or config.default_db_path()
+        if not os.path.isfile(path):
+            return []
+        from pathlib import Path
+
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=0.2)
+        try:
+            found = conn.execute(
+                "SELECT f.session_id, s.title FROM files f LEFT JOIN sessions s ON s.file_id = f.id "
+                "WHERE f.kind = 'session' AND f.session_id >= ? AND substr(f.session_id, 1, ?) = ? "
+                "ORDER BY f.gone, s.last_timestamp DESC LIMIT 200",
+                (incomplete, len(incomplete), incomplete)).fetchall()
+        finally:
+            conn.close()
+    except Exception:  # completion must never break the shell's prompt
+        return []
+    seen: dict[str, str | None] = {}
+    for sid, title in found:
+        seen.setdefault(sid, title)
+    return [CompletionItem(sid, help=terminal_safe(title) if title else None) for sid, title in seen.items()]
 
 
 class TxdbGroup(click.Group):
@@ -167,12 +208,24 @@ def root_option(f):
     )(f)
 
 
-def open_catalog(db_path):
-    """(connection, path) of the catalog the command names (or the default one)."""
+def open_catalog(db_path, create: bool = True):
+    """(connection, path) of the catalog the command names (or the default one).
+
+    ``create=False`` for a command that only reads: a catalog that does not
+    exist is one error line (``db.no_catalog``), never a new empty one."""
     from ..db import connect
 
     path = db_path or config.default_db_path()
-    return connect(path), path
+    return connect(path, create=create), path
+
+
+def read_catalog(db_path, session: str | None = None):
+    """``open_catalog`` for a command that only reads. Given a session
+    file's path it reads that file whatever the catalog holds, so it may
+    make the catalog; an id, or no session, needs an existing one."""
+    from ..catalog import looks_like_path
+
+    return open_catalog(db_path, create=session is not None and looks_like_path(session))
 
 
 def command(name: str, *, group: bool = False):
@@ -291,7 +344,7 @@ def query(db_path, sql, params, fmt):
     """
     from .. import db
 
-    conn, path = open_catalog(db_path)
+    conn, path = read_catalog(db_path)
     conn.close()
     ro = db.connect_readonly(path)
     try:
@@ -312,19 +365,24 @@ def query(db_path, sql, params, fmt):
               help="Order: newest first, or the largest est. context, file or cost (USD) first.")
 @click.option("--gone", is_flag=True, help="Only sessions whose file vanished from disk, and when "
               "(view gone_sessions; `txdb restore` gives them back).")
+@click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")
 @format_options
-def sessions(db_path, project, limit, subagents, sort, gone, fmt):
+def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD, secrets found.
+
+    Each row's url is its page in `txdb serve` (on its default port).
 
     Example:
 
     \b
         txdb sessions --sort tokens --limit 10
+        txdb sessions --urls --limit 5
         txdb sessions --gone
     """
     from .. import catalog
+    from ..web.urls import session_page_url
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path)
     if gone:
         rows = catalog.gone_sessions(conn, project=project, limit=limit)
         if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
@@ -333,10 +391,12 @@ def sessions(db_path, project, limit, subagents, sort, gone, fmt):
             emit_rows(rows, fmt)
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
+    for r in rows:
+        r["url"] = session_page_url(r["file_id"])
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]
-        emit_rows(rows, "table", cols)
+        emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)
 
@@ -363,7 +423,7 @@ def analyze(db_path, session, original, as_json):
     """
     from .. import catalog
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path, session)
     ref = catalog.resolve_positions(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
@@ -434,7 +494,7 @@ def verify(db_path, session, as_json):
     from .. import catalog
     from ..verify import verify_file
 
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
     if as_json:
         echo(to_json(report.as_dict()))

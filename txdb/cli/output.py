@@ -75,8 +75,10 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
             echo(to_json(r, indent=False))
     elif fmt == "csv":
         # Values made terminal-safe like any text (JSON is the lossless format).
+        # Lines end with \n, as sqlite-utils' CSV does (not the csv module's
+        # \r\n, which `$(...)` in a shell would keep).
         buf = io.StringIO()
-        w = csv.writer(buf)
+        w = csv.writer(buf, lineterminator="\n")
         w.writerow([terminal_safe(c) for c in columns])
         for r in rows:
             w.writerow([terminal_safe(r.get(c)) for c in columns])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from ..surgery import persist as per
+from ..surgery.migrate import MigrateOp
 from .main import command
 from .surgery import SurgeryOptions, _csv, _run, surgery_options
 
@@ -199,4 +200,4 @@ def migrate_persisted_cmd(o: SurgeryOptions):
     \b
         txdb migrate-persisted SESSION && txdb apply SESSION
     """
-    _run(o, "migrate-persisted", per.MigrateOp())
+    _run(o, "migrate-persisted", MigrateOp())

@@ -14,6 +14,10 @@ from .output import echo, to_json
 def plugin(as_json):
     """Where txdb's Claude Code plugin is, and the command that enables it.
 
+    "Enable it" loads the plugin for one launch; "Install it" adds the
+    folder as a plugin marketplace and installs the plugin from it, for
+    every launch.
+
     The plugin adds a skill (the txdb workflow, for the model) and Stop and
     SessionEnd hooks that refresh the catalog for the session that stopped.
 
@@ -22,6 +26,7 @@ def plugin(as_json):
     \b
         txdb plugin
         claude --plugin-dir "$(txdb plugin --json | jq -r .path)"
+        eval "$(txdb plugin --json | jq -r '.install | join(" && ")')"
     """
     info = plugin_info()
     if as_json:
@@ -29,6 +34,7 @@ def plugin(as_json):
         return
     echo(f"Plugin folder: {info.path}")
     echo(f"Enable it:     {info.enable}")
+    echo(f"Install it:    {' && '.join(info.install)}")
     if info.hook_found is None:
         echo(f"Note: `{info.hook_command}` is not on PATH, so the plugin's hooks will not run: put the folder "
              "of the txdb command on PATH (`pipx ensurepath`, `uv tool update-shell`), or install txdb with "

@@ -9,6 +9,7 @@ The equivalent plain command (the plugin loads through its entry point):
 
 from __future__ import annotations
 
+import signal
 import socket
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from .. import config, db
 from ..errors import TxdbError
 from ..web.hostcheck import refuse_foreign_hosts
 from ..web.metadata import make_datasette, metadata_path
+from ..web.urls import DEFAULT_PORT
 from .main import command, db_option, root_option, watch_reporter
 from .output import echo, terminal_safe
 
@@ -33,7 +35,7 @@ def _free_port(host: str) -> int:
 
 @command("serve")
 @db_option
-@click.option("-p", "--port", type=click.IntRange(0, 65535), default=8001, show_default=True,
+@click.option("-p", "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the catalog in a web browser.")
 @click.option("--print-metadata-path", is_flag=True,
@@ -46,7 +48,8 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
 
     Views worth opening: sessions_by_size, sessions_by_context,
     context_by_category, costliest_tool_calls, sessions_near_limit and the
-    search_* views; each session's conversation is at /-/txdb/session/<file_id>.
+    search_* views; each session's conversation is at /-/txdb/session/<file_id>
+    (`txdb sessions --urls` prints it).
 
     With --watch, a watcher in the same process refreshes the catalog as
     session files change (Datasette only reads it; each page shows what
@@ -64,8 +67,9 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
     import uvicorn
 
     path = Path(db_path or config.default_db_path())
-    # Migrate and create the views once; Datasette itself only reads.
-    db.connect(path).close()
+    # Migrate and create the views once; Datasette itself only reads (so
+    # there must be a catalog, unless --watch is to build it).
+    db.connect(path, create=watch).close()
     host = "127.0.0.1"
     if port == 0:
         port = _free_port(host)
@@ -85,9 +89,20 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
         threading.Timer(1.0, webbrowser.open, [url]).start()
     # Requests naming another host are refused here, whatever plugins load
     # (the txdb plugin does the same for plain `datasette serve`).
+    # Ctrl-C ends serve as it ends every command: KeyboardInterrupt, which
+    # the group turns into exit 130. uvicorn's Server catches SIGINT, shuts
+    # down, then raises it again through the handler it found: this one
+    # (asyncio would swallow Python's default one, and uvicorn.run any
+    # KeyboardInterrupt: exit 0).
+    server = uvicorn.Server(uvicorn.Config(refuse_foreign_hosts(ds.app()), host=host, port=port,
+                                           log_level="warning", lifespan="on"))
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        uvicorn.run(refuse_foreign_hosts(ds.app()), host=host, port=port, log_level="warning", lifespan="on")
+        server.run()
+        if not server.started:
+            raise click.exceptions.Exit(3)  # uvicorn said why (its startup failure status)
     finally:
+        signal.signal(signal.SIGINT, previous)
         if watcher is not None:
             stop, thread = watcher
             stop.set()  # the watcher ends between two files' transactions
@@ -95,6 +110,10 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
             if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
                 echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
                 thread.join()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _start_watcher(path: Path, roots: list[Path]) -> tuple[threading.Event, threading.Thread]:

@@ -8,12 +8,12 @@ import click
 
 from .. import show
 from ..catalog import resolve_positions
-from .main import command, db_option, open_catalog, original_option, positions_note
+from .main import command, db_option, original_option, positions_note, read_catalog
 from .output import echo, tabulate, to_json
 
 
 def _resolve(db_path, session, original):
-    conn, _ = open_catalog(db_path)
+    conn, _ = read_catalog(db_path, session)
     return conn, resolve_positions(conn, session, original)
 
 

@@ -16,7 +16,7 @@ from ..surgery import pending as pend
 from ..surgery import select as sel
 from ..surgery.engine import run_surgery
 from ..surgery.log import apply_logged, log_fork
-from .main import db_option, open_catalog
+from .main import db_option, open_catalog, read_catalog
 from .output import echo, to_json
 from .report import print_apply as _print_apply
 from .report import print_report as _print_report
@@ -146,8 +146,10 @@ def _check(o: SurgeryOptions) -> None:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
 
 
-def _resolve(db_path, session: str):
-    conn, _ = open_catalog(db_path)
+def _resolve(db_path, session: str, reading: bool = False):
+    """(catalog, the session's original file); ``reading``: for a command
+    that only reads (``read_catalog``: no new catalog for an id)."""
+    conn, _ = read_catalog(db_path, session) if reading else open_catalog(db_path)
     ref = resolve_session(conn, session, mutating=True)
     return conn, pend.original_path(ref.path)
 

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import (META_SUFFIX, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
+                     is_session_name, is_side_file, session_folder)
 from ..regular import NotRegularFile
-
-SKIP_DIRS = frozenset({"tool-results"})
-# Folders in a session's folder (<project>/<sessionId>/) whose files are the
-# session's sidecars, and the subagents' meta files beside their transcripts.
-SIDECAR_DIRS = ("tool-results", "persisted")
-SUBAGENTS = "subagents"
-META_SUFFIX = ".meta.json"
-# A session's own folder (``<uuid>/`` beside ``<uuid>.jsonl``) holds its
-# subagents' transcripts in ``subagents/`` and side files the CLI keeps for
-# itself (``resume-head.jsonl``, ``tool-results/``): only the first are sessions.
-SESSION_DIR = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-SUBAGENTS_DIR = "subagents"
 
 
 @dataclass(slots=True)
@@ -45,31 +34,15 @@ def classify(path: Path, root: Path | None = None) -> tuple[str | None, str, str
             project = None
     if project is None and len(parts) >= 2:
         project = parts[-2]
-    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
-    if len(parts) >= 3 and parts[-2] == "subagents":
+    stem = path.name[: -len(SESSION_SUFFIX)] if is_session_name(path.name) else path.stem
+    if len(parts) >= 3 and parts[-2] == SUBAGENTS:
         parent = parts[-3]
         if root is None and len(parts) >= 4:
             project = parts[-4]
         return project, "subagent", parent
-    if stem.startswith("agent-"):
+    if stem.startswith(SUBAGENT_PREFIX):
         return project, "subagent", None
     return project, "session", None
-
-
-def is_session_file(name: str) -> bool:
-    # .pending and .bak copies end differently, so they never match.
-    return name.endswith(".jsonl")
-
-
-def is_side_file(path: str | Path) -> bool:
-    """A file inside a session's own folder that is not in its
-    ``subagents/`` folder (``<uuid>/resume-head.jsonl``): the CLI's own
-    bookkeeping, never a session."""
-    parts = Path(path).parent.parts
-    for i in range(len(parts) - 1, -1, -1):
-        if SESSION_DIR.fullmatch(parts[i]):
-            return parts[i + 1: i + 2] != (SUBAGENTS_DIR,)
-    return False
 
 
 def is_session_path(path: str | Path) -> bool:
@@ -86,7 +59,7 @@ def is_session_path(path: str | Path) -> bool:
 
 
 def _named_like_session(p: Path) -> bool:
-    return is_session_file(p.name) and not SKIP_DIRS.intersection(p.parent.parts) and not is_side_file(p)
+    return is_session_name(p.name) and not SKIP_DIRS.intersection(p.parent.parts) and not is_side_file(p)
 
 
 def reached(path: str | Path, root: str | Path) -> bool:
@@ -106,14 +79,6 @@ def reached(path: str | Path, root: str | Path) -> bool:
         if name in SKIP_DIRS or os.path.islink(folder) or not os.path.isdir(folder):
             return False
     return bool(rel) and is_session_path(p) and os.path.isfile(p)
-
-
-def session_stem(path: str | Path) -> str:
-    """The session's name in a session file's name, also for its copies
-    (``X.jsonl.pending``, ``X.jsonl.bak.2`` -> ``X``)."""
-    name = Path(path).name
-    at = name.rfind(".jsonl")
-    return name[:at] if at > 0 else name
 
 
 @dataclass(slots=True)
@@ -144,12 +109,6 @@ def _place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
             project = rel[i - 2] if i >= 2 else None
             return project, rel[i - 1], "/".join(rel[i:])
     return None
-
-
-def session_folder(session_path: str | Path) -> Path:
-    """``<project>/<sessionId>/`` of a session file or subagent transcript."""
-    p = Path(session_path)
-    return p.parent.parent if p.parent.name == SUBAGENTS else p.parent / session_stem(p)
 
 
 def session_sidecars(root: str | Path, session_path: str | Path) -> list[FoundSidecar]:
@@ -239,7 +198,7 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
-                    if in_skipped or not is_session_file(entry.name) or is_side_file(entry.path):
+                    if in_skipped or not is_session_name(entry.name) or is_side_file(entry.path):
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

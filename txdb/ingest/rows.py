@@ -16,7 +16,7 @@ import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import JOURNAL_TYPES, block_rows, message_content, record_kind, record_tokens
+from ..records import JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, note_title, record_kind, record_tokens
 from . import deep
 from .census import Census
 from .lines import Line, parse_line
@@ -27,13 +27,6 @@ from .lines import Line, parse_line
 BATCH = 2000
 BATCH_BYTES = 256 << 10
 
-TITLE_RANK = {"custom-title": 4, "agent-name": 3, "summary": 2, "ai-title": 1}
-TITLE_KEY = {
-    "custom-title": "customTitle",
-    "agent-name": "agentName",
-    "summary": "summary",
-    "ai-title": "aiTitle",
-}
 
 
 def _int(v):
@@ -290,13 +283,8 @@ class FileIngest:
                 s.first_ts = ts
             if s.last_ts is None or ts > s.last_ts:
                 s.last_ts = ts
-        if rtype in TITLE_KEY:
-            v = obj.get(TITLE_KEY[rtype])
-            if type(v) is str and v.strip():
-                if rtype == "summary":
-                    s.titles.setdefault(rtype, v)  # the first summary
-                else:
-                    s.titles[rtype] = v  # the last one wins
+        if rtype in TITLE_KEY or (rtype == "user" and "prompt" not in s.titles):
+            note_title(s.titles, obj)
 
     def flush(self) -> None:
         """Hand the rows gathered so far to the sink."""

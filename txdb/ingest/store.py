@@ -26,18 +26,19 @@ from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
-from .. import estimate, verify
+from .. import estimate
 from . import census
-from ..chain import load_nodes as _load_nodes
+from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
-from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, is_side_file,
-                       session_folder,
-                       session_sidecars, session_stem)
+from ..paths import is_side_file, session_stem
+from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
+                       session_sidecars)
 from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
-from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
+from ..records import pick_title
+from .rows import FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
 # several lines (one per content block), each repeating message.id and the
@@ -53,6 +54,8 @@ from .rows import TITLE_RANK, FileIngest, FileSummary, RowBatch
 # (its latest line of the message) either way.
 # The same message repeated in another file of the session is counted once
 # by the billed_usage view (sql/views), not here: rows stay per file.
+# _TOTAL is the billed total (the usage_context view's billed_tokens), over the
+# upsert's two rows, where no view can be read.
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
 _API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
@@ -265,11 +268,7 @@ def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: boo
         first_ts = s.first_ts
     if s.last_ts and (last_ts is None or s.last_ts > last_ts):
         last_ts = s.last_ts
-    for source, value in s.titles.items():
-        rank = TITLE_RANK[source]
-        cur = TITLE_RANK.get(title_source or "", 0)
-        if rank > cur or (rank == cur and source != "summary"):
-            title, title_source = value, source
+    title, title_source = pick_title(s.titles, (title, title_source))
     conn.execute(
         "INSERT INTO sessions (file_id, session_id, parent_session_id, agent_id, project, "
         "title, title_source, cwd, git_branch, version, model, first_timestamp, last_timestamp, "
@@ -332,7 +331,7 @@ def _update_chain(conn, file_id: int, nodes: list[chainmod.Node]) -> None:
         if extension:
             _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in extension], start=old_len)
         return
-    _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in chainmod.active_chain(_load_nodes(conn, file_id))])
+    _store_chain(conn, file_id, [(n.offset, n.timestamp) for n in chainmod.active_chain(chainmod.load_nodes(conn, file_id))])
 
 
 @dataclass(slots=True)
@@ -348,6 +347,28 @@ class Plan:
     @property
     def from_start(self) -> bool:
         return self.status in ("new", "rewritten")
+
+
+def store_chain_findings(conn, file_id: int) -> int:
+    """Judge a catalogued file's missing parents as ``verify`` does
+    (``chain_health.missing_parent_findings``), from its records rows, and keep the findings in ``chain_findings`` (which the
+    ``chain_health`` view reads). Refresh calls it for every file it
+    changed; only a file with a row in ``dangling_parents`` has anything to
+    judge, so the others cost one lookup. Returns the findings kept."""
+    conn.execute("DELETE FROM chain_findings WHERE file_id = ?", (file_id,))
+    if conn.execute("SELECT 1 FROM dangling_parents WHERE file_id = ? LIMIT 1", (file_id,)).fetchone() is None:
+        return 0
+    nodes = chainmod.load_nodes(conn, file_id)
+    line_of = dict(conn.execute("SELECT offset, line FROM records WHERE file_id = ? AND uuid IS NOT NULL",
+                                (file_id,)))
+    by_uuid = chainmod.index(nodes)
+    chain = chainmod.active_chain(nodes)
+    sidechain_file = bool(nodes) and all(n.is_sidechain for n in nodes if n.uuid)
+    rows = [(file_id, offset, f.severity, f.code, f.message)
+            for f, offset in missing_parent_findings(nodes, by_uuid, chain, line_of, sidechain_file)]
+    conn.executemany("INSERT OR REPLACE INTO chain_findings (file_id, offset, severity, code, detail) "
+                     "VALUES (?,?,?,?,?)", rows)
+    return len(rows)
 
 
 def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) -> Plan:
@@ -456,7 +477,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
         _update_chain(conn, file_id, ing.nodes)
     estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
-    verify.store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
+    store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
     st = f.stat
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "

@@ -38,7 +38,7 @@ from ..errors import SurgeryError
 from ..policy import is_state
 from ..records import markup_kind
 from .ops import tool_spans
-from .transcript import Transcript
+from ..transcript import Transcript
 
 MESSAGE_CHARS = 2000
 # String fields that hold another record's uuid.

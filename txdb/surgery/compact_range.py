@@ -58,11 +58,11 @@ from typing import Callable
 
 from ..errors import SurgeryError
 from ..policy import is_state
-from . import sidecar as sc
+from .. import sidecar as sc
 from .fork import FORK_FIELDS
 from .ops import check_positions, tool_spans
-from .persist import _one_line, outline
-from .transcript import Record, Transcript
+from .persist import one_line, outline
+from ..transcript import Record, Transcript
 
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
@@ -123,7 +123,7 @@ class CompactRangeOp(sc.Writes):
     def _compact(self, t: Transcript, a: int, b: int, out: dict) -> dict:
         chain = t.chain
         span = chain[a:b + 1]
-        recs = [r for r in span if not _stays(r)]
+        recs = [r for r in span if not stays_in_place(r)]
         kept = len(span) - len(recs)
         first = recs[0]
         fobj = first.parse()
@@ -182,7 +182,7 @@ def _again(t: Transcript, a: int, b: int) -> str | None:
     """The marker of the range's survivor when running a..b again changes at most
     that record's envelope: the range's only record to compact carries a marker,
     or its first one carries the marker of exactly this range. Else None."""
-    recs = [r for r in t.chain[a:b + 1] if not _stays(r)]
+    recs = [r for r in t.chain[a:b + 1] if not stays_in_place(r)]
     if not recs:
         return None
     marker = _survivor_marker(recs[0].parse())
@@ -195,14 +195,14 @@ def _same_range(t: Transcript, a: int, b: int) -> bool:
     """Whether a..b is exactly the range a survivor already compacted: the first
     record from ``a`` on that does not stay in place carries the marker of
     a..b. The chain is shorter since, so ``b`` may lie past its end now."""
-    first = next((r for r in t.chain[a:] if not _stays(r)), None)
+    first = next((r for r in t.chain[a:] if not stays_in_place(r)), None)
     if first is None or first.pos > b:
         return False
     head = sc.range_head(_survivor_marker(first.parse()))
     return head is not None and head[:2] == (a, b)
 
 
-def _stays(r: Record) -> bool:
+def stays_in_place(r: Record) -> bool:
     """Records a range leaves in place: what the CLI announced, the system prompt
     (``policy.ANNOUNCEMENTS``, ``policy.SYSTEM_PROMPT``)."""
     return is_state(r.type, r.attachment_type)
@@ -225,7 +225,7 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], aga
                            f"resuming starts from it; end the range before it")
     if again:
         return
-    if all(_stays(r) for r in t.chain[a:b + 1]):
+    if all(stays_in_place(r) for r in t.chain[a:b + 1]):
         raise SurgeryError(f"the range {a}..{b} holds only records compact-range leaves in place (tool, agent "
                            f"and skill announcements, the system prompt): nothing to compact")
     for use, result, tid in spans:
@@ -239,7 +239,7 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], aga
             why = f"it sits between the tool_use at position {use} and its tool_result at position {result}"
         raise SurgeryError(f"the range {a}..{b} splits tool call {tid}: {why}; a tool call and its "
                            f"result must both be inside the range or both outside")
-    for r in [r for r in t.chain[a:b + 1] if not _stays(r)][1:]:
+    for r in [r for r in t.chain[a:b + 1] if not stays_in_place(r)][1:]:
         if r.uuid in t.repeated:
             raise SurgeryError(f"position {r.pos}: its uuid {r.uuid} is on more than one line of the file, "
                                f"so removing it would re-point the other copy's children")
@@ -280,7 +280,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def _clean(text: str) -> str:
     """Text for one line of a marker: whitespace runs as one space, no control
     characters, and no closing tag that would end the marker early."""
-    return _one_line(_CONTROL.sub(" ", text)).replace(f"</{sc.RANGE_TAG}", f"< /{sc.RANGE_TAG}")
+    return one_line(_CONTROL.sub(" ", text)).replace(f"</{sc.RANGE_TAG}", f"< /{sc.RANGE_TAG}")
 
 
 def _kind(obj: dict) -> str:

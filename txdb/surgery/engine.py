@@ -46,10 +46,11 @@ from ..records import now_timestamp
 from . import fork as forkmod
 from . import gate
 from . import pending as pend
-from .lock import session_lock
+from ..lock import session_lock
 from .ops import check_positions
 from .thinking import dropped_thinking, remove_dropped
-from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
+from ..transcript import Transcript
+from ..durability import clean_stale_temps, owner_of, write_atomic
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
 Op = Callable[[Transcript, Transcript], dict]

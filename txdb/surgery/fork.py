@@ -29,8 +29,9 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
-from ..records import CHAIN_TYPES, SESSION_BOUND_TYPES, now_timestamp
-from .transcript import Transcript, dumps
+from ..paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
+from ..records import CHAIN_TYPES, SESSION_BOUND_TYPES, TITLE_KEY, note_title, now_timestamp, pick_title
+from ..transcript import Transcript, dumps
 
 TOOL = "txdb"
 # The fields a fork puts on every conversation envelope.
@@ -41,33 +42,20 @@ _SUFFIX_RE = re.compile(r"\s*\(Stripped(?: \d+)?\)$")
 def check_forkable(path: str | Path) -> None:
     """Refuse a subagent transcript: its fork could not be resumed."""
     p = Path(path)
-    if p.parent.name == "subagents" and p.name.startswith("agent-"):
-        parent_id = p.parent.parent.name
-        parent = p.parent.parent.parent / f"{parent_id}.jsonl"
+    if is_subagent(p):
+        parent_id, parent = parent_session_id(p), parent_session(p)
         raise SurgeryError(
             f"{p.name} is a subagent transcript and `claude -r` resumes only top-level sessions: "
             f"fork its parent session {parent_id} instead (txdb fork {parent})")
 
 
 def session_title(t: Transcript) -> str | None:
-    """custom-title > ai-title > summary > first user prompt (as CC lists sessions)."""
-    custom = ai = summary = prompt = None
+    """The session's title as the catalog states it (``records.pick_title``)."""
+    titles: dict = {}
     for r in t.live():
-        typ = r.type
-        if typ not in ("custom-title", "ai-title", "summary", "user") or (typ == "user" and prompt is not None):
-            continue
-        o = r.parse()
-        if typ == "custom-title" and isinstance(o.get("customTitle"), str):
-            custom = o["customTitle"]
-        elif typ == "ai-title" and isinstance(o.get("aiTitle"), str):
-            ai = o["aiTitle"]
-        elif typ == "summary" and isinstance(o.get("summary"), str) and summary is None:
-            summary = o["summary"]
-        elif typ == "user" and prompt is None and not o.get("isMeta"):
-            c = (o.get("message") or {}).get("content") if isinstance(o.get("message"), dict) else None
-            if isinstance(c, str) and c.strip() and not c.lstrip().startswith("<"):
-                prompt = " ".join(c.split())[:60]
-    return custom or ai or summary or prompt
+        if r.type in TITLE_KEY or (r.type == "user" and "prompt" not in titles):
+            note_title(titles, r.parse())
+    return pick_title(titles)[0]
 
 
 def _sibling_titles(folder: Path, exclude: set[str]) -> set[str]:
@@ -131,7 +119,7 @@ def make_fork(
         title = fork_title(session_title(t), _sibling_titles(folder, own))
     objs.append({"type": "custom-title", "customTitle": title, "sessionId": new_sid})
     data = b"".join(dumps(o) + b"\n" for o in objs)
-    fork = Transcript.from_bytes(data, folder / f"{new_sid}.jsonl")
+    fork = Transcript.from_bytes(data, folder / (new_sid + SESSION_SUFFIX))
     fork.fork_of = old_sid  # type: ignore[attr-defined]
     fork.fork_stamp = stamp  # type: ignore[attr-defined]
     return fork

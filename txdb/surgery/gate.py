@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SurgeryError
-from .transcript import Record, Transcript
+from ..transcript import Record, Transcript
 
 
 @dataclass

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from .. import tokens
 from ..errors import SurgeryError
-from .ops import _content_list
-from .transcript import Transcript
+from .ops import content_list
+from ..transcript import Transcript
 
 DROPPED = "[image dropped by txdb: no transcript]"
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -82,7 +82,7 @@ def list_images(t: Transcript, positions: tuple[int | None, int | None] | None =
     for rec in t.live():
         if not t.in_range(rec, positions) or not _has_image(rec):
             continue
-        content = _content_list(rec.parse())
+        content = content_list(rec.parse())
         if not content:
             continue
         for idx, sub, tid, _parent, b in _images_of(content):
@@ -182,7 +182,7 @@ def replace_images(t: Transcript, folder: str | Path, *, drop_missing: bool = Fa
         if not _has_image(rec):
             continue
         obj = rec.parse()
-        content = _content_list(obj)
+        content = content_list(obj)
         if not content or not any(True for _ in _images_of(content)):
             continue
         for *_x, b in _images_of(content):

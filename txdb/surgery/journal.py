@@ -35,15 +35,12 @@ from pathlib import Path
 import orjson
 
 from ..errors import SurgeryError
+from ..paths import swaps_of
 from ..records import now_timestamp
-from .transcript import owner_of, write_atomic
-
-SUFFIX = ".swaps.json"
-
+from ..durability import owner_of, prefix_sha256, write_atomic
 
 def journal_path(orig: str | Path) -> Path:
-    o = Path(orig)
-    return o.with_name(o.name + SUFFIX)
+    return swaps_of(orig)
 
 
 def read(orig: str | Path) -> list[dict]:
@@ -125,8 +122,7 @@ def take_back(orig: str | Path, previous: list[dict]) -> None:
 def matches(orig: str | Path, e: dict) -> bool:
     """Whether the session begins with the file entry ``e`` wrote (its swap
     happened; Claude Code may have appended since)."""
-    from .pending import _prefix_sha256
     try:
-        return _prefix_sha256(Path(orig), e["result_size"]) == e["result_sha256"]
+        return prefix_sha256(Path(orig), e["result_size"]) == e["result_sha256"]
     except (OSError, KeyError, TypeError):
         return False

@@ -32,9 +32,10 @@ from ..errors import SurgeryError
 from . import journal
 from . import pending as pend
 from .engine import SurgeryReport
-from .lock import session_lock
+from ..durability import prefix_sha256
+from ..lock import session_lock
 from .usage import context_estimator
-from .transcript import Transcript
+from ..transcript import Transcript
 
 
 def _file_row(conn: sqlite3.Connection, path: str | Path) -> tuple[int | None, str | None]:
@@ -152,7 +153,7 @@ def applied_pending(orig: Path, e: dict | None) -> bool:
         with open(pending, "rb") as fh:
             if pend.sha256(fh.read()) != e["result_sha256"]:
                 return False
-        return pend._prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
+        return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
     except OSError:
         return False
 

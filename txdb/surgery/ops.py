@@ -23,12 +23,10 @@ from typing import Iterable, NamedTuple
 from .. import tokens
 from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
 from .. import records
-from ..records import block_rows, is_wrapped_thinking, record_tokens
+from ..records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
 from ..errors import SurgeryError
-from .transcript import Record, Transcript, dumps
+from ..transcript import Record, Transcript, dumps
 
-MARK = "[stripped by txdb"
-THINKING_PLACEHOLDER = "[thinking stripped by txdb]"
 INPUT_STRING_LIMIT = 120
 INPUT_VALUE_LIMIT = 200
 
@@ -64,7 +62,7 @@ def tool_spans(t: Transcript) -> list[tuple[int, int, str]]:
     for r in t.chain:
         if r.type not in ("user", "assistant"):
             continue
-        for blk in _content_list(r.parse()) or ():
+        for blk in content_list(r.parse()) or ():
             if not isinstance(blk, dict):
                 continue
             if blk.get("type") in ("tool_use", "server_tool_use") and isinstance(blk.get("id"), str):
@@ -80,7 +78,7 @@ def placeholder(chars: int, extra: str = "") -> str:
     return f"{MARK}: {chars:,} chars{extra}]"
 
 
-def _content_list(obj: dict):
+def content_list(obj: dict):
     msg = obj.get("message")
     if isinstance(msg, dict) and isinstance(msg.get("content"), list):
         return msg["content"]
@@ -96,7 +94,7 @@ def _chars(value) -> int:
 def tool_names(t: Transcript) -> dict[str, str]:
     names: dict[str, str] = {}
     for rec in t.live():
-        for b in _content_list(rec.parse()) or ():
+        for b in content_list(rec.parse()) or ():
             if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
                 names[b["id"]] = str(b.get("name") or "")
     return names
@@ -135,7 +133,7 @@ def _keep_last(text: str, n: int, size: int):
     return placeholder(size, f", last {len(kept)} of {len(lines)} lines kept") + "\n" + "\n".join(kept)
 
 
-def _block_tokens(b: dict) -> int:
+def block_tokens(b: dict) -> int:
     rows = block_rows([b], None)
     return rows[0].get("tokens", 0) if rows else 0
 
@@ -155,7 +153,7 @@ def _is_stripped_result(content) -> bool:
     return isinstance(text, str) and text.startswith(MARK)
 
 
-def _loads_tools(content) -> bool:
+def loads_tools(content) -> bool:
     """A ToolSearch result: its ``tool_reference`` blocks load deferred tools,
     and on resume the CLI rebuilds the request's tool list from them, so
     stripping one would unload those tools (it would save nothing either)."""
@@ -231,7 +229,7 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
         if tool_opts is None and wanted is not None and rec.uuid not in wanted:
             continue
         obj = rec.parse()
-        content = _content_list(obj)
+        content = content_list(obj)
         if not content:
             continue
         changed = False
@@ -239,7 +237,7 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
             tools_out["records"] += 1
             changed = True
         if thinking:
-            keep = _strip_thinking_blocks(rec, _role(obj), content, blocks, think_out)
+            keep = _strip_thinking_blocks(rec, message_role(obj), content, blocks, think_out)
             if keep is not None:
                 think_out["records"] += 1
                 if keep:
@@ -277,7 +275,7 @@ def _strip_tool_blocks(content: list, names: dict[str, str], opts: _ToolOptions,
             if counter[0] == 0 and isinstance(inp, dict):
                 continue
             before, after = _chars(inp), _chars(new)
-            out["tokens_saved"] += _block_tokens(b) - _block_tokens(dict(b, input=new))
+            out["tokens_saved"] += block_tokens(b) - block_tokens(dict(b, input=new))
             b["input"] = new
             out["inputs"] += 1
             out["chars_before"] += before
@@ -293,7 +291,7 @@ def _strip_tool_blocks(content: list, names: dict[str, str], opts: _ToolOptions,
             if b.get("is_error"):
                 out["kept_errors"] += 1
                 continue
-            if c is None or _is_stripped_result(c) or _loads_tools(c):
+            if c is None or _is_stripped_result(c) or loads_tools(c):
                 continue
             size = _chars(c)
             if opts.keep_last_lines:
@@ -304,9 +302,9 @@ def _strip_tool_blocks(content: list, names: dict[str, str], opts: _ToolOptions,
                 new_c = kept
             else:
                 new_c = placeholder(size)
-            old_tokens = _block_tokens(b)
+            old_tokens = block_tokens(b)
             new_block = dict(b, content=new_c)
-            new_tokens = _block_tokens(new_block)
+            new_tokens = block_tokens(new_block)
             if new_tokens > old_tokens or (new_tokens == old_tokens and len(new_c) >= size):
                 continue  # stripping would not shrink it
             b["content"] = new_c
@@ -327,7 +325,7 @@ def _strip_thinking_blocks(rec: Record, role: str | None, content: list, blocks:
     for idx, b in enumerate(content):
         if is_thinking_block(b, role) and (blocks is None or (rec.uuid and BlockRef(rec.uuid, idx) in blocks)):
             removed += 1
-            out["chars"] += _thinking_size(b)
+            out["chars"] += thinking_size(b)
         else:
             keep.append(b)
     if not removed:
@@ -345,7 +343,7 @@ def is_thinking_block(b, role: str | None) -> bool:
         and is_wrapped_thinking(b["text"])
 
 
-def _thinking_size(b: dict) -> int:
+def thinking_size(b: dict) -> int:
     n = 0
     for key in ("thinking", "data", "signature", "text"):
         v = b.get(key)
@@ -354,7 +352,7 @@ def _thinking_size(b: dict) -> int:
     return n
 
 
-def _role(obj: dict) -> str | None:
+def message_role(obj: dict) -> str | None:
     msg = obj.get("message")
     return msg.get("role") if isinstance(msg, dict) else None
 

@@ -48,18 +48,16 @@ from typing import Iterable
 import orjson
 
 from ..errors import SurgeryError
-from ..ingest.discover import session_stem
+from ..paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
 from ..ingest.lines import is_whole_object
 from ..verify import Report, verify_transcript
-from .lock import session_lock
+from ..lock import session_lock
 from . import gate, journal
-from .transcript import Transcript, clean_stale_temps, owner_of, write_atomic
+from ..transcript import Transcript
+from ..durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
 
-PENDING = ".pending"
-META = ".pending.json"
 SETTLE_SECONDS = 0.4
 READ_CHUNK = 1 << 20
-HASH_CHUNK = 1 << 18
 
 # Tests set this to a callable(step) to act at each step of apply
 # ("checked", "backup", "temp", "renaming", "swapped") and of a later surgery
@@ -73,36 +71,12 @@ def _step(name: str) -> None:
         _step_hook(name)
 
 
-def session_path(path: str | Path) -> Path:
-    """The session file as named (``.pending`` taken off), links not followed."""
-    p = Path(path).expanduser()
-    if p.name.endswith(".jsonl" + PENDING):
-        p = p.with_name(p.name[: -len(PENDING)])
-    return p
-
-
-def original_path(path: str | Path) -> Path:
-    """The real session file: a symlink is followed, so that every file
-    surgery writes lives beside the file the link points at."""
-    return Path(os.path.realpath(session_path(path)))
-
-
 def pending_path(path: str | Path) -> Path:
-    o = original_path(path)
-    return o.with_name(o.name + PENDING)
-
-
-def working_file(path: str | Path) -> Path:
-    """The file the next surgery pass edits, so the one whose chain
-    positions ``--from/--to/--pos`` name: the pending copy when there is
-    one, else the session file. Commands that show positions read it too."""
-    p = pending_path(path)
-    return p if p.is_file() else original_path(path)
+    return pending_of(original_path(path))
 
 
 def meta_path(path: str | Path) -> Path:
-    o = original_path(path)
-    return o.with_name(o.name + META)
+    return pending_meta_of(original_path(path))
 
 
 def complete_prefix(data: bytes) -> int:
@@ -214,27 +188,12 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
         return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], True, meta["left_out_bytes"])
 
 
-def _prefix_sha256(orig: Path, size: int) -> str | None:
-    """sha256 of the file's first ``size`` bytes, read in chunks; None when it is shorter."""
-    h = hashlib.sha256()
-    view = memoryview(bytearray(HASH_CHUNK))
-    left = size
-    with open(orig, "rb", buffering=0) as fh:
-        while left > 0:
-            n = fh.readinto(view[:min(HASH_CHUNK, left)])
-            if not n:
-                return None
-            h.update(view[:n])
-            left -= n
-    return h.hexdigest()
-
-
 def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
     """Refuse unless the original (``data``, its bytes, or the file read in
     chunks) still begins with the snapshot."""
     size = meta["size"]
     if data is None:
-        digest = _prefix_sha256(orig, size)
+        digest = prefix_sha256(orig, size)
     else:
         digest = sha256(memoryview(data)[:size]) if len(data) >= size else None
     if digest != meta["sha256"]:
@@ -257,10 +216,10 @@ def new_errors(before: Report, after: Report) -> list[str]:
 
 
 def next_backup(orig: Path) -> Path:
-    cand = orig.with_name(orig.name + ".bak")
+    cand = backup_of(orig)
     n = 1
     while cand.exists() or cand.is_symlink():
-        cand = orig.with_name(f"{orig.name}.bak.{n}")
+        cand = backup_of(orig, n)
         n += 1
     return cand
 
@@ -345,7 +304,7 @@ def _refuse_changed(orig: Path, when: str) -> SurgeryError:
 
 def _missing_sidecars(orig: Path, data: bytes) -> set[str]:
     """The sidecar paths ``data``'s markers name that are not on disk."""
-    from . import sidecar
+    from .. import sidecar
     return sidecar.missing_referenced(data, orig, session_stem(orig))
 
 

@@ -15,18 +15,12 @@ idempotent. Summaries come from ``--summary`` or a summaries file
 (``load_summaries``: keys ``pos:N``, ``toolu_X``, ``msg:<uuid>``); a key that
 summarised nothing is reported with the reason.
 
-``migrate_persisted`` brings older layouts to this one: ``<image sha256=...>``
-transcript blocks become ``persisted/image/<sha256>.txt`` + a marker,
-sidecars in ``<sessionId>/.tool-results/`` move to ``tool-results/``, and
-markers whose path no longer exists but whose file is in the session's
-current folder (a moved projects tree) are re-pointed.
+``migrate-persisted`` (``surgery/migrate.py``) brings older layouts to this one.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -36,9 +30,9 @@ import orjson
 from .. import tokens
 from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
-from . import sidecar as sc
-from .ops import _block_tokens, _content_list, _loads_tools, _role, tool_names
-from .transcript import Record, Transcript, dumps
+from .. import sidecar as sc
+from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
+from ..transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
 DEFAULT_TEXT_MIN_CHARS = 500
@@ -78,7 +72,7 @@ def load_summaries(path: str | Path) -> dict[str, str]:
     return data
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -87,8 +81,8 @@ class Summaries:
 
     def __init__(self, table: dict[str, str] | None = None, default: str | None = None):
         # One line each: a summary never adds a line to the marker's shape.
-        self.table = {k: _one_line(v) for k, v in (table or {}).items()}
-        self.default = _one_line(default) if default is not None else None
+        self.table = {k: one_line(v) for k, v in (table or {}).items()}
+        self.default = one_line(default) if default is not None else None
         self.used: set[str] = set()
 
     def lookup(self, *, pos: int | None, uuid: str | None,
@@ -227,7 +221,7 @@ class PersistOp(sc.Writes):
             if not t.in_range(rec, s.positions):
                 continue
             obj = rec.parse()
-            role = _role(obj)
+            role = message_role(obj)
             if role not in ("user", "assistant") or rec.type not in ("user", "assistant"):
                 continue
             msg = obj["message"]
@@ -250,7 +244,7 @@ class PersistOp(sc.Writes):
                     if s.tools and not any(fnmatch.fnmatchcase(names.get(tid, ""), p) for p in s.tools):
                         continue
                     text = _result_text(b.get("content"))
-                    if text is None or b.get("is_error") or _loads_tools(b.get("content")):
+                    if text is None or b.get("is_error") or loads_tools(b.get("content")):
                         continue
                     if sc.is_marker(text):
                         out["skipped_persisted"] += 1
@@ -337,7 +331,7 @@ def _is_message_marker(content) -> bool:
 
 def _tool_ids(rec: Record) -> tuple[set[str], set[str]]:
     uses, results = set(), set()
-    for b in _content_list(rec.parse()) or ():
+    for b in content_list(rec.parse()) or ():
         if isinstance(b, dict):
             if b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
                 uses.add(b["id"])
@@ -451,88 +445,8 @@ def _tokens(part) -> int:
     if isinstance(part, str):
         return tokens.text_tokens(part)
     if isinstance(part, list):
-        return sum(_block_tokens(b) for b in part if isinstance(b, dict))
-    return _block_tokens(part)
-
-
-# -- migrate-persisted -----------------------------------------------------------
-
-_IMAGE_RE = re.compile(r'^<image sha256="([0-9a-fA-F]{16,128})"(?: media_type="([^"]*)")?>\n(.*)\n</image>\s*$', re.S)
-
-
-class MigrateOp(PersistOp):
-    """``migrate-persisted``: older layouts to the current one (see module doc)."""
-
-    def __init__(self):
-        super().__init__(Selection())
-
-    def __call__(self, t: Transcript, original: Transcript) -> dict:
-        self.plan_files(sc.session_dir(t.path))
-        out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
-               "markers_repointed": 0, "files": []}
-        old_dir = self.sdir / ".tool-results"
-        moved: dict[str, Path] = {}
-        if old_dir.is_dir() and not old_dir.is_symlink():
-            for e in sorted(os.scandir(old_dir), key=lambda e: e.name):
-                if not e.is_file(follow_symlinks=False):
-                    continue
-                with open(e.path, "rb") as fh:
-                    data = fh.read()
-                side = self.plan(f"tool-results/{sc.safe_name(e.name)}", data)
-                self.add(side)
-                moved[e.path] = side.path
-                out["tool_results_moved"] += 1
-        for rec in list(t.live()):
-            obj = rec.parse()
-            content = _content_list(obj)
-            if not content:
-                continue
-            changed = False
-            for idx, b in enumerate(content):
-                if not isinstance(b, dict):
-                    continue
-                if b.get("type") == "text" and isinstance(b.get("text"), str):
-                    m = _IMAGE_RE.match(b["text"])
-                    if m:
-                        body = m.group(3)
-                        side = self.plan(sc.relative_path("image", m.group(1).lower()), body.encode())
-                        self.add(side)
-                        content[idx] = {"type": "text", "text": sc.marker(
-                            "image", side.path, len(body), None, sc.preview(body))}
-                        out["images"] += 1
-                        changed = True
-                        continue
-                for key in ("text", "content"):
-                    v = b.get(key)
-                    if isinstance(v, str) and sc.MARKER_PREFIX in v:
-                        nv = self._repoint(v, t, moved, out)
-                        if nv != v:
-                            b[key] = nv
-                            changed = True
-                    elif key == "content" and isinstance(v, list):
-                        for inner in v:
-                            if isinstance(inner, dict) and isinstance(inner.get("text"), str):
-                                nv = self._repoint(inner["text"], t, moved, out)
-                                if nv != inner["text"]:
-                                    inner["text"] = nv
-                                    changed = True
-            if changed:
-                t.touch(rec, obj)
-        out["files"] = [str(s.path) for s in self.sidecars]
-        return out
-
-    def _repoint(self, text: str, t: Transcript, moved: dict[str, Path], out: dict) -> str:
-        for p in sc.marker_paths(text):
-            new = None
-            if "/.tool-results/" in p:
-                src = self.sdir / ".tool-results" / Path(p).name
-                new = moved.get(str(src))
-            elif not Path(p).expanduser().is_file():
-                new = sc.resolve(p, t.path, t.session_id)
-            if new is not None and str(new) != p:
-                text = text.replace(p, str(new))
-                out["markers_repointed"] += 1
-        return text
+        return sum(block_tokens(b) for b in part if isinstance(b, dict))
+    return block_tokens(part)
 
 
 def persist_tool_ids(rows: Iterable[dict]) -> set[str]:

@@ -45,10 +45,10 @@ from ..errors import SurgeryError
 from ..estimate import recorded_context
 from . import ops
 from . import persist as per
-from . import sidecar as sc
-from .compact_range import CompactRangeOp, _stays
+from .. import sidecar as sc
+from .compact_range import CompactRangeOp, stays_in_place
 from .ops import chain_estimate, system_prompt_tokens, tool_spans
-from .transcript import Transcript
+from ..transcript import Transcript
 from .usage import context_estimator
 
 WINDOW = 200_000
@@ -246,7 +246,7 @@ def _range_end(t: Transcript, needed: int) -> int | None:
     for b in range(0, last):
         r = chain[b]
         inside += open_at[b]
-        if not _stays(r):
+        if not stays_in_place(r):
             saved += ops.record_estimate(r)
             content = True
         if inside or not content:

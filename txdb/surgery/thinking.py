@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .ops import BlockRef, _content_list, _role, _thinking_size, is_thinking_block, strip_thinking
-from .transcript import Transcript, dumps
+from .ops import BlockRef, content_list, message_role, thinking_size, is_thinking_block, strip_thinking
+from ..transcript import Transcript, dumps
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.
@@ -40,19 +40,19 @@ class DroppedThinking:
 
 
 def _sans_thinking(o: dict) -> bytes:
-    content = _content_list(o)
+    content = content_list(o)
     if content is not None:
-        role = _role(o)
+        role = message_role(o)
         return dumps([b for b in content if not is_thinking_block(b, role)])
     body = {k: v for k, v in o.items() if k in ("attachment", "content", "message", "rendered")}
     return dumps(body)
 
 
 def _thinking_count(o: dict) -> int:
-    content = _content_list(o)
+    content = content_list(o)
     if not content:
         return 0
-    role = _role(o)
+    role = message_role(o)
     return sum(1 for b in content if is_thinking_block(b, role))
 
 
@@ -64,7 +64,7 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
         r = result.by_uuid.get(o.uuid) if o.uuid else None
         oo = o.parse()
         if r is None:
-            content = _content_list(oo)
+            content = content_list(oo)
             only_thinking = bool(content) and _thinking_count(oo) == len(content)
             if not only_thinking or surviving_before:
                 edit = pos
@@ -92,14 +92,14 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
         if not model_binds_thinking(rec.model):
             continue
         obj = rec.parse()
-        content = _content_list(obj)
+        content = content_list(obj)
         if not content:
             continue
-        role = _role(obj)
+        role = message_role(obj)
         for idx, b in enumerate(content):
             if is_thinking_block(b, role):
                 out.count += 1
-                out.chars += _thinking_size(b)
+                out.chars += thinking_size(b)
                 out.blocks.add(BlockRef(rec.uuid, idx))
                 if out.first_pos is None:
                     out.first_pos = pos

@@ -41,8 +41,8 @@ from ..errors import SurgeryError
 from ..verify import verify_file
 from . import journal, log
 from . import pending as pend
-from .lock import session_lock
-from .transcript import owner_of, write_atomic
+from ..lock import session_lock
+from ..durability import owner_of, write_atomic
 
 
 @dataclass

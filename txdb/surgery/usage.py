@@ -19,16 +19,12 @@ estimate of what remains.
 from __future__ import annotations
 
 from .. import estimate
-from .ops import MARK, THINKING_PLACEHOLDER, chain_estimate, chain_prefix_estimates, system_prompt_tokens
-from .transcript import Record, Transcript
+from ..records import MARK, THINKING_PLACEHOLDER
+from .ops import chain_estimate, chain_prefix_estimates, system_prompt_tokens
+from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
 _int = estimate.field_count
-# The gauge's one statement is txdb.estimate's: the three context fields of
-# one usage object, and of the last iterations[] entry when there is one.
-recorded_context = estimate.context_sum
-
-
 def gauge_context(u: dict) -> int:
     """What the gauge reads (``estimate.recorded_context``), 0 for none."""
     return estimate.recorded_context(u) or 0
@@ -37,7 +33,7 @@ def gauge_context(u: dict) -> int:
 def _cap_fields(u: dict, target: int) -> bool:
     """Scale the three context fields down so they sum to ``target``; each
     only ever decreases. cache_creation.ephemeral_* follow their total."""
-    total = recorded_context(u)
+    total = estimate.context_sum(u)  # the fields this caps (the totals), not the gauge
     if total <= target:
         return False
     target = max(target, 0)
@@ -126,7 +122,7 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
         rc = gauge_context(u)
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
-        if pos < first_touched and rc > 0 and pos != last_pos:
+        if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
             pairs.append((est[pos], rc))
             last_pos = pos
     return pairs

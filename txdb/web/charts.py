@@ -42,33 +42,17 @@ def largest_contexts(conn, limit: int = 20) -> list[dict]:
 def context_over_chain(conn, file_id: int) -> dict:
     """How a session's context grew, turn by turn, and where it was compacted.
 
-    The history is the active chain preceded by the chains that compactions
-    left behind (each compact boundary's logicalParentUuid leads to the chain
-    it summarised), in file order. Each assistant message on it is one point: the context
-    the API recorded for that turn (input + cache read + cache creation, the
-    usage row's own figures, which a usage reset leaves alone).
+    The history is ``chain.compacted_history``: the active chain preceded by
+    the chains compactions left behind, in file order. Each assistant message
+    on it is one point: the context the API recorded for that turn by the
+    gauge's rule (``usage_context.api_gauge``: the last ``iterations[]``
+    entry when there is one; the usage row's own figures, which a usage
+    reset leaves alone).
     """
-    nodes = chain.load_nodes(conn, file_id)
-    by_uuid = chain.index(nodes)
-    segments = [chain.active_chain(nodes)]
-    boundaries = _logical_parents(conn, file_id)
-    seen = {n.offset for n in segments[0]}
-    while segments[0] and segments[0][0].offset in boundaries:
-        before = by_uuid.get(boundaries[segments[0][0].offset])
-        earlier = chain.walk(before, by_uuid) if before is not None else []
-        earlier = [n for n in earlier if n.offset not in seen]
-        if not earlier:
-            break
-        seen.update(n.offset for n in earlier)
-        segments.insert(0, earlier)
-    usage = {r["message_id"]: r for r in _rows(conn, """
-        SELECT message_id, timestamp,
-               coalesce(input_tokens, 0) + coalesce(cache_read_input_tokens, 0)
-                 + coalesce(cache_creation_input_tokens, 0) AS context
-        FROM usage WHERE file_id = ?""", (file_id,))}
-    # File order is time order: a compaction's preserved messages sit after
-    # the boundary on the chain, but the API recorded them before it.
-    history = sorted((n for seg in segments for n in seg), key=lambda n: n.offset)
+    history, boundaries = chain.compacted_history(conn, file_id)
+    usage = {r["message_id"]: r for r in _rows(
+        conn, "SELECT message_id, timestamp, api_gauge AS context FROM usage_context WHERE file_id = ?",
+        (file_id,))}
     points: list[dict] = []
     for n in history:
         if n.type == "assistant" and n.message_id in usage:
@@ -79,10 +63,3 @@ def context_over_chain(conn, file_id: int) -> dict:
                     "timestamp": n.timestamp}
                    for n in history if n.offset in boundaries]
     return {"points": points, "compactions": compactions, "limit": CONTEXT_LIMIT}
-
-
-def _logical_parents(conn, file_id: int) -> dict[int, str]:
-    """Compact boundaries of a file: offset -> the uuid of the last record before it (or None)."""
-    return {o: p for o, p in conn.execute(
-        "SELECT offset, logical_parent_uuid FROM records WHERE file_id = ? AND type = 'system' "
-        "AND subtype = 'compact_boundary'", (file_id,))}

@@ -1,5 +1,6 @@
-"""txdb's Datasette plugin: a session page that reads like the conversation,
-links to it from the session views, and readable JSON and long text cells.
+"""txdb's Datasette plugin: its hooks and routes. A session page that reads
+like the conversation (its figures read by ``txdb.web.session``), links to
+it from the session views, and readable JSON and long text cells.
 
 Registered as the ``txdb`` entry point in the ``datasette`` group, so plain
 ``datasette serve catalog.db`` loads it when txdb is installed. Read-only:
@@ -27,9 +28,10 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
-from ..db import rows as _rows
 from . import charts, svg
+from .session import PAGE_RECORDS, load_session
 from .hostcheck import refuse_foreign_hosts
+from .urls import session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -48,9 +50,6 @@ CELL_TEXT_CHARS = 400        # text excerpt on table pages
 ROW_TEXT_CHARS = 400_000
 
 SQLITE_MAX_INT = 2**63 - 1
-PAGE_RECORDS = 400           # chain records per session page
-TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
-TOOL_CHARS = 2_000           # tool input / output shown per block on the session page
 
 # The request being served, for render_cell (which is not given it on 0.65).
 _scope: contextvars.ContextVar = contextvars.ContextVar("txdb_scope", default=None)
@@ -278,7 +277,7 @@ def _text_cell(value: str, full: bool, terms: list[str]):
 
 
 def session_url(datasette, database: str, file_id: int) -> str:
-    return datasette.urls.path(f"/-/txdb/session/{file_id}") + "?" + urlencode({"db": database})
+    return datasette.urls.path(session_path(file_id)) + "?" + urlencode({"db": database})
 
 
 def charts_url(datasette, database: str) -> str:
@@ -361,150 +360,3 @@ async def charts_page(request, datasette):
             largest, charts.CONTEXT_LIMIT, lambda fid: session_url(datasette, db.name, fid))),
     }
     return await _render(datasette, "txdb_charts.html", data, request)
-
-
-def _tool_summary(name: str | None, text: str | None) -> str:
-    """A one-line gist of a tool call's input (the command, the path, ...)."""
-    if not text:
-        return ""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return text[:120]
-    if not isinstance(data, dict):
-        return text[:120]
-    for key in ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt",
-                "skill", "subject"):
-        v = data.get(key)
-        if isinstance(v, str) and v:
-            v = " ".join(v.split())
-            return v[:160] + ("…" if len(v) > 160 else "")
-    return ", ".join(sorted(data))[:160]
-
-
-def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
-    """Everything the session page shows, read in one go (plain SQL)."""
-    head = _rows(conn, """
-        SELECT s.*, f.path, f.size AS file_bytes, f.kind, f.gone
-        FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id = ?""", (file_id,))
-    if not head:
-        return None
-    session = head[0]
-    # The gauge and the calibrated estimate as every view shows them.
-    gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens, cost_usd, unpriced_messages "
-                        "FROM session_costs WHERE file_id = ?", (file_id,))
-    session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
-    # What its API messages cost (billed_cost), and the CLI's own figure.
-    session["cost_usd"] = gauge[0]["cost_usd"] if gauge else None
-    session["unpriced_messages"] = gauge[0]["unpriced_messages"] if gauge else None
-    cli = conn.execute("SELECT cli_cost_usd FROM cli_cost WHERE file_id = ?", (file_id,)).fetchone()
-    session["cli_cost_usd"] = cli[0] if cli else None
-    first = conn.execute("""
-        SELECT substr(b.text, 1, 200) FROM chain c
-        JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
-        WHERE c.file_id = ? AND b.role = 'user' AND b.kind = 'text' AND b.text <> ''
-        ORDER BY c.pos, b.idx LIMIT 1""", (file_id,)).fetchone()
-    session["first_prompt"] = " ".join(first[0].split()) if first else None
-    by_type = _rows(conn, """
-        SELECT category, items, chars, tokens FROM analyze_by_type WHERE file_id = ?
-        ORDER BY tokens DESC""", (file_id,))
-    by_tool = _rows(conn, """
-        SELECT tool_name, calls, errors, input_tokens, result_tokens, tokens FROM analyze_by_tool
-        WHERE file_id = ? ORDER BY tokens DESC LIMIT 12""", (file_id,))
-    est = sum(r["tokens"] or 0 for r in by_type)  # the raw breakdown's total
-    session["est_context_tokens"] = gauge[0]["est_context_tokens"] if gauge else est
-    session["raw_context_tokens"] = gauge[0]["raw_context_tokens"] if gauge else est
-    total = session["chain_length"] or 0
-    before = conn.execute(
-        "SELECT coalesce(sum(r.tokens), 0) FROM chain c JOIN records r ON r.file_id = c.file_id "
-        "AND r.offset = c.offset WHERE c.file_id = ? AND c.pos < ?", (file_id, start)).fetchone()[0]
-    records = _rows(conn, """
-        SELECT c.pos, r.offset, r.line, r.length, r.type, r.subtype, r.role, r.uuid, r.timestamp,
-               r.model, r.is_meta, r.is_sidechain, r.tokens,
-               a.type AS attachment_type, a.policy, a.free,
-               CASE WHEN r.type NOT IN ('user', 'assistant')
-                    -- a line nested deeper than SQLite's JSON goes is shown as its text
-                    THEN substr(CASE WHEN json_valid(r.raw)
-                                     THEN coalesce(json_extract(r.raw, '$.content'),
-                                                   json_extract(r.raw, '$.attachment.content'),
-                                                   json_extract(r.raw, '$.attachment'),
-                                                   json_extract(r.raw, '$.summary'))
-                                     ELSE r.raw END, 1, ?) END AS body
-        FROM chain c
-        JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
-        LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
-        WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
-        ORDER BY c.pos""", (TOOL_CHARS + 1, file_id, start, start + limit))
-    blocks = _rows(conn, """
-        SELECT b.offset, b.idx, b.kind, b.type, b.tool_name, b.tool_use_id, b.is_error, b.chars,
-               b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images,
-               substr(b.text, 1, CASE WHEN b.kind IN ('text', 'thinking', 'command', 'caveat')
-                                      THEN ? ELSE ? END) AS text
-        FROM chain c JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
-        WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
-        ORDER BY c.pos, b.idx""", (TEXT_CHARS + 1, TOOL_CHARS + 1, file_id, start, start + limit))
-    by_offset: dict[int, list] = {}
-    for b in blocks:
-        text = b["text"] or ""
-        cap = TEXT_CHARS if b["kind"] in ("text", "thinking", "command", "caveat") else TOOL_CHARS
-        b["truncated"] = len(text) > cap or (b["chars"] or 0) > cap
-        b["text"] = text[:cap]
-        if b["kind"] == "tool_use":
-            b["summary"] = _tool_summary(b["tool_name"], text if len(text) <= cap else None) or (
-                text[:120] if text else "")
-        by_offset.setdefault(b["offset"], []).append(b)
-    max_tokens = max([r["tokens"] or 0 for r in records] + [1])
-    running = before
-    for r in records:
-        running += r["tokens"] or 0
-        r["cumulative"] = running
-        r["bar"] = round(100 * (r["tokens"] or 0) / max_tokens, 1)
-        r["blocks"] = by_offset.get(r["offset"], [])
-        body = r.pop("body")
-        r["body_truncated"] = bool(body) and len(body) > TOOL_CHARS
-        r["body"] = _pretty(body[:TOOL_CHARS]) if body else None
-        r["label"] = _label(r)
-    max_type = max([t["tokens"] or 0 for t in by_type] + [1])
-    for t in by_type:
-        t["bar"] = round(100 * (t["tokens"] or 0) / max_type, 1)
-        t["pct"] = round(100 * (t["tokens"] or 0) / est, 1) if est else 0
-    max_tool = max([t["tokens"] or 0 for t in by_tool] + [1])
-    for t in by_tool:
-        t["bar"] = round(100 * (t["tokens"] or 0) / max_tool, 1)
-    return {
-        "file_id": file_id,
-        "session": session,
-        # the whole history's chart, on the first page only (it reads every chain node)
-        "context": charts.context_over_chain(conn, file_id) if start == 0 else None,
-        "by_type": by_type,
-        "by_tool": by_tool,
-        "records": records,
-        "start": start,
-        "limit": limit,
-        "total": total,
-        "prev_start": max(0, start - limit) if start > 0 else None,
-        "next_start": start + limit if start + limit < total else None,
-        "text_chars": TEXT_CHARS,
-        "tool_chars": TOOL_CHARS,
-    }
-
-
-def _pretty(body: str) -> str:
-    if body[:1] in "{[":
-        try:
-            return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to show as a tree
-            pass
-    return body
-
-
-def _label(r: dict) -> str:
-    if r["type"] == "attachment":
-        return f"attachment · {r['attachment_type'] or r['subtype'] or '?'}"
-    if r["type"] == "system":
-        return f"system · {r['subtype'] or '?'}"
-    if r["type"] == "user" and r["blocks"] and all(b["kind"] == "tool_result" for b in r["blocks"]):
-        return "tool result"
-    if r["is_meta"]:
-        return f"{r['role'] or r['type']} · meta"
-    return r["role"] or r["type"] or "?"

@@ -53,10 +53,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..durability import fsync_dir
-from ..errors import SurgeryError
-from ..regular import open_regular
-from .transcript import clean_stale_temps, temp_file
+from .durability import clean_stale_temps, fsync_dir, temp_file
+from .errors import SurgeryError
+from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
+from .regular import open_regular
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
@@ -91,16 +91,14 @@ def session_dir(session_file: str | Path, session_id: str | None = None) -> Path
     read from inside the file, which a copied or renamed file may not match;
     ``session_id`` only when there is no such name."""
     p = Path(session_file)
-    if p.parent.name == "subagents":
-        return p.parent.parent
-    sid = p.name.split(".jsonl")[0] if ".jsonl" in p.name else session_id or p.name
-    return p.parent / safe_name(sid)
+    sid = session_stem(p) if SESSION_SUFFIX in p.name else session_id or p.name
+    return session_folder(p, safe_name(sid))
 
 
 def relative_path(kind: str, key: str, idx: int | None = None) -> str:
     """Path of a sidecar under the session folder, from content-given keys."""
     if kind == "tool":
-        return f"tool-results/{safe_name(key)}.txt"
+        return f"{TOOL_RESULTS}/{safe_name(key)}.txt"
     if kind == "thinking":
         return f"persisted/thinking/{safe_name(key)}.txt"
     if kind == "text":
@@ -409,7 +407,7 @@ def referenced(data: bytes) -> set[str]:
     """Every sidecar path named by a marker in ``data`` (a session file's bytes):
     in message content, or anywhere else in a record (an older survivor kept
     its marker as a system record's content). Only lines holding a marker are parsed."""
-    from ..ingest.lines import parse_line
+    from .ingest.lines import parse_line
     out: set[str] = set()
     needle = MARKER_PREFIX.encode()
     start = 0

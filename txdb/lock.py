@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import SurgeryError
-from ..ingest.discover import is_session_path
-from ..regular import open_fd
+from .errors import SurgeryError
+from .ingest.discover import is_session_path
+from .regular import open_fd
 
 
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}

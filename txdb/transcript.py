@@ -23,23 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import re
 import sys
-import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
-from .. import chain as chainmod
-from ..durability import fsync_dir
-from ..errors import SurgeryError
-from ..ingest import deep
-from ..ingest.lines import parse_line, read_lines
-from ..records import message_content
-from ..regular import open_regular
-from .lock import lock_replacement
-
-FILE_MODE = 0o600
+from . import chain as chainmod
+from .errors import SurgeryError
+from .ingest import deep
+from .ingest.lines import parse_line, read_lines
+from .paths import is_session_name, session_stem
+from .records import message_content
+from .regular import open_regular
 
 
 
@@ -323,8 +317,8 @@ class Transcript:
             sid = r.parse().get("sessionId")
             if isinstance(sid, str) and sid:
                 return sid
-        if self.path is not None and self.path.name.endswith(".jsonl"):
-            return self.path.name[: -len(".jsonl")]
+        if self.path is not None and is_session_name(self.path.name):
+            return session_stem(self.path)
         return None
 
     # -- mutation ----------------------------------------------------------
@@ -488,92 +482,3 @@ def _check_tool_partners(t: Transcript, recs: list[Record]) -> None:
                         f"refusing to remove the record at offset {owner[tid].offset}: it would separate tool pair "
                         f"{b.get('id') or b.get('tool_use_id')}"
                     )
-
-
-TEMP_SUFFIX = ".txdb-tmp"
-# ".<target name>.<writer pid>.<random>.txdb-tmp": the pid says whether the writer still runs.
-_TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
-
-
-def temp_file(path: Path) -> tuple[int, str]:
-    """(descriptor, name) of a new temp file beside ``path``, named so that
-    ``clean_stale_temps`` removes it once its writer is gone: every temp
-    file txdb writes (session copies, sidecars) is made here."""
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
-
-
-def owner_of(st: os.stat_result) -> tuple[int, int] | None:
-    """(uid, gid) to give files written for this one: only root can (and must)
-    hand them back to the session's owner; anyone else writes as themselves."""
-    return (st.st_uid, st.st_gid) if os.geteuid() == 0 else None
-
-
-def write_atomic(path: str | Path, data: bytes | Iterable[bytes], mode: int = FILE_MODE,
-                 before_replace=None, owner: tuple[int, int] | None = None) -> None:
-    """Write ``data`` (bytes, or pieces streamed one by one, e.g.
-    ``Transcript.chunks()``) to ``path`` whole or not at all: temp file in the same
-    folder, fsync, one rename, fsync of the folder. Mode 0600 unless given;
-    ``owner`` (uid, gid) is set on the temp file before the rename.
-    ``before_replace`` runs between the fsync and the rename; an exception
-    it raises leaves ``path`` as it was and no temp file behind. When this
-    process holds ``path``'s session lock the new file is locked as well
-    (``lock.lock_replacement``)."""
-    path = Path(path)
-    fd, tmp = temp_file(path)
-    try:
-        if owner is not None:
-            os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
-        lock_replacement(path, fd)  # a session's new file is locked before it takes the name
-        with os.fdopen(fd, "wb") as fh:
-            if isinstance(data, (bytes, bytearray, memoryview)):
-                fh.write(data)
-            else:
-                for piece in data:
-                    fh.write(piece)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def clean_stale_temps(folder: str | Path) -> list[str]:
-    """Remove temp files an earlier txdb run left in ``folder`` when it was
-    killed mid-write: only names of ``write_atomic``'s own pattern whose
-    writer process is gone. Returns the names removed."""
-    removed = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for e in entries:
-        m = _TEMP_RE.match(e.name)
-        if m is None or not e.is_file(follow_symlinks=False):
-            continue
-        pid = int(m.group(1))
-        if pid == os.getpid() or _pid_alive(pid):
-            continue
-        try:
-            os.unlink(e.path)
-            removed.append(e.name)
-        except OSError:
-            pass
-    return removed

@@ -1,0 +1,41 @@
+-- The context one usage row records, by the gauge's rule
+-- (estimate.recorded_context, held to it by tests/test_rules.py): the three
+-- context fields (input + cache read + cache creation, positive integers
+-- only) of the last usage.iterations[] entry when it is an object, else of
+-- the totals. Stated once here, over both sets of figures a row keeps:
+--   gauge_tokens: the file's current figures (usage.gauge_*, lowered by a
+--                 usage reset): what Claude Code reads on resume;
+--   api_gauge:    the API's own (usage's columns, never lowered): what the
+--                 turn measured when it ran (the session page's context chart).
+-- Also billed_tokens: input + output + cache read + cache creation as the
+-- API recorded them, the one billed total (billed_usage and its readers).
+-- context_gauge, the chart and billed_usage read this view.
+CREATE VIEW usage_context AS
+SELECT
+    u.*,
+    max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
+        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS gauge_totals_context,
+    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+         FROM json_each(u.gauge_iterations, '$[#-1]') j
+         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
+    END AS gauge_iterations_context,
+    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+         FROM json_each(u.gauge_iterations, '$[#-1]') j
+         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
+    ELSE
+        max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
+        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0)
+    END AS gauge_tokens,
+    CASE WHEN json_type(u.iterations, '$[#-1]') = 'object' THEN
+        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+         FROM json_each(u.iterations, '$[#-1]') j
+         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
+    ELSE
+        max(coalesce(u.input_tokens, 0), 0) + max(coalesce(u.cache_read_input_tokens, 0), 0)
+        + max(coalesce(u.cache_creation_input_tokens, 0), 0)
+    END AS api_gauge,
+    coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
+        + coalesce(u.cache_read_input_tokens, 0) + coalesce(u.cache_creation_input_tokens, 0) AS billed_tokens
+FROM usage u;

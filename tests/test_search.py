@@ -1,0 +1,79 @@
+"""`txdb search`: the search_* views' full-text index from the command line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import copy_fixture_sessions
+from conftest import run as txdb
+from sessions import assistant, user, write
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("search")
+    root = copy_fixture_sessions(tmp / "projects")
+    u = user("Where is the zanzibar-config file kept?", session="s-search")
+    a = assistant([{"type": "thinking", "thinking": "The zanzibar file is\nprobably under etc.", "signature": "x"},
+                   {"type": "text", "text": "It is kept in /etc/zanzibar."}], u["uuid"], session="s-search")
+    write(root / "-home-me-search" / "s-search.jsonl", [u, a])
+    db = tmp / "c.db"
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    return db
+
+
+def search(db, *args, ok=True):
+    r = txdb("search", *args, "--db", db, "--json", ok=ok)
+    return json.loads(r.output) if ok else r
+
+
+def test_hits_name_their_session_and_show_the_words_in_a_one_line_excerpt(catalog):
+    hits = search(catalog, "zanzibar")
+    assert sorted((h["session_id"], h["role"], h["kind"]) for h in hits) == [
+        ("s-search", "assistant", "text"), ("s-search", "assistant", "thinking"), ("s-search", "user", "text")]
+    for h in hits:
+        assert "\u00bbzanzibar\u00ab" in h["excerpt"] and "\n" not in h["excerpt"]
+        assert h["path"].endswith("s-search.jsonl") and h["line"] in (1, 2)
+    thinking = next(h for h in hits if h["kind"] == "thinking")
+    assert thinking["excerpt"] == "The \u00bbzanzibar\u00ab file is probably under etc."
+
+
+def test_kind_and_limit(catalog):
+    assert {h["kind"] for h in search(catalog, "zanzibar", "--kind", "thinking")} == {"thinking"}
+    assert [h["kind"] for h in search(catalog, "zanzibar", "--kind", "messages")] == ["text", "text"]
+    out = search(catalog, "the", "--kind", "tool-output", "--limit", "500")
+    assert out and {h["kind"] for h in out} <= {"tool_result", "command_output"}
+    assert {h["kind"] for h in search(catalog, "file_path", "--kind", "tool-input")} == {"tool_use"}
+    assert len(search(catalog, "the", "--limit", "3")) == 3
+
+
+def test_every_word_must_appear_and_the_hits_are_the_views(catalog):
+    """The hits are exactly what the search view returns for the same words."""
+    got = search(catalog, "kept zanzibar", "--kind", "messages", "--limit", "100")
+    conn = sqlite3.connect(catalog)
+    want = conn.execute("SELECT count(*) FROM search_messages WHERE block_rowid IN "
+                        "(SELECT rowid FROM blocks_fts WHERE blocks_fts MATCH '\"kept\" \"zanzibar\"')").fetchone()[0]
+    conn.close()
+    assert len(got) == want == 2
+    assert search(catalog, "zanzibar nowhere-else-at-all") == []
+
+
+def test_punctuation_is_searched_as_typed_and_bad_input_is_one_line(catalog, tmp_path):
+    assert [h["kind"] for h in search(catalog, "zanzibar-config")] == ["text"]
+    assert search(catalog, 'un"balanced AND (') == []
+    r = search(catalog, "   ", ok=False)
+    assert r.exit_code == 1 and r.output == "Error: search: give a word to look for\n"
+    missing = tmp_path / "none.db"
+    r = search(missing, "x", ok=False)
+    assert r.exit_code == 1 and r.output == f"Error: no catalog at {missing}: run `txdb refresh --db {missing}` first\n"
+    assert not missing.exists()
+
+
+def test_table_output_is_one_row_per_hit(catalog):
+    out = txdb("search", "zanzibar", "--kind", "thinking", "--db", catalog, "--table", ok=True).output
+    lines = out.splitlines()
+    assert lines[0].split() == ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"]
+    assert len(lines) == 3 and "\u00bbzanzibar\u00ab" in lines[2]

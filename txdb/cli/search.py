@@ -1,0 +1,40 @@
+"""`txdb search`: full-text search of the catalog (the search_* views)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import search as lib
+from .main import command, db_option, read_catalog
+from .output import emit_rows, format_options
+
+
+@command("search")
+@db_option
+@click.argument("text")
+@click.option("--kind", type=click.Choice(list(lib.KINDS)),
+              help="Only this kind of block (default: all four).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many hits.")
+@format_options
+def search_cmd(db_path, text, kind, limit, fmt):
+    """Find TEXT in messages, thinking, tool output and tool input.
+
+    Every word of TEXT must appear (punctuation is searched as typed, as in
+    Datasette's search box); hits come best first, each with its session
+    and an excerpt around the words (marked with » «). The same index as
+    the search_* views of `txdb serve`.
+
+    Example:
+
+    \b
+        txdb search "prompt is too long" --limit 5
+        txdb search pytest --kind tool-output --json | jq -r '.[].session_id' | sort -u
+    """
+    conn, _ = read_catalog(db_path)
+    rows = lib.search(conn, text, kind=kind, limit=limit)
+    if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+        emit_rows(rows, "table", ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"])
+    else:
+        emit_rows(rows, fmt)

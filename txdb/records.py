@@ -272,6 +272,24 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     return sum(b.get("tokens", 0) for b in blocks) + tokens.BLOCK_TOKENS * len(blocks)
 
 
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_tokens(obj: dict) -> int:
+    """The part of :func:`record_tokens` that is thinking (thinking and
+    redacted_thinking blocks, with their envelopes): what the CLI leaves out
+    of a request on a model other than the one that wrote the message
+    (``estimate.unsent_thinking``). The catalog's form: ``blocks`` of those
+    types, ``tokens`` + ``tokens.BLOCK_TOKENS`` each."""
+    if obj.get("type") != "assistant":
+        return 0
+    content = message_content(obj)
+    if not isinstance(content, list):
+        return 0
+    return sum(b.get("tokens", 0) + tokens.BLOCK_TOKENS
+               for b in block_rows(content, "assistant") if b.get("type") in THINKING_BLOCKS)
+
+
 def system_prompt_tokens(objs: Iterable[dict]) -> int:
     """"The system prompt counts once": the rendered cost of the latest
     record of each system-prompt type among ``objs`` (file order), wherever

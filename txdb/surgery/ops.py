@@ -481,5 +481,14 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     return out
 
 
+def chain_thinking(t: Transcript) -> list[tuple[int, str | None, int]]:
+    """``(chain position, model, thinking tokens)`` of the chain's records
+    that hold thinking, for ``estimate.unsent_thinking`` (the catalog's
+    twin of the same figures: ``estimate.catalog_thinking``)."""
+    return [(pos, rec.model, n) for pos, rec in enumerate(t.chain)
+            if rec.type == "assistant" and b"thinking" in rec.raw
+            and (n := records.thinking_tokens(rec.parse()))]
+
+
 def chain_estimate(t: Transcript) -> int:
     return chain_prefix_estimates(t)[-1]

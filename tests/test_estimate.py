@@ -292,7 +292,7 @@ def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
     conn = db.connect(tmp_path / "c.db")
     refresh(conn, [tmp_path / "projects"])
     fid = conn.execute("SELECT id FROM files").fetchone()[0]
-    unsent = 4 * (1_000 + tokens.BLOCK_TOKENS)
+    unsent = 4 * (1_000 + tokens.THINKING_BLOCK_TOKENS)
     assert conn.execute("SELECT sum(tokens) FROM blocks WHERE type = 'thinking'").fetchone()[0] == 4 * 1_000
     rep = estimate.session_estimate(conn, fid)
     assert rep["raw"] == estimate.catalog_chain_tokens(conn, fid) - unsent

@@ -32,7 +32,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
-from .tokens import BLOCK_TOKENS
+from .tokens import THINKING_BLOCK_TOKENS
 
 
 # Fitted factors outside this range mean the pairs are not linear (a compact,
@@ -260,7 +260,7 @@ GROUP BY ch.pos
 def catalog_thinking(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, str | None, int]]:
     """``(chain position, model, thinking tokens)`` of a stored session's
     records that hold thinking, for :func:`unsent_thinking`."""
-    return [(int(p), m, int(t or 0)) for p, m, t in conn.execute(_THINKING_SQL, (BLOCK_TOKENS, file_id))]
+    return [(int(p), m, int(t or 0)) for p, m, t in conn.execute(_THINKING_SQL, (THINKING_BLOCK_TOKENS, file_id))]
 
 
 def catalog_current_model(conn: sqlite3.Connection, file_id: int) -> str | None:

@@ -160,6 +160,8 @@ def context_estimator(ref: Transcript):
         unsent = estimate.unsent_thinking(chain_thinking(t), len(t.chain), resume_model(t))
         return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent)
 
+    calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
+    calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
     return calibrated
 
 

@@ -269,6 +269,47 @@ def test_a_prediction_never_falls_below_the_lowest_factor_times_the_raw_size():
     assert estimate.predict(g, 15_000) == 40_000
 
 
+def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
+    """The CLI sends a message's thinking only on the model that wrote it
+    (tests/test_thinking_model_realcli.py): a session whose last turn is on
+    another model is estimated without the first model's thinking, by the
+    catalog and by the surgery plan alike; stored per-record tokens keep it."""
+    from txdb import tokens
+    from txdb.surgery.usage import context_estimator
+    from txdb.transcript import Transcript
+
+    lines, parent = [], None
+    for i in range(4):
+        lines += _turn(i, "question " * 20, 5_000 + 1_000 * i, parent)
+        lines[-1]["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 400, "signature": "S" * 3_600})
+        parent = f"a{i}"
+    lines += _turn(4, "now on the other model", 9_000, parent)
+    lines[-1]["message"]["model"] = "claude-other"
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    unsent = 4 * (1_000 + tokens.THINKING_BLOCK_TOKENS)
+    assert conn.execute("SELECT sum(tokens) FROM blocks WHERE type = 'thinking'").fetchone()[0] == 4 * 1_000
+    rep = estimate.session_estimate(conn, fid)
+    assert rep["raw"] == estimate.catalog_chain_tokens(conn, fid) - unsent
+    pairs = estimate.catalog_pairs(conn, fid)
+    t = Transcript.load(f)
+    assert context_estimator(t)(t) == rep["calibrated"]
+    lines[-1]["message"]["model"] = "claude-test"  # all on one model: the thinking is sent
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    refresh(conn, [tmp_path / "projects"])
+    assert estimate.session_estimate(conn, fid)["raw"] == estimate.catalog_chain_tokens(conn, fid)
+    same = estimate.catalog_pairs(conn, fid)
+    # the last turn's request (recorded 9,000) held no thinking: its pair says
+    # so; the earlier turns, on the model that wrote it, held it
+    assert pairs[:-1] == same[:-1] and pairs[-1] == (same[-1][0] - unsent, 9_000)
+    conn.close()
+
+
 # -- the breakdown restated to the headline (the session page's table) ---------
 
 from hypothesis import given, strategies as st  # noqa: E402

@@ -209,7 +209,8 @@ class FileIngest:
             att = obj.get("attachment")
             if type(att) is not dict:
                 att = {}
-            cost, from_rendered, free = attachment_cost(obj)
+            # the model the session runs on so far decides a task_reminder
+            cost, from_rendered, free = attachment_cost(obj, self.summary.meta.get("model"))
             pclass = policy_class(subtype)
             # The system prompt is counted once per session, not per line.
             tokens = 0 if pclass == "system-prompt" else cost

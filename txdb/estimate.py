@@ -383,7 +383,7 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[
     shares = [factor * (r["tokens"] or 0) for r in chain]
     left = headline - sum(shares)
     if left < 0 or raw == 0:
-        shares = [headline * (r["tokens"] or 0) / raw for r in chain] if raw else []
+        shares = [headline * (r["tokens"] or 0) / raw if raw else 0.0 for r in chain]
         left = headline - sum(shares)
     values = shares + [max(0.0, left)]
     whole = [math.floor(v) for v in values]

@@ -28,7 +28,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
-from . import charts, svg
+from . import charts, front, svg
 from .session import PAGE_RECORDS, load_session
 from .hostcheck import refuse_foreign_hosts
 from .urls import session_path
@@ -151,6 +151,32 @@ def database_actions(datasette, database):
         return []
 
     return links
+
+
+@hookimpl
+def startup(datasette):
+    # txdb's templates before Datasette's: its database.html adds the front
+    # page to a catalog's database page (and extends Datasette's own).
+    from jinja2 import ChoiceLoader, FileSystemLoader
+
+    folder = str(resources.files("txdb.web").joinpath("templates"))
+    datasette.jinja_env.loader = ChoiceLoader([FileSystemLoader(folder), datasette.jinja_env.loader])
+
+
+@hookimpl
+def extra_template_vars(template, database, datasette):
+    async def front_page():
+        if template != "database.html" or not database or not await _database_is_catalog(datasette, database):
+            return {}
+        db = datasette.get_database(database)
+        data = await db.execute_fn(front.load_front)
+        data["session_url"] = lambda fid: session_url(datasette, database, fid)
+        data["table_url"] = lambda table: datasette.urls.table(database, table)
+        data["search_url"] = data["table_url"]
+        data["charts_url"] = charts_url(datasette, database)
+        return {"txdb_front": data}
+
+    return front_page
 
 
 @hookimpl

@@ -155,6 +155,13 @@ async def test_sessions_by_size(ds, built):
     assert tools["gauge_tokens"] > 0 and tools["kind"] == "session"
     html = await get_html(ds, f"/{DB}/sessions_by_size")
     assert f'href="/-/txdb/session/{built["tools_id"]}?db={DB}"' in html
+    # amounts with thousands separators; ids and positions as they are
+    cells: dict[str, str] = {}
+    for col, cell in re.findall(r'<td class="col-(\w+) type-int">([^<]*)</td>', html):
+        cells.setdefault(col, cell)  # the first row's
+    top = data[0]
+    assert top["file_bytes"] >= 1000 and cells["file_bytes"] == f'{top["file_bytes"]:,}'
+    assert cells["lines"] == f'{top["lines"]:,}' and cells["file_id"] == str(top["file_id"])
 
 
 async def test_sessions_by_context_agrees_with_session_costs(ds, ro):

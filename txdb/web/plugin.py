@@ -44,6 +44,11 @@ TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_
                      "attachment_targets", "search_messages", "search_thinking",
                      "search_tool_output", "search_tool_input"}
 
+# Integer columns that hold an amount (not an id or a position), by the end
+# of their name: shown with thousands separators on table pages.
+MEASURES = ("tokens", "chars", "bytes", "messages", "lines", "length", "markers", "size", "sessions", "count",
+            "blocks", "records", "images")
+
 CELL_JSON_CHARS = 4000       # pretty JSON shown inside a collapsed cell on table pages
 ROW_JSON_CHARS = 400_000     # ... and on a row page
 CELL_TEXT_CHARS = 400        # text excerpt on table pages
@@ -216,6 +221,8 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
         return None
     if value is None:
         return None
+    if type(value) is int and column.endswith(MEASURES):
+        return f"{value:,}"
     if column == "conversation" and isinstance(value, int):
         url = session_url(datasette, database, value)
         return markupsafe.Markup(f'<a class="txdb-conv" href="{html.escape(url)}">&#9656;&nbsp;#{value}</a>')

@@ -19,20 +19,21 @@ SEARCHES = (
     ("search_tool_output", "Tool output"),
 )
 
-_TOTALS = """
-    SELECT count(DISTINCT day) AS days, sum(api_messages) AS api_messages,
-           sum(total_tokens) AS total_tokens, round(sum(cost_usd), 2) AS cost_usd,
-           sum(unpriced_messages) AS unpriced_messages,
-           min(day) AS first_day, max(day) AS last_day
-    FROM usage_by_day WHERE day >= ?"""
+# The last seven days and the whole catalog, in one pass over usage_by_day.
+_SUMS = ("count(DISTINCT {w}) AS days, sum({v}api_messages) AS api_messages, sum({v}total_tokens) AS total_tokens, "
+         "round(sum({v}cost_usd), 2) AS cost_usd, sum({v}unpriced_messages) AS unpriced_messages, "
+         "min({w}) AS first_day, max({w}) AS last_day")
+_TOTALS = ("SELECT " + _SUMS.format(w="CASE WHEN day >= :since THEN day END",
+                                    v="CASE WHEN day >= :since THEN 1 END * ").replace(" AS ", " AS week_")
+           + ", " + _SUMS.format(w="day", v="") + " FROM usage_by_day")
 
 
 def load_front(conn, limit: int = ROWS) -> dict:
     """Everything the front page shows, each figure from its view."""
     week = conn.execute("SELECT date('now', '-6 days')").fetchone()[0]
     sessions = conn.execute(
-        "SELECT count(*), coalesce(sum(file_bytes), 0) FROM sessions_by_size WHERE kind = 'session' AND gone = 0"
-    ).fetchone()
+        "SELECT count(*), coalesce(sum(size), 0) FROM files WHERE kind = 'session' AND gone = 0").fetchone()
+    totals = _rows(conn, _TOTALS, {"since": week})[0]
     recent = _rows(conn, """
         SELECT conversation, file_id, session_id, project, title, file_bytes, gauge_tokens, last_timestamp
         FROM sessions_by_size WHERE kind = 'session' AND gone = 0
@@ -43,8 +44,8 @@ def load_front(conn, limit: int = ROWS) -> dict:
     _add_cost(conn, recent + largest)
     return {
         "since": week,
-        "week": _rows(conn, _TOTALS, (week,))[0],
-        "all": _rows(conn, _TOTALS, ("",))[0],
+        "week": {k[5:]: v for k, v in totals.items() if k.startswith("week_")},
+        "all": {k: v for k, v in totals.items() if not k.startswith("week_")},
         "sessions": sessions[0],
         "session_bytes": sessions[1],
         "near_limit": _rows(conn, """

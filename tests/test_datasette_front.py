@@ -111,3 +111,15 @@ async def test_another_database_keeps_datasettes_page(built, tmp_path):
     assert r.status_code == 200 and "events" in r.text and "txdb-front" not in r.text
     r = await ds.client.get(f"/{built.stem}")
     assert "txdb-front" in r.text
+
+
+async def test_an_empty_catalog_has_a_front_page_that_says_so(tmp_path):
+    path = tmp_path / "empty.db"
+    db.connect(path).close()
+    ds = make_datasette(path)
+    await ds.invoke_startup()
+    r = await ds.client.get("/empty")
+    assert r.status_code == 200
+    shown = text_of(r.text.split('<section class="txdb-front">', 1)[1].split("</section>", 1)[0])
+    assert "Sessions 0 (0 bytes)" in shown and "no API usage" in shown
+    assert "No sessions in this catalog yet." in shown and "No session is within 80% of its window." in shown

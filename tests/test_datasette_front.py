@@ -123,3 +123,11 @@ async def test_an_empty_catalog_has_a_front_page_that_says_so(tmp_path):
     shown = text_of(r.text.split('<section class="txdb-front">', 1)[1].split("</section>", 1)[0])
     assert "Sessions 0 (0 bytes)" in shown and "no API usage" in shown
     assert "No sessions in this catalog yet." in shown and "No session is within 80% of its window." in shown
+
+
+async def test_a_template_dir_of_ones_own_still_wins(built, tmp_path):
+    (tmp_path / "database.html").write_text("my own page for {{ database }}")
+    ds = Datasette([str(built)], metadata=load_metadata(built.stem), template_dir=str(tmp_path))
+    await ds.invoke_startup()
+    r = await ds.client.get(f"/{built.stem}")
+    assert r.status_code == 200 and r.text == f"my own page for {built.stem}"

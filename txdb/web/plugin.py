@@ -160,12 +160,19 @@ def database_actions(datasette, database):
 
 @hookimpl
 def startup(datasette):
-    # txdb's templates before Datasette's: its database.html adds the front
-    # page to a catalog's database page (and extends Datasette's own).
+    # txdb's templates before Datasette's own (after a --template-dir's): its
+    # database.html adds the front page to a catalog's database page and
+    # extends Datasette's page ("default:database.html").
     from jinja2 import ChoiceLoader, FileSystemLoader
 
     folder = str(resources.files("txdb.web").joinpath("templates"))
-    datasette.jinja_env.loader = ChoiceLoader([FileSystemLoader(folder), datasette.jinja_env.loader])
+    loader = datasette.jinja_env.loader
+    first = loader.loaders[0] if isinstance(loader, ChoiceLoader) and loader.loaders else None
+    if isinstance(first, FileSystemLoader):
+        if folder not in first.searchpath:
+            first.searchpath.insert(1 if datasette.template_dir else 0, folder)
+    else:
+        datasette.jinja_env.loader = ChoiceLoader([FileSystemLoader(folder), loader])
 
 
 @hookimpl

@@ -403,6 +403,16 @@ def test_a_catalog_from_before_the_markers_table_finds_its_markers(tools):
     conn.close()
 
 
+def test_what_fills_the_context_is_summed_from_indexes_not_rows(tools):
+    """analyze_by_type (context_by_category) reads each chain record's type
+    and tokens and its blocks' tokens from covering indexes: the rows hold
+    raw lines and text (about 2x at 1 GB)."""
+    db_path, conn, path, fid = tools
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM analyze_by_type")]
+    assert any(p.startswith("SCAN r USING COVERING INDEX records_sizes") for p in plan), plan
+    assert any("SEARCH b USING COVERING INDEX blocks_sizes" in p for p in plan), plan
+
+
 def test_hostile_markers_never_break_the_views_or_analyze(tools):
     """Sizes no sum can hold, sizes of the wrong type, a marker cut short, a
     summary carrying terminal escapes: the row says what it can, the sums

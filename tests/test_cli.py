@@ -101,11 +101,12 @@ def test_sessions_print_the_url_of_each_session_page_that_serve_serves(run, home
     run("refresh")
     data = json.loads(run("sessions", "--json").output)
     conn = sqlite3.connect(db_path)
-    ids = dict(conn.execute("SELECT path, id FROM files"))
+    paths = {p for (p,) in conn.execute("SELECT path FROM files")}
     conn.close()
     prefix = "http://127.0.0.1:8001"  # where `txdb serve` listens by default
-    for d in data:
-        assert d["url"] == f"{prefix}/-/txdb/session/{ids[d['path']]}"
+    for d in data:  # the page by the session's id (its file's name), not an internal file number
+        assert d["path"] in paths and d["url"] == f"{prefix}/-/txdb/session/{Path(d['path']).stem}"
+    assert f"{prefix}/-/txdb/session/b3edadab-bca0-4054-9b41-f7ffa6941260" in {d["url"] for d in data}
     table = run("sessions", "--table", "--urls").output.splitlines()
     assert table[0].split()[-1] == "url" and all(ln.split()[-1].startswith(prefix) for ln in table[2:])
     assert "url" not in run("sessions", "--table").output.splitlines()[0].split()
@@ -329,7 +330,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
     figure per session: the calibrated estimate (and one raw chars/4)."""
     from txdb import catalog as cat
     from txdb import estimate
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
     from txdb.surgery.ops import chain_estimate
     from txdb.transcript import Transcript
     from txdb.surgery.usage import context_estimator
@@ -348,7 +349,7 @@ def test_catalog_and_surgery_estimates_never_disagree(catalog):
         assert context_estimator(t)(t) == est, path
     # the plan's "before" is that figure too
     file_id, path, est, _ = rows[0]
-    rep = run_surgery(path, "strip-all", lambda t, o: {}, dry_run=True)
+    rep = run_surgery(path, "strip-all", lambda t, o: {}, PassOptions(dry_run=True))
     assert rep.tokens_before == rep.tokens_base == est
 
 # -- errors: expected ones are one line, a bug keeps its traceback ----------------
@@ -444,15 +445,42 @@ def test_a_catalog_path_that_cannot_exist_is_one_error_line(tmp_path):
     assert r.output == f"Error: cannot create the catalog {blocker / 'c.db'}: a file is in the way of its folder\n"
 
 
+_NOT_AT_REFRESH = ('txdb.surgery', 'txdb.web', 'datasette', 'sqlite_utils')
+# Nor, with nothing to do, what reading files or pricing new models needs.
+_NOT_AT_NOOP_REFRESH = _NOT_AT_REFRESH + ('importlib.resources', 'importlib.readers', 'zipfile',
+                                          'genai_prices')
+
+
 def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, projects):
+    """Start-up (issue 18): a refresh loads neither the surgery engine nor
+    Datasette nor sqlite-utils; one with nothing to do not even the
+    importlib.resources machinery (the catalog's SQL is read from its folder)."""
+    for forbidden in (_NOT_AT_REFRESH, _NOT_AT_NOOP_REFRESH):
+        code = ("import sys\n"
+                "from txdb.cli import cli\n"
+                f"cli.main(['refresh', '--root', {str(projects)!r}, '--db', {str(tmp_path / 'c.db')!r}],"
+                " standalone_mode=False)\n"
+                f"print(sorted(m for m in sys.modules if m.startswith({forbidden!r})))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == "[]"
+
+
+def test_query_loads_no_catalog_module_and_no_file_reading(tmp_path, projects):
+    """Start-up (issue 18): `txdb query` opens the catalog and runs the SQL;
+    it loads neither txdb.catalog nor what reads session files (discovery,
+    the store; nor the surgery engine)."""
+    db_path = str(tmp_path / "c.db")
+    assert CliRunner().invoke(cli, ["refresh", "--root", str(projects), "--db", db_path]).exit_code == 0
     code = ("import sys\n"
             "from txdb.cli import cli\n"
-            f"cli.main(['refresh', '--root', {str(projects)!r}, '--db', {str(tmp_path / 'c.db')!r}],"
+            f"cli.main(['query', 'select count(*) as n from files', '--json', '--db', {db_path!r}],"
             " standalone_mode=False)\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('txdb.surgery', 'txdb.web', 'datasette'))))\n")
+            "print(sorted(m for m in sys.modules if m.startswith(('txdb.catalog', 'txdb.ingest.store', "
+            "'txdb.ingest.discover', 'txdb.ingest.lines', 'txdb.surgery'))))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "[]"
+    assert '"n": ' in r.stdout and r.stdout.splitlines()[-1] == "[]"
 
 
 def test_every_command_shows_its_examples_line_by_line():
@@ -492,7 +520,7 @@ def test_text_that_is_not_utf8_is_one_error_line(tmp_path, monkeypatch, args, na
 
 def test_help_lists_every_command_without_importing_their_modules():
     """`txdb --help` and `txdb --version` import no command module, no catalog,
-    ingest or surgery code; --help lists every command with the same text as
+    ingest or surgery code, not even orjson or csv (what prints JSON and CSV); --help lists every command with the same text as
     when all modules are loaded."""
     code = (
         "import sys\n"
@@ -505,7 +533,7 @@ def test_help_lists_every_command_without_importing_their_modules():
         "    cli([sys.argv[1]], prog_name='txdb')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('MODULES', sorted(m for m in sys.modules if m.startswith('txdb')))\n"
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('txdb') or m in ('orjson', 'csv')))\n"
     )
     for flag in ("--help", "--version"):
         r = subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True,
@@ -513,7 +541,8 @@ def test_help_lists_every_command_without_importing_their_modules():
         text, mods = r.stdout.split("MODULES ")
         loaded = eval(mods)
         assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.ingest", "txdb.catalog", "txdb.db"))
-                    or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve")], loaded
+                    or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve",
+                             "orjson", "csv")], loaded
         if flag == "--help":
             r = subprocess.run([sys.executable, "-c", code, flag, "all"], capture_output=True, text=True,
                                check=True, env=dict(os.environ, COLUMNS="80"))

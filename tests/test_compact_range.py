@@ -373,14 +373,14 @@ def test_a_summary_that_is_not_utf8_is_one_error_line_and_writes_nothing(env):
 def test_the_engine_refuses_a_summary_it_cannot_write_and_logs_any_path(env):
     from txdb.errors import SurgeryError
     from txdb.surgery.compact_range import CompactRangeOp
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
 
     f = env / f"{SID}.jsonl"
     with pytest.raises(SurgeryError, match="the summary is not valid UTF-8 text"):
         run_surgery(f, "compact-range", CompactRangeOp(4, 7, "x\udcff"))
     assert not _pending(f).exists() and not (env / SID).exists()
     # a path that is not UTF-8 (the only such text the CLI lets through) is logged escaped
-    rep = run_surgery(f, "compact-range", CompactRangeOp(4, 7, "ok"), arguments={"dir": "/tmp/\udcff"})
+    rep = run_surgery(f, "compact-range", CompactRangeOp(4, 7, "ok"), PassOptions(arguments={"dir": "/tmp/\udcff"}))
     assert rep.written
     meta = json.loads(Path(f"{f}.pending.json").read_bytes())
     assert meta["passes"][0]["arguments"] == {"dir": "/tmp/\\xff"}

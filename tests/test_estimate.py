@@ -163,7 +163,7 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
     strip-thinking shows the drop (it printed "171,312 -> 171,312")."""
     from txdb import tokens
     from txdb.surgery import ops
-    from txdb.surgery.engine import run_surgery
+    from txdb.surgery.engine import PassOptions, run_surgery
 
     assert tokens.thinking_tokens(0, 400) == 100 and tokens.thinking_tokens(40, 400) == 110
     lines, parent = [], None
@@ -178,7 +178,7 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
     conn = db.connect(tmp_path / "c.db")
     refresh(conn, [tmp_path / "projects"])
     assert conn.execute("SELECT sum(tokens) FROM blocks WHERE kind = 'thinking'").fetchone()[0] == 4 * 1_000
-    rep = run_surgery(f, "strip-thinking", lambda t, _o: ops.strip_thinking(t), dry_run=True)
+    rep = run_surgery(f, "strip-thinking", lambda t, _o: ops.strip_thinking(t), PassOptions(dry_run=True))
     assert rep.tokens_after < rep.tokens_before
     assert rep.bytes_before - rep.bytes_after > 4 * 4_000
     conn.close()
@@ -267,3 +267,26 @@ def test_a_prediction_never_falls_below_the_lowest_factor_times_the_raw_size():
     # An ordinary session is untouched by the floor.
     g = estimate.fit([(10_000, 30_000), (20_000, 50_000)])
     assert estimate.predict(g, 15_000) == 40_000
+
+
+# -- the breakdown restated to the headline (the session page's table) ---------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from txdb.estimate import FITTED, scale_breakdown  # noqa: E402
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=8), st.integers(0, 10**6), st.integers(0, 3 * 10**6),
+       st.floats(0.5, 2.0))
+def test_scaled_breakdown_adds_up_to_the_headline(chain, snapshot, headline, factor):
+    rows = [{"category": f"c{i}", "items": 1, "tokens": t} for i, t in enumerate(chain)]
+    rows.append({"category": "system_prompt", "items": 1, "tokens": snapshot})
+    out = scale_breakdown(rows, headline, factor)
+    assert sum(r["tokens"] for r in out) == headline
+    assert all(r["tokens"] >= 0 for r in out) and "system_prompt" not in {r["category"] for r in out}
+    fitted = [r for r in out if r["category"] == FITTED]
+    scaled = sum(factor * t for t in chain)
+    if sum(chain) and scaled < headline - len(chain) - 1:  # room for the fit's overhead: its own row
+        assert fitted and abs(fitted[0]["tokens"] - (headline - scaled)) <= len(chain) + 1
+    if scaled > headline + 1 and sum(chain):  # the chain alone is more: scaled down, no fitted row
+        assert not fitted

@@ -18,7 +18,7 @@ from sessions import assistant, user, write
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
 from txdb import sidecar as sc
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 
 SID = "5e55a1d0-0000-4000-8000-000000000001"
@@ -586,7 +586,8 @@ def _results_session(path: Path, n: int, chars: int) -> Path:
 def test_persist_tools_holds_the_moved_content_once(tmp_path):
     import tracemalloc
     small = _results_session(tmp_path / "warm" / "s.jsonl", 3, 5000)
-    run_surgery(small, "persist-tools", per.PersistOp(per.Selection(kinds=("tool",))), dry_run=True)  # imports
+    run_surgery(small, "persist-tools", per.PersistOp(per.Selection(kinds=("tool",))),
+                PassOptions(dry_run=True))  # imports
     f = _results_session(tmp_path / "p" / "s.jsonl", 200, 50_000)  # ~11 MB, nearly all of it tool results
     size = f.stat().st_size
     tracemalloc.start()

@@ -24,7 +24,7 @@ import pytest
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
 from txdb import sidecar as sc
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -114,7 +114,7 @@ def _usage(path: Path) -> dict:
 def _summaries_file(tmp_path: Path, f: Path, sel) -> Path:
     """Summaries for the first blocks the pass will move (a dry run says which), plus one
     key that matches nothing."""
-    dry = run_surgery(f, "persist-range", per.PersistOp(sel), dry_run=True)
+    dry = run_surgery(f, "persist-range", per.PersistOp(sel), PassOptions(dry_run=True))
     table = {}
     for x in dry.result["files"][:3]:
         key = x["tool_use_id"] or f"pos:{x['pos']}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import orjson
@@ -11,8 +12,9 @@ from click.testing import CliRunner
 
 from sessions import assistant, attachment, user, write
 from txdb.cli import cli
+from txdb import sidecar as sc
 from txdb.surgery import rescue
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 from txdb.surgery.usage import context_estimator
 
@@ -101,7 +103,7 @@ def test_later_steps_only_when_earlier_ones_are_not_enough(env):
     start = estimate(env)
     # A full plan (down to compacting) says what each step reaches: aim between
     # all thinking moved and all texts moved.
-    full = run_surgery(env, "rescue", rescue.RescueOp(int(start * 0.45)), dry_run=True).result["steps"]
+    full = run_surgery(env, "rescue", rescue.RescueOp(int(start * 0.45)), PassOptions(dry_run=True)).result["steps"]
     reached = {s["step"]: s["tokens_after"] for s in full}
     target = (reached["persist-thinkings"] + reached["persist-texts"]) // 2
     r = run("rescue", env, "--target", target, "--json")
@@ -213,3 +215,125 @@ def test_dry_run_plans_and_writes_nothing(env):
     assert r.exit_code == 0, r.output
     assert "strip-attachments:" in r.output and "persist-tools:" in r.output and "Dry run" in r.output
     assert tree(env.parent) == before
+
+
+def turns(n: int, parent: str | None, tag: str, tool_chars: int = 8000) -> list[dict]:
+    """``n`` turns of prompt, assistant tool_use, tool_result, answer below ``parent``."""
+    out = []
+    for t in range(n):
+        u = user(f"prompt {tag}{t}", parent, session=SID)
+        tid = f"toolu_{tag}{t:04d}"
+        a = assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"cat {t}"}}],
+                      u["uuid"], session=SID, usage=NO_USAGE)
+        r = user([{"type": "tool_result", "tool_use_id": tid, "content": f"out {tag}{t}\n" + "o" * tool_chars}],
+                 a["uuid"], session=SID)
+        a2 = assistant(f"answer {tag}{t}", r["uuid"], session=SID, usage=NO_USAGE)
+        out += [u, a, r, a2]
+        parent = a2["uuid"]
+    return out
+
+
+def test_moves_only_what_the_target_needs_off_chain_results_never_counted(tmp_path, monkeypatch):
+    # A rewound session: after the first turn the user went back and the
+    # abandoned branch (off the active chain, so in no request) holds big
+    # tool results older in the file than the ones the CLI sends.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    first = turns(1, None, "m")
+    abandoned = turns(6, first[-1]["uuid"], "x")
+    main = turns(7, first[-1]["uuid"], "n")
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", first + abandoned + main)
+    t = Transcript.load(f)
+    on_chain = {r.uuid for r in t.chain}
+    assert not on_chain & {o["uuid"] for o in abandoned}
+    start = estimate(f)
+    # A few results reach the target (each move saves about 1,500: the marker keeps a preview).
+    target = start - 3_000
+    r = run("rescue", f, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert [s["step"] for s in res["steps"]] == ["persist-tools"]
+    after = estimate(pending(f), f)
+    assert after <= target and res["tokens_after"] == after
+    before_lines = f.read_bytes().splitlines()
+    after_lines = pending(f).read_bytes().splitlines()
+    changed = [orjson.loads(a)["uuid"] for a, b in zip(before_lines, after_lines) if a != b]
+    # the two oldest results of the active chain moved, nothing else
+    chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
+                     and isinstance(o["message"]["content"], list)]
+    # the oldest results of the active chain moved, as few as reach the target
+    chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
+                     and isinstance(o["message"]["content"], list)]
+    n = res["steps"][0]["moved"]
+    assert changed == chain_results[:n] and 0 < n < len(chain_results) - rescue.DEFAULT_KEEP_RECENT
+    each = (start - after) / n                     # the results are alike: each move saves the same
+    assert start - each * (n - 1) > target         # one fewer would not have reached it
+    assert len(after_lines) == len(before_lines) and res["sidecars_new"] == n
+
+
+def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
+    # A model that binds thinking to the history before it: the first edit
+    # (the oldest tool result moved) makes the API drop every later thinking
+    # block, and the engine removes them. One result moved is enough; rescue
+    # must see that, and say the figure the pass then reports.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = turns(8, None, "p")
+    for o in objs:
+        if o["type"] == "assistant" and isinstance(o["message"]["content"], list):
+            o["message"]["model"] = "claude-opus-5-5"
+            o["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 4000, "signature": "sig"})
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    start = estimate(f)
+    target = start - 3_000          # one result (~1,600) plus the thinking after it (~15,000)
+    r = run("rescue", f, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    res = out["result"]
+    after = estimate(pending(f), f)
+    assert res["steps"][-1]["step"] == "persist-tools" and res["steps"][-1]["moved"] == 1
+    assert after <= target and res["tokens_after"] == after == out["tokens_after"]
+    assert out["dropped_thinking"]["count"] == 15      # every one after the first result (2 a turn)
+
+
+CLI_MADE = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-14" / \
+    "5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"
+
+
+def test_compact_rounds_leave_every_record_reachable(tmp_path, monkeypatch):
+    # A CLI-made session whose target takes more than one compact round (the
+    # first made to fall short: it asks for half of what is needed): each
+    # round's survivor must stay reachable (no survivor saved inside another
+    # as the line the file held, which would orphan the first round's files).
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    calls, range_end = [], rescue._range_end
+
+    def short_first(t, needed, *args):
+        calls.append(needed)
+        return range_end(t, needed // 2 if len(calls) == 1 else needed, *args)
+    monkeypatch.setattr(rescue, "_range_end", short_first)
+    d = tmp_path / "claude" / "projects" / CLI_MADE.parent.name
+    d.mkdir(parents=True)
+    f = Path(shutil.copyfile(CLI_MADE, d / CLI_MADE.name))
+    original = Transcript.load(f)
+    r = run("rescue", f, "--target", 28_000, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert len(res["steps"][-1]["ranges"]) > 1
+    data = pending(f).read_bytes()
+    t = Transcript.load(pending(f))
+    reachable, todo = {}, list(sc.referenced(data))
+    while todo:
+        p = todo.pop()
+        if p.endswith(".json"):
+            raw = Path(p).read_bytes()
+            reachable[orjson.loads(raw)["uuid"]] = raw
+            todo.extend(sc.referenced(raw))
+    lost = []
+    for rec in original.chain:
+        if rec.type not in ("user", "assistant") or rec.uuid in t.by_uuid:
+            continue
+        if reachable.get(rec.uuid) == bytes(rec.raw):
+            continue
+        content = rec.parse()["message"]["content"]  # or thinking only, which the API drops
+        if not (isinstance(content, list) and all(b.get("type") == "thinking" for b in content)):
+            lost.append(rec.pos)
+    assert not lost

@@ -282,3 +282,48 @@ def test_a_folder_or_another_file_given_to_a_surgery_says_what_it_is(env, tmp_pa
         r = run("strip-all", ref, ok=False)
         assert one_error_line(r) == f"Error: {ref} is {kind}, not a session: txdb never changes it " \
                                     "(name the session instead)"
+
+
+# -- a pass reads the file, not the catalog (issue 19, speed) --------------------
+
+def _indexed_size(tmp_path, path) -> int | None:
+    conn = db.connect(tmp_path / "catalog.db")
+    try:
+        row = conn.execute("SELECT size FROM files WHERE path = ?", (str(path),)).fetchone()
+        return row[0] if row else None
+    finally:
+        conn.close()
+
+
+def test_a_pass_that_writes_a_pending_copy_does_not_index_the_session_first(env, tmp_path):
+    """Indexing a 100 MB session the catalog lacked took twice the strip-all
+    pass itself (and 1.5x its memory): the pass reads the file, so only apply,
+    whose swap the catalog must see, indexes it."""
+    s = session_with_big_result(env / "-home-me-app" / "s7.jsonl", "s7")
+    run("strip-all", s)
+    assert Path(f"{s}.pending").is_file()
+    assert paths(tmp_path) == []
+    run("strip-tools", "s7", "--dry-run")  # by id: found under the projects root, still not indexed
+    assert paths(tmp_path) == []
+    run("apply", s)
+    assert paths(tmp_path) == [str(s)] and _indexed_size(tmp_path, s) == s.stat().st_size
+    report = json.loads(run("analyze", "s7", "--json").output)
+    assert report["session"]["file_bytes"] < 40_000  # the catalog saw the applied result
+
+
+def test_a_pass_on_a_session_that_grew_leaves_its_rows_to_apply(env, tmp_path):
+    s = session_with_big_result(env / "-home-me-app" / "s8.jsonl", "s8")
+    run("refresh")
+    indexed = _indexed_size(tmp_path, s)
+    with open(s, "ab") as fh:
+        fh.write(json.dumps({"type": "custom-title", "customTitle": "grown", "sessionId": "s8"}).encode() + b"\n")
+    run("strip-all", "s8")
+    assert _indexed_size(tmp_path, s) == indexed  # not refreshed for the pass
+    run("apply", "s8")
+    assert _indexed_size(tmp_path, s) == s.stat().st_size
+
+
+def test_strip_all_apply_in_one_go_indexes_the_session(env, tmp_path):
+    s = session_with_big_result(env / "-home-me-app" / "s6.jsonl", "s6")
+    run("strip-all", s, "--apply")
+    assert paths(tmp_path) == [str(s)] and _indexed_size(tmp_path, s) == s.stat().st_size

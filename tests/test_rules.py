@@ -27,7 +27,7 @@ from txdb.cli import cli
 from txdb.web.metadata import make_datasette
 from txdb.ingest.store import refresh
 from txdb.surgery import ops
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.surgery.log import apply_logged
 from txdb.transcript import Transcript
 
@@ -204,8 +204,8 @@ def test_attachment_views_and_strip_attachments_drop_the_same_lines(tmp_path):
         assert by_type[0] == len(on_chain_drops), p
         # and strip-attachments removes exactly the plan's lines
         before = p.read_bytes()
-        rep = run_surgery(p, "strip-attachments", lambda t, _o: ops.strip_attachments(t), usage_reset=False,
-                          keep_dropped_thinking=True)  # the thinking rule's removals are not this rule's
+        rep = run_surgery(p, "strip-attachments", lambda t, _o: ops.strip_attachments(t),
+                          PassOptions(usage_reset=False, keep_dropped_thinking=True))  # the thinking rule's removals are not this rule's
         if plan_drops:
             pending = Path(str(p) + ".pending").read_bytes()
             kept = {o for o in _offsets(before) if o not in plan_drops}

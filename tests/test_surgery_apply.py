@@ -18,7 +18,7 @@ import pytest
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 
 DATA = Path(__file__).parent / "data"
 TOOLS = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))
@@ -71,7 +71,7 @@ def test_second_pass_reuses_pending(tmp_path):
 def test_dry_run_writes_nothing(tmp_path):
     f = _copy(tmp_path)
     state = _state(f.parent)
-    rep = run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), dry_run=True)
+    rep = run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), PassOptions(dry_run=True))
     assert rep.changed_lines > 0 and not rep.written
     assert _state(f.parent) == state
     _strip(f)

@@ -197,3 +197,46 @@ def test_apply_refusal_is_one_line_and_changes_nothing(env):
     assert r.output == (f"Error: {f.name} was rewritten since the snapshot (prefix hash differs); the pending "
                         f"copy no longer descends from it: run `txdb snapshot --refresh {f}`\n")
     assert {p.name: p.read_bytes() for p in env.iterdir()} == state
+
+
+# (CLI arguments, the command's options as a library caller gives them to its declaration)
+_BY_DECLARATION = [
+    (["strip-tools", "--only-results", "--from", "13", "--to", "20"], {"only_results": True, "positions": (13, 20)}),
+    (["strip-thinking", "--from", "0", "--to", "11"], {"positions": (0, 11)}),
+    (["strip-all", "--keep-last-lines", "2"], {"keep_last_lines": 2}),
+    (["strip-attachments", "--include-free", "--keep-recent", "0"], {"include_free": True, "keep_recent": 0}),
+    (["persist-tool", "--id", "toolu_fake0004cbd1149dd5af", "--summary", "s"],
+     {"id": "toolu_fake0004cbd1149dd5af", "summary": "s"}),
+    (["persist-text", "--pos", "25"], {"pos": 25}),
+    (["persist-thinking", "--pos", "27", "--summary", "t"], {"pos": 27, "summary": "t"}),
+    (["compact-range", "--from", "1", "--to", "3", "--summary", "s"], {"positions": (1, 3), "summary": "s"}),
+    (["rescue", "--target", "12500", "--keep-recent", "0"], {"target": 12500, "keep_recent": 0}),
+]
+
+
+@pytest.mark.parametrize("args,options", _BY_DECLARATION, ids=[" ".join(a) for a, _ in _BY_DECLARATION])
+def test_a_command_is_its_declaration_for_a_session_too(env, args, options):
+    """Issue 18: a SESSION runs the op its declaration builds (the one --where
+    uses), so a library caller naming the command and its options gets the
+    pending copy (and sidecars) the CLI writes, byte for byte."""
+    from txdb.surgery import pending as pend
+    from txdb import sidecar
+    from txdb.surgery.commands import COMMANDS
+    from txdb.surgery.engine import PassOptions, run_surgery
+
+    f = _session(env)
+    r = run(args[0], str(f), *args[1:])
+    assert r.exit_code == 0, r.output
+    by_cli = pend.pending_path(f).read_bytes()
+    sdir = sidecar.session_dir(f)
+    files = {p.relative_to(sdir): p.read_bytes() for p in sdir.rglob("*") if p.is_file()} if sdir.is_dir() else {}
+    assert by_cli != f.read_bytes()
+    pend.pending_path(f).unlink()
+    pend.meta_path(f).unlink()
+    if sdir.is_dir():
+        shutil.rmtree(sdir)
+    rep = run_surgery(f, args[0], COMMANDS[args[0]].make_op(options), PassOptions(positions=options.get("positions")))
+    assert rep.written
+    assert pend.pending_path(f).read_bytes() == by_cli
+    assert ({p.relative_to(sdir): p.read_bytes() for p in sdir.rglob("*") if p.is_file()}
+            if sdir.is_dir() else {}) == files

@@ -21,7 +21,7 @@ from txdb.cli import cli
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 
 DATA = Path(__file__).parent / "data"
@@ -59,9 +59,9 @@ def _break_parent(p: Path, line_no: int) -> None:
     p.write_bytes(b"\n".join(lines))
 
 
-def _strip_attachments(f: Path, **kw):
+def _strip_attachments(f: Path):
     return run_surgery(f, "strip-attachments",
-                       lambda t, o: ops.strip_attachments(t, include_free=True, keep_recent=0), **kw)
+                       lambda t, o: ops.strip_attachments(t, include_free=True, keep_recent=0))
 
 
 def _breaker(line_index: int = 1):
@@ -168,9 +168,9 @@ def test_cli_fixtures_broken_copy_refused(tmp_path, src):
 def test_run_surgery_refuses_a_result_that_loses_the_chain(tmp_path):
     f = _copy(tmp_path / "p", TOOLS)
     state = _state(f.parent)
-    for kw in ({}, {"dry_run": True}, {"fork": True}):
+    for options in (PassOptions(), PassOptions(dry_run=True), PassOptions(fork=True)):
         with pytest.raises(SurgeryError, match=r"would lose 1 of the \d+ records .* chain position 0 \(line \d+\)"):
-            run_surgery(f, "strip-all", _breaker(1), **kw)
+            run_surgery(f, "strip-all", _breaker(1), options)
         assert _state(f.parent) == state  # no pending copy, no sidecar, no fork
     # on a later pass the existing pending copy stays as it was
     run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))
@@ -309,7 +309,7 @@ def test_session_of_another_user_keeps_owner_and_mode(tmp_path):
     for p in (f, Path(rep.backup)):
         st = p.stat()
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1234, 1235, 0o640), p
-    fork = run_surgery(f, "fork", lambda t, o: {}, fork=True)
+    fork = run_surgery(f, "fork", lambda t, o: {}, PassOptions(fork=True))
     assert (Path(fork.target).stat().st_uid, Path(fork.target).stat().st_gid) == (1234, 1235)
 
 
@@ -325,7 +325,7 @@ def test_next_run_removes_only_dead_runs_temp_files(tmp_path):
     foreign = [d / f".{f.name}.{dead.pid}.notes", d / "keep.txdb-tmp", d / f".{f.name}.txdb-tmp"]
     for p in [stale, live, *foreign]:
         p.write_bytes(b"x")
-    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), dry_run=True)
+    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), PassOptions(dry_run=True))
     assert stale.exists()  # a dry run writes (and removes) nothing
     run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))
     assert not stale.exists()

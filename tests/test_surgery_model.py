@@ -17,7 +17,7 @@ from sessions import assistant, user, write
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 
 
@@ -46,7 +46,7 @@ def _tool_session(path, turns: int):
 
 def test_strip_all_holds_a_session_in_about_its_own_size(tmp_path):
     small = _tool_session(tmp_path / "warm" / "s.jsonl", 3)
-    run_surgery(small, "strip-all", lambda t, o: ops.strip_all(t), dry_run=True)  # imports, caches
+    run_surgery(small, "strip-all", lambda t, o: ops.strip_all(t), PassOptions(dry_run=True))  # imports, caches
     f = _tool_session(tmp_path / "p" / "s.jsonl", 600)
     size = f.stat().st_size
     tracemalloc.start()

@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markup import escape_markup, strip_ansi, unescape_markup
 
+from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
 from txdb.transcript import Transcript
 from txdb.estimate import context_sum
@@ -204,7 +205,7 @@ def test_preserved_thinking_reports_and_removes(tmp_path):
     # --keep-dropped-thinking keeps them
     pend.pending_path(f).unlink()
     rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True),
-                      keep_dropped_thinking=True)
+                      PassOptions(keep_dropped_thinking=True))
     assert rep.dropped_thinking["count"] == 3 and rep.dropped_thinking_removed == 0
     assert b"final thought" in pend.pending_path(f).read_bytes()
 
@@ -317,7 +318,8 @@ def test_reset_usage_after_strip_lowers_gauge_never_raises(tmp_path):
 
 def test_no_usage_reset_leaves_usage(tmp_path):
     f = _copy(tmp_path)
-    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t), usage_reset=False, keep_dropped_thinking=True)
+    run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t),
+                PassOptions(usage_reset=False, keep_dropped_thinking=True))
     before, after = _by_uuid(EDGE.read_bytes()), _by_uuid(pend.pending_path(f).read_bytes())
     for u, o in after.items():
         if o.get("type") == "assistant":
@@ -340,10 +342,54 @@ def test_reset_usage_lowers_a_turn_by_the_calibrated_size_of_what_went(tmp_path)
     f = write(tmp_path / "p" / "s.jsonl", [r.obj for r in t0.chain])
     last_before = 1000 + 2 * est[len(t0.chain) - 1]
     rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True),
-                      keep_dropped_thinking=True)
+                      PassOptions(keep_dropped_thinking=True))
     after = Transcript.load(pend.pending_path(f))
     removed = est[len(t0.chain) - 1] - ops.chain_prefix_estimates(after)[len(after.chain) - 1]
     assert removed > 0
     assert rep.usage["factor"] == pytest.approx(2.0)
     last = after.chain[-1].obj["message"]["usage"]
     assert context_sum(last) == last_before - 2 * removed
+
+
+def test_an_op_declares_what_it_does_beside_the_edit(tmp_path):
+    """Issue 18: the op protocol is declared (``ops.Op``): an op class overrides
+    only the hooks it needs, a plain function is an op with the defaults, and
+    ``t.base`` (what the op's positions are) is the engine's word, "original"
+    on a transcript no pass made."""
+    f = _copy(tmp_path)
+    calls = []
+
+    class Counting(ops.Op):
+        def __call__(self, t, original):
+            calls.append(("op", t.base))
+            return ops.strip_all(t)
+
+        def write_files(self, owner=None):
+            calls.append(("write_files", pend.pending_path(f).exists()))
+            return 0
+
+    assert Transcript.load(f).base == "original"
+    run_surgery(f, "strip-all", Counting(), PassOptions(dry_run=True))
+    assert calls == [("op", "original")]  # a dry run writes no files
+    rep = run_surgery(f, "strip-all", Counting())
+    assert rep.written and calls[1:] == [("op", "original"), ("write_files", False)]  # before the copy
+    plain = run_surgery(f, "strip-thinking", lambda t, _o: {"t": t.base}, PassOptions(dry_run=True))
+    assert plain.result == {"t": "pending copy"}
+    with pytest.raises(SurgeryError, match=r"--from 0 is after --to|past the end"):
+        run_surgery(f, "strip-all", Counting(), PassOptions(positions=(0, 10_000)))
+
+
+def test_the_cli_passes_every_option_of_a_pass(tmp_path):
+    """The CLI's SurgeryOptions builds the library's one PassOptions: every
+    field a pass takes comes from what the user asked, none left at its default."""
+    import dataclasses
+
+    from txdb.cli.surgery import SurgeryOptions
+
+    o = SurgeryOptions("s", dry_run=True, fork=True, fork_title="T", usage_reset=False, keep_dropped_thinking=True,
+                       arguments={"tools": ["Bash"]}, frm=2, to=5)
+    got = o.pass_options()
+    for f in dataclasses.fields(PassOptions):
+        assert getattr(got, f.name) != getattr(PassOptions(), f.name), f.name
+    assert got == PassOptions(dry_run=True, fork=True, fork_title="T", usage_reset=False, keep_dropped_thinking=True,
+                              arguments={"tools": ["Bash"]}, positions=(2, 5))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
-from txdb.surgery.engine import run_surgery
+from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.transcript import Transcript
 
 from invariants import contract_violations
@@ -87,12 +87,12 @@ def _check_one(tmp: Path, src: str, cmd: str, prm: dict, flg: dict) -> None:
     before = f.read_bytes()
     if flg["fork"] and Path(src).parent.name == "subagents":
         with pytest.raises(SurgeryError, match="subagent transcript"):  # claude -r could not resume it
-            run_surgery(f, cmd, _op(cmd, prm), fork=True)
+            run_surgery(f, cmd, _op(cmd, prm), PassOptions(fork=True))
         assert sorted(p.name for p in work.iterdir()) == [f.name]
         return
     for i in range(flg["passes"]):
-        rep = run_surgery(f, cmd, _op(cmd, prm), fork=flg["fork"], usage_reset=flg["usage_reset"],
-                          keep_dropped_thinking=flg["keep_dropped_thinking"])
+        rep = run_surgery(f, cmd, _op(cmd, prm), PassOptions(fork=flg["fork"], usage_reset=flg["usage_reset"],
+                                                             keep_dropped_thinking=flg["keep_dropped_thinking"]))
         assert f.read_bytes() == before, "the original was written"
         if flg["fork"]:
             assert rep.written
@@ -215,9 +215,9 @@ def _check_writing(tmp: Path, src: str, cmd: str, prm: dict, flg: dict) -> None:
     for _ in range(flg["passes"]):
         was = _tree(root)
         try:
-            rep = run_surgery(f, cmd, _writing_op(cmd, prm, transcripts), fork=fork,
-                              usage_reset=flg["usage_reset"], keep_dropped_thinking=flg["keep_dropped_thinking"],
-                              positions=prm.get("range") if cmd == "compact-range" else None)
+            rep = run_surgery(f, cmd, _writing_op(cmd, prm, transcripts), PassOptions(
+                fork=fork, usage_reset=flg["usage_reset"], keep_dropped_thinking=flg["keep_dropped_thinking"],
+                positions=prm.get("range") if cmd == "compact-range" else None))
         except SurgeryError:
             assert _tree(root) == was, "a refusal changed files"
             event(f"{cmd}: refused")

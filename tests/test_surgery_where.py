@@ -22,6 +22,7 @@ from txdb.cli import cli
 from txdb.ingest.store import refresh
 from txdb.surgery import pending as pend
 from txdb.surgery import select as sel
+from txdb.surgery.engine import PassOptions
 
 from conftest import rows, run
 
@@ -454,7 +455,7 @@ def test_plan_refusal_in_one_session_others_planned(tree):
     selection = sel.select_targets(conn, dbp, "strip-attachments", EXAMPLE_ATT)
     assert {Path(s.path).name for s in selection.sessions} == {edge.name, ef.name}
     edge.write_bytes(b"\n" + edge.read_bytes())  # every offset moves by one
-    outs = sel.plan(conn, selection, "strip-attachments", {}, arguments={"where": EXAMPLE_ATT})
+    outs = sel.plan(conn, selection, "strip-attachments", {}, PassOptions(arguments={"where": EXAMPLE_ATT}))
     conn.close()
     by = {Path(o.path).name: o for o in outs}
     assert by[edge.name].status == "refused" and "changed since it was indexed" in by[edge.name].error

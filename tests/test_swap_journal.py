@@ -120,6 +120,23 @@ def test_a_swap_whose_log_row_was_never_written_is_undone_from_the_journal(env):
     assert [x["command"] for x in _log()] == ["strip-all", "undo"]  # the apply is logged from the journal
 
 
+def test_the_next_refresh_logs_a_swap_the_catalog_missed(env):
+    """Issue 17 item 3: the next refresh catches up, not only the next apply
+    or undo: a swap with no log row is logged once, from its journal."""
+    f = env / f"{SID}.jsonl"
+    assert run("refresh").exit_code == 0
+    assert run("strip-all", f).exit_code == 0
+    assert pend.apply(f, settle=0).applied                          # the swap alone, no catalog
+    assert _log() == []
+    r = run("refresh")
+    assert r.exit_code == 0, r.output
+    assert "1 surgeries logged from swap journals" in r.output
+    [row] = _log()
+    assert row["command"] == "strip-all" and row["backup_path"].endswith(".bak")
+    r = run("refresh")
+    assert "logged from swap journals" not in r.output and len(_log()) == 1  # once
+
+
 def test_a_pending_copy_left_by_an_apply_killed_before_removing_it_does_not_block_undo(env):
     f = env / f"{SID}.jsonl"
     original = f.read_bytes()

@@ -11,8 +11,8 @@ from pathlib import Path
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
-from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, original_path,
-                    pending_of, session_of_copy, working_file)
+from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
+                    original_path, pending_of, session_of_copy, working_file)
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
 
@@ -76,24 +76,12 @@ def _copy_of(p: Path) -> str | None:
     return str(s) if s is not None else None
 
 
-def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
-                    mutating: bool = False) -> SessionRef:
-    """A session given by path or id; a file the catalog lacks, or that
-    changed since it was indexed, is refreshed first. Ids and prefixes match
-    literally. A path to a file the catalog has under another path (a
-    symlink and its target) resolves to that row.
-
-    A path discovery would not call a session (a backup, a pending copy, a
-    file in a tool-results folder) is never catalogued. For a ``mutating``
-    command, ``X.jsonl.pending`` names the session X.jsonl (the next pass
-    goes on that pending copy) and any other such path is an error; for
-    readers (verify, analyze) it comes back uncatalogued (``file_id`` None),
-    to be read directly."""
-    if "\x00" in ref or not ref.strip():
-        raise SessionNotFound(f"no session {ref!r}")
-    if looks_like_path(ref):
-        return _resolve_path(conn, ref, mutating)
-
+def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
+    """The catalogued session files an id, a file name's stem or an id
+    prefix (``MIN_PREFIX`` characters or more) names, read only: rows of
+    (id, path, session_id, kind, gone): the live top-level sessions when
+    any match, else every match.
+    Matched literally (no LIKE wildcards)."""
     suffix = os.sep + ref + SESSION_SUFFIX
     rows = conn.execute(
         "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
@@ -107,25 +95,58 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             (len(ref), ref),
         ).fetchall()
     rows = [r for r in rows if is_session_path(r[1])]  # an older catalog's backup rows
+    return [r for r in rows if r[3] == "session" and not r[4]] or rows
+
+
+def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
+                    mutating: bool = False, index: bool = True) -> SessionRef:
+    """A session given by path or id; a file the catalog lacks, or that
+    changed since it was indexed, is refreshed first. Ids and prefixes match
+    literally. A path to a file the catalog has under another path (a
+    symlink and its target) resolves to that row.
+
+    A path discovery would not call a session (a backup, a pending copy, a
+    file in a tool-results folder) is never catalogued. For a ``mutating``
+    command, ``X.jsonl.pending`` names the session X.jsonl (the next pass
+    goes on that pending copy) and any other such path is an error; for
+    readers (verify, analyze) it comes back uncatalogued (``file_id`` None),
+    to be read directly.
+
+    ``index=False`` (a surgery pass that writes only a pending copy or a
+    fork: it reads the file, never the catalog): the file is found but not
+    indexed or refreshed first; a file the catalog lacks comes back with
+    ``file_id`` None. Indexing a 100 MB session first took twice the pass."""
+    if "\x00" in ref or not ref.strip():
+        raise SessionNotFound(f"no session {ref!r}")
+    if looks_like_path(ref):
+        return _resolve_path(conn, ref, mutating, index)
+
+    rows = session_matches(conn, ref)
     if not rows:
         for root in roots or config.projects_roots():
             p = _find_in_root(root, ref + SESSION_SUFFIX)
             if p is not None:
+                if not index:
+                    return _unindexed(p)
                 refresh_path(conn, p, str(root))
                 return _ref(conn, catalogued_path(conn, p))
         if len(ref) < MIN_PREFIX:
             raise SessionNotFound(f"no session {ref!r} in the catalog (an id prefix needs at least "
                                   f"{MIN_PREFIX} characters)")
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
-    live = [r for r in rows if r[3] == "session" and not r[4]] or rows
-    paths = {r[1] for r in live}
+    paths = {r[1] for r in rows}
     if len(paths) > 1:
         listing = ", ".join(sorted(paths)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
-    path = live[0][1]
-    if stale(conn, path):
+    path = rows[0][1]
+    if index and stale(conn, path):
         _refresh_stale(conn, path)
     return _ref(conn, path)
+
+
+def _unindexed(p: Path) -> SessionRef:
+    """A session file the catalog lacks, found without indexing it (``index=False``)."""
+    return SessionRef(None, str(p), None, "subagent" if is_subagent(p) else "session")
 
 
 def _refresh_stale(conn: sqlite3.Connection, path: str) -> None:
@@ -180,7 +201,7 @@ def _find_in_root(root: Path, name: str) -> Path | None:
     return None
 
 
-def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
+def _resolve_path(conn, ref: str, mutating: bool, index: bool = True) -> SessionRef:
     p = Path(ref).expanduser().absolute()
     if is_pending_name(p.name) and not p.is_file():
         # The pending copy of a symlinked session lives beside the file the link points at.
@@ -202,6 +223,8 @@ def _resolve_path(conn, ref: str, mutating: bool) -> SessionRef:
     if not p.is_file():
         raise SessionNotFound(f"no session file at {ref}")
     path = catalogued_path(conn, p)
+    if not index:
+        return _ref(conn, path) if path is not None else _unindexed(p)
     if path is None:
         refresh_path(conn, p)
         path = catalogued_path(conn, p)

@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-from importlib import resources
 from pathlib import Path
 
 from . import cost, tokens
@@ -29,12 +28,19 @@ MACHINE_CONDITIONS = ("database is locked", "database or disk is full", "disk I/
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
     """(name, text) of each .sql file of ``sql/<folder>``: the repository's
-    top-level sql/ folder, installed as the package ``txdb.sql`` (found
-    through importlib.resources, from a wheel as from an editable install)."""
+    top-level sql/ folder, installed as the package ``txdb.sql`` (a folder on
+    disk, from a wheel as from an editable install). Read from its folder, not
+    through importlib.resources: every command that opens the catalog reads
+    them, and importing that machinery was a fifth of a refresh with nothing
+    to do."""
+    from . import sql
+
     out = []
-    for entry in resources.files("txdb.sql").joinpath(folder).iterdir():
-        if entry.name.endswith(".sql"):
-            out.append((entry.name, entry.read_text(encoding="utf-8")))
+    with os.scandir(os.path.join(sql.__path__[0], folder)) as entries:
+        for entry in entries:
+            if entry.name.endswith(".sql"):
+                with open(entry.path, encoding="utf-8") as fh:
+                    out.append((entry.name, fh.read()))
     return sorted(out)
 
 

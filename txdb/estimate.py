@@ -316,6 +316,42 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     }
 
 
+FITTED = "system prompt & tools (fitted)"
+
+
+def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[dict]:
+    """The raw breakdown of a context (``analyze_by_type`` rows: category,
+    tokens) restated so its rows add up to ``headline``, the calibrated
+    estimate shown above it. The chain's categories are scaled by the fit's
+    ``factor``; what is left of the headline is the fit's overhead, the
+    system prompt and tool definitions the transcript does not hold, shown
+    as its own row (``FITTED``, in place of the raw system-prompt snapshot).
+    When the scaled chain alone exceeds the headline, the chain's rows are
+    scaled to it proportionally and there is no fitted row. Whole tokens
+    (largest remainders); each row keeps its chars/4 as ``raw_tokens``."""
+    chain = [dict(r) for r in rows if r["category"] != "system_prompt"]
+    snapshot = sum(r["tokens"] or 0 for r in rows if r["category"] == "system_prompt")
+    raw = sum(r["tokens"] or 0 for r in chain)
+    headline = max(0, int(headline or 0))
+    shares = [factor * (r["tokens"] or 0) for r in chain]
+    left = headline - sum(shares)
+    if left < 0 or raw == 0:
+        shares = [headline * (r["tokens"] or 0) / raw for r in chain] if raw else []
+        left = headline - sum(shares)
+    values = shares + [max(0.0, left)]
+    whole = [math.floor(v) for v in values]
+    order = sorted(range(len(values)), key=lambda i: values[i] - whole[i], reverse=True)
+    for i in order[:headline - sum(whole)]:
+        whole[i] += 1
+    out = []
+    for r, t in zip(chain, whole):
+        r["raw_tokens"], r["tokens"] = r["tokens"], t
+        out.append(r)
+    if whole[-1] > 0:
+        out.append({"category": FITTED, "items": None, "tokens": whole[-1], "raw_tokens": snapshot})
+    return sorted(out, key=lambda r: -r["tokens"])
+
+
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     """Compute the calibrated estimate and keep it on ``sessions`` (refresh
     calls this for every file it changed); returns it."""
@@ -326,7 +362,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "Fit", "fit", "predict", "leave_last_out", "recorded_context",
+    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "leave_last_out", "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior",
 ]

@@ -26,7 +26,9 @@ Rules (each one here, nowhere else):
   pass has already planned counts as existing (``Writes.plan``), so three
   results sharing one tool id get three files.
 - ``write``: temp file, fsync, ``link`` to the final name (which fails
-  rather than replace anything), folder fsync. Runs before the pending copy
+  rather than replace anything), folder fsync; in batches, each batch's
+  files fsynced together (``durability.fsync_all``) before any is
+  linked. Runs before the pending copy
   that refers to the file is written (``engine.run_surgery`` calls the op's
   ``write_files``), so a pending copy never points at a file not on disk;
   an abandoned pending copy leaves only files nothing live refers to.
@@ -53,7 +55,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .durability import clean_stale_temps, fsync_dir, temp_file
+from .durability import clean_stale_temps, fsync_all, fsync_dir, temp_file
 from .errors import SurgeryError
 from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
 from .regular import open_regular
@@ -185,45 +187,25 @@ def _mkdirs(sdir: Path, folder: Path) -> None:
     _no_links(sdir, folder)
 
 
+WRITE_BATCH = 256  # files open at once while a batch is fsynced together
+
+
 def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None,
           what: str = "a sidecar") -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
+    In batches: every file of a batch goes to its temp file, the batch is
+    fsynced together (``fsync_all``), then each temp file is linked to its
+    name; each folder is fsynced once at the end. A name only ever points at
+    bytes already on disk, and every name is durable before this returns.
     On any error the files this call created are removed again and
     ``SurgeryError`` is raised: nothing refers to them yet."""
     created: list[Path] = []
     cleaned: set[Path] = set()
+    todo = [sc for sc in sidecars if not sc.reused]
     try:
-        for sc in sidecars:
-            if sc.reused:
-                continue
-            _mkdirs(sdir, sc.path.parent)
-            if sc.path.parent not in cleaned:  # what a killed pass left here (the session lock is held)
-                clean_stale_temps(sc.path.parent)
-                cleaned.add(sc.path.parent)
-            fd, tmp = temp_file(sc.path)
-            try:
-                if owner is not None:
-                    os.fchown(fd, *owner)
-                os.fchmod(fd, FILE_MODE)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(sc.data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                try:
-                    os.link(tmp, sc.path)  # never replaces an existing file
-                except FileExistsError:
-                    with open_regular(sc.path) as fh:
-                        if fh.read() != sc.data:
-                            raise SurgeryError(f"{sc.path} appeared with other content while writing; "
-                                               f"run the command again") from None
-                    continue
-                created.append(sc.path)
-            finally:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        for at in range(0, len(todo), WRITE_BATCH):
+            _write_batch(sdir, todo[at:at + WRITE_BATCH], owner, created, cleaned)
         # Each folder once, after every link in it: the names are durable
         # before the pending copy that refers to them is written.
         for folder in sorted({p.parent for p in created}):
@@ -237,6 +219,43 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
     return created
 
 
+def _write_batch(sdir: Path, batch: list[Sidecar], owner: tuple[int, int] | None,
+                 created: list[Path], cleaned: set[Path]) -> None:
+    temps: list[tuple[Sidecar, int, str]] = []
+    try:
+        for sc in batch:
+            _mkdirs(sdir, sc.path.parent)
+            if sc.path.parent not in cleaned:  # what a killed pass left here (the session lock is held)
+                clean_stale_temps(sc.path.parent)
+                cleaned.add(sc.path.parent)
+            fd, tmp = temp_file(sc.path)
+            temps.append((sc, fd, tmp))
+            if owner is not None:
+                os.fchown(fd, *owner)
+            os.fchmod(fd, FILE_MODE)
+            view = memoryview(sc.data)
+            while view:
+                view = view[os.write(fd, view):]
+        fsync_all([fd for _sc, fd, _tmp in temps])
+        for sc, _fd, tmp in temps:
+            try:
+                os.link(tmp, sc.path)  # never replaces an existing file
+            except FileExistsError:
+                with open_regular(sc.path) as fh:
+                    if fh.read() != sc.data:
+                        raise SurgeryError(f"{sc.path} appeared with other content while writing; "
+                                           f"run the command again") from None
+                continue
+            created.append(sc.path)
+    finally:
+        for _sc, fd, tmp in temps:
+            os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def remove(paths: list[Path]) -> None:
     """Take back files ``write`` created (only ever before anything refers to them)."""
     for p in paths:
@@ -248,7 +267,8 @@ def remove(paths: list[Path]) -> None:
 
 class Writes:
     """What an operation that moves content to sidecars keeps between planning
-    and writing: ``engine.run_surgery`` calls ``write_files`` after the gate
+    and writing (the file hooks of ``surgery.ops.Op``, for an op class that
+    also derives from it): ``engine.run_surgery`` calls ``write_files`` after the gate
     and before the pending copy that names them, and ``remove_files`` when
     writing that copy failed."""
 

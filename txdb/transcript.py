@@ -208,6 +208,10 @@ class Line:
 class Transcript:
     """One session file. Build with ``load`` or ``from_bytes``; ``copy`` shares the bytes."""
 
+    base: str = "original"      # what its chain positions are: "original", "pending copy" or "fork" (the engine says)
+    fork_of: str | None = None  # a fork: the session id it was copied from
+    fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
+
     def __init__(self, data: bytes, path: str | Path | None = None):
         self.path = Path(path) if path is not None else None
         self.data = data

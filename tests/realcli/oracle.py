@@ -188,7 +188,8 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
            script: list[Reply] | None = None,
            extra_args: tuple[str, ...] = (),
            timeout: float = 300,
-           siblings: tuple[str | os.PathLike[str], ...] = ()) -> ResumeResult:
+           siblings: tuple[str | os.PathLike[str], ...] = (),
+           env: dict[str, str] | None = None) -> ResumeResult:
     """Resume a copy of ``session_file`` with the real CLI; report what it sent.
 
     ``binary``: the claude executable (default: ``claude_binary()``, which
@@ -197,7 +198,8 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
     that is removed (then ``session_file`` of the result is None).
     ``siblings``: other session files installed in the same project folder
     first (e.g. the original beside its fork); their scratch copies are in
-    ``ResumeResult.sibling_files``.
+    ``ResumeResult.sibling_files``. ``env``: more environment for the CLI
+    (e.g. ``CLAUDE_CODE_AUTO_COMPACT_WINDOW``).
     """
     if binary is None:
         from . import claude_binary
@@ -214,7 +216,7 @@ def resume(session_file: str | os.PathLike[str], ping: str = "ping", *,
         root.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix="resume-", dir=root))
     try:
-        with Sandbox(Path(binary), root, FakeAPI(script or []), timeout=timeout) as sb:
+        with Sandbox(Path(binary), root, FakeAPI(script or []), timeout=timeout, env_extra=dict(env or {})) as sb:
             sibs = [install_session(Path(s), sb) for s in siblings]
             copy = install_session(src, sb, session_id)
             sid = copy.name[:-len(".jsonl")]

@@ -33,16 +33,10 @@ def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry
         txdb compact SESSION --before 150 --dry-run
         txdb compact SESSION --before 150 && claude -r <new id>
     """
-    from ..surgery.compact import compact_before
-
     o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, as_json=as_json,
                        keep_dropped_thinking=keep_dropped_thinking,
                        arguments={"before": before, **({"fork_title": fork_title} if fork_title else {})})
-
-    def op(t, original):
-        from ..surgery.usage import context_estimator
-        return compact_before(t, before, source=str(original.path), pre_tokens=context_estimator(original)(original))
-    _run(o, "compact", op)
+    _run(o, "compact", dict(before=before))
 @command("compact-range")
 @surgery_options()
 @click.option("--summary", default=None, help="What the range was about (default: a placeholder).")
@@ -65,11 +59,6 @@ def compact_range_cmd(o: SurgeryOptions, summary):
         txdb compact-range SESSION --from 10 --to 30 --fork --fork-title "scope-X"
         txdb compact-range --where "session_id = 'abc...' and pos between 10 and 30"
     """
-    from ..surgery.compact_range import CompactRangeOp
-
-    if o.where:
-        _run(o, "compact-range", None, dict(summary=summary))
-        return
-    if o.frm is None or o.to is None:
+    if not o.where and (o.frm is None or o.to is None):
         raise click.UsageError("compact-range needs --from and --to (or --pos N)")
-    _run(o, "compact-range", CompactRangeOp(o.frm, o.to, summary))
+    _run(o, "compact-range", dict(summary=summary))

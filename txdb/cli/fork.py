@@ -24,4 +24,4 @@ def fork_cmd(session, db_path, fork_title, dry_run, no_backup, as_json):
     """
     o = SurgeryOptions(session, db_path, dry_run=dry_run, fork=True, fork_title=fork_title, usage_reset=False,
                        keep_dropped_thinking=True, as_json=as_json)
-    _run(o, "fork", lambda t, _o: {})
+    _run(o, "fork")

@@ -76,6 +76,4 @@ def replace_images_cmd(o: SurgeryOptions, folder, drop_missing):
         txdb replace-images SESSION --dir ./image-transcripts --dry-run
         txdb replace-images --where "media_type = 'image/png'" --dir ./image-transcripts
     """
-    _run(o, "replace-images",
-         lambda t, _o: images.replace_images(t, folder, drop_missing=drop_missing, positions=o.positions),
-         dict(dir=folder, drop_missing=drop_missing))
+    _run(o, "replace-images", dict(dir=folder, drop_missing=drop_missing))

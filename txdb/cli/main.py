@@ -223,9 +223,11 @@ def read_catalog(db_path, session: str | None = None):
     """``open_catalog`` for a command that only reads. Given a session
     file's path it reads that file whatever the catalog holds, so it may
     make the catalog; an id, or no session, needs an existing one."""
+    if session is None:
+        return open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
     from ..catalog import looks_like_path
 
-    return open_catalog(db_path, create=session is not None and looks_like_path(session))
+    return open_catalog(db_path, create=looks_like_path(session))
 
 
 def command(name: str, *, group: bool = False):
@@ -291,6 +293,7 @@ def refresh(db_path, roots, prune, watch, as_json):
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
+    stats.swaps_logged = _catch_up_journals(db_path)
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
@@ -304,6 +307,23 @@ def refresh(db_path, roots, prune, watch, as_json):
 
         watch_roots(db_path or config.default_db_path(), root_paths, prune=prune,
                     report=watch_reporter(as_json))
+
+
+def _catch_up_journals(db_path) -> int:
+    """Log the swaps an apply or undo could not (killed after its rename, or
+    its catalog full): the surgery code loads only when a journal is there."""
+    from ..ingest.store import journalled_sessions
+
+    conn, _ = open_catalog(db_path)
+    try:
+        todo = journalled_sessions(conn)
+        if not todo:
+            return 0
+        from ..surgery.log import catch_up_journals
+
+        return catch_up_journals(conn, todo)
+    finally:
+        conn.close()
 
 
 def watch_reporter(as_json: bool):
@@ -380,7 +400,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url
+    from ..web.urls import session_page_url, session_ref
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -392,7 +412,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(r["file_id"])
+        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]

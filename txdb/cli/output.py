@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import re
 import sys
 
 import click
-import orjson
 
 
 # Control characters a terminal would act on: C0 but newline and tab, DEL,
@@ -33,7 +31,7 @@ def echo(message="", err: bool = False, nl: bool = True) -> None:
 
 def catalog_warning(done: str, error: str) -> str:
     """The one line of a swap that happened while the catalog could not be written."""
-    return f"Warning: {done}; the catalog could not be updated: {error}; `txdb refresh` catches up its rows, the next apply or undo of it its log"
+    return f"Warning: {done}; the catalog could not be updated: {error}; the next refresh catches up"
 
 
 @contextlib.contextmanager
@@ -55,6 +53,8 @@ def to_json(value, indent: bool = True) -> str:
     """JSON text with no raw control character: orjson escapes C0; DEL and C1,
     valid raw in JSON, are escaped here too (\\u007f...), so printing JSON to a
     terminal is as safe as the text outputs and loses nothing."""
+    import orjson  # here, not at start-up: `txdb --version` and --help print no JSON
+
     opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
     text = orjson.dumps(value, option=opts).decode()
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text
@@ -75,6 +75,8 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
             echo(to_json(r, indent=False))
     elif fmt == "csv":
         # Values made terminal-safe like any text (JSON is the lossless format).
+        import csv
+
         # Lines end with \n, as sqlite-utils' CSV does (not the csv module's
         # \r\n, which `$(...)` in a shell would keep).
         buf = io.StringIO()

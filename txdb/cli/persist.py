@@ -1,8 +1,9 @@
 """The persist commands: persist-tool(s), persist-thinking(s), persist-text(s),
 persist-message, persist-range, migrate-persisted.
 
-Each builds one ``persist.PersistOp`` (what to move, summaries) and runs it
-through the same path as the strips (``surgery._run``: SESSION or --where,
+Each checks its options and runs its declaration's op (one
+``persist.PersistOp``: what to move, summaries) through the same path as the
+strips (``surgery._run``: SESSION or --where,
 pending copy, --fork, --dry-run, --apply); the sidecars are written by the
 engine right before the pending copy that refers to them.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import click
 
 from ..surgery import persist as per
-from ..surgery.migrate import MigrateOp
 from .main import command
 from .surgery import SurgeryOptions, _csv, _run, surgery_options
 
@@ -22,15 +22,8 @@ _KEEP = click.option("--keep-recent", type=click.IntRange(min=0), default=0,
                      help="Leave the newest N candidates (of each kind) in place.")
 
 
-def _summaries(summary: str | None = None, summaries_file: str | None = None) -> per.Summaries:
-    table = per.load_summaries(summaries_file) if summaries_file else None
-    return per.Summaries(table, summary)
-
-
-def _persist(o: SurgeryOptions, command: str, selection: per.Selection, summaries: per.Summaries,
-             options: dict | None = None) -> None:
-    op = per.PersistOp(selection, summaries)
-    _run(o, command, op, options)
+def _summaries(summaries_file: str | None) -> dict | None:
+    return per.load_summaries(summaries_file) if summaries_file else None
 
 
 @command("persist-tool")
@@ -46,8 +39,7 @@ def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
     \b
         txdb persist-tool SESSION --id toolu_01AbC --summary "Read config.py: Flask config"
     """
-    _persist(o, "persist-tool", per.Selection(kinds=("tool",), tool_ids={tool_id}, positions=o.positions),
-             _summaries(summary))
+    _run(o, "persist-tool", dict(id=tool_id, summary=summary))
 
 
 @command("persist-tools")
@@ -68,14 +60,8 @@ def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summarie
         txdb persist-tools SESSION --keep-recent 3
         txdb persist-tools --where "tool_name = 'Read' and result_tokens > 12000" --apply
     """
-    names = _csv(tools)
-    summaries = _summaries(None, summaries_file)
-    if o.where:
-        _run(o, "persist-tools", None, dict(tools=names, keep_recent=keep_recent, min_chars=min_chars,
-                                            summaries=summaries.table))
-        return
-    _persist(o, "persist-tools", per.Selection(kinds=("tool",), tools=names, positions=o.positions,
-                                               keep_recent=keep_recent, min_chars=min_chars), summaries)
+    _run(o, "persist-tools", dict(tools=_csv(tools), keep_recent=keep_recent, min_chars=min_chars,
+                                  summaries=_summaries(summaries_file)))
 
 
 @command("persist-thinking")
@@ -91,7 +77,7 @@ def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
     \b
         txdb persist-thinking SESSION --pos 42 --summary "Chose content matching: Bun strips paths"
     """
-    _persist(o, "persist-thinking", per.Selection(kinds=("thinking",), pos=pos), _summaries(summary))
+    _run(o, "persist-thinking", dict(pos=pos, summary=summary))
 
 
 @command("persist-thinkings")
@@ -106,8 +92,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
     \b
         txdb persist-thinkings SESSION --keep-recent 2
     """
-    _persist(o, "persist-thinkings", per.Selection(kinds=("thinking",), positions=o.positions,
-                                                   keep_recent=keep_recent), _summaries(None, summaries_file))
+    _run(o, "persist-thinkings", dict(keep_recent=keep_recent, summaries=_summaries(summaries_file)))
 
 
 @command("persist-text")
@@ -124,7 +109,7 @@ def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
     \b
         txdb persist-text SESSION --pos 47 --summary "Audit M-02 spec draft"
     """
-    _persist(o, "persist-text", per.Selection(kinds=("text",), pos=pos, idx=idx), _summaries(summary))
+    _run(o, "persist-text", dict(pos=pos, idx=idx, summary=summary))
 
 
 @command("persist-texts")
@@ -141,8 +126,8 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
     \b
         txdb persist-texts SESSION --from 0 --to 95 --min-chars 500 --keep-recent 3
     """
-    _persist(o, "persist-texts", per.Selection(kinds=("text",), positions=o.positions, min_chars=min_chars,
-                                               keep_recent=keep_recent), _summaries(None, summaries_file))
+    _run(o, "persist-texts", dict(min_chars=min_chars, keep_recent=keep_recent,
+                                  summaries=_summaries(summaries_file)))
 
 
 @command("persist-message")
@@ -159,7 +144,7 @@ def persist_message_cmd(o: SurgeryOptions, pos, summary):
     \b
         txdb persist-message SESSION --pos 47 --summary "Adam dialogue"
     """
-    _persist(o, "persist-message", per.Selection(message_pos=pos), _summaries(summary))
+    _run(o, "persist-message", dict(pos=pos, summary=summary))
 
 
 @command("persist-range")
@@ -184,8 +169,8 @@ def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summarie
     bad = [k for k in kind_list if k not in per.KINDS]
     if bad or not kind_list:
         raise click.UsageError(f"--kinds takes tool, thinking, text (got {kinds!r})")
-    _persist(o, "persist-range", per.Selection(kinds=tuple(kind_list), positions=o.positions, min_chars=min_chars,
-                                               keep_recent=keep_recent), _summaries(None, summaries_file))
+    _run(o, "persist-range", dict(kinds=kind_list, min_chars=min_chars, keep_recent=keep_recent,
+                                  summaries=_summaries(summaries_file)))
 
 
 @command("migrate-persisted")
@@ -200,4 +185,4 @@ def migrate_persisted_cmd(o: SurgeryOptions):
     \b
         txdb migrate-persisted SESSION && txdb apply SESSION
     """
-    _run(o, "migrate-persisted", MigrateOp())
+    _run(o, "migrate-persisted")

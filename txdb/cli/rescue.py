@@ -1,4 +1,4 @@
-"""``txdb rescue``: one ``rescue.RescueOp`` through the surgery path
+"""``txdb rescue``: its declaration's op (one ``rescue.RescueOp``) through the surgery path
 (``surgery._run``: SESSION or --where, pending copy, --fork, --dry-run,
 --apply, --json); the plan (each step and the estimate after it) is part of
 the pass's report."""
@@ -36,7 +36,4 @@ def rescue_cmd(o: SurgeryOptions, target, summary, keep_recent):
         txdb rescue SESSION --target 120000 --apply
         txdb rescue --where "est_context_tokens > 150000" --apply
     """
-    if o.where:
-        _run(o, "rescue", None, dict(target=target, summary=summary, keep_recent=keep_recent))
-        return
-    _run(o, "rescue", rescue.RescueOp(target, summary, keep_recent))
+    _run(o, "rescue", dict(target=target, summary=summary, keep_recent=keep_recent))

@@ -1,5 +1,6 @@
 """The strip commands: strip-tools, strip-thinking, strip-all, strip-attachments,
-reset-usage. Each builds its op and runs it through ``surgery.run``."""
+reset-usage. Each checks its options and runs its declaration's op
+(``surgery/commands.py``) through ``surgery._run``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import dataclasses
 import click
 
 from ..surgery import ops
+from ..surgery.command_ops import attachment_options
 from ..surgery.engine import load_base
-from ..surgery.usage import reset_usage
 from .main import command
 from .output import echo, tabulate, to_json
 from .surgery import SurgeryOptions, _csv, _resolve, _run, surgery_options
@@ -36,13 +37,8 @@ def strip_tools_cmd(o: SurgeryOptions, tools, only_inputs, only_results, keep_la
     """
     if only_inputs and only_results:
         raise click.UsageError("--only-inputs and --only-results exclude each other")
-    names = _csv(tools)
-
-    def op(t, _orig):
-        return ops.strip_tools(t, tools=names, only_inputs=only_inputs, only_results=only_results,
-                               keep_last_lines=keep_last_lines, positions=o.positions)
-    _run(o, "strip-tools", op, dict(tools=names, only_inputs=only_inputs, only_results=only_results,
-                                    keep_last_lines=keep_last_lines))
+    _run(o, "strip-tools", dict(tools=_csv(tools), only_inputs=only_inputs, only_results=only_results,
+                                keep_last_lines=keep_last_lines))
 
 
 @command("strip-thinking")
@@ -58,7 +54,7 @@ def strip_thinking_cmd(o: SurgeryOptions):
         txdb strip-thinking SESSION --from 0 --to 120
         txdb strip-thinking --where "kind = 'thinking' and signature_chars > 5000"
     """
-    _run(o, "strip-thinking", lambda t, _o: ops.strip_thinking(t, positions=o.positions))
+    _run(o, "strip-thinking")
 
 
 @command("strip-all")
@@ -75,10 +71,7 @@ def strip_all_cmd(o: SurgeryOptions, tools, keep_last_lines):
         txdb strip-all SESSION && txdb apply SESSION
         txdb strip-all --where "project like '%myapp%' and on_chain = 1 and pos < 200"
     """
-    names = _csv(tools)
-    _run(o, "strip-all",
-         lambda t, _o: ops.strip_all(t, tools=names, keep_last_lines=keep_last_lines, positions=o.positions),
-         dict(tools=names, keep_last_lines=keep_last_lines))
+    _run(o, "strip-all", dict(tools=_csv(tools), keep_last_lines=keep_last_lines))
 
 
 @command("strip-attachments")
@@ -112,13 +105,11 @@ def strip_attachments_cmd(o: SurgeryOptions, types, keep_recent, drop_all, inclu
         raise click.UsageError("--drop-all needs --types (it can remove what tells the model its tools exist)")
     if list_only and o.where:
         raise click.UsageError("--list takes a SESSION; with --where, --dry-run shows the plan")
-    kw = dict(types=type_list, keep_recent=1 if keep_recent is None else keep_recent, drop_all=drop_all,
-              include_free=include_free, positions=o.positions)
+    options = dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=include_free)
     if list_only:
-        _list_attachments(o, kw)
+        _list_attachments(o, attachment_options(dict(options, positions=o.positions)))
         return
-    _run(o, "strip-attachments", lambda t, _o: ops.strip_attachments(t, **kw),
-         dict(types=type_list, keep_recent=keep_recent, drop_all=drop_all, include_free=None))
+    _run(o, "strip-attachments", options)
 
 
 def _list_attachments(o: SurgeryOptions, kw: dict) -> None:
@@ -147,9 +138,5 @@ def reset_usage_cmd(o: SurgeryOptions):
     \b
         txdb reset-usage SESSION && txdb apply SESSION
     """
-    def op(t, original):
-        # Standalone (no earlier pass in a pending copy): no "before" to compare with.
-        standalone = getattr(t, "fork_of", None) is not None or t.digest() == original.digest()
-        return reset_usage(t, None if standalone else original)
     # The op is the reset: the engine's own reset after an edit is not run again.
-    _run(dataclasses.replace(o, usage_reset=False, keep_dropped_thinking=True), "reset-usage", op)
+    _run(dataclasses.replace(o, usage_reset=False, keep_dropped_thinking=True), "reset-usage")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -14,7 +15,8 @@ import click
 from ..catalog import resolve_session
 from ..surgery import pending as pend
 from ..surgery import select as sel
-from ..surgery.engine import run_surgery
+from ..surgery.commands import COMMANDS
+from ..surgery.engine import PassOptions, run_surgery
 from ..surgery.log import apply_logged, log_fork
 from .main import db_option, open_catalog, read_catalog
 from .output import echo, to_json
@@ -46,6 +48,12 @@ class SurgeryOptions:
         if self.frm is None and self.to is None:
             return None
         return (self.frm, self.to)
+
+    def pass_options(self) -> PassOptions:
+        """The library's options of one pass, from what the user asked."""
+        return PassOptions(dry_run=self.dry_run, fork=self.fork, fork_title=self.fork_title,
+                           usage_reset=self.usage_reset, keep_dropped_thinking=self.keep_dropped_thinking,
+                           arguments=self.arguments, positions=self.positions)
 
 
 # The shared options, in groups a command takes or leaves (see surgery_options).
@@ -146,11 +154,13 @@ def _check(o: SurgeryOptions) -> None:
         raise click.UsageError("--apply and --fork exclude each other (a fork needs no apply)")
 
 
-def _resolve(db_path, session: str, reading: bool = False):
+def _resolve(db_path, session: str, reading: bool = False, index: bool = True):
     """(catalog, the session's original file); ``reading``: for a command
-    that only reads (``read_catalog``: no new catalog for an id)."""
+    that only reads (``read_catalog``: no new catalog for an id); ``index``:
+    the file is indexed first (apply: the catalog keeps the lines the swap
+    replaces; a pass that writes only a pending copy or a fork does not)."""
     conn, _ = read_catalog(db_path, session) if reading else open_catalog(db_path)
-    ref = resolve_session(conn, session, mutating=True)
+    ref = resolve_session(conn, session, mutating=True, index=index)
     return conn, pend.original_path(ref.path)
 
 
@@ -160,17 +170,15 @@ def _csv(value: str | None) -> list[str] | None:
     return [s.strip() for s in value.split(",") if s.strip()]
 
 
-def _run(o: SurgeryOptions, operation: str, op, options: dict | None = None) -> None:
-    """SESSION: one surgery (and apply with --apply); --where: the bulk plan."""
+def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None:
+    """SESSION: one surgery (and apply with --apply); --where: the bulk plan.
+    ``options`` are the command's own: its declaration builds the op from them."""
     if o.where:
         _run_where(o, operation, options or {})
         return
-    conn, orig = _resolve(o.db_path, o.session)
-    report = run_surgery(
-        orig, operation, op, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
-        usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking, arguments=o.arguments,
-        positions=o.positions,
-    )
+    op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
+    conn, orig = _resolve(o.db_path, o.session, index=o.apply)
+    report = run_surgery(orig, operation, op, o.pass_options())
     if report.written and report.fork_session_id:
         log_fork(conn, report, o.arguments)
     if o.apply and report.written and not report.fork_session_id:
@@ -194,11 +202,9 @@ def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
     """The bulk path: select, plan (one pending copy per session), optionally apply."""
     conn, path = open_catalog(o.db_path)
     selection = sel.select_targets(conn, path, command, o.where)
-    outcomes = sel.plan(
-        conn, selection, command, options, dry_run=o.dry_run, fork=o.fork, fork_title=o.fork_title,
-        usage_reset=o.usage_reset, keep_dropped_thinking=o.keep_dropped_thinking,
-        arguments=dict(o.arguments, where=selection.condition), on_fork=lambda r: log_fork(conn, r, o.arguments),
-    )
+    outcomes = sel.plan(conn, selection, command, options,
+                        dataclasses.replace(o.pass_options(), arguments=dict(o.arguments, where=selection.condition)),
+                        on_fork=lambda r: log_fork(conn, r, o.arguments))
     if o.apply and not o.dry_run:
         # A session this pass left unchanged may hold an earlier pass's copy (a plan
         # run first, then the same command with --apply): apply that too.

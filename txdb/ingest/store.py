@@ -32,7 +32,7 @@ from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
-from ..paths import is_side_file, session_stem
+from ..paths import is_side_file, session_stem, swaps_of
 from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
                        session_sidecars)
 from . import sha as shamod
@@ -132,6 +132,7 @@ class RefreshStats:
     gone: int = 0
     sessions_gone: int = 0  # sessions this refresh found gone (newly)
     sidecars: int = 0  # sidecar files read (new or changed)
+    swaps_logged: int = 0  # surgeries rows caught up from swap journals (set by `txdb refresh`)
     pruned: int = 0
     lines: int = 0
     bytes: int = 0
@@ -155,6 +156,7 @@ class RefreshStats:
                "txdb sessions --gone)" if self.sessions_gone else "")
             + (f", {self.pruned} pruned" if self.pruned else "")
             + (f", {self.sidecars} sidecar file{'s' if self.sidecars != 1 else ''} kept" if self.sidecars else "")
+            + (f", {self.swaps_logged} surgeries logged from swap journals" if self.swaps_logged else "")
             + f"; {self.lines:,} lines"
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
@@ -829,3 +831,12 @@ def _existing_one(conn, path: str):
         (path,),
     ).fetchone()
     return tuple(row) if row else None
+
+
+def journalled_sessions(conn: sqlite3.Connection) -> list[Path]:
+    """The catalogued session files with a swap journal beside them (one stat
+    each): what ``surgery.log.catch_up_journals`` looks at after a refresh,
+    asked here so that ``txdb refresh`` loads the surgery code only when
+    there is one."""
+    rows = conn.execute("SELECT path FROM files WHERE gone = 0 AND kind = 'session'").fetchall()
+    return [Path(p) for (p,) in rows if swaps_of(p).is_file()]

@@ -1,19 +1,21 @@
 """One declaration per surgery command: its name, the view ``--where``
-selects from (none: SESSION only), the op factory for the rows a ``--where``
-selected, and the kind of result it returns, which knows how to describe
-itself and how many things it changed.
+selects from (none: SESSION only), its op factory (in ``command_ops``: one
+for a SESSION and for the rows a ``--where`` selected), and the kind of
+result it returns, which knows how to describe itself and how many things
+it changed.
 
-Everything else is derived from ``COMMANDS``: ``select.VIEWS``, the op
-``select.plan`` runs per session, the "changed" count of a plan row, the
-summary line the CLI prints. To add a command: write its op (a module of
-``txdb/surgery``), add its ``SurgeryCommand`` here (and its CLI command with
+Everything else is derived from ``COMMANDS``: ``select.VIEWS``, the op the
+CLI runs on a SESSION and the one ``select.plan`` runs per session, the
+"changed" count of a plan row, the summary line the CLI prints. To add a
+command: write its op (a module of ``txdb/surgery``) and its factory in
+``command_ops``, add its ``SurgeryCommand`` here (and its CLI command with
 its entry in ``txdb/cli/commands.py``), its docs and its tests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 
 class Result:
@@ -196,43 +198,43 @@ class RescueResult(Result):
         return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res.get("steps", []))
 
 
-WhereOp = Callable[[list, dict, dict], object]  # (selected rows, the command's options, stats) -> op
-
-
 @dataclass(frozen=True)
 class SurgeryCommand:
     name: str
     result: type[Result] = Result
-    view: str | None = None        # the target view of --where; None: SESSION only
-    where_op: str | None = None    # "module:function" in txdb.surgery building the op for selected rows
+    view: str | None = None  # the target view of --where; None: SESSION only
+    op: str | None = None    # its op factory: a function of ``command_ops`` (None: an undeclared name)
 
-    def op_for_rows(self, rows: list, options: dict, stats: dict):
-        import importlib
+    def make_op(self, options: dict | None = None, rows: list | None = None, stats: dict | None = None):
+        """The op of this command with ``options``: for a SESSION (``rows`` None;
+        ``options`` may carry ``positions``), or for one session's rows a
+        ``--where`` selected (``stats`` collects what they came to)."""
+        from . import command_ops
 
-        module, fn = self.where_op.split(":")
-        return getattr(importlib.import_module(f"txdb.surgery.{module}"), fn)(self.name, rows, options, stats)
+        return getattr(command_ops, self.op)(self.name, options or {}, rows, {} if stats is None else stats)
 
 
 def _declare(*commands: SurgeryCommand) -> dict[str, SurgeryCommand]:
     return {c.name: c for c in commands}
 
 
+_PERSIST = ("persist-tool", "persist-thinking", "persist-thinkings", "persist-text", "persist-texts",
+            "persist-message", "persist-range")
+
 COMMANDS: dict[str, SurgeryCommand] = _declare(
-    SurgeryCommand("strip-tools", StripResult, "block_targets", "where_ops:rows_op"),
-    SurgeryCommand("strip-thinking", StripResult, "block_targets", "where_ops:rows_op"),
-    SurgeryCommand("strip-all", StripResult, "block_targets", "where_ops:rows_op"),
-    SurgeryCommand("strip-attachments", AttachmentsResult, "attachment_targets", "where_ops:rows_op"),
-    SurgeryCommand("replace-images", ImagesResult, "image_targets", "where_ops:rows_op"),
-    SurgeryCommand("persist-tools", PersistResult, "block_targets", "where_ops:persist_op"),
-    SurgeryCommand("compact-range", RangesResult, "chain_targets", "where_ops:compact_range_op"),
-    SurgeryCommand("reset-usage", UsageResult),
-    SurgeryCommand("fork"),
-    SurgeryCommand("compact", CompactResult),
-    *(SurgeryCommand(n, PersistResult) for n in ("persist-tool", "persist-thinking", "persist-thinkings",
-                                                  "persist-text", "persist-texts", "persist-message",
-                                                  "persist-range")),
-    SurgeryCommand("migrate-persisted", MigrateResult),
-    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue:where_op"),
+    SurgeryCommand("strip-tools", StripResult, "block_targets", "strip_tools"),
+    SurgeryCommand("strip-thinking", StripResult, "block_targets", "strip_thinking"),
+    SurgeryCommand("strip-all", StripResult, "block_targets", "strip_all"),
+    SurgeryCommand("strip-attachments", AttachmentsResult, "attachment_targets", "strip_attachments"),
+    SurgeryCommand("replace-images", ImagesResult, "image_targets", "replace_images"),
+    SurgeryCommand("persist-tools", PersistResult, "block_targets", "persist"),
+    SurgeryCommand("compact-range", RangesResult, "chain_targets", "compact_range"),
+    SurgeryCommand("reset-usage", UsageResult, op="reset_usage"),
+    SurgeryCommand("fork", op="fork"),
+    SurgeryCommand("compact", CompactResult, op="compact"),
+    *(SurgeryCommand(n, PersistResult, op="persist") for n in _PERSIST),
+    SurgeryCommand("migrate-persisted", MigrateResult, op="migrate_persisted"),
+    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue"),
 )
 
 

@@ -22,7 +22,7 @@ The result has the shapes Claude Code (2.1.328) writes for its own
   boundary and summary timestamped just before the earliest kept record, so
   every timestamp comes after the boundary.
 
-The engine runs it on a fork (``run_surgery(..., fork=True)``): a new
+The engine runs it on a fork (``PassOptions(fork=True)``): a new
 session id in the same project folder, ``forkedFrom`` naming each kept
 record's original (the gate checks those), the original untouched. Records
 off the active chain and records bound to removed ones (a ``last-prompt``

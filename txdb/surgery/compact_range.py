@@ -60,7 +60,7 @@ from ..errors import SurgeryError
 from ..policy import is_state
 from .. import sidecar as sc
 from .fork import FORK_FIELDS
-from .ops import check_positions, tool_spans
+from .ops import Op, check_positions, tool_spans
 from .persist import one_line, outline
 from ..transcript import Record, Transcript
 
@@ -76,7 +76,7 @@ NOT_PLAIN = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "toolUse
 Ranges = Callable[[Transcript, Transcript], list[tuple[int, int]]]
 
 
-class CompactRangeOp(sc.Writes):
+class CompactRangeOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery``: one range (``frm``..``to``), or the
     ranges ``ranges_of`` picks per session (``--where``); one ``summary`` for each."""
 
@@ -108,7 +108,7 @@ class CompactRangeOp(sc.Writes):
             if self.frm is None or self.to is None:
                 raise SurgeryError("compact-range needs a range: --from A --to B (or --pos N)")
             ranges = [(self.frm, self.to)]
-        out = {"base": getattr(t, "base", "original"), "ranges": [], "records": 0, "compacted": 0,
+        out = {"base": t.base, "ranges": [], "records": 0, "compacted": 0,
                "converted": 0, "already": 0, "resummarised": 0, "kept_in_place": 0, "sidecars_new": 0, "sidecars_reused": 0}
         spans = tool_spans(t) if ranges else []
         for a, b in ranges:  # every range is checked before any is changed

@@ -1,6 +1,6 @@
 """Run one mutating operation the copy-first way.
 
-``run_surgery(path, operation, op, ...)``:
+``run_surgery(path, operation, op, PassOptions(...))``:
 
 1. base = the pending copy when there is one (multi-pass), else a fresh
    snapshot of the original (complete lines); the original's snapshot prefix
@@ -17,7 +17,7 @@
    (``dry_run`` refuses the same way). The check reads the records' chain
    fields, which ``touch`` takes from the very objects written;
 7. an op that writes files beside the session (persist's sidecars) has a
-   ``write_files(owner)`` method: it runs here, after the gate and before
+   ``write_files(owner)`` method (``ops.Op`` declares what an op is): it runs here, after the gate and before
    the pending copy (or fork) that refers to those files is written; never
    on a dry run;
 8. the pending copy (or the fork file) is streamed out (``Transcript.chunks``),
@@ -47,13 +47,30 @@ from . import fork as forkmod
 from . import gate
 from . import pending as pend
 from ..lock import session_lock
-from .ops import check_positions
+from .ops import Op, as_op
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
-Op = Callable[[Transcript, Transcript], dict]
+@dataclass(frozen=True)
+class PassOptions:
+    """How one pass runs, beside its op: what every mutating command shares.
+
+    ``fork``: write the result as a new session (``fork_title`` names it);
+    ``usage_reset=False``: leave recorded usage as it is;
+    ``keep_dropped_thinking``: keep the later thinking the API will drop;
+    ``arguments``: the command's options (JSON-able), remembered with the
+    pass for the surgeries log; ``positions``: --from/--to/--pos, which must
+    name positions of the copy's active chain (checked before the op runs)."""
+
+    dry_run: bool = False
+    fork: bool = False
+    fork_title: str | None = None
+    usage_reset: bool = True
+    keep_dropped_thinking: bool = False
+    arguments: dict = field(default_factory=dict)
+    positions: tuple[int | None, int | None] | None = None
 
 
 @dataclass
@@ -105,38 +122,26 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     return original.copy(pend.pending_path(orig)), original, False, meta
 
 
-def run_surgery(
-    path: str | Path,
-    operation: str,
-    op: Op,
-    *,
-    dry_run: bool = False,
-    fork: bool = False,
-    fork_title: str | None = None,
-    usage_reset: bool = True,
-    keep_dropped_thinking: bool = False,
-    arguments: dict | None = None,
-    positions: tuple[int | None, int | None] | None = None,
-) -> SurgeryReport:
-    """``arguments`` (the command's options, JSON-able) are remembered with the
-    pass in the pending copy's sidecar; ``apply`` logs them in ``surgeries``.
-    ``positions`` (--from/--to/--pos) must name positions of the copy's active
-    chain: checked before the operation runs, so nothing is written otherwise."""
+def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript, Transcript], dict | None],
+                options: PassOptions | None = None) -> SurgeryReport:
+    """Run ``op`` (an ``ops.Op``, or a plain ``fn(t, original)``) on the session
+    at ``path`` as ``options`` say; its ``arguments`` are remembered with the
+    pass in the pending copy's sidecar (``apply`` logs them in ``surgeries``),
+    its ``positions`` are checked before the op runs, so nothing is written
+    otherwise."""
+    o = options or PassOptions()
     orig = pend.original_path(path)
-    arguments = _loggable(arguments or {})
-    if fork:
+    if o.fork:
         forkmod.check_forkable(pend.session_path(path))
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        return _run_locked(orig, operation, op, dry_run=dry_run, fork=fork, fork_title=fork_title,
-                           usage_reset=usage_reset, keep_dropped_thinking=keep_dropped_thinking,
-                           arguments=arguments, positions=positions, path=path)
+        return _run_locked(orig, operation, as_op(op), o, path)
 
 
-def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool, fork_title: str | None,
-                usage_reset: bool, keep_dropped_thinking: bool, arguments: dict | None,
-                positions: tuple[int | None, int | None] | None, path: str | Path) -> SurgeryReport:
+def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | Path) -> SurgeryReport:
+    dry_run, fork = o.dry_run, o.fork
+    arguments = _loggable(o.arguments)
     if not dry_run:
         clean_stale_temps(orig.parent)
     t, original, had_pending, meta = load_base(orig)
@@ -144,7 +149,7 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
     report.bytes_before = t.size
     if fork:
         # Beside the session as named: claude -r looks in the project folder, where a link lives.
-        t = forkmod.make_fork(t, operation=operation, folder=pend.session_path(path).parent, title=fork_title)
+        t = forkmod.make_fork(t, operation=operation, folder=pend.session_path(path).parent, title=o.fork_title)
         report.target = str(t.path)
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
@@ -155,9 +160,9 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
-    t.base = report.base  # chain positions an op reports (and --pos) are this copy's
+    t.base = report.base  # chain positions an op reports (and --pos) are this copy's (Transcript.base)
     # An op may own its range check (compact-range: its own range again is no error).
-    getattr(op, "check_positions", check_positions)(t, positions)
+    op.check_positions(t, o.positions)
     report.result = op(t, original) or {}
     if fork:
         forkmod.stamp_created(t)  # what the op created carries the fork's fields too
@@ -165,10 +170,10 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
     changed = t.changed_lines()
     info = dropped_thinking(original, t)
     report.dropped_thinking = info.as_dict()
-    if info.count and not keep_dropped_thinking:
+    if info.count and not o.keep_dropped_thinking:
         report.dropped_thinking_removed = remove_dropped(t, info).get("blocks", 0)
         t.refresh()
-    if usage_reset and (changed or fork):
+    if o.usage_reset and (changed or fork):
         report.usage = reset_usage(t, original)
         report.stale_from = report.usage["stale_from"]
     elif changed:
@@ -191,16 +196,12 @@ def _run_locked(orig: Path, operation: str, op: Op, *, dry_run: bool, fork: bool
     if not fork and report.changed_lines == 0:
         # Nothing (new) to change: no pending copy is made, an existing one stays.
         return report
-    write_files = getattr(op, "write_files", None)
-    if write_files is not None:
-        write_files(owner=owner_of(os.stat(orig)))
+    op.write_files(owner=owner_of(os.stat(orig)))
     try:
         _write_result(t, orig, report, fork, had_pending, meta, operation, arguments, removed)
     except BaseException:
         # Nothing refers to the files this pass created: take them back.
-        remove_files = getattr(op, "remove_files", None)
-        if remove_files is not None:
-            remove_files()
+        op.remove_files()
         raise
     return report
 

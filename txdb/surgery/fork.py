@@ -120,8 +120,8 @@ def make_fork(
     objs.append({"type": "custom-title", "customTitle": title, "sessionId": new_sid})
     data = b"".join(dumps(o) + b"\n" for o in objs)
     fork = Transcript.from_bytes(data, folder / (new_sid + SESSION_SUFFIX))
-    fork.fork_of = old_sid  # type: ignore[attr-defined]
-    fork.fork_stamp = stamp  # type: ignore[attr-defined]
+    fork.fork_of = old_sid
+    fork.fork_stamp = stamp
     return fork
 
 
@@ -141,7 +141,7 @@ def _stamp(o: dict, old_sid: str | None, stamp: dict, *, force: bool) -> bool:
 def stamp_created(fork: Transcript) -> int:
     """Stamp the records an operation created in a fork made by ``make_fork``
     (they carry no ``forkedFrom``/``strippedBy``); how many were stamped."""
-    stamp = getattr(fork, "fork_stamp", None)
+    stamp = fork.fork_stamp
     if stamp is None:
         return 0
     n = 0
@@ -151,7 +151,7 @@ def stamp_created(fork: Transcript) -> int:
         if all(f'"{k}"'.encode() in r.raw for k in FORK_FIELDS):
             continue  # copied by make_fork (cheap test first: most records are)
         o = r.parse()
-        if _stamp(o, fork.fork_of, stamp, force=False):  # type: ignore[attr-defined]
+        if _stamp(o, fork.fork_of, stamp, force=False):
             fork.touch(r, o)
             n += 1
     return n

@@ -27,7 +27,7 @@ import orjson
 
 from .. import db, estimate
 from ..db import transaction
-from ..ingest.store import catalogued_path, refresh_path
+from ..ingest.store import catalogued_path, journalled_sessions, refresh_path
 from ..errors import SurgeryError
 from . import journal
 from . import pending as pend
@@ -140,6 +140,27 @@ def catch_up(conn: sqlite3.Connection, orig: str | Path) -> list[dict] | None:
             raise
         return keep
     return keep[-1:]
+
+
+def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = None) -> int:
+    """``catch_up`` every catalogued session (or those of ``sessions``) whose
+    swap journal holds a swap the ``surgeries`` log lacks (an apply or undo killed after its rename, or
+    one whose catalog could not be written): what ``txdb refresh`` runs
+    after reading the files. A session another txdb command holds is left
+    for next time. Returns how many log rows it wrote."""
+    from ..errors import TxdbError
+
+    before = conn.execute("SELECT count(*) FROM surgeries").fetchone()[0]
+    for orig in journalled_sessions(conn) if sessions is None else sessions:
+        try:
+            entries = journal.read(orig)
+            if not entries or {e["id"] for e in entries} <= logged_swaps(conn, orig):
+                continue
+            with session_lock(orig):
+                catch_up(conn, orig)
+        except (TxdbError, OSError):
+            continue  # busy, unreadable or vanished: the next refresh, apply or undo tries again
+    return conn.execute("SELECT count(*) FROM surgeries").fetchone()[0] - before
 
 
 def applied_pending(orig: Path, e: dict | None) -> bool:

@@ -31,7 +31,7 @@ class MigrateOp(PersistOp):
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
-        out = {"base": getattr(t, "base", "original"), "images": 0, "tool_results_moved": 0,
+        out = {"base": t.base, "images": 0, "tool_results_moved": 0,
                "markers_repointed": 0, "files": []}
         old_dir = self.sdir / LEGACY_TOOL_RESULTS
         moved: dict[str, Path] = {}

@@ -52,6 +52,41 @@ def check_positions(t: Transcript, positions: Range) -> None:
             raise SurgeryError(f"{name} {v} is past the end of the active chain (positions 0..{last})")
 
 
+class Op:
+    """What ``engine.run_surgery`` runs: ``op(t, original)`` edits ``t`` (the copy
+    being written; ``t.base`` says what its chain positions are) and returns a
+    JSON-able dict of what it did. A plain function is an op with the
+    defaults below (``as_op``); an op class overrides what it needs."""
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict | None:
+        raise NotImplementedError
+
+    def check_positions(self, t: Transcript, positions: Range) -> None:
+        """Refuse --from/--to/--pos that name no position of ``t``'s chain, before the op runs."""
+        check_positions(t, positions)
+
+    def write_files(self, owner: tuple[int, int] | None = None) -> int:
+        """Write the files beside the session the copy will refer to (after the
+        gate, before the copy; never on a dry run). None by default."""
+        return 0
+
+    def remove_files(self) -> None:
+        """Take back what ``write_files`` wrote: the copy referring to it was not written."""
+
+
+class _FunctionOp(Op):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, t: Transcript, original: Transcript) -> dict | None:
+        return self.fn(t, original)
+
+
+def as_op(op) -> Op:
+    """``op`` as an ``Op``: a plain ``fn(t, original)`` takes the defaults."""
+    return op if isinstance(op, Op) else _FunctionOp(op)
+
+
 def tool_spans(t: Transcript) -> list[tuple[int, int, str]]:
     """(tool_use position, tool_result position, id) of every tool call on the
     active chain; a result pairs with the latest call of its id before it (so

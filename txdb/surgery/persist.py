@@ -31,7 +31,7 @@ from .. import tokens
 from ..errors import SurgeryError
 from ..regular import NotRegularFile, open_regular
 from .. import sidecar as sc
-from .ops import block_tokens, content_list, loads_tools, message_role, tool_names
+from .ops import Op, block_tokens, content_list, loads_tools, message_role, tool_names
 from ..transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
@@ -125,7 +125,7 @@ class Selection:
     message_pos: int | None = None          # persist-message
     min_chars: int = 0
     keep_recent: int = 0
-    max_tokens: int | None = None           # stop once the blocks moved save this many tokens (rescue)
+    max_tokens: int | None = None           # stop once the blocks moved save this much context (rescue)
     narrow: Callable[[Transcript, Transcript], set[str]] | None = None  # --where: tool ids per snapshot
 
     @property
@@ -145,7 +145,7 @@ class _Target:
     tool_use_id: str | None = None
 
 
-class PersistOp(sc.Writes):
+class PersistOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery``; ``write_files`` writes the planned sidecars."""
 
     def __init__(self, selection: Selection, summaries: Summaries | None = None):
@@ -155,14 +155,14 @@ class PersistOp(sc.Writes):
 
     def __call__(self, t: Transcript, original: Transcript) -> dict:
         self.plan_files(sc.session_dir(t.path))
-        base = getattr(t, "base", "original")
+        base = t.base
         s = self.sel
         for p in (s.pos, s.message_pos):
             if p is not None and p >= len(t.chain):
                 raise SurgeryError(f"--pos {p} is past the end of the active chain of the {base} "
                                    f"(positions 0..{len(t.chain) - 1})")
         out = {"base": base, "persisted": {k: 0 for k in KINDS + ("message",)}, "skipped_persisted": 0,
-               "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
+               "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "context_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
         if s.message_pos is not None:
             targets = self._message_targets(t, out)
         else:
@@ -192,13 +192,16 @@ class PersistOp(sc.Writes):
             if key:
                 self.summaries.used.add(key)
             self.add(side)
-            out["tokens_saved"] += max(0, _tokens(old) - _tokens(new))
+            saved = max(0, _tokens(old) - _tokens(new))
+            out["tokens_saved"] += saved
+            if rec.pos is not None:
+                out["context_saved"] += saved  # on the active chain: what the context loses
             out["persisted"][tg.kind] += 1
             out["chars_moved"] += len(text)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
             out["files"].append({"kind": tg.kind, "pos": rec.pos, "uuid": rec.uuid, "tool_use_id": tg.tool_use_id,
                                  "path": str(side.path), "chars": len(text), "summary": summary})
-            if s.max_tokens is not None and out["tokens_saved"] >= s.max_tokens:
+            if s.max_tokens is not None and out["context_saved"] >= s.max_tokens:
                 break  # in target order (oldest first): enough moved
         if changed:
             t.touch(rec, obj)
@@ -272,7 +275,7 @@ class PersistOp(sc.Writes):
         if ids is not None and s.narrow is None and s.tool_ids is not None:
             unknown = sorted(s.tool_ids - found_ids)
             if unknown:
-                raise SurgeryError(f"no tool result with id {unknown[0]} in the {getattr(t, 'base', 'session')}"
+                raise SurgeryError(f"no tool result with id {unknown[0]} in the {t.base}"
                                    + (f" (+{len(unknown) - 1} more)" if len(unknown) > 1 else ""))
         targets = []
         for kind, items in by_kind.items():

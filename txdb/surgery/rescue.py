@@ -17,12 +17,20 @@ or under the target:
 5. ``compact-range``: the oldest closed span ``0..B`` (``B`` the smallest
    end that reaches the target and cuts no tool call; the leaf never in it)
    becomes one survivor, each record saved whole
-   (``compact_range.CompactRangeOp``), with ``summary`` or the placeholder.
+   (``compact_range.CompactRangeOp``), with ``summary`` or the placeholder;
+   should that fall short, the next span starts after that survivor (never
+   one survivor inside another made by the same pass).
 
-Steps 2-4 move a budget of tokens per round (``Selection.max_tokens``)
-and measure again; the budget is the remaining gap over the fall of the
-estimate per raw token the rounds so far showed, so a step moves little
-more than it must. The sidecars of every step are planned into one table
+Steps 2-4 touch only the active chain (what the estimate and the CLI
+count; a block off it costs no context) and move a budget of tokens per
+round (``Selection.max_tokens``, counted on the chain) and measure again;
+the budget is the remaining gap over the fall of the estimate per raw
+token (the fit's factor, then what the rounds so far showed), so a step
+moves at most one block more than it must (after ``MAX_ROUNDS`` rounds
+the budget doubles each round). The estimate counts the result as the
+engine writes it: without the thinking blocks an edit makes the API drop
+(``thinking.dropped_tokens``); the first round of a step moves one block,
+so the fall of such a first edit is measured before any budget is set. The sidecars of every step are planned into one table
 (``sidecar.Writes.shared``) and written by the engine after the gate
 (``write_files``), before the copy that names them.
 
@@ -46,8 +54,9 @@ from ..estimate import recorded_context
 from . import ops
 from . import persist as per
 from .. import sidecar as sc
+from . import thinking
 from .compact_range import CompactRangeOp, stays_in_place
-from .ops import chain_estimate, system_prompt_tokens, tool_spans
+from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from ..transcript import Transcript
 from .usage import context_estimator
 
@@ -57,7 +66,8 @@ OUTPUT_RESERVE = 20_000      # Claude Code: min(maxOutputTokens, 20000) off the 
 AUTOCOMPACT_BUFFER = 13_000  # Claude Code: the auto-compact threshold is the rest less 13000
 MARGIN = OUTPUT_RESERVE + AUTOCOMPACT_BUFFER
 DEFAULT_KEEP_RECENT = 3
-MAX_ROUNDS = 4               # per persist step; the last one moves all that is left
+MAX_ROUNDS = 4               # per persist step at the measured rate; then the budget doubles
+ACTIVE_CHAIN = (0, None)     # persist only what the estimate (and the CLI) counts: the active chain
 SURVIVOR_ALLOWANCE = 300     # raw tokens of a compact-range survivor's marker
 
 STEPS = ("strip-attachments", "persist-tools", "persist-thinkings", "persist-texts", "compact-range")
@@ -85,7 +95,7 @@ def default_target(t: Transcript) -> int:
     return window_of(t) - MARGIN
 
 
-class RescueOp(sc.Writes):
+class RescueOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery`` (module doc). ``target`` None: ``default_target``."""
 
     def __init__(self, target: int | None = None, summary: str | None = None,
@@ -123,11 +133,12 @@ class RescueOp(sc.Writes):
         self.ops = []
         measure = context_estimator(original)
         target = self.target if self.target is not None else default_target(original)
-        start = measure(t)
-        out = {"base": getattr(t, "base", "original"), "target": target,
+        start = _Progress(t, original, measure).now
+        out = {"base": t.base, "target": target,
                "target_default": self.target is None, "tokens_start": start, "steps": [],
                "reached": start <= target, "sidecars_new": 0, "sidecars_reused": 0, "chars_moved": 0}
-        state = _Progress(t, measure, start)
+        self._original = original
+        state = _Progress(t, original, measure)
         for name in STEPS:
             if state.now <= target:
                 break
@@ -163,12 +174,15 @@ class RescueOp(sc.Writes):
         kind = _KIND[name]
         step = {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
                 "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
-        for rnd in range(MAX_ROUNDS):
-            if state.now <= target:
-                break
-            last = rnd == MAX_ROUNDS - 1
-            budget = None if last else state.budget(target)
-            sel = per.Selection(kinds=(kind,), keep_recent=0 if kind == "thinking" else self.keep_recent,
+        rnd = 0
+        while state.now > target:
+            # The first round moves one block: the first edit of a session whose model binds
+            # thinking also drops every later thinking block, a fall no budget foresees.
+            # Past MAX_ROUNDS the budget doubles each round, so the step ends in a few more.
+            budget = 1 if rnd == 0 else state.budget(target) * 2 ** max(0, rnd + 1 - MAX_ROUNDS)
+            rnd += 1
+            sel = per.Selection(kinds=(kind,), positions=self._movable(t, kind),
+                                keep_recent=0 if kind == "thinking" else self.keep_recent,
                                 min_chars=per.DEFAULT_TEXT_MIN_CHARS if kind == "text" else 0, max_tokens=budget)
             res = self._sub(per.PersistOp(sel))(t, t)
             if not res["blocks"]:
@@ -183,16 +197,31 @@ class RescueOp(sc.Writes):
             step["tokens_after"] = state.now
         return step if step["moved"] else None
 
+    def _movable(self, t: Transcript, kind: str) -> tuple[int | None, int | None]:
+        """Chain positions a persist round may move from: the active chain; for
+        thinking, only before the first block the API drops anyway (its marker
+        would cost what the block no longer does; the engine removes it)."""
+        if kind == "thinking":
+            first = thinking.dropped_thinking(self._original, t).first_pos
+            if first is not None:
+                return (0, first - 1)
+        return ACTIVE_CHAIN
+
     def _compact(self, t: Transcript, state: "_Progress", target: int) -> dict | None:
         step = {"step": "compact-range", "tokens_after": state.now, "moved": 0, "dropped": 0, "ranges": [],
                 "sidecars_new": 0, "sidecars_reused": 0}
+        start = 0
         while state.now > target:
-            b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE)
+            b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE, start, state.dropped)
             if b is None:
                 break
-            op = self._sub(CompactRangeOp(0, b, self.summary))
+            op = self._sub(CompactRangeOp(start, b, self.summary))
             res = op(t, t)
             t.refresh()
+            # A further round starts after this survivor: compacting it again in the same
+            # pass would save the record the file held, not the survivor naming these files.
+            survivor = t.by_uuid.get(res["ranges"][0]["uuid"]) if res["ranges"] else None
+            start = survivor.pos + 1 if survivor is not None and survivor.pos is not None else start
             before = state.now
             state.update()
             if not res["compacted"] or state.now >= before:
@@ -200,7 +229,7 @@ class RescueOp(sc.Writes):
             step["moved"] += res["records"]
             step["sidecars_new"] += res["sidecars_new"]
             step["sidecars_reused"] += res["sidecars_reused"]
-            step["ranges"].append({"from": 0, "to": b, "records": res["records"]})
+            step["ranges"].append({"from": res["ranges"][0]["from"], "to": b, "records": res["records"]})
             step["tokens_after"] = state.now
         return step if step["ranges"] else None
 
@@ -208,19 +237,25 @@ class RescueOp(sc.Writes):
 class _Progress:
     """The estimate as the steps go: the calibrated figure (``now``) and the
     raw chain estimate it is fitted from, so a budget in raw tokens can be
-    asked for the remaining gap."""
+    asked for the remaining gap. Both count the result as the engine will
+    write it: less the thinking blocks an edit makes the API drop
+    (``thinking.dropped_thinking``), which the engine removes after the op."""
 
-    def __init__(self, t: Transcript, measure, start: int):
-        self.t, self.measure, self.now = t, measure, start
+    def __init__(self, t: Transcript, original: Transcript, measure):
+        self.t, self.original, self.measure = t, original, measure
         self.raw = self._raw()
-        self.rate = 1.0  # calibrated tokens per raw token, learnt from the steps
+        self.now = measure.of_raw(self.raw)
+        # calibrated tokens per raw token: the fit's factor, then what the steps showed
+        self.rate = min(4.0, max(0.25, measure.factor))
 
     def _raw(self) -> int:
-        return chain_estimate(self.t) - system_prompt_tokens(self.t)
+        self.dropped = thinking.dropped_tokens(self.t, thinking.dropped_thinking(self.original, self.t))
+        return chain_estimate(self.t) - system_prompt_tokens(self.t) - sum(self.dropped.values())
 
     def update(self) -> None:
         self.t.refresh()
-        now, raw = self.measure(self.t), self._raw()
+        raw = self._raw()
+        now = self.measure.of_raw(raw)
         if self.raw - raw > 0 and self.now - now > 0:
             self.rate = min(4.0, max(0.25, (self.now - now) / (self.raw - raw)))
         self.now, self.raw = now, raw
@@ -229,13 +264,15 @@ class _Progress:
         return math.ceil(max(0, self.now - target) / self.rate)
 
     def budget(self, target: int) -> int:
-        return max(1, math.ceil(self.raw_needed(target) * 1.05))
+        return max(1, self.raw_needed(target))
 
 
-def _range_end(t: Transcript, needed: int) -> int | None:
-    """The smallest end ``B`` of a range ``0..B`` that saves ``needed`` raw tokens,
+def _range_end(t: Transcript, needed: int, start: int = 0, dropped: dict[str, int] | None = None) -> int | None:
+    """The smallest end ``B`` of a range ``start..B`` that saves ``needed`` raw tokens,
     cuts no tool call and leaves the leaf out; the largest such end when none
-    saves enough; None when there is none."""
+    saves enough; None when there is none. ``dropped``: tokens of a record (by
+    uuid) that already count for nothing (thinking the API drops)."""
+    dropped = dropped or {}
     chain = t.chain
     last = len(chain) - 1
     open_at = [0] * (len(chain) + 1)  # tool calls open across the boundary after each position
@@ -246,8 +283,10 @@ def _range_end(t: Transcript, needed: int) -> int | None:
     for b in range(0, last):
         r = chain[b]
         inside += open_at[b]
+        if b < start:
+            continue
         if not stays_in_place(r):
-            saved += ops.record_estimate(r)
+            saved += ops.record_estimate(r) - dropped.get(r.uuid or "", 0)
             content = True
         if inside or not content:
             continue
@@ -255,10 +294,3 @@ def _range_end(t: Transcript, needed: int) -> int | None:
         if saved >= needed:
             return b
     return best
-
-
-def where_op(_command: str, rows: list[dict], options: dict, stats: dict) -> RescueOp:
-    """``--where`` over ``sessions_by_context``: a row is a whole session, rescued whole."""
-    stats.update({"rows": len(rows), "targets": len(rows), "not_strippable": 0, "after_snapshot": 0})
-    kr = options.get("keep_recent")
-    return RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr)

@@ -70,7 +70,7 @@ from ..ingest.store import refresh_path
 from . import pending as pend
 from .commands import COMMANDS, declared
 from .condition import check_condition
-from .engine import SurgeryReport, run_surgery
+from .engine import PassOptions, SurgeryReport, run_surgery
 from .log import apply_logged
 from .where_ops import THINKING_KINDS, TOOL_KINDS
 
@@ -201,19 +201,20 @@ class SessionOutcome:
         return asdict(self)
 
 
-def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: dict, *,
-         dry_run: bool = False, fork: bool = False, fork_title: str | None = None, usage_reset: bool = True,
-         keep_dropped_thinking: bool = False, arguments: dict | None = None,
+def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: dict,
+         pass_options: PassOptions | None = None,
          on_fork: Callable[[SurgeryReport], None] | None = None) -> list[SessionOutcome]:
-    """One ``run_surgery`` per selected session; refusals are recorded, not raised."""
+    """One ``run_surgery`` per selected session (``options``: the command's own,
+    for its declaration's op; ``pass_options``: how each pass runs, without
+    positions: the condition chose the rows); refusals are recorded, not raised."""
+    po = pass_options or PassOptions()
+    dry_run = po.dry_run
     outcomes = []
     for s in selection.sessions:
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats: dict = {}
         try:
-            rep = run_surgery(s.path, command, COMMANDS[command].op_for_rows(s.rows, options, stats), dry_run=dry_run, fork=fork,
-                              fork_title=fork_title, usage_reset=usage_reset,
-                              keep_dropped_thinking=keep_dropped_thinking, arguments=arguments)
+            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats), po)
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
             o.targets = stats.get("targets", 0)

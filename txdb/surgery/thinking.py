@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .ops import BlockRef, content_list, message_role, thinking_size, is_thinking_block, strip_thinking
+from ..records import record_tokens
 from ..transcript import Transcript, dumps
+from .ops import BlockRef, content_list, is_thinking_block, message_role, record_estimate, strip_thinking, thinking_size
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.
@@ -103,6 +104,26 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
                 out.blocks.add(BlockRef(rec.uuid, idx))
                 if out.first_pos is None:
                     out.first_pos = pos
+    return out
+
+
+def dropped_tokens(result: Transcript, info: DroppedThinking) -> dict[str, int]:
+    """Raw chain tokens ``remove_dropped`` takes off each record of ``result``
+    (by uuid; a message left empty goes whole), without changing it: what a
+    pass that measures its own result (rescue) counts before the engine
+    removes them."""
+    by_uuid: dict[str, set[int]] = {}
+    for b in info.blocks:
+        by_uuid.setdefault(b.uuid, set()).add(b.idx)
+    out: dict[str, int] = {}
+    for uuid, idxs in by_uuid.items():
+        rec = result.by_uuid.get(uuid)
+        if rec is None or rec.pos is None:
+            continue
+        obj = rec.parse()
+        keep = [b for i, b in enumerate(content_list(obj) or ()) if i not in idxs]
+        after = record_tokens(dict(obj, message=dict(obj["message"], content=keep))) if keep else 0
+        out[uuid] = max(0, record_estimate(rec) - after)
     return out
 
 

@@ -148,6 +148,8 @@ def context_estimator(ref: Transcript):
     def calibrated(t: Transcript) -> int:
         return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t))
 
+    calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
+    calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
     return calibrated
 
 

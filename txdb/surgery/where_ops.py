@@ -1,5 +1,6 @@
 """The ops of the ``--where`` commands over the rows a condition selected in
-one session (named by each command's declaration in ``commands.py``).
+one session (each command's factory in ``command_ops.py`` builds its op here
+for ``--where``).
 
 Each op first finds its rows' records in the snapshot it edits (``resolve``):
 a row whose record is not where the catalog saw it means the file was
@@ -47,7 +48,8 @@ def rows_op(command: str, rows: list[dict], options: dict, stats: dict) -> Calla
     """The ``op(t, original)`` of ``run_surgery`` for this session's rows.
 
     ``options``: tools, only_inputs, only_results, keep_last_lines (tool strips);
-    types, keep_recent, drop_all, include_free (attachments).
+    types, keep_recent (default 0), drop_all (attachments; include_free is implied);
+    dir, drop_missing (images).
     """
     stats.update(_STATS, rows=len(rows))
 
@@ -67,8 +69,7 @@ def rows_op(command: str, rows: list[dict], options: dict, stats: dict) -> Calla
             kr = options.get("keep_recent")
             res = ops.strip_attachments(
                 t, uuids=uuids, types=options.get("types"), keep_recent=0 if kr is None else kr,
-                drop_all=bool(options.get("drop_all")),
-                include_free=True if options.get("include_free") is None else bool(options["include_free"]))
+                drop_all=bool(options.get("drop_all")), include_free=True)  # implied: the condition chose them
             res["kept"] = len(uuids) - res["removed"]
             return res
         skip = "tool_use" if options.get("only_results") else "tool_result" if options.get("only_inputs") else None

@@ -7,7 +7,8 @@ Registered as the ``txdb`` entry point in the ``datasette`` group, so plain
 every query goes through Datasette's read connections.
 
 Routes:
-    /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
+    /-/txdb/session/<id>[?db=NAME&start=POS&limit=N]        the conversation (a session id,
+                                                             a 4+ character prefix, or a file's number)
     /-/txdb/charts[?db=NAME]                                 tokens and cost by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
 
@@ -29,9 +30,9 @@ from datasette import hookimpl
 from datasette.utils.asgi import Response
 
 from . import charts, front, svg
-from .session import PAGE_RECORDS, load_session
+from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
-from .urls import session_path
+from .urls import REF, session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -53,8 +54,6 @@ CELL_JSON_CHARS = 4000       # pretty JSON shown inside a collapsed cell on tabl
 ROW_JSON_CHARS = 400_000     # ... and on a row page
 CELL_TEXT_CHARS = 400        # text excerpt on table pages
 ROW_TEXT_CHARS = 400_000
-
-SQLITE_MAX_INT = 2**63 - 1
 
 # The request being served, for render_cell (which is not given it on 0.65).
 _scope: contextvars.ContextVar = contextvars.ContextVar("txdb_scope", default=None)
@@ -194,7 +193,7 @@ def extra_template_vars(template, database, datasette):
 @hookimpl
 def register_routes():
     return [
-        (r"^/-/txdb/session/(?P<file_id>[0-9]+)$", session_page),
+        (rf"^/-/txdb/session/(?P<ref>{REF})$", session_page),
         (r"^/-/txdb/charts$", charts_page),
         (r"^/-/txdb/txdb\.css$", css_route),
     ]
@@ -352,26 +351,31 @@ def _int_arg(request, name: str, default: int, low: int, high: int) -> int:
 
 
 async def session_page(request, datasette):
-    digits = request.url_vars["file_id"].lstrip("0") or "0"  # digits only (the route)
+    ref = request.url_vars["ref"][:200]  # letters, digits, - and _ only (the route)
     db = await _catalog_db(datasette, request.args.get("db"))
     if db is None:
         return Response.html("<h1>No txdb catalog is being served</h1>", status=404)
-    if len(digits) > 19 or int(digits) > SQLITE_MAX_INT:  # no such row: SQLite could not even take it
-        return Response.html(f"<h1>No session file #{html.escape(digits[:40])} in {html.escape(db.name)}</h1>",
+    file_id, matches = await db.execute_fn(lambda conn: find_session(conn, ref))
+    if file_id is None and matches:
+        return await _render(datasette, "txdb_session_matches.html", {
+            "ref": ref, "matches": matches, "database": db.name, "db_url": datasette.urls.database(db.name),
+            "session_url": lambda r: datasette.urls.path(session_path(r)) + "?" + urlencode({"db": db.name}),
+        }, request)
+    if file_id is None:
+        return Response.html(f"<h1>No session {html.escape(ref[:40])} in {html.escape(db.name)}</h1>",
                              status=404)
-    file_id = int(digits)
     start = _int_arg(request, "start", 0, 0, 10**9)
     limit = _int_arg(request, "limit", PAGE_RECORDS, 1, 5000)
     data = await db.execute_fn(lambda conn: load_session(conn, file_id, start, limit))
     if data is None:
-        return Response.html(f"<h1>No session file #{file_id} in {html.escape(db.name)}</h1>", status=404)
+        return Response.html(f"<h1>No session {html.escape(ref[:40])} in {html.escape(db.name)}</h1>", status=404)
     data["database"] = db.name
     data["db_url"] = datasette.urls.database(db.name)
     data["row_url"] = lambda table, *pk: datasette.urls.row(db.name, table, ",".join(str(p) for p in pk))
     data["table_url"] = lambda table, **args: datasette.urls.table(db.name, table) + (
         "?" + urlencode(args) if args else "")
-    data["page_url"] = lambda s: session_url(datasette, db.name, file_id) + "&" + urlencode(
-        {"start": s, "limit": limit})
+    here = datasette.urls.path(session_path(ref)) + "?" + urlencode({"db": db.name})
+    data["page_url"] = lambda s: here + "&" + urlencode({"start": s, "limit": limit})
     context = data.pop("context")
     data["context_chart"] = markupsafe.Markup(svg.context_over_chain(context)) if context else None
     data["compactions"] = len(context["compactions"]) if context else 0

@@ -1,0 +1,57 @@
+"""Writing many sidecar files in batches (issue 19, speed): each one whole,
+private and durable before it is named; a refusal takes back every batch.
+Real files in tmp_path. (The time it takes is measured by bench/, never here.)"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from txdb.errors import SurgeryError
+from txdb import sidecar as sc
+
+N = 600  # more than two batches
+
+
+def _plans(sdir: Path, n: int = N) -> list[sc.Sidecar]:
+    planned: dict[Path, bytes] = {}
+    out = []
+    for i in range(n):
+        side = sc.plan(sdir, sc.relative_path("message", f"uuid-{i:05d}"), (f'{{"n":{i},"text":"' + "x" * 2000
+                                                                              + '"}').encode(), planned)
+        planned[side.path] = side.data
+        out.append(side)
+    return out
+
+
+def test_every_sidecar_is_whole_private_and_no_temp_is_left(tmp_path):
+    sdir = tmp_path / "sess"
+    sides = _plans(sdir)
+    created = sc.write(sdir, sides)
+    assert created == [s.path for s in sides]
+    folder = sdir / "persisted" / "message"
+    assert sorted(os.listdir(folder)) == sorted(s.path.name for s in sides)  # no temp file
+    for s in sides:
+        assert s.path.read_bytes() == s.data
+        assert stat.S_IMODE(s.path.stat().st_mode) == sc.FILE_MODE
+    # written again: every file reused, nothing created
+    again = _plans(sdir)
+    assert all(s.reused for s in again) and sc.write(sdir, again) == []
+
+
+def test_a_refusal_in_a_later_batch_takes_back_the_earlier_batches(tmp_path):
+    """A file that appears with other bytes under a planned name (after the plan,
+    before the write) refuses the whole write: the files of the batches already
+    linked are removed, nothing else in the folder is touched."""
+    sdir = tmp_path / "sess"
+    sides = _plans(sdir)
+    folder = sdir / "persisted" / "message"
+    folder.mkdir(parents=True)
+    late = sides[sc.WRITE_BATCH + 10].path
+    late.write_bytes(b"someone else's")
+    with pytest.raises(SurgeryError, match="appeared with other content"):
+        sc.write(sdir, sides)
+    assert os.listdir(folder) == [late.name]
+    assert late.read_bytes() == b"someone else's"

@@ -215,3 +215,37 @@ def test_charts_render_with_no_network(charts_server, tmp_path):
     assert len(re.findall(r'<line class="compaction"', dom)) == 1
     assert re.search(r'<polyline class="line" points="[\d., ]+"', dom)
     assert is_picture(shot)
+
+
+# ---------------------------------------------------------------- the front page
+
+DOCS = __import__("pathlib").Path(__file__).resolve().parent.parent / "docs"
+
+
+def keep_shot(shot, name: str) -> None:
+    """TXDB_UPDATE_SHOTS=1: the screenshot replaces docs/<name> (README's pictures)."""
+    import os
+    if os.environ.get("TXDB_UPDATE_SHOTS"):
+        shutil.copyfile(shot, DOCS / name)
+
+
+def test_front_page_and_charts_render_in_chromium(charts_server, tmp_path):
+    base, fid = charts_server
+    shot = tmp_path / "front.png"
+    dom, foreign = rendered(tmp_path, f"{base}/catalog", shot, size="1280,1500")
+    assert foreign == []
+    front = dom.split('<section class="txdb-front">', 1)[1].split("</section>", 1)[0]
+    assert re.search(r'<form class="txdb-search" action="[^"]*/catalog/search_blocks"', front)
+    assert len(re.findall(r'formaction="[^"]*/catalog/search_(messages|thinking|tool_output)"', front)) == 3
+    for section in ("near-limit", "recent", "largest"):
+        assert f'id="{section}"' in front
+    assert f'/-/txdb/session/{fid}?db=catalog' in front  # the compacted session, among the recent ones
+    assert re.search(r"\$[\d,]+\.\d\d · [\d,]+ tokens · [\d,]+ API messages", front)  # the totals, in all
+    assert is_picture(shot)
+    keep_shot(shot, "datasette-front.png")
+
+    shot = tmp_path / "charts.png"
+    dom, foreign = rendered(tmp_path, f"{base}/-/txdb/charts", shot, size="1100,1000")
+    assert foreign == [] and dom.count('<svg class="txdb-chart"') == 2
+    assert is_picture(shot)
+    keep_shot(shot, "datasette-charts.png")

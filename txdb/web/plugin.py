@@ -29,7 +29,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
-from . import charts, svg
+from . import charts, front, svg
 from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
 from .urls import REF, session_path
@@ -44,6 +44,11 @@ TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_
                      "costliest_tool_calls", "chain_problems", "surgery_log", "block_targets", "image_targets",
                      "attachment_targets", "search_messages", "search_thinking",
                      "search_tool_output", "search_tool_input"}
+
+# Integer columns that hold an amount (not an id or a position), by the end
+# of their name: shown with thousands separators on table pages.
+MEASURES = ("tokens", "chars", "bytes", "messages", "lines", "length", "markers", "size", "sessions", "count",
+            "blocks", "records", "images")
 
 CELL_JSON_CHARS = 4000       # pretty JSON shown inside a collapsed cell on table pages
 ROW_JSON_CHARS = 400_000     # ... and on a row page
@@ -153,6 +158,39 @@ def database_actions(datasette, database):
 
 
 @hookimpl
+def startup(datasette):
+    # txdb's templates before Datasette's own (after a --template-dir's): its
+    # database.html adds the front page to a catalog's database page and
+    # extends Datasette's page ("default:database.html").
+    from jinja2 import ChoiceLoader, FileSystemLoader
+
+    folder = str(resources.files("txdb.web").joinpath("templates"))
+    loader = datasette.jinja_env.loader
+    first = loader.loaders[0] if isinstance(loader, ChoiceLoader) and loader.loaders else None
+    if isinstance(first, FileSystemLoader):
+        if folder not in first.searchpath:
+            first.searchpath.insert(1 if datasette.template_dir else 0, folder)
+    else:
+        datasette.jinja_env.loader = ChoiceLoader([FileSystemLoader(folder), loader])
+
+
+@hookimpl
+def extra_template_vars(template, database, datasette):
+    async def front_page():
+        if template != "database.html" or not database or not await _database_is_catalog(datasette, database):
+            return {}
+        db = datasette.get_database(database)
+        data = await db.execute_fn(front.load_front)
+        data["session_url"] = lambda fid: session_url(datasette, database, fid)
+        data["table_url"] = lambda table: datasette.urls.table(database, table)
+        data["search_url"] = data["table_url"]
+        data["charts_url"] = charts_url(datasette, database)
+        return {"txdb_front": data}
+
+    return front_page
+
+
+@hookimpl
 def register_routes():
     return [
         (rf"^/-/txdb/session/(?P<ref>{REF})$", session_page),
@@ -189,6 +227,8 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
         return None
     if value is None:
         return None
+    if type(value) is int and column.endswith(MEASURES):
+        return f"{value:,}"
     if column == "conversation" and isinstance(value, int):
         url = session_url(datasette, database, value)
         return markupsafe.Markup(f'<a class="txdb-conv" href="{html.escape(url)}">&#9656;&nbsp;#{value}</a>')

@@ -277,7 +277,7 @@ def gone_sessions(conn, project: str | None = None, limit: int | None = None) ->
 
 
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The analyze report (README, "analyze"), from the catalog."""
+    """The analyze report (docs/commands-guide.md, "txdb analyze SESSION"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
     by_type = _rows(
         conn,

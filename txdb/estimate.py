@@ -45,7 +45,7 @@ MAX_TURNS = 40
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
-# (see README). Sessions that recorded a system-prompt snapshot (newer CLIs)
+# (see docs/catalog.md). Sessions that recorded a system-prompt snapshot (newer CLIs)
 # send a fixed part (system prompt, tool schemas) of about
 # PRIOR_SNAPSHOT_SHARE of the snapshot's chars/4, and their content costs
 # about PRIOR_SNAPSHOT_FACTOR tokens per chars/4 token. Older sessions hold

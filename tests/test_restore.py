@@ -204,6 +204,7 @@ def test_restore_gives_a_swept_session_back_byte_for_byte(archive):
     assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
     r = run("restore", SID[:8], ok=True)
     assert "1 session, 6 files, 6 written" in r.output
+    assert run("sessions", "--gone", "--json", ok=True).output.strip() == "[]"  # no refresh needed
     assert tree(projects / SUBAGENT_DEMO) == before
     for p in (projects / SUBAGENT_DEMO).rglob("*"):
         mode = stat.S_IMODE(p.stat().st_mode)

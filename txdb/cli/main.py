@@ -19,7 +19,7 @@ import sys
 import click
 
 from .. import __version__, config
-from ..errors import QueryRefused, TxdbError
+from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
 from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
 
@@ -516,6 +516,9 @@ def verify(db_path, session, as_json):
 
     conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
+    if report.lines and not report.records:
+        raise NotASession(f"{report.path} is not a session: none of its {_count(report.lines, 'line')} "
+                          "is a JSON record")
     if as_json:
         echo(to_json(report.as_dict()))
     else:

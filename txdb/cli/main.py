@@ -21,7 +21,7 @@ import click
 from .. import __version__, config
 from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
+from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json, usd
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -416,6 +416,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]
+        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"])} for r in rows]
         emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)

@@ -91,8 +91,8 @@ class ExportReport:
 
     def summary(self) -> str:
         rows = ", ".join(f"{n:,} {t}" for t, n in self.tables.items())
-        return (f"Exported {rows} to {self.path}{', secrets redacted,' if self.redacted else ''} "
-                f"({self.files} Parquet files, "
+        return (f"Exported {rows} to {self.path} ({'secrets redacted; ' if self.redacted else ''}"
+                f"{self.files} Parquet files, "
                 f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s)")
 
 

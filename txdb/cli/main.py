@@ -406,7 +406,8 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     if gone:
         rows = catalog.gone_sessions(conn, project=project, limit=limit)
         if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines",
+                                      "subagents_gone"])
         else:
             emit_rows(rows, fmt)
         return

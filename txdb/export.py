@@ -101,7 +101,8 @@ def _pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise ExportError("Parquet export needs pyarrow: pip install 'txdb[parquet]'") from None
+        raise ExportError("Parquet export needs pyarrow: pip install 'txdb[parquet]' "
+                          "(from a clone: pip install -e '.[parquet]')") from None
     return pyarrow, pyarrow.parquet
 
 

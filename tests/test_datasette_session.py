@@ -408,3 +408,32 @@ def test_plain_datasette_command_loads_the_plugin(built):
         assert "txdb-conv" in view
     finally:
         stop(proc)
+
+
+async def test_the_pages_gauge_is_a_share_of_the_sessions_own_window(tmp_path):
+    """The window rule of sessions_near_limit (context_gauge.window_tokens):
+    613,220 tokens is 61.3% of a 1M window, not 307% of 200k; 170,000 is
+    85.0% of 200k."""
+    from sessions import assistant, user, write
+
+    def session(sid, gauge):
+        u = user("hi", session=sid)
+        a = assistant("ok", u["uuid"], session=sid, model="claude-opus-5",
+                      usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": gauge - 10,
+                             "cache_creation_input_tokens": 0})
+        return write(tmp_path / "projects" / "-p" / f"{sid}.jsonl", [u, a])
+
+    session("long", 613_220)
+    session("short", 170_000)
+    path = tmp_path / f"{DB}.db"
+    conn = db.connect(path)
+    refresh(conn, [tmp_path / "projects"])
+    ids = dict(conn.execute("SELECT session_id, file_id FROM sessions"))
+    near = dict(conn.execute("SELECT session_id, pct_of_window FROM sessions_near_limit"))
+    conn.close()
+    assert near == {"long": 61.3, "short": 85.0}
+    d = make_datasette(path)
+    await d.invoke_startup()
+    for sid, want in (("long", "613,220 tokens · 61.3% of 1M"), ("short", "170,000 tokens · 85.0% of 200k")):
+        text = " ".join(text_of((await d.client.get(f"/-/txdb/session/{ids[sid]}?db={DB}")).text).split())
+        assert want in text, sid

@@ -105,6 +105,14 @@ def test_fork_stamping_and_title_collisions(env):
     assert [orjson.loads(x) for x in Path(r3["target"]).read_bytes().splitlines()][-1]["customTitle"] == "checkpoint"
 
 
+def test_the_usage_reset_line_counts_turns_in_words(env):
+    f = env / "11111111-2222-3333-4444-555555555555.jsonl"
+    n = json.loads(run("strip-all", str(f), "--dry-run", "--json").output)["usage"]["capped"]
+    assert n >= 1
+    out = run("strip-all", str(f), "--dry-run").output
+    assert f"Usage reset: {n} turn{'' if n == 1 else 's'} capped;" in out, out
+
+
 def test_reset_usage_standalone(env):
     f = env / "11111111-2222-3333-4444-555555555555.jsonl"
     r = run("strip-all", str(f), "--no-usage-reset", "--json")

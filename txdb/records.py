@@ -318,20 +318,29 @@ FIRST_WINS = frozenset({"summary", "prompt"})  # of the others, the last line wi
 PROMPT_TITLE_CHARS = 60
 
 
+def _typed(text) -> bool:
+    """Text a person typed: not empty, not markup (a slash command, caveat,
+    reminder or ``<ide_opened_file>`` note opens with ``<``)."""
+    return isinstance(text, str) and bool(text.strip()) and not text.lstrip().startswith("<")
+
+
 def human_prompt(obj: dict) -> str | None:
     """The text of a prompt a person typed, or None: a user record that is
-    not meta or a compaction summary, whose content is a string or opens with
-    a text block, and is not markup (a slash command, caveat or reminder
-    opens with ``<``)."""
+    not meta or a compaction summary, whose content is a string of typed
+    text, or a list whose first text block of typed text comes after
+    markup-only (or empty) text blocks alone."""
     if obj.get("type") != "user" or obj.get("isMeta") or obj.get("isCompactSummary"):
         return None
     c = message_content(obj)
     if isinstance(c, list):
-        first = c[0] if c else None
-        c = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
-    if not isinstance(c, str) or not c.strip() or c.lstrip().startswith("<"):
+        for block in c:
+            if not isinstance(block, dict) or block.get("type") != "text":
+                return None
+            text = block.get("text")
+            if _typed(text):
+                return text
         return None
-    return c
+    return c if _typed(c) else None
 
 
 def note_title(titles: dict, obj: dict) -> None:

@@ -19,9 +19,9 @@ import sys
 import click
 
 from .. import __version__, config
-from ..errors import QueryRefused, TxdbError
+from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
+from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json, usd
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -406,7 +406,8 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     if gone:
         rows = catalog.gone_sessions(conn, project=project, limit=limit)
         if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines",
+                                      "subagents_gone"])
         else:
             emit_rows(rows, fmt)
         return
@@ -416,6 +417,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]
+        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"])} for r in rows]
         emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)
@@ -516,6 +518,9 @@ def verify(db_path, session, as_json):
 
     conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
+    if report.lines and not report.records:
+        raise NotASession(f"{report.path} is not a session: none of its {_count(report.lines, 'line')} "
+                          "is a JSON record")
     if as_json:
         echo(to_json(report.as_dict()))
     else:

@@ -76,6 +76,7 @@ USAGE_UPSERT = (
 )
 
 REFRESH_CHECKPOINT_PAGES = 10000
+GONE_AT = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"  # when refresh found a file gone: ISO 8601 UTC, as the records'
 BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)  # ~40 MB of WAL between checkpoints
 
 
@@ -592,7 +593,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     stats.pruned += 1
                 else:
                     if not existing[path][8]:
-                        conn.execute("UPDATE files SET gone = 1, gone_at = datetime('now') WHERE id = ?",
+                        conn.execute(f"UPDATE files SET gone = 1, gone_at = {GONE_AT} WHERE id = ?",
                                      (file_id,))
                         if is_session_path(path) and classify(Path(path))[1] == "session":
                             stats.sessions_gone += 1
@@ -683,7 +684,7 @@ def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: b
             if prune:
                 conn.execute("DELETE FROM sidecars WHERE id = ?", (sid,))
             elif not gone:
-                conn.execute("UPDATE sidecars SET gone = 1, gone_at = datetime('now') WHERE id = ?", (sid,))
+                conn.execute(f"UPDATE sidecars SET gone = 1, gone_at = {GONE_AT} WHERE id = ?", (sid,))
         if prune:
             conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
 

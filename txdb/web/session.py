@@ -77,6 +77,8 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens, cost_usd, unpriced_messages "
                         "FROM session_costs WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
+    window = conn.execute("SELECT window_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
+    session["window_tokens"] = window[0] if window else 200_000  # the view's rule, for the gauge's percentage
     # What its API messages cost (billed_cost), and the CLI's own figure.
     session["cost_usd"] = gauge[0]["cost_usd"] if gauge else None
     session["unpriced_messages"] = gauge[0]["unpriced_messages"] if gauge else None

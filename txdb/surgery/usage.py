@@ -150,6 +150,7 @@ def context_estimator(ref: Transcript):
 
     calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
+    calibrated.line = estimate.as_line(fit)  # (overhead, factor): what the log keeps (surgeries.fit_*)
     return calibrated
 
 

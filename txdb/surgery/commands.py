@@ -115,6 +115,10 @@ class UsageResult(Result):
         return res.get("capped", 0)
 
 
+PERSISTED_NAMES = {"tool": "tool results", "thinking": "thinking blocks", "text": "text blocks",
+                   "message": "messages"}
+
+
 class PersistResult(Result):
     positional = True
 
@@ -122,9 +126,14 @@ class PersistResult(Result):
     def describe(res, dry_run):
         if "persisted" not in res:
             return []
-        moved = ", ".join(f"{n} {k}" for k, n in res["persisted"].items() if n) or "nothing"
-        return [f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
-                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
+        on = res.get("on_chain") or {}
+        moved = ", ".join(f"{n} {PERSISTED_NAMES.get(k, k)} ({on.get(k, 0)} on the active chain)"
+                          for k, n in res["persisted"].items() if n) or "nothing"
+        off = sum(res["persisted"].values()) - sum(on.values())
+        return [f"persisted {moved}" + (f"; the other {off} are off it: they shrink the file, not the context"
+                                        if off else "")
+                + f"; {res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
+                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "")
                 + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
 
     @staticmethod

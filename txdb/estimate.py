@@ -147,6 +147,13 @@ def as_line(f: Fit) -> tuple[float, float]:
     return f.overhead, f.factor
 
 
+def context(f: Fit, estimate: float, messages: bool) -> int:
+    """A session's calibrated context: :func:`predict`, or 0 when its active
+    chain holds no message (no conversation: nothing to send, not the
+    prior's overhead)."""
+    return predict(f, estimate) if messages else 0
+
+
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
                    prior_factor: float = 1.0) -> dict:
     """Fit on every usable pair but the last; predict the last. The honest
@@ -241,6 +248,13 @@ WHERE NOT EXISTS (
 """
 
 
+# Whether the active chain holds a message (a session with none has no context).
+_MESSAGES_SQL = """
+SELECT EXISTS (SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+               WHERE ch.file_id = ? AND r.type IN ('user', 'assistant'))
+"""
+
+
 def calibrates(model: str | None) -> bool:
     """Whether a turn's recorded usage measures the request Claude Code sent:
     a Claude model's. Another model behind Claude Code (a local one, say) may
@@ -332,9 +346,12 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     if logged is not None and logged[0] is not None and logged[1] is not None:
         f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
     loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
+    messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
+    if not messages:
+        f = Fit(method="empty")
     return {
         "raw": raw,
-        "calibrated": predict(f, raw),
+        "calibrated": context(f, raw, messages),
         "overhead": round(f.overhead),
         "factor": round(f.factor, 4),
         "method": f.method,
@@ -354,7 +371,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "Fit", "fit", "predict", "as_line", "leave_last_out", "recorded_context",
+    "Fit", "fit", "predict", "as_line", "context", "leave_last_out", "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior",
 ]

@@ -146,7 +146,8 @@ def context_estimator(ref: Transcript):
     fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
 
     def calibrated(t: Transcript) -> int:
-        return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t))
+        messages = any(r.type in ("user", "assistant") for r in t.chain)
+        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t), messages)
 
     calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)

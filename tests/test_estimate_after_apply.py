@@ -84,4 +84,5 @@ def test_sessions_shows_the_plans_estimate_after_apply(tmp_path, command, rel):
         fh.write(orjson.dumps(new) + b"\n")
     refresh(conn, [f.parent.parent])
     shown, method = _estimate(conn, f)
-    assert method != "logged" and abs(shown - (planned + 1_013)) <= 30
+    # anchored on it: its recorded figure plus the few tokens of the turn itself
+    assert method != "logged" and abs(shown - (planned + 1_013)) <= 0.01 * planned

@@ -68,3 +68,28 @@ def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, co
     sent = _sent(r.main_request)
     predicted = rep["tokens_after"]
     assert 0.98 * sent <= predicted <= 1.05 * sent, (predicted, sent, predicted / sent)
+
+
+@pytest.mark.parametrize("rel, before", [
+    ("generated/-home-user-src-demo-5/668e6b90-88a0-456a-8416-3a4549b8ee6c.jsonl", 254),
+    (SESSIONS[0], 84),
+], ids=["668e6b90", "5a73f7d9"])
+def test_compact_before_new_session_is_estimated_as_the_cli_sends_it(tmp_path, rel, before):
+    """compact --before on a model that binds thinking drops every thinking
+    block of the kept part; priced at the generic 20-token envelope each,
+    the new session was predicted 2.4% under (0.976 on 668e6b90): a thinking
+    block's envelope is 12 (tokens.THINKING_BLOCK_TOKENS)."""
+    src = CORPUS_DIR / rel
+    if not src.is_file():
+        pytest.skip("corpus not present")
+    binary = claude_binary()
+    proj = tmp_path / "projects" / src.parent.name
+    proj.mkdir(parents=True)
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    rep = _txdb("compact", str(path), "--db", str(tmp_path / "c.db"), "--before", str(before), cwd=tmp_path)
+    new = proj / f"{rep['fork_session_id']}.jsonl"
+    r = resume(new, binary=binary, workdir=tmp_path / "resume")
+    assert r.loaded and not r.compacted, r.summary()
+    sent = _sent(r.main_request)
+    assert 0.98 * sent <= rep["tokens_after"] <= 1.05 * sent, (rep["tokens_after"], sent, rep["tokens_after"] / sent)

@@ -61,13 +61,14 @@ def test_commands_by_session_id_and_json(env):
 
 def test_strip_attachments_list(env):
     f = env / "11111111-2222-3333-4444-555555555555.jsonl"
-    r = run("strip-attachments", str(f), "--list", "--json")
+    # the fixture's model has no task tools: its task_reminders are free
+    r = run("strip-attachments", str(f), "--list", "--include-free", "--json")
     assert r.exit_code == 0, r.output
     rows = {x["type"]: x for x in json.loads(r.output)}
     assert rows["task_reminder"]["count"] == 3 and rows["task_reminder"]["drop"] == 2
     assert rows["queued_command"]["drop"] == 0
     assert not Path(str(f) + ".pending").exists()
-    r = run("strip-attachments", str(f))
+    r = run("strip-attachments", str(f), "--include-free")
     assert r.exit_code == 0 and "2 of 5 attachments dropped" in r.output
 
 

@@ -260,7 +260,7 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
     the calibration add the same figures): its blocks' tokens plus
-    ``tokens.BLOCK_TOKENS`` per block (the envelope each is sent in). A
+    ``tokens.block_envelope`` per block (the envelope each is sent in). A
     system-prompt record costs 0 here: it counts once per session, see
     :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
@@ -269,7 +269,25 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) for b in blocks) + tokens.BLOCK_TOKENS * len(blocks)
+    return sum(b.get("tokens", 0) + tokens.block_envelope(b.get("type")) for b in blocks)
+
+
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_tokens(obj: dict) -> int:
+    """The part of :func:`record_tokens` that is thinking (thinking and
+    redacted_thinking blocks, with their envelopes): what the CLI leaves out
+    of a request on a model other than the one that wrote the message
+    (``estimate.unsent_thinking``). The catalog's form: ``blocks`` of those
+    types, ``tokens`` + ``tokens.THINKING_BLOCK_TOKENS`` each."""
+    if obj.get("type") != "assistant":
+        return 0
+    content = message_content(obj)
+    if not isinstance(content, list):
+        return 0
+    return sum(b.get("tokens", 0) + tokens.THINKING_BLOCK_TOKENS
+               for b in block_rows(content, "assistant") if b.get("type") in THINKING_BLOCKS)
 
 
 def system_prompt_tokens(objs: Iterable[dict]) -> int:

@@ -400,7 +400,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url
+    from ..web.urls import session_page_url, session_ref
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -412,7 +412,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(r["file_id"])
+        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]

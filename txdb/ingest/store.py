@@ -98,12 +98,14 @@ BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind
 ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
                       "from_rendered", "free", "hook_event")
 PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
+MARKER_COLUMNS = ("file_id", "offset", "idx", "recorded_size")
 
 # A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
 RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})
 BLOCKS_INSERT = insert_sql("blocks", BLOCK_COLUMNS, "INSERT")
 ATTACHMENTS_INSERT = insert_sql("attachments", ATTACHMENT_COLUMNS)
 PARSE_ERRORS_INSERT = insert_sql("parse_errors", PARSE_ERROR_COLUMNS)
+MARKERS_INSERT = insert_sql("markers", MARKER_COLUMNS)
 DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_uuid"))
 CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
@@ -190,6 +192,8 @@ def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
         c.executemany(USAGE_UPSERT, batch.usage)
     if batch.errors:
         c.executemany(PARSE_ERRORS_INSERT, batch.errors)
+    if batch.markers:
+        c.executemany(MARKERS_INSERT, batch.markers)
 
 
 def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
@@ -230,7 +234,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("secret_findings", "secret_scans", "blocks", "attachments", "usage", "chain", "parse_errors",
+    for table in ("secret_findings", "secret_scans", "markers", "blocks", "attachments", "usage", "chain", "parse_errors",
                   "dangling_parents", "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
@@ -456,7 +460,7 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
         if index_text:
             conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
-        for table in ("secret_findings", "blocks"):
+        for table in ("secret_findings", "markers", "blocks"):
             conn.execute(f"DELETE FROM {table} WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 

@@ -2,15 +2,16 @@
 
 On CLI-made corpus sessions (copies), a surgery + apply, then ``claude
 --resume`` (2.1.328, offline, loopback fake API): txdb's ``tokens_after``
-is within 5% of the request the CLI sends (chars/4 of system + tools +
-messages, the figure the fake API records as usage), and never more than
-2% under it. bench/bench_truth.py prints the same over more sessions and
+(which ``sessions`` shows once applied) is within 5% of the request the
+CLI sends (chars/4 of system + tools + messages, the figure the fake API
+records as usage), and never more than 2% under it. bench/bench_truth.py prints the same over more sessions and
 commands."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,11 @@ def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, co
     rep = _txdb(command[0], str(path), "--db", db, *command[1:], cwd=tmp_path)
     assert rep["changed_lines"] > 0
     _txdb("apply", str(path), "--db", db, cwd=tmp_path)
+    # what `sessions` shows once applied (no turn recorded since) is the plan's figure
+    with sqlite3.connect(db) as conn:
+        shown = conn.execute("SELECT s.est_context_tokens FROM sessions s JOIN files f ON f.id = s.file_id "
+                             "WHERE f.path = ?", (str(path),)).fetchone()[0]
+    assert shown == rep["tokens_after"]
     r = resume(path, binary=binary, workdir=tmp_path / "resume")
     assert r.loaded and not r.compacted, r.summary()
     sent = _sent(r.main_request)

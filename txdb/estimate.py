@@ -140,6 +140,22 @@ def predict(f: Fit, estimate: float) -> int:
     return max(int(round(MIN_FACTOR * estimate)), int(round(value)))
 
 
+def as_line(f: Fit) -> tuple[float, float]:
+    """``(overhead, factor)`` with ``predict(f, e) == predict(Fit(overhead,
+    factor, method="logged"), e)`` for every ``e``: the anchor folded into
+    the overhead, what a surgery logs (``surgeries.fit_*``)."""
+    if f.method != "raw" and f.anchor_estimate is not None and f.anchor_recorded is not None:
+        return f.anchor_recorded - f.factor * f.anchor_estimate, f.factor
+    return f.overhead, f.factor
+
+
+def context(f: Fit, estimate: float, messages: bool) -> int:
+    """A session's calibrated context: :func:`predict`, or 0 when its active
+    chain holds no message (no conversation: nothing to send, not the
+    prior's overhead)."""
+    return predict(f, estimate) if messages else 0
+
+
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
                    prior_factor: float = 1.0) -> dict:
     """Fit on every usable pair but the last; predict the last. The honest
@@ -220,6 +236,24 @@ SELECT input_tokens, cache_read_input_tokens, cache_creation_input_tokens, itera
 WHERE file_id = ? AND message_id = ?
   AND gauge_input_tokens IS input_tokens AND gauge_cache_read_input_tokens IS cache_read_input_tokens
   AND gauge_cache_creation_input_tokens IS cache_creation_input_tokens AND gauge_iterations IS iterations
+"""
+
+
+# The fit the latest logged surgery used, while no Claude turn on the chain
+# was recorded after it (an undo's row has none: the original's fit holds).
+_LOGGED_FIT_SQL = """
+SELECT s.fit_overhead, s.fit_factor FROM (
+    SELECT fit_overhead, fit_factor, at FROM surgeries WHERE file_id = ?1 ORDER BY at DESC, id DESC LIMIT 1) s
+WHERE NOT EXISTS (
+    SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+    WHERE ch.file_id = ?1 AND r.type = 'assistant' AND r.timestamp > s.at AND lower(r.model) LIKE '%claude%')
+"""
+
+
+# Whether the active chain holds a message (a session with none has no context).
+_MESSAGES_SQL = """
+SELECT EXISTS (SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+               WHERE ch.file_id = ? AND r.type IN ('user', 'assistant'))
 """
 
 
@@ -337,6 +371,11 @@ def catalog_chain_tokens(conn: sqlite3.Connection, file_id: int) -> int:
 def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     """The calibrated context estimate of a session in the catalog.
 
+    Until a turn is recorded after the latest logged surgery, the fit that
+    surgery estimated with (``surgeries.fit_*``, method ``logged``): the
+    figure its plan showed. The turns it made stale would otherwise leave
+    the fit a few early turns, or none.
+
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
     left out), less the thinking of other models than the current one
     (:func:`unsent_thinking`); ``calibrated``: :func:`predict` of it, fitted on every
@@ -350,10 +389,16 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    logged = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
+    if logged is not None and logged[0] is not None and logged[1] is not None:
+        f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
     loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
+    messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
+    if not messages:
+        f = Fit(method="empty")
     return {
         "raw": raw,
-        "calibrated": predict(f, raw),
+        "calibrated": context(f, raw, messages),
         "overhead": round(f.overhead),
         "factor": round(f.factor, 4),
         "method": f.method,
@@ -409,7 +454,8 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "leave_last_out", "recorded_context",
+    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
+    "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
 ]

@@ -461,7 +461,9 @@ def analyze(db_path, session, original, as_json):
     )
     e = report["estimate"]
     how = {"lsq": f"fitted on {e['turns_used']} recorded turns", "ratio": f"fitted on {e['turns_used']} recorded turns",
-           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior"}.get(e["method"], "")
+           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior",
+           "logged": "the fit the latest surgery used, no turn recorded since",
+           "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
         f"{e['factor']:g} x chars/4 + {e['overhead']:,})"

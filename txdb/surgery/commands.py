@@ -130,9 +130,14 @@ class PersistResult(Result):
             return []
         from ..chain_health import plural
 
-        moved = ", ".join(plural(n, _PERSISTED.get(k, k)) for k, n in res["persisted"].items() if n) or "nothing"
-        return [f"persisted {moved} ({res['chars_moved']:,} chars to {plural(res['sidecars_new'], 'new sidecar file')}"
-                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
+        on = res.get("on_chain") or {}
+        moved = ", ".join(f"{plural(n, _PERSISTED.get(k, k))} ({on.get(k, 0)} on the active chain)"
+                          for k, n in res["persisted"].items() if n) or "nothing"
+        off = sum(res["persisted"].values()) - sum(on.values())
+        return [f"persisted {moved}" + (f"; the other {off} are off it: they shrink the file, not the context"
+                                        if off else "")
+                + f"; {res['chars_moved']:,} chars to {plural(res['sidecars_new'], 'new sidecar file')}"
+                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "")
                 + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
 
     @staticmethod

@@ -157,11 +157,13 @@ def context_estimator(ref: Transcript):
     fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
 
     def calibrated(t: Transcript) -> int:
+        messages = any(r.type in ("user", "assistant") for r in t.chain)
         unsent = estimate.unsent_thinking(chain_thinking(t), len(t.chain), resume_model(t))
-        return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent)
+        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent, messages)
 
     calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
+    calibrated.line = estimate.as_line(fit)  # (overhead, factor): what the log keeps (surgeries.fit_*)
     return calibrated
 
 

@@ -178,18 +178,16 @@ def _compact_violations(b: Transcript, a: Transcript) -> list[str]:
     # chain from the cut on, less the thinking-only messages the engine
     # drops (unless --keep-dropped-thinking).
     b_chain = [r.uuid for r in b.chain]
-    n_state = 0
-    while n_state < len(kept) and (o := b.by_uuid.get(origins[n_state])) is not None \
-            and is_state(o.type, o.attachment_type) and o.uuid in b_chain:
-        n_state += 1
-    cut = next((i for i, u in enumerate(origins[n_state:]) if u in b_chain), None)
-    start = b_chain.index(origins[n_state + cut]) if cut is not None else -1
-    state = [r for r in b.chain[:max(start, 0)] if is_state(r.type, r.attachment_type)]
-    if start >= 0 and origins[:n_state] != [r.uuid for r in state]:
-        n_state = 0  # what looked like carried state is the tail itself
-        start = b_chain.index(origins[0]) if origins[0] in b_chain else -1
-        state = []
-    tail = [r for r in b.chain[start:] if r.uuid in origins or not _thinking_only(r)]
+    state, tail, start = [], [], -1
+    for k in range(len(origins)):  # origins[:k] carried state, origins[k:] the chain from the cut on
+        if origins[k] not in b_chain:
+            continue
+        at = b_chain.index(origins[k])
+        s_k = [r for r in b.chain[:at] if is_state(r.type, r.attachment_type)]
+        t_k = [r for r in b.chain[at:] if r.uuid in origins or not _thinking_only(r)]
+        if origins == [r.uuid for r in s_k] + [r.uuid for r in t_k]:
+            state, tail, start = s_k, t_k, at
+            break
     if start < 1 or origins != [r.uuid for r in state] + [r.uuid for r in tail]:
         problems.append("the kept records are not the original chain's state records and last ones, in order")
     else:

@@ -391,6 +391,13 @@ SUBSET_COMMANDS = ("strip-all", "strip-all--fork", "strip-attachments--include-f
 #: them every command is judged as strip-attachments is: reminders may only
 #: disappear, each from where it was; the rest must be equal.
 REMINDERS_RERENDERED = ("2.1.250",)
+#: Releases that send a Read result as they render it from the line's
+#: ``toolUseResult`` (line-numbered file content, without the reminder the
+#: stored result ends with) while the stored content is whole: the last lines
+#: they sent before are not the stored content's last lines, which is what
+#: ``--keep-last-lines`` keeps (found by this matrix on two real sessions;
+#: after the strip they send the stored, stripped content).
+READ_RERENDERED = ("2.1.250",)
 
 
 def _matrix(commands=None):
@@ -809,7 +816,7 @@ def test_stripped_content_is_gone(runner, cli, session, command):
         assert before_text.count(x) > remain
         assert after_text.count(x) == remain, (
             f"{kind} sent {after_text.count(x)} times after {command} (expected {remain}): {x[:200]!r}")
-        if tail is not None:
+        if tail is not None and cli not in READ_RERENDERED:
             assert tail in after_text, f"{command}: the last lines of a {kind} are gone: {tail[:200]!r}"
     assert request_chars(case.after) < request_chars(base), (base.summary(), case.after.summary())
     if mask.attachments:

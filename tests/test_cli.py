@@ -101,11 +101,12 @@ def test_sessions_print_the_url_of_each_session_page_that_serve_serves(run, home
     run("refresh")
     data = json.loads(run("sessions", "--json").output)
     conn = sqlite3.connect(db_path)
-    ids = dict(conn.execute("SELECT path, id FROM files"))
+    paths = {p for (p,) in conn.execute("SELECT path FROM files")}
     conn.close()
     prefix = "http://127.0.0.1:8001"  # where `txdb serve` listens by default
-    for d in data:
-        assert d["url"] == f"{prefix}/-/txdb/session/{ids[d['path']]}"
+    for d in data:  # the page by the session's id (its file's name), not an internal file number
+        assert d["path"] in paths and d["url"] == f"{prefix}/-/txdb/session/{Path(d['path']).stem}"
+    assert f"{prefix}/-/txdb/session/b3edadab-bca0-4054-9b41-f7ffa6941260" in {d["url"] for d in data}
     table = run("sessions", "--table", "--urls").output.splitlines()
     assert table[0].split()[-1] == "url" and all(ln.split()[-1].startswith(prefix) for ln in table[2:])
     assert "url" not in run("sessions", "--table").output.splitlines()[0].split()

@@ -303,3 +303,43 @@ def test_the_datasette_front_page_names_the_price_library_and_its_date(priced):
     status, html = asyncio.run(front())
     assert status == 200
     assert f"genai-prices {cost.installed_version()}, prices dated up to {cost.data_date()}" in html
+
+
+def test_cost_by_session_names_the_sessions_txdb_sessions_lists_with_their_titles(tmp_path):
+    """Lines carrying another sessionId (a session continued from another)
+    count under the session `txdb sessions` lists, titled; a cost under a
+    cent shows 4 significant digits, never $0.00; the sessions table shows
+    dollars to the cent while JSON keeps the full figure; --csv and --nl
+    print the rows."""
+    projects = tmp_path / "projects"
+    dear, cheap, other = ("c0570000-0000-4000-8000-0000000000d1", "c0570000-0000-4000-8000-0000000000c1",
+                          "c0570000-0000-4000-8000-0000000000e1")
+    first = _msg(0, "claude-opus-4-1-20250805", "2026-01-04T10:00:00.000Z", 10, 900, 9000, session=dear)
+    later = _msg(1, "claude-opus-4-1-20250805", "2026-01-04T11:00:00.000Z", 10, 500, 9000, session=other)
+    _write(projects, first, later, session=dear)
+    _write(projects, _msg(0, "claude-haiku-4-5-20251001", "2026-01-05T10:00:00.000Z", 100, 300, session=cheap),
+           session=cheap)
+    db_ = ["--db", str(tmp_path / "c.db")]
+    run("refresh", *db_, "--root", str(projects), ok=True)
+    listed = {r["session_id"]: r for r in json.loads(run("sessions", *db_, "--json", ok=True).output)}
+    assert set(listed) == {dear, cheap}
+    rep = json.loads(run("cost", *db_, "--by", "session", "--json", ok=True).output)
+    rows = {r["session"]: r for r in rep["rows"]}
+    assert set(rows) == {dear, cheap}
+    assert rows[dear]["api_messages"] == 2 and rows[dear]["title"] == "question 0"
+    assert rows[dear]["cost_usd"] == pytest.approx(listed[dear]["cost_usd"])
+    small = rows[cheap]["cost_usd"]
+    assert 0 < small < 0.01
+    table = run("cost", *db_, "--by", "session", "--table", ok=True).output
+    import re
+    shown = re.findall(r"\$(0\.00\d+)", table)
+    assert shown and float(shown[0]) == pytest.approx(small, rel=1e-3)  # 4 significant digits
+    assert len(shown[0].lstrip("0.")) == 4 and "$0.00 " not in table
+    assert "question 0" in table and other not in table
+    sessions_table = run("sessions", *db_, "--table", ok=True).output
+    assert f"${listed[dear]['cost_usd']:,.2f}" in sessions_table
+    assert str(listed[dear]["cost_usd"]) not in sessions_table  # the full figure stays in JSON
+    csv_lines = run("cost", *db_, "--by", "session", "--csv", ok=True).output.splitlines()
+    assert csv_lines[0].startswith("session,") and len(csv_lines) == 3
+    nl = [json.loads(line) for line in run("cost", *db_, "--by", "session", "--nl", ok=True).output.splitlines()]
+    assert {r["session"] for r in nl} == {dear, cheap}

@@ -4,11 +4,13 @@ rendered, not only what is sent. Skipped when chromium is not installed
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -62,8 +64,9 @@ def test_session_page_renders_in_chromium(server, tmp_path):
     assert "Please inspect this project and make out.txt." in dom
     items = re.findall(r'<li class="msg [^"]*" id="pos-\d+"', dom)
     assert len(items) == 29
-    assert len(re.findall(r'<details class="blk tool-use">', dom)) == 5
+    assert len(re.findall(r'<details class="blk tool-use">', dom)) == 4  # Bash's shown inline
     assert not re.search(r'<details class="blk tool-use" open', dom)  # collapsed
+    assert '<pre class="cmd"><code>$ echo hello-from-bash</code></pre>' in dom
     assert len(re.findall(r'<span class="costbar">', dom)) == 29
     assert "hello-from-bash" in dom
     # the stylesheet was applied: the screenshot is a real, wide, non-blank page
@@ -74,6 +77,47 @@ def test_session_page_renders_in_chromium(server, tmp_path):
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1280, 1000)
     assert len(data) > 30_000  # text, bars and colours, not an empty page
+
+
+READING = "b3edadab-bca0-4054-9b41-f7ffa6941260"  # tests/data/projects/-Users-user-project
+SCREENSHOT = Path(__file__).parent.parent / "docs" / "datasette-session.png"
+
+
+@pytest.fixture
+def reading_server(tmp_path):
+    root = tmp_path / "projects"
+    shutil.copytree(DATA / "projects" / "-Users-user-project", root / "-Users-user-project")
+    path = tmp_path / "catalog.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    conn.close()
+    port = free_port()
+    txdb = str(Path(sys.executable).parent / "txdb")
+    proc = subprocess.Popen([txdb, "serve", "--db", str(path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(base + "/", proc)
+        yield base
+    finally:
+        stop(proc)
+
+
+def test_session_page_by_id_reads_like_the_conversation(reading_server, tmp_path):
+    """Opened by its session id: Markdown rendered, reminders collapsed, nothing
+    fetched from elsewhere. Its screenshot is docs/datasette-session.png
+    (written there when TXDB_SCREENSHOTS=1)."""
+    url = f"{reading_server}/-/txdb/session/{READING}"
+    shot = tmp_path / "session.png"
+    dom, foreign = rendered(tmp_path, url, shot, size="1280,1900")
+    assert foreign == []
+    conv = dom[dom.index('id="conversation"'):]
+    assert "<strong>" in conv and "<code>" in conv  # from the messages' Markdown
+    reminders = re.findall(r'<details class="blk reminder"( open)?><summary>system reminder · ', conv)
+    assert reminders and not any(reminders)  # collapsed
+    assert is_picture(shot)
+    if os.environ.get("TXDB_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, SCREENSHOT)
 
 
 # ---------------------------------------------------------------- charts
@@ -171,3 +215,37 @@ def test_charts_render_with_no_network(charts_server, tmp_path):
     assert len(re.findall(r'<line class="compaction"', dom)) == 1
     assert re.search(r'<polyline class="line" points="[\d., ]+"', dom)
     assert is_picture(shot)
+
+
+# ---------------------------------------------------------------- the front page
+
+DOCS = __import__("pathlib").Path(__file__).resolve().parent.parent / "docs"
+
+
+def keep_shot(shot, name: str) -> None:
+    """TXDB_UPDATE_SHOTS=1: the screenshot replaces docs/<name> (README's pictures)."""
+    import os
+    if os.environ.get("TXDB_UPDATE_SHOTS"):
+        shutil.copyfile(shot, DOCS / name)
+
+
+def test_front_page_and_charts_render_in_chromium(charts_server, tmp_path):
+    base, fid = charts_server
+    shot = tmp_path / "front.png"
+    dom, foreign = rendered(tmp_path, f"{base}/catalog", shot, size="1280,1500")
+    assert foreign == []
+    front = dom.split('<section class="txdb-front">', 1)[1].split("</section>", 1)[0]
+    assert re.search(r'<form class="txdb-search" action="[^"]*/catalog/search_blocks"', front)
+    assert len(re.findall(r'formaction="[^"]*/catalog/search_(messages|thinking|tool_output)"', front)) == 3
+    for section in ("near-limit", "recent", "largest"):
+        assert f'id="{section}"' in front
+    assert f'/-/txdb/session/{fid}?db=catalog' in front  # the compacted session, among the recent ones
+    assert re.search(r"\$[\d,]+\.\d\d · [\d,]+ tokens · [\d,]+ API messages", front)  # the totals, in all
+    assert is_picture(shot)
+    keep_shot(shot, "datasette-front.png")
+
+    shot = tmp_path / "charts.png"
+    dom, foreign = rendered(tmp_path, f"{base}/-/txdb/charts", shot, size="1100,1000")
+    assert foreign == [] and dom.count('<svg class="txdb-chart"') == 2
+    assert is_picture(shot)
+    keep_shot(shot, "datasette-charts.png")

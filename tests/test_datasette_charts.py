@@ -18,7 +18,7 @@ from sessions import assistant, user, write
 from txdb import db
 from txdb.catalog import list_sessions
 from txdb.ingest.store import refresh
-from txdb.web import charts
+from txdb.web import charts, svg
 from txdb.web.metadata import make_datasette
 
 KINDS = [col for col, _ in charts.TOKEN_KINDS]
@@ -194,3 +194,75 @@ async def test_session_page_draws_its_context(ds, built, conn):
 async def test_index_and_database_link_to_the_charts(ds):
     assert "/-/txdb/charts" in (await ds.client.get("/")).text
     assert "/-/txdb/charts?db=catalog" in (await ds.client.get("/catalog")).text
+
+
+# ---------------------------------------------------------------- drawing: axis, labels, numbers
+
+TEXT = re.compile(r'<text class="([\w-]+)" x="([-\d.]+)" y="([-\d.]+)"(?: text-anchor="(\w+)")?>([^<]*)</text>')
+SIZE = {"lbl": 12, "sub": 11, "limit-lbl": 11, "compaction-lbl": 11}
+
+
+def label_boxes(drawn: str) -> list[tuple]:
+    """Each text label's box (x0, y0, x1, y1, text): sans-serif, generous widths."""
+    boxes = []
+    for cls, x, y, anchor, text in TEXT.findall(drawn):
+        x, y, size = float(x), float(y), SIZE.get(cls, 12)
+        w = len(text) * size * 0.6
+        x0 = {"end": x - w, "middle": x - w / 2}.get(anchor, x)
+        boxes.append((x0, y - size, x0 + w, y + 2, text))
+    return boxes
+
+
+def assert_no_overlap(drawn: str) -> None:
+    boxes = label_boxes(drawn)
+    assert boxes
+    for i, a in enumerate(boxes):
+        assert a[0] >= 0 and a[2] <= svg.WIDTH, f"{a[4]!r} is cut at the edge"
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], f"{a[4]!r} overlaps {b[4]!r}"
+
+
+def day(d: str, n: int = 1) -> dict:
+    return {"day": d, "input_tokens": 1_234 * n, "output_tokens": 56_789 * n, "cache_read_input_tokens": 9_876_543 * n,
+            "cache_creation_input_tokens": 123_456 * n, "cost_usd": 1234.5 * n, "unpriced_messages": 0}
+
+
+def bar_x(drawn: str) -> dict[str, float]:
+    """The middle of each day's bar in the first row."""
+    return {d: float(x) + float(w) / 2 for d, x, w in re.findall(
+        r'<rect class="c-bar kind-0" data-day="([\d-]+)" data-value="\d+" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"',
+        drawn)}
+
+
+def test_the_day_axis_is_time_idle_days_are_gaps():
+    drawn = svg.tokens_by_day([day("2026-01-01"), day("2026-01-02"), day("2026-01-10")], charts.DAY_ROWS)
+    x = bar_x(drawn)
+    assert list(x) == ["2026-01-01", "2026-01-02", "2026-01-10"]  # bars on the days used only
+    one_day = x["2026-01-02"] - x["2026-01-01"]
+    assert x["2026-01-10"] - x["2026-01-02"] == pytest.approx(8 * one_day, abs=0.2)
+
+
+@pytest.mark.parametrize("span", [1, 2, 9, 31, 120, 400])
+def test_the_by_day_labels_never_overlap(span):
+    import datetime as dt
+    start = dt.date(2026, 1, 1)
+    days = [day((start + dt.timedelta(days=i)).isoformat(), 1 + i % 7) for i in range(0, span, 1 + span // 40)]
+    assert_no_overlap(svg.tokens_by_day(days, charts.DAY_ROWS))
+
+
+def test_the_largest_and_context_labels_never_overlap():
+    sessions = [{"file_id": i, "session_id": f"s{i}", "title": "a very long session title that goes on and on " * 2,
+                 "est_context_tokens": 250_000 - i * 9_000, "gauge_tokens": 240_000 - i * 9_000} for i in range(20)]
+    assert_no_overlap(svg.largest_contexts(sessions, charts.CONTEXT_LIMIT, lambda fid: f"/s/{fid}"))
+    points = [{"turn": t, "timestamp": None, "context": 1_000 * t} for t in range(1, 301)]
+    compactions = [{"after_turn": t, "timestamp": None} for t in (100, 101, 103, 200, 299)]
+    assert_no_overlap(svg.context_over_chain({"points": points, "compactions": compactions, "limit": 200_000}))
+
+
+def test_numbers_in_the_charts_have_thousands_separators():
+    drawn = svg.tokens_by_day([day("2026-01-01", 3), day("2026-01-05")], charts.DAY_ROWS)
+    shown = [t for *_, t in label_boxes(drawn)] + re.findall(r"<title>([^<]*)</title>", drawn)
+    assert "39,506,172 in all" in shown and "$4,938.00 in all" in shown
+    for text in shown:
+        undated = re.sub(r"\d{4}-\d\d-\d\d", "", text)
+        assert not re.search(r"\d{4,}", undated), f"{text!r}: a number without separators"

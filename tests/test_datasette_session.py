@@ -14,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import orjson
 import pytest
 
 from txdb import db
@@ -80,11 +81,12 @@ async def test_session_page_reads_like_the_conversation(ds, built):
     roles = re.findall(r'<span class="who">([^<]+)</span>', page)
     assert roles[0] == "user" and "assistant" in roles and "tool result" in roles
     assert any(r.startswith("attachment · ") for r in roles)
-    # tool calls collapsed, with their gist; results collapsed with their size
-    assert re.search(r'<details class="blk tool-use"><summary><span class="tool">Bash</span> '
-                     r'<code class="gist">echo hello-from-bash</code>', page)
-    assert re.search(r'<details class="blk tool-result"><summary>result of <span class="tool">Bash</span> '
-                     r'<span class="size">15 chars', page)
+    # a Bash call: its command as code, its output (short: open) right below it
+    assert re.search(r'<pre class="cmd"><code>\$ echo hello-from-bash</code></pre>\s*'
+                     r'<details class="blk bash-output" open><summary>output <span class="size">15 chars', page)
+    assert "output of <span class=\"tool\">Bash</span> shown with its command above" in page
+    # other tool calls collapsed, with their gist
+    assert re.search(r'<details class="blk tool-use"><summary><span class="tool">Read</span> <code class="gist">', page)
     assert "hello-from-bash" in text
     assert '<details class="blk thinking"><summary>thinking · ' in page
     assert re.search(r'result of <span class="tool">Read</span> <span class="size">[\d,]+ chars · 1 image', page)
@@ -133,6 +135,159 @@ async def test_views_link_to_the_session_page(ds, built):
         assert f'<a class="txdb-conv" href="/-/txdb/session/{fid}?db={DB}">' in page, view
     page = (await ds.client.get(f"/{DB}/sessions")).text
     assert f'href="/-/txdb/session/{fid}?db={DB}"' in page
+
+
+TOOLS_ID = "0ff9cf6e-e3b0-420c-913e-806c2aa938aa"
+
+
+async def test_session_page_opens_by_id_prefix_and_file_number(ds, built):
+    fid = built["ids"]["tools-demo"]
+    by_number = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    for ref in (TOOLS_ID, TOOLS_ID[:8], TOOLS_ID[:4]):
+        r = await ds.client.get(f"/-/txdb/session/{ref}")
+        assert r.status_code == 200, ref
+        assert "hello-from-bash" in r.text and TOOLS_ID in r.text
+        assert len(re.findall(r'<li class="msg ', r.text)) == len(re.findall(r'<li class="msg ', by_number))
+    # the pager keeps the id form
+    paged = (await ds.client.get(f"/-/txdb/session/{TOOLS_ID}?limit=2")).text
+    assert f'href="/-/txdb/session/{TOOLS_ID}?db={DB}&amp;start=2&amp;limit=2' in paged
+    # a subagent by its file's stem
+    sub = (await ds.client.get("/-/txdb/session/agent-af2f709f0345e1da9")).text
+    assert "subagent of" in text_of(sub)
+    for bad in (TOOLS_ID[:3], "ffffffff-0000", "0ff9cf6e.x", "999999"):
+        assert (await ds.client.get(f"/-/txdb/session/{bad}")).status_code == 404, bad
+
+
+async def test_an_ambiguous_prefix_lists_the_sessions_it_matches(tmp_path):
+    root = tmp_path / "projects"
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    other = "0ff9cf6e-1111-4222-8333-944444444444"
+    (root / "-p").mkdir(parents=True)
+    (root / "-p" / f"{TOOLS_ID}.jsonl").write_bytes(src.read_bytes())
+    (root / "-p" / f"{other}.jsonl").write_bytes(src.read_bytes().replace(TOOLS_ID.encode(), other.encode()))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    r = await d.client.get("/-/txdb/session/0ff9cf6e")
+    assert r.status_code == 200
+    assert "2 sessions match" in r.text
+    for sid in (TOOLS_ID, other):
+        assert f'href="/-/txdb/session/{sid}?db=c"' in r.text
+        assert (await d.client.get(f"/-/txdb/session/{sid}")).status_code == 200
+    assert "<li class=\"msg " not in r.text
+
+
+def breakdown(page: str) -> tuple[list[tuple[str, int]], int]:
+    table = page[page.index("What fills the context"):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r'<tr[^>]*><td[^>]*>([^<]+)</td><td class="num">[\d,]*</td><td class="num">([\d,]+)</td>', table)
+    total = re.search(r'class="num breakdown-total">([\d,]+)<', table).group(1)
+    return [(c, int(t.replace(",", ""))) for c, t in rows], int(total.replace(",", ""))
+
+
+async def test_what_fills_the_context_adds_up_to_the_headline_estimate(ds, built):
+    for name in ("tools-demo", "compact-demo", "subagent-demo"):
+        fid = built["ids"][name]
+        page = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+        est = (await ds.client.get(f"/{DB}/session_costs.json?file_id={fid}&_shape=array")).json()[0]
+        headline = int(re.search(r"<dt>Estimated context</dt><dd>([\d,]+) tokens", page).group(1).replace(",", ""))
+        assert headline == est["est_context_tokens"] != est["raw_context_tokens"]
+        rows, total = breakdown(page)
+        assert sum(t for _, t in rows) == total == headline, name
+        # the fit's overhead is its own row; the raw system-prompt snapshot is not counted twice
+        cats = [c for c, _ in rows]
+        assert "system prompt &amp; tools (fitted)" in cats and "system_prompt" not in cats
+        table = page[page.index("What fills"):]
+        shares = [float(p) for p in re.findall(r'<span class="pct">([\d.]+)%</span>', table[:table.index("</table>")])]
+        assert abs(sum(shares) - 100) < 0.1 * len(shares)
+
+
+async def test_markdown_is_rendered_and_sanitised(tmp_path):
+    """A message's Markdown is rendered; HTML or script in it never is."""
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    hostile = ("Some *emphasis* and `code`.\n\n[x](javascript:alert(1)) [y](JaVaScRiPt:alert(2)) "
+               "[z](data:text/html,alert) [ok](https://example.com/a)\n\n<script>alert(3)</script>\n\n"
+               "<img src=x onerror=alert(4)>\n\n![i](http://tracker.example/p.png)\n\n"
+               "<system-reminder>\nremember this\n</system-reminder>\nafter the **reminder**")
+    lines = src.read_bytes().splitlines(keepends=True)
+    out = []
+    for ln in lines:
+        obj = orjson.loads(ln)
+        if obj.get("type") == "assistant":
+            for c in obj["message"]["content"]:
+                if c.get("type") == "text":
+                    c["text"] = hostile
+        if obj.get("type") == "user" and obj["message"]["content"] == "What does out.txt say now?":
+            obj["isMeta"] = True  # as the CLI records a skill's body
+            obj["message"]["content"] = "Base directory for this skill: /s\n\n# The skill\n\n" + "Do this. " * 200
+        out.append(orjson.dumps(obj) + b"\n")
+    (tmp_path / "p" / "-x").mkdir(parents=True)
+    (tmp_path / "p" / "-x" / f"{TOOLS_ID}.jsonl").write_bytes(b"".join(out))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "p"])
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    page = (await d.client.get(f"/-/txdb/session/{TOOLS_ID}")).text
+    conv = page[page.index('id="conversation"'):]
+    assert "<em>emphasis</em>" in conv and "<code>code</code>" in conv and "<strong>reminder</strong>" in conv
+    assert '<a rel="noopener noreferrer nofollow" href="https://example.com/a">ok</a>' in conv
+    for bad in ("<script>alert", "<img", "onerror=alert(4)>", 'href="javascript', 'href="JaVaScRiPt',
+                'href="data:', 'src="http://tracker'):
+        assert bad not in conv, bad
+    assert "&lt;script&gt;alert(3)&lt;/script&gt;" in conv and "&lt;img src=x onerror=alert(4)&gt;" in conv
+    assert "[x](javascript:alert(1))" in htmllib.unescape(conv)
+    # a skill's body collapsed, its first line and size in the summary
+    assert re.search(r'<details class="blk meta-text"><summary>Base directory for this skill: /s '
+                     r'<span class="size">1,8\d\d chars · \d+ tok</span></summary>', conv)
+    # the reminder collapsed (a closed <details>), its size shown
+    assert re.search(r'<details class="blk reminder"><summary>system reminder · <span class="size">[\d,]+ chars'
+                     r' · \d+ tok</span></summary><pre class="body">remember this</pre></details>', conv)
+
+
+async def test_consecutive_attachments_are_one_collapsed_group(ds, built):
+    fid = built["ids"]["tools-demo"]
+    page = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    groups = re.findall(r'<li class="attachments-group"><details><summary>(\d+) attachments · ', page)
+    assert groups and all(int(n) >= 2 for n in groups)
+    # the first reply is not pushed down: before it, only the prompt and the group(s)
+    conv = page[page.index('<ol class="txdb-chain"'):]
+    first_reply = conv.index('role-assistant')
+    top = conv[:first_reply]
+    top_level = re.sub(r'<li class="attachments-group">.*?</details></li>', "", top, flags=re.DOTALL)
+    assert len(re.findall(r'<li class="msg ', top_level)) <= 3
+    assert sum(int(n) for n in groups) == len(re.findall(r'<span class="who">attachment · ', page)) - len(
+        re.findall(r'<li class="msg type-attachment[^>]*>', re.sub(
+            r'<li class="attachments-group">.*?</details></li>', "", page, flags=re.DOTALL)))
+
+
+async def test_every_session_url_opens_its_own_page(tmp_path):
+    """A file name the route cannot carry (a space) or that reads as a file
+    number (digits) gets the number form; each URL opens that session."""
+    from txdb.catalog import list_sessions
+    from txdb.web.urls import session_page_url, session_ref
+
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    (tmp_path / "p" / "-x").mkdir(parents=True)
+    names = {"my session": "aaaaaaaa-1111-4222-8333-944444444444", "1": "bbbbbbbb-1111-4222-8333-944444444444",
+             TOOLS_ID: TOOLS_ID}
+    for stem, sid in names.items():
+        (tmp_path / "p" / "-x" / f"{stem}.jsonl").write_bytes(src.read_bytes().replace(TOOLS_ID.encode(), sid.encode()))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "p"])
+    rows = list_sessions(conn)
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    refs = {}
+    for r in rows:
+        ref = session_ref(r["path"], r["file_id"])
+        refs[Path(r["path"]).stem] = ref
+        page = (await d.client.get(session_page_url(ref)[len("http://127.0.0.1:8001"):])).text
+        assert r["session_id"] in page and r["path"] in htmllib.unescape(page)
+    assert refs[TOOLS_ID] == TOOLS_ID and isinstance(refs["my session"], int) and isinstance(refs["1"], int)
 
 
 # ---------------------------------------------------------------- real servers
@@ -253,3 +408,32 @@ def test_plain_datasette_command_loads_the_plugin(built):
         assert "txdb-conv" in view
     finally:
         stop(proc)
+
+
+async def test_the_pages_gauge_is_a_share_of_the_sessions_own_window(tmp_path):
+    """The window rule of sessions_near_limit (context_gauge.window_tokens):
+    613,220 tokens is 61.3% of a 1M window, not 307% of 200k; 170,000 is
+    85.0% of 200k."""
+    from sessions import assistant, user, write
+
+    def session(sid, gauge):
+        u = user("hi", session=sid)
+        a = assistant("ok", u["uuid"], session=sid, model="claude-opus-5",
+                      usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": gauge - 10,
+                             "cache_creation_input_tokens": 0})
+        return write(tmp_path / "projects" / "-p" / f"{sid}.jsonl", [u, a])
+
+    session("long", 613_220)
+    session("short", 170_000)
+    path = tmp_path / f"{DB}.db"
+    conn = db.connect(path)
+    refresh(conn, [tmp_path / "projects"])
+    ids = dict(conn.execute("SELECT session_id, file_id FROM sessions"))
+    near = dict(conn.execute("SELECT session_id, pct_of_window FROM sessions_near_limit"))
+    conn.close()
+    assert near == {"long": 61.3, "short": 85.0}
+    d = make_datasette(path)
+    await d.invoke_startup()
+    for sid, want in (("long", "613,220 tokens · 61.3% of 1M"), ("short", "170,000 tokens · 85.0% of 200k")):
+        text = " ".join(text_of((await d.client.get(f"/-/txdb/session/{ids[sid]}?db={DB}")).text).split())
+        assert want in text, sid

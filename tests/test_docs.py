@@ -78,3 +78,41 @@ def test_each_rule_home_names_code_that_exists():
         source = (ROOT / "txdb" / m.group(1)).read_text()
         for name in re.findall(r"`(\w+)`", m.group(2)):
             assert re.search(rf"^\s*(def|class) {name}\b|^{name}\s*[:=]", source, re.M), (m.group(1), name)
+
+
+def _prose(text: str) -> str:
+    """Markdown without its fenced code (a cog block's code included)."""
+    return re.sub(r"```.*?```|<!-- \[\[\[cog.*?\]\]\] -->", "", text, flags=re.S)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings."""
+    heads = re.findall(r"^#+ (.*)$", _prose(path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", DOC_PAGES, ids=lambda p: p.name)
+def test_every_link_between_the_docs_lands(page):
+    """A relative link names a file that exists and, with `#anchor`, a
+    heading of that page (a section moved to docs/ leaves no dead link)."""
+    dead = []
+    for url in re.findall(r"\]\(([^)\s]+)\)", _prose(page.read_text())):
+        if re.match(r"[a-z]+:", url):
+            continue
+        name, _, anchor = url.partition("#")
+        target = (page.parent / name).resolve() if name else page
+        if not target.exists() or (anchor and target.suffix == ".md" and anchor not in _anchors(target)):
+            dead.append(url)
+    assert not dead, f"{page.name}: {dead}"
+
+
+def test_the_readme_is_the_newcomers_page():
+    """The README stays short and links every reference page of docs/, so
+    what moved there is one click away."""
+    assert README.count("\n") < 500, "README.md: move reference material to docs/"
+    linked = {Path(u.split("#")[0]).name for u in re.findall(r"\]\(docs/([^)\s]+)\)", README)}
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in linked]
+    assert not missing, f"README.md links no {missing}"

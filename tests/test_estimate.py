@@ -267,3 +267,67 @@ def test_a_prediction_never_falls_below_the_lowest_factor_times_the_raw_size():
     # An ordinary session is untouched by the floor.
     g = estimate.fit([(10_000, 30_000), (20_000, 50_000)])
     assert estimate.predict(g, 15_000) == 40_000
+
+
+def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
+    """The CLI sends a message's thinking only on the model that wrote it
+    (tests/test_thinking_model_realcli.py): a session whose last turn is on
+    another model is estimated without the first model's thinking, by the
+    catalog and by the surgery plan alike; stored per-record tokens keep it."""
+    from txdb import tokens
+    from txdb.surgery.usage import context_estimator
+    from txdb.transcript import Transcript
+
+    lines, parent = [], None
+    for i in range(4):
+        lines += _turn(i, "question " * 20, 5_000 + 1_000 * i, parent)
+        lines[-1]["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 400, "signature": "S" * 3_600})
+        parent = f"a{i}"
+    lines += _turn(4, "now on the other model", 9_000, parent)
+    lines[-1]["message"]["model"] = "claude-other"
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    unsent = 4 * (1_000 + tokens.THINKING_BLOCK_TOKENS)
+    assert conn.execute("SELECT sum(tokens) FROM blocks WHERE type = 'thinking'").fetchone()[0] == 4 * 1_000
+    rep = estimate.session_estimate(conn, fid)
+    assert rep["raw"] == estimate.catalog_chain_tokens(conn, fid) - unsent
+    pairs = estimate.catalog_pairs(conn, fid)
+    t = Transcript.load(f)
+    assert context_estimator(t)(t) == rep["calibrated"]
+    lines[-1]["message"]["model"] = "claude-test"  # all on one model: the thinking is sent
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    refresh(conn, [tmp_path / "projects"])
+    assert estimate.session_estimate(conn, fid)["raw"] == estimate.catalog_chain_tokens(conn, fid)
+    same = estimate.catalog_pairs(conn, fid)
+    # the last turn's request (recorded 9,000) held no thinking: its pair says
+    # so; the earlier turns, on the model that wrote it, held it
+    assert pairs[:-1] == same[:-1] and pairs[-1] == (same[-1][0] - unsent, 9_000)
+    conn.close()
+
+
+# -- the breakdown restated to the headline (the session page's table) ---------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from txdb.estimate import FITTED, scale_breakdown  # noqa: E402
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=8), st.integers(0, 10**6), st.integers(0, 3 * 10**6),
+       st.floats(0.5, 2.0))
+def test_scaled_breakdown_adds_up_to_the_headline(chain, snapshot, headline, factor):
+    rows = [{"category": f"c{i}", "items": 1, "tokens": t} for i, t in enumerate(chain)]
+    rows.append({"category": "system_prompt", "items": 1, "tokens": snapshot})
+    out = scale_breakdown(rows, headline, factor)
+    assert sum(r["tokens"] for r in out) == headline
+    assert all(r["tokens"] >= 0 for r in out) and "system_prompt" not in {r["category"] for r in out}
+    fitted = [r for r in out if r["category"] == FITTED]
+    scaled = sum(factor * t for t in chain)
+    if sum(chain) and scaled < headline - len(chain) - 1:  # room for the fit's overhead: its own row
+        assert fitted and abs(fitted[0]["tokens"] - (headline - scaled)) <= len(chain) + 1
+    if scaled > headline + 1 and sum(chain):  # the chain alone is more: scaled down, no fitted row
+        assert not fitted

@@ -225,7 +225,8 @@ def test_without_pyarrow_the_error_names_the_extra(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "export", str(tmp_path / "out"), "--db", str(path)],
                        capture_output=True, text=True)
     assert r.returncode == 1
-    assert r.stderr.strip() == "Error: Parquet export needs pyarrow: pip install 'txdb[parquet]'"
+    assert r.stderr.strip() == ("Error: Parquet export needs pyarrow: pip install 'txdb[parquet]' "
+                                "(from a clone: pip install -e '.[parquet]')")
     assert not (tmp_path / "out").exists()
 
 

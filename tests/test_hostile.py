@@ -189,11 +189,13 @@ def test_a_hostile_title_prints_inert_everywhere(built, tmp_path):
     assert_inert(analyze)
     assert "Title: pay\\x1b]8;;http://evil.example/\\x1b\\click me" in analyze
     for fmt in ("--csv", "--table"):
-        out = txdb("query", "select title from sessions where title is not null", fmt, db_path=p, check=True).stdout
+        out = txdb("query", "select title from sessions where title_source = 'custom-title'", fmt, db_path=p,
+                   check=True).stdout
         assert_inert(out)
     # JSON keeps the title exactly, escaped
     for fmt in ("--json", "--nl"):
-        out = txdb("query", "select title from sessions where title is not null", fmt, db_path=p, check=True).stdout
+        out = txdb("query", "select title from sessions where title_source = 'custom-title'", fmt, db_path=p,
+                   check=True).stdout
         assert_inert(out)
         rows = orjson.loads(out) if fmt == "--json" else [orjson.loads(line) for line in out.splitlines()]
         assert rows == [{"title": HOSTILE_TITLE}]
@@ -471,7 +473,9 @@ def test_the_plan_table_names_subagents_and_aligns_wide_titles(tmp_path):
     table = lines[header:header + 2 + 3]
     agent_row = next(line for line in table if line.startswith(Path(agent).stem))
     assert agent_row.startswith(f"{Path(agent).stem} of {parent_id[:8]}")
-    assert parent_title == "delegate the search" and parent_title in agent_row
+    assert parent_title == "delegate the search"
+    # the transcript's own title (one rule: its first prompt, as it has no set title), not its parent's
+    assert "SUBAGENT-TASK: list the project files" in agent_row and parent_title not in agent_row
     assert any("会話" in line for line in table)
     # padded by display width: each row's "targets" (right-aligned) ends under the header's
     ends = set()

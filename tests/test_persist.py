@@ -78,6 +78,9 @@ def test_persist_tools_moves_results_to_native_sidecars_and_is_idempotent(sess):
     before = sess.read_bytes()
     r = run("persist-tools", sess)
     assert r.exit_code == 0, _out(r)
+    assert "persist-tools: persisted 2 tool results (" in r.output and "to 2 new sidecar files" in r.output
+    rows = [ln.split() for ln in r.output.splitlines() if ln.startswith("  tool ")]
+    assert sorted(row[1] for row in rows) == ["toolu_big1:", "toolu_big2:"]  # the id once, as it is
     sdir = sess.parent / SID
     for i, tid in enumerate(("toolu_big1", "toolu_big2")):
         side = sdir / "tool-results" / f"{tid}.txt"

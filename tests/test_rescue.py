@@ -19,6 +19,8 @@ from txdb.transcript import Transcript
 from txdb.surgery.usage import context_estimator
 
 SID = "55555555-0000-0000-0000-000000000001"
+# A model with the task tools, so its task_reminders are sent (policy.TASK_TOOL_MODELS).
+MODEL = "claude-sonnet-4-6"
 NO_USAGE = {"input_tokens": 0, "output_tokens": 1}  # no recorded context: the estimate's prior
 
 
@@ -34,10 +36,10 @@ def heavy(turns: int = 8, tool_chars: int = 8000, thinking_chars: int = 4000, te
         tid = f"toolu_{t:04d}"
         a = assistant([{"type": "thinking", "thinking": f"think {t} " + "t" * thinking_chars, "signature": "sig"},
                        {"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"cat {t}"}}],
-                      att["uuid"], session=SID, usage=NO_USAGE)
+                      att["uuid"], session=SID, usage=NO_USAGE, model=MODEL)
         r = user([{"type": "tool_result", "tool_use_id": tid, "content": f"out {t}\n" + "o" * tool_chars}],
                  a["uuid"], session=SID)
-        a2 = assistant(f"answer {t} " + "a" * text_chars, r["uuid"], session=SID, usage=NO_USAGE)
+        a2 = assistant(f"answer {t} " + "a" * text_chars, r["uuid"], session=SID, usage=NO_USAGE, model=MODEL)
         out += [u, att, a, r, a2]
         parent = a2["uuid"]
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -189,8 +190,19 @@ def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_
     import json
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     assert [r["session_id"] for r in listed] == [SID]
-    assert listed[0]["gone_at"] and listed[0]["subagents_gone"] == 1
-    assert SID in run("sessions", "--gone", "--table", ok=True).output
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", listed[0]["gone_at"]), listed[0]["gone_at"]
+    assert listed[0]["subagents_gone"] == 1
+    with _conn(tmp_path) as conn:
+        assert {g for (g,) in conn.execute("SELECT gone_at FROM files WHERE gone = 1")} == {listed[0]["gone_at"]}
+        sidecar_gone = {g for (g,) in conn.execute("SELECT gone_at FROM sidecars WHERE gone = 1")}
+        assert sidecar_gone and all(re.fullmatch(r"\S+T\S+Z", g) for g in sidecar_gone)
+    table = run("sessions", "--gone", "--table", ok=True).output.splitlines()
+    assert table[0].split()[-2:] == ["lines", "subagents_gone"] and SID in table[2]
+    assert table[2].split()[-1] == "1"
+    with _conn(tmp_path) as conn:  # as an older txdb wrote it
+        conn.execute("UPDATE files SET gone_at = '2026-12-01 14:53:32' WHERE gone = 1")
+    listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    assert listed[0]["gone_at"] == "2026-12-01T14:53:32Z"
 
 
 # -- 3. restore ----------------------------------------------------------------
@@ -204,6 +216,7 @@ def test_restore_gives_a_swept_session_back_byte_for_byte(archive):
     assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
     r = run("restore", SID[:8], ok=True)
     assert "1 session, 6 files, 6 written" in r.output
+    assert run("sessions", "--gone", "--json", ok=True).output.strip() == "[]"  # no refresh needed
     assert tree(projects / SUBAGENT_DEMO) == before
     for p in (projects / SUBAGENT_DEMO).rglob("*"):
         mode = stat.S_IMODE(p.stat().st_mode)

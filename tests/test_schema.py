@@ -32,6 +32,7 @@ TABLES = {
     "file_formats": ["file_id", "version", "kind", "name", "n"],
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
               "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at"],
+    "markers": ["file_id", "offset", "idx", "recorded_size"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
                "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",
@@ -48,7 +49,8 @@ TABLES = {
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
-                  "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from"],
+                  "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from",
+                  "fit_overhead", "fit_factor"],
     "usage": ["file_id", "message_id", "offset", "request_id", "session_id", "timestamp", "model", "input_tokens",
               "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
               "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
@@ -66,8 +68,9 @@ VIEWS = {
     "usage_blocks", "usage_by_day", "usage_by_model", "usage_context",
 }
 INDEXES = {
-    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "chain_record", "records_file_line",
-    "records_file_uuid", "records_roots", "records_session", "records_type", "sessions_session_id",
+    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_sizes", "chain_record",
+    "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type",
+    "sessions_session_id",
     "sidecars_session", "sidecars_sha256",
     "usage_message", "usage_model", "usage_session", "usage_timestamp",
 }

@@ -77,3 +77,9 @@ def test_table_output_is_one_row_per_hit(catalog):
     lines = out.splitlines()
     assert lines[0].split() == ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"]
     assert len(lines) == 3 and "\u00bbzanzibar\u00ab" in lines[2]
+
+
+def test_a_table_with_no_hits_says_so(catalog):
+    out = txdb("search", "qwertyuiopnothere", "--db", catalog, "--table", ok=True).output
+    assert out == "No matches.\n"
+    assert txdb("search", "qwertyuiopnothere", "--db", catalog, "--json", ok=True).output.strip() == "[]"

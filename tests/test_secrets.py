@@ -7,6 +7,7 @@ Parquet without them, the catalog unchanged."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 
 import orjson
@@ -178,7 +179,8 @@ def test_export_redact_masks_every_finding(unscanned, tmp_path):
     path, conn, _ = unscanned
     before = conn.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0]
     run("export", tmp_path / "plain-export", "--db", path, ok=True)
-    run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True)
+    summary = run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True).output
+    assert re.search(rf"to {re.escape(str(tmp_path / 'redacted'))} \(secrets redacted; \d+ Parquet files, ", summary)
     plain, redacted = parquet_text(tmp_path / "plain-export"), parquet_text(tmp_path / "redacted")
     assert all(s in plain for s in SECRETS)  # the unredacted export is as it was
     assert [s for s in SECRETS if s in redacted] == []

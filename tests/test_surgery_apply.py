@@ -339,7 +339,7 @@ def hook(step):  # the test-only seam: die between recording the pass and writin
     if step == "pass recorded":
         os.kill(os.getpid(), signal.SIGKILL)
 pending._step_hook = hook
-run_surgery(sys.argv[1], "strip-attachments", lambda t, o: ops.strip_attachments(t))
+run_surgery(sys.argv[1], "strip-attachments", lambda t, o: ops.strip_attachments(t, include_free=True))
 """
 
 
@@ -355,7 +355,7 @@ def test_a_pass_killed_before_its_copy_is_written_leaves_a_copy_that_applies(tmp
     assert pend.pending_path(f).read_bytes() == first          # the copy is pass 1's
     assert [e["command"] for e in pend.read_meta(f)["passes"]] == ["strip-all", "strip-attachments"]
     # The pass can be run again and the result applies.
-    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t))
+    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t, include_free=True))
     assert rep.written and len(pend.pending_path(f).read_bytes().splitlines()) < len(first.splitlines())
     final = pend.pending_path(f).read_bytes()
     assert pend.apply(f, settle=0.0).applied
@@ -383,7 +383,7 @@ def test_a_pending_copy_that_cannot_be_written_leaves_its_record_as_it_was(tmp_p
         pfile.unlink()
         pfile.mkdir()
         (pfile / "x").write_bytes(b"")
-        return ops.strip_attachments(t)
+        return ops.strip_attachments(t, include_free=True)
 
     with pytest.raises(OSError):
         run_surgery(f, "strip-attachments", op)

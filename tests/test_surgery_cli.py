@@ -61,13 +61,14 @@ def test_commands_by_session_id_and_json(env):
 
 def test_strip_attachments_list(env):
     f = env / "11111111-2222-3333-4444-555555555555.jsonl"
-    r = run("strip-attachments", str(f), "--list", "--json")
+    # the fixture's model has no task tools: its task_reminders are free
+    r = run("strip-attachments", str(f), "--list", "--include-free", "--json")
     assert r.exit_code == 0, r.output
     rows = {x["type"]: x for x in json.loads(r.output)}
     assert rows["task_reminder"]["count"] == 3 and rows["task_reminder"]["drop"] == 2
     assert rows["queued_command"]["drop"] == 0
     assert not Path(str(f) + ".pending").exists()
-    r = run("strip-attachments", str(f))
+    r = run("strip-attachments", str(f), "--include-free")
     assert r.exit_code == 0 and "2 of 5 attachments dropped" in r.output
 
 
@@ -102,6 +103,14 @@ def test_fork_stamping_and_title_collisions(env):
     assert t2.endswith(" (Stripped 2)") and t2[: -len(" (Stripped 2)")] == title["customTitle"][: -len(" (Stripped)")]
     r3 = json.loads(run("fork", str(f), "--fork-title", "checkpoint", "--json").output)
     assert [orjson.loads(x) for x in Path(r3["target"]).read_bytes().splitlines()][-1]["customTitle"] == "checkpoint"
+
+
+def test_the_usage_reset_line_counts_turns_in_words(env):
+    f = env / "11111111-2222-3333-4444-555555555555.jsonl"
+    n = json.loads(run("strip-all", str(f), "--dry-run", "--json").output)["usage"]["capped"]
+    assert n >= 1
+    out = run("strip-all", str(f), "--dry-run").output
+    assert f"Usage reset: {n} turn{'' if n == 1 else 's'} capped;" in out, out
 
 
 def test_reset_usage_standalone(env):

@@ -221,14 +221,18 @@ def test_preserved_thinking_silent_for_exempt_models(tmp_path):
 
 # -- strip-attachments -----------------------------------------------------------
 
+# EDGE's model (claude-opus-5-5) has no task tools, so its task_reminders
+# render to nothing (policy.TASK_TOOL_MODELS): free, dropped with include_free.
+
 def test_attachment_policy_keeps_newest_task_reminder():
     t = Transcript.load(EDGE)
-    plan = {p["uuid"]: p for p in ops.attachment_plan(t)}
+    plan = {p["uuid"]: p for p in ops.attachment_plan(t, include_free=True)}
     assert plan["a-att1"]["action"] == "drop" and plan["a-att2"]["action"] == "drop"
     assert plan["a-att5"]["action"] == "keep"  # newest task_reminder
     assert plan["a-att4"]["action"] == "keep"  # queued_command: keep-all
     assert plan["a-att3"]["action"] == "keep"  # hook_success (newest, and free)
-    r = ops.strip_attachments(t)
+    assert ops.attachment_plan(Transcript.load(EDGE))[0]["reason"] == "free (renders to nothing)"
+    r = ops.strip_attachments(t, include_free=True)
     assert r["removed"] == 2
     objs = _by_uuid(t.to_bytes())
     assert objs["u-2"]["parentUuid"] == "u-1" and objs["u-5"]["parentUuid"] == "u-4"
@@ -244,8 +248,8 @@ def test_attachment_flags():
     with pytest.raises(ValueError):
         ops.attachment_plan(Transcript.load(EDGE), drop_all=True)
     t = Transcript.load(EDGE)
-    assert ops.strip_attachments(t, uuids={"a-att2"})["removed"] == 1
-    rows = {r["type"]: r for r in ops.attachment_listing(ops.attachment_plan(Transcript.load(EDGE)))}
+    assert ops.strip_attachments(t, uuids={"a-att2"}, include_free=True)["removed"] == 1
+    rows = {r["type"]: r for r in ops.attachment_listing(ops.attachment_plan(Transcript.load(EDGE), include_free=True))}
     assert rows["task_reminder"]["count"] == 3 and rows["task_reminder"]["drop"] == 2
 
 
@@ -273,8 +277,9 @@ def test_task_reminders_in_real_corpus_session(tmp_path):
     t = Transcript.load(f)
     reminders = [r for r in t.live() if (r.obj.get("attachment") or {}).get("type") == "task_reminder"]
     assert len(reminders) == 6
-    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t, types=["task_reminder"]))
-    assert rep.result["removed"] == 5
+    rep = run_surgery(f, "strip-attachments", lambda t, o: ops.strip_attachments(t, types=["task_reminder"],
+                                                                         include_free=True))
+    assert rep.result["removed"] == 5  # free on its model (claude-opus-5): only with include_free
     after = Transcript.load(pend.pending_path(f))
     left = [r for r in after.live() if (r.obj.get("attachment") or {}).get("type") == "task_reminder"]
     assert [r.uuid for r in left] == [reminders[-1].uuid]
@@ -349,6 +354,39 @@ def test_reset_usage_lowers_a_turn_by_the_calibrated_size_of_what_went(tmp_path)
     assert rep.usage["factor"] == pytest.approx(2.0)
     last = after.chain[-1].obj["message"]["usage"]
     assert context_sum(last) == last_before - 2 * removed
+
+
+def _session_on(tmp_path: Path, model: str) -> Path:
+    """A user prompt, a task_reminder, an auto_mode line and an answer by ``model``."""
+    recs = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s", "message": {"role": "user", "content": "hi"}},
+        {"type": "attachment", "uuid": "a1", "parentUuid": "u1", "sessionId": "s",
+         "attachment": {"type": "task_reminder", "content": [], "itemCount": 0}},
+        {"type": "attachment", "uuid": "a2", "parentUuid": "a1", "sessionId": "s",
+         "attachment": {"type": "auto_mode", "reminderType": "sparse"}},
+        {"type": "attachment", "uuid": "a3", "parentUuid": "a2", "sessionId": "s",
+         "attachment": {"type": "command_permissions", "allowedTools": []}},
+        {"type": "assistant", "uuid": "m1", "parentUuid": "a3", "sessionId": "s",
+         "message": {"id": "msg1", "role": "assistant", "model": model, "content": [{"type": "text", "text": "ok"}]}},
+    ]
+    f = tmp_path / f"{model}.jsonl"
+    f.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return f
+
+
+def test_attachments_priced_as_the_cli_renders_them(tmp_path):
+    # Measured with CLI 2.1.328 (tests/test_attachments_realcli.py): a
+    # task_reminder is sent (~114 tokens with no task) only on a model with
+    # the task tools; auto_mode is re-rendered as ~1,000 characters of
+    # guidance whatever the line stores; command_permissions sends nothing.
+    rows = {r["type"]: r for r in ops.attachment_listing(ops.attachment_plan(
+        Transcript.load(_session_on(tmp_path, "claude-sonnet-4-6-20260101"))))}
+    assert 100 <= rows["task_reminder"]["tokens"] <= 130 and not rows["task_reminder"]["free"]
+    assert 230 <= rows["auto_mode"]["tokens"] <= 270
+    assert rows["command_permissions"]["tokens"] == 0 and rows["command_permissions"]["free"] == 1
+    rows = {r["type"]: r for r in ops.attachment_listing(ops.attachment_plan(
+        Transcript.load(_session_on(tmp_path, "claude-opus-5"))))}
+    assert rows["task_reminder"]["tokens"] == 0 and rows["task_reminder"]["free"] == 1
 
 
 def test_an_op_declares_what_it_does_beside_the_edit(tmp_path):

@@ -97,6 +97,20 @@ def test_a_prompt_with_an_image_first_text_block_counts_and_a_compact_summary_do
     assert _fork_title(f) == "Look at this screenshot (Stripped)"
 
 
+def test_a_prompt_typed_after_an_ide_opened_file_note_titles_the_session(env):
+    """The shape of a real session opened from an IDE: the first user
+    message's first text block is only the <ide_opened_file> note, the
+    typed prompt is the second block."""
+    name = "5e55a1e0-0000-4000-8000-00000000000d"
+    u = user([{"type": "text", "text": "<ide_opened_file>The user opened the file server.json in the IDE. "
+               "This may or may not be related to the current task.</ide_opened_file>"},
+              {"type": "text", "text": "GOSPEL CHECK. Read the status file\n\nthen deploy the node"}], session=name)
+    f = write(env / f"{name}.jsonl", [u, assistant([{"type": "text", "text": "ok"}], u["uuid"], session=name)])
+    run("refresh", ok=True)
+    assert _catalog(f)[1:] == ("GOSPEL CHECK. Read the status file then deploy the node", "prompt")
+    assert _fork_title(f) == "GOSPEL CHECK. Read the status file then deploy the node (Stripped)"
+
+
 def test_a_human_prompt_is_one_rule_in_python_and_sql(env):
     """records.human_prompt and the human_prompts view name the same records;
     analyze's cut points are the human prompts of the chain, the first of
@@ -115,14 +129,24 @@ def test_a_human_prompt_is_one_rule_in_python_and_sql(env):
     tr = user([{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}], a1["uuid"], session=name)
     a2 = assistant([{"type": "text", "text": "ok"}], tr["uuid"], session=name)
     p2 = user([{"type": "text", "text": "  second prompt"}], a2["uuid"], session=name)
-    objs = [cs, cmd, angle, meta, p1, a1, tr, a2, p2, assistant([{"type": "text", "text": "k"}], p2["uuid"], session=name)]
+    a3 = assistant([{"type": "text", "text": "k"}], p2["uuid"], session=name)
+    ide = {"type": "text", "text": "<ide_opened_file>The user opened notes.md in the IDE.</ide_opened_file>"}
+    p3 = user([ide, {"type": "text", "text": ""}, {"type": "text", "text": "third, after the IDE note"}],
+              a3["uuid"], session=name)
+    a4 = assistant([{"type": "text", "text": "k"}], p3["uuid"], session=name)
+    only_markup = user([ide], a4["uuid"], session=name)
+    not_text = user([ide, {"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"},
+                     {"type": "text", "text": "after a tool result"}], only_markup["uuid"], session=name)
+    objs = [cs, cmd, angle, meta, p1, a1, tr, a2, p2, a3, p3, a4, only_markup, not_text,
+            assistant([{"type": "text", "text": "k"}], not_text["uuid"], session=name)]
     f = write(env / f"{name}.jsonl", objs)
     import os
     conn = db.connect(os.environ["TXDB_DB"])
     refresh(conn, [env.parent])
     (fid,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()
     lines = [i + 1 for i, o in enumerate(objs) if records.human_prompt(o) is not None]
-    assert lines == [5, 9]
+    assert lines == [5, 9, 11]
+    assert records.human_prompt(p3) == "third, after the IDE note"
     assert [r[0] for r in conn.execute("SELECT line FROM human_prompts WHERE file_id = ? ORDER BY line", (fid,))] == lines
     assert [c["line"] for c in analyze(conn, fid)["cut_points"]] == lines
     assert conn.execute("SELECT title, title_source FROM sessions WHERE file_id = ?", (fid,)).fetchone() == (

@@ -274,6 +274,20 @@ def test_cli_verify_prints_the_finding_and_exits_1(run, tmp_path):
     assert report["ok"] is False and report["findings"][0]["code"] == "cut_off_messages"
 
 
+def test_cli_verify_of_a_file_that_is_not_a_session_is_one_error_line(run, tmp_path):
+    f = tmp_path / "SOURCES.md"
+    f.write_text("# Sources\n\n" + "".join(f"- source {k}, {{see}} notes\n" for k in range(40)))
+    before = f.read_bytes()
+    for extra in ((), ("--json",)):
+        out = run("verify", f, *extra, code=1)
+        assert out == f"Error: {f} is not a session: none of its 42 lines is a JSON record\n"
+    assert f.read_bytes() == before
+    # one record among the lines makes it a session, its other lines errors
+    f.write_text(f.read_text() + json.dumps(user("hi", session=SID)) + "\n")
+    out = run("verify", f, code=1)
+    assert "invalid JSON" in out and out.splitlines()[-1].startswith("BROKEN: ")
+
+
 # --------------------------------------------------------------------------
 # what real files contain
 

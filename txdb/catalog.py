@@ -76,6 +76,30 @@ def _copy_of(p: Path) -> str | None:
     return str(s) if s is not None else None
 
 
+def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
+    """The catalogued session files an id, a file name's stem or an id
+    prefix (``MIN_PREFIX`` characters or more) names, read only: rows of
+    (id, path, session_id, kind, gone): the live top-level sessions when
+    any match, else every match.
+    Matched literally (no LIKE wildcards)."""
+    suffix = os.sep + ref + SESSION_SUFFIX
+    rows = conn.execute(
+        "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
+        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
+        (ref, len(suffix), suffix),
+    ).fetchall()
+    if not rows and len(ref) >= MIN_PREFIX:
+        rows = conn.execute(
+            "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
+            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
+            (len(ref), ref),
+        ).fetchall()
+    # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays,
+    # and a gone file's path is judged by its name (a link may stand there now)
+    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
+    return [r for r in rows if r[3] == "session" and not r[4]] or rows
+
+
 def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
                     mutating: bool = False, index: bool = True) -> SessionRef:
     """A session given by path or id; a file the catalog lacks, or that
@@ -99,20 +123,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating, index)
 
-    suffix = os.sep + ref + SESSION_SUFFIX
-    rows = conn.execute(
-        "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
-        (ref, len(suffix), suffix),
-    ).fetchall()
-    if not rows and len(ref) >= MIN_PREFIX:
-        rows = conn.execute(
-            "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
-            (len(ref), ref),
-        ).fetchall()
-    # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays
-    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
+    rows = session_matches(conn, ref)
     if not rows:
         for root in roots or config.projects_roots():
             p = _find_in_root(root, ref + SESSION_SUFFIX)
@@ -125,14 +136,13 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             raise SessionNotFound(f"no session {ref!r} in the catalog (an id prefix needs at least "
                                   f"{MIN_PREFIX} characters)")
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
-    live = [r for r in rows if r[3] == "session" and not r[4]] or rows
-    paths = {archived_from(r[1]) or r[1] for r in live}
+    paths = {archived_from(r[1]) or r[1] for r in rows}
     if len(paths) > 1:
         listing = ", ".join(sorted(paths)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
-    path = live[0][1]
+    path = rows[0][1]
     if archived_from(path) is not None:
-        return SessionRef(*live[0][:4])  # gone, kept aside: there is no file to refresh
+        return SessionRef(*rows[0][:4])  # gone, kept aside: there is no file to refresh
     if index and stale(conn, path):
         _refresh_stale(conn, path)
     return _ref(conn, path)
@@ -271,7 +281,7 @@ def gone_sessions(conn, project: str | None = None, limit: int | None = None) ->
 
 
 def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The analyze report (README, "analyze"), from the catalog."""
+    """The analyze report (docs/commands-guide.md, "txdb analyze SESSION"), from the catalog."""
     session = _rows(conn, "SELECT * FROM session_costs WHERE file_id = ?", (file_id,))
     by_type = _rows(
         conn,

@@ -4,7 +4,7 @@ One function decides it, used by the catalog (stored as the ``chain`` table)
 and by the surgery engine, so chain positions mean the same thing in SQL,
 ``analyze`` and ``--from/--to/--pos``.
 
-Rules, from what the real CLI does (README, "The catalog"):
+Rules, from what the real CLI does (docs/catalog.md):
 - chain participants are user, assistant, attachment and system lines;
   progress lines carry a uuid but are bridged over (never positions);
   of a line holding several JSON objects glued together only the first

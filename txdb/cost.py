@@ -186,7 +186,7 @@ GROUPS = {
     "month": "substr(u.timestamp, 1, 7)",
     "project": "f.project",
     "model": "coalesce(u.model, '(none)')",
-    "session": "u.session_id",
+    "session": "coalesce(s.parent_session_id, s.session_id)",  # as `txdb sessions` lists it: a subagent's under its parent
 }
 _SUMS = """count(*) AS api_messages,
        sum(coalesce(u.input_tokens, 0)) AS input_tokens,
@@ -208,14 +208,19 @@ def report(conn: sqlite3.Connection, by: str = "day", since: _dt.date | None = N
     key = GROUPS[by]
     where, params = ("WHERE u.timestamp >= ?", [since.isoformat()]) if since else ("", [])
     extra = ""
+    join = ""
     if by == "session":
-        extra = (", min(f.project) AS project, min(u.timestamp) AS first_timestamp, "
+        join = " JOIN sessions s ON s.file_id = u.file_id"
+        own = f"FROM sessions t JOIN files tf ON tf.id = t.file_id WHERE t.session_id = {key} AND tf.kind = 'session'"
+        extra = (f", (SELECT t.title {own} ORDER BY tf.gone, t.file_id LIMIT 1) AS title, "
+                 "min(f.project) AS project, min(u.timestamp) AS first_timestamp, "
                  "max(u.timestamp) AS last_timestamp, "
-                 "(SELECT max(c.cli_cost_usd) FROM cli_cost c WHERE c.session_id = u.session_id) AS cli_cost_usd")
+                 f"(SELECT max(c.cli_cost_usd) FROM cli_cost c WHERE c.file_id IN (SELECT t.file_id {own})) "
+                 "AS cli_cost_usd")
     elif by == "model":
         extra = ", min(u.priced_as) AS priced_as"
-    rows = _rows(conn, f"SELECT {key} AS {by}, {_SUMS}{extra} FROM billed_cost u JOIN files f ON f.id = u.file_id "
-                       f"{where} GROUP BY {key} ORDER BY {key}", params)
+    rows = _rows(conn, f"SELECT {key} AS {by}, {_SUMS}{extra} FROM billed_cost u JOIN files f ON f.id = u.file_id"
+                       f"{join} {where} GROUP BY {key} ORDER BY {key}", params)
     # The total adds up the rows (one pass over the messages, not two).
     total = {k: sum(r[k] for r in rows) for k in ("api_messages", "input_tokens", "output_tokens",
                                                   "cache_creation_input_tokens", "cache_read_input_tokens",

@@ -32,6 +32,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from .tokens import THINKING_BLOCK_TOKENS
+
 
 # Fitted factors outside this range mean the pairs are not linear (a compact,
 # a change of tools): fall back to the ratio of sums, then to 1.
@@ -43,7 +45,7 @@ MAX_TURNS = 40
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
-# (see README). Sessions that recorded a system-prompt snapshot (newer CLIs)
+# (see docs/catalog.md). Sessions that recorded a system-prompt snapshot (newer CLIs)
 # send a fixed part (system prompt, tool schemas) of about
 # PRIOR_SNAPSHOT_SHARE of the snapshot's chars/4, and their content costs
 # about PRIOR_SNAPSHOT_FACTOR tokens per chars/4 token. Older sessions hold
@@ -138,6 +140,22 @@ def predict(f: Fit, estimate: float) -> int:
     return max(int(round(MIN_FACTOR * estimate)), int(round(value)))
 
 
+def as_line(f: Fit) -> tuple[float, float]:
+    """``(overhead, factor)`` with ``predict(f, e) == predict(Fit(overhead,
+    factor, method="logged"), e)`` for every ``e``: the anchor folded into
+    the overhead, what a surgery logs (``surgeries.fit_*``)."""
+    if f.method != "raw" and f.anchor_estimate is not None and f.anchor_recorded is not None:
+        return f.anchor_recorded - f.factor * f.anchor_estimate, f.factor
+    return f.overhead, f.factor
+
+
+def context(f: Fit, estimate: float, messages: bool) -> int:
+    """A session's calibrated context: :func:`predict`, or 0 when its active
+    chain holds no message (no conversation: nothing to send, not the
+    prior's overhead)."""
+    return predict(f, estimate) if messages else 0
+
+
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
                    prior_factor: float = 1.0) -> dict:
     """Fit on every usable pair but the last; predict the last. The honest
@@ -221,6 +239,24 @@ WHERE file_id = ? AND message_id = ?
 """
 
 
+# The fit the latest logged surgery used, while no Claude turn on the chain
+# was recorded after it (an undo's row has none: the original's fit holds).
+_LOGGED_FIT_SQL = """
+SELECT s.fit_overhead, s.fit_factor FROM (
+    SELECT fit_overhead, fit_factor, at FROM surgeries WHERE file_id = ?1 ORDER BY at DESC, id DESC LIMIT 1) s
+WHERE NOT EXISTS (
+    SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+    WHERE ch.file_id = ?1 AND r.type = 'assistant' AND r.timestamp > s.at AND lower(r.model) LIKE '%claude%')
+"""
+
+
+# Whether the active chain holds a message (a session with none has no context).
+_MESSAGES_SQL = """
+SELECT EXISTS (SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+               WHERE ch.file_id = ? AND r.type IN ('user', 'assistant'))
+"""
+
+
 def calibrates(model: str | None) -> bool:
     """Whether a turn's recorded usage measures the request Claude Code sent:
     a Claude model's. Another model behind Claude Code (a local one, say) may
@@ -230,13 +266,55 @@ def calibrates(model: str | None) -> bool:
     return isinstance(model, str) and "claude" in model.lower()  # also Bedrock's and Vertex's ids
 
 
+def unsent_thinking(thinking: Iterable[tuple[int, str | None, int]], before: int, model: str | None) -> int:
+    """Thinking tokens the CLI leaves out of a request on ``model``: it sends
+    a message's thinking only when the message's ``model`` is the request's
+    (CLI 2.1.328; tests/test_thinking_model_realcli.py). ``thinking``:
+    ``(chain position, message model, thinking tokens)`` per record that
+    holds thinking (``records.thinking_tokens``); counted are those before
+    position ``before`` by another named model. Subtracted from the raw
+    estimate of each calibration turn (on its own model) and of the session
+    (on its current model: the last assistant turn's); the stored
+    per-record figures keep it. The one statement of that rule."""
+    if not model:
+        return 0
+    return sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
+
+
+# Thinking on the chain, per record: (position, model, tokens with envelopes).
+_THINKING_SQL = """
+SELECT ch.pos, r.model, sum(b.tokens) + count(*) * ?
+FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+JOIN blocks b ON b.file_id = r.file_id AND b.offset = r.offset
+WHERE ch.file_id = ? AND r.type = 'assistant' AND b.type IN ('thinking', 'redacted_thinking')
+GROUP BY ch.pos
+"""
+
+
+def catalog_thinking(conn: sqlite3.Connection, file_id: int) -> list[tuple[int, str | None, int]]:
+    """``(chain position, model, thinking tokens)`` of a stored session's
+    records that hold thinking, for :func:`unsent_thinking`."""
+    return [(int(p), m, int(t or 0)) for p, m, t in conn.execute(_THINKING_SQL, (THINKING_BLOCK_TOKENS, file_id))]
+
+
+def catalog_current_model(conn: sqlite3.Connection, file_id: int) -> str | None:
+    """The model of the last assistant turn on a stored session's chain."""
+    row = conn.execute(
+        "SELECT r.model FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset"
+        " WHERE ch.file_id = ? AND r.type = 'assistant' AND r.model IS NOT NULL AND r.model != '<synthetic>'"
+        " ORDER BY ch.pos DESC LIMIT 1", (file_id,)).fetchone()
+    return row[0] if row else None
+
+
 def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int]]:
     """``(estimate, recorded)`` per assistant turn on a session's stored
     chain, root first; with ``last``, only the last ``last`` turns (read
     from the leaf back, so the cost does not grow with the session)."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
     stale = conn.execute(_STALE_SQL, (file_id,)).fetchall()  # (from position, applied at)
+    thinking = catalog_thinking(conn, file_id)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
+    models: dict[str, str | None] = {}
     after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
     suffix = 0
     for pos, rtype, model, mid, ts, tokens in conn.execute(_CHAIN_DESC_SQL, (file_id,)):
@@ -251,6 +329,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
             continue  # recorded before a strip of its history: not what it costs now
         first_pos[mid] = pos
         after[mid] = suffix
+        models[mid] = model
     total = suffix if last is None else catalog_chain_tokens(conn, file_id)
     turns = sorted(first_pos.items(), key=lambda kv: kv[1])
     if last is not None:
@@ -269,7 +348,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(total - after[mid]), rc))
+            pairs.append((int(total - after[mid] - unsent_thinking(thinking, _pos, models[mid])), rc))
     return pairs
 
 
@@ -292,21 +371,34 @@ def catalog_chain_tokens(conn: sqlite3.Connection, file_id: int) -> int:
 def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     """The calibrated context estimate of a session in the catalog.
 
+    Until a turn is recorded after the latest logged surgery, the fit that
+    surgery estimated with (``surgeries.fit_*``, method ``logged``): the
+    figure its plan showed. The turns it made stale would otherwise leave
+    the fit a few early turns, or none.
+
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
-    left out); ``calibrated``: :func:`predict` of it, fitted on every
+    left out), less the thinking of other models than the current one
+    (:func:`unsent_thinking`); ``calibrated``: :func:`predict` of it, fitted on every
     recorded turn (with no turn: the :func:`prior`); ``recorded_last``:
     the context recorded for the last turn; ``last_turn_predicted``: the
     leave-last-out prediction of that value (fit without it), the
     accuracy check."""
     # a fit uses the last MAX_TURNS turns; leave-last-out one more
     pairs = catalog_pairs(conn, file_id, last=MAX_TURNS + 1)
-    raw = catalog_chain_tokens(conn, file_id)
+    raw = catalog_chain_tokens(conn, file_id) - unsent_thinking(
+        catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    logged = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
+    if logged is not None and logged[0] is not None and logged[1] is not None:
+        f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
     loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
+    messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
+    if not messages:
+        f = Fit(method="empty")
     return {
         "raw": raw,
-        "calibrated": predict(f, raw),
+        "calibrated": context(f, raw, messages),
         "overhead": round(f.overhead),
         "factor": round(f.factor, 4),
         "method": f.method,
@@ -314,6 +406,42 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         "recorded_last": pairs[-1][1] if pairs else None,
         "last_turn_predicted": loo["predicted"],
     }
+
+
+FITTED = "system prompt & tools (fitted)"
+
+
+def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[dict]:
+    """The raw breakdown of a context (``analyze_by_type`` rows: category,
+    tokens) restated so its rows add up to ``headline``, the calibrated
+    estimate shown above it. The chain's categories are scaled by the fit's
+    ``factor``; what is left of the headline is the fit's overhead, the
+    system prompt and tool definitions the transcript does not hold, shown
+    as its own row (``FITTED``, in place of the raw system-prompt snapshot).
+    When the scaled chain alone exceeds the headline, the chain's rows are
+    scaled to it proportionally and there is no fitted row. Whole tokens
+    (largest remainders); each row keeps its chars/4 as ``raw_tokens``."""
+    chain = [dict(r) for r in rows if r["category"] != "system_prompt"]
+    snapshot = sum(r["tokens"] or 0 for r in rows if r["category"] == "system_prompt")
+    raw = sum(r["tokens"] or 0 for r in chain)
+    headline = max(0, int(headline or 0))
+    shares = [factor * (r["tokens"] or 0) for r in chain]
+    left = headline - sum(shares)
+    if left < 0 or raw == 0:
+        shares = [headline * (r["tokens"] or 0) / raw if raw else 0.0 for r in chain]
+        left = headline - sum(shares)
+    values = shares + [max(0.0, left)]
+    whole = [math.floor(v) for v in values]
+    order = sorted(range(len(values)), key=lambda i: values[i] - whole[i], reverse=True)
+    for i in order[:headline - sum(whole)]:
+        whole[i] += 1
+    out = []
+    for r, t in zip(chain, whole):
+        r["raw_tokens"], r["tokens"] = r["tokens"], t
+        out.append(r)
+    if whole[-1] > 0:
+        out.append({"category": FITTED, "items": None, "tokens": whole[-1], "raw_tokens": snapshot})
+    return sorted(out, key=lambda r: -r["tokens"])
 
 
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
@@ -326,7 +454,8 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "Fit", "fit", "predict", "leave_last_out", "recorded_context",
+    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
+    "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
-    "session_estimate", "store_session_estimate", "prior",
+    "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
 ]

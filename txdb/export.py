@@ -91,8 +91,8 @@ class ExportReport:
 
     def summary(self) -> str:
         rows = ", ".join(f"{n:,} {t}" for t, n in self.tables.items())
-        return (f"Exported {rows} to {self.path}{', secrets redacted,' if self.redacted else ''} "
-                f"({self.files} Parquet files, "
+        return (f"Exported {rows} to {self.path} ({'secrets redacted; ' if self.redacted else ''}"
+                f"{self.files} Parquet files, "
                 f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s)")
 
 
@@ -101,7 +101,8 @@ def _pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise ExportError("Parquet export needs pyarrow: pip install 'txdb[parquet]'") from None
+        raise ExportError("Parquet export needs pyarrow: pip install 'txdb[parquet]' "
+                          "(from a clone: pip install -e '.[parquet]')") from None
     return pyarrow, pyarrow.parquet
 
 

@@ -147,12 +147,94 @@ def _json_chars(value) -> int:
     return len(str(value))
 
 
-def attachment_cost(record: dict) -> tuple[int, bool, bool]:
-    """(rendered tokens, came from `rendered`, renders to nothing) for an attachment line."""
+# How Claude Code renders an attachment line into the request it sends, per
+# type: measured by resuming real sessions with and without every line of a
+# type (CLI 2.1.328, tests/test_realcli_attachments.py), and read off the
+# CLI's renderer where a field decides. ``RENDER_CLI`` names the release.
+# A type not listed here sends its stored ``rendered`` text when the CLI
+# wrote one, else is sized by its whole body plus a reminder wrapper.
+RENDER_CLI = "2.1.328"
+
+# Rendered to nothing, whatever the line holds.
+RENDERS_NOTHING = frozenset(
+    {
+        "command_permissions",
+        "edited_image_file",
+        "hook_cancelled",
+        "hook_error_during_execution",
+        "hook_non_blocking_error",
+        "hook_system_message",
+        "hook_permission_decision",
+        "hook_deferred_tool",
+        "attention_budget",
+        "context_efficiency",
+        "session_context",
+    }
+)
+
+# Re-rendered from the body by a template: (fixed chars of the template and
+# wrapper, the body's string fields the CLI puts in it). A stored
+# ``rendered`` is not what these send.
+RENDER_TEMPLATES: dict[str, tuple[int, tuple[str, ...]]] = {
+    "task_reminder": (457, ()),  # + one line per task, below
+    "auto_mode": (1004, ()),  # the same guidance, whatever reminderType says
+    "auto_mode_exit": (240, ()),
+    "date_change": (118, ("newDate",)),
+    "total_tokens_reminder": (30, ("text",)),
+    "edited_text_file": (520, ("filename", "snippet")),
+    "read_truncation_notice": (40, ("banner",)),
+}
+
+# The models the CLI gives the task tools (TaskCreate, TaskUpdate) to: a
+# task_reminder renders to nothing when the session resumes on another.
+TASK_TOOL_MODELS = frozenset(
+    {
+        "claude-3-opus", "claude-3-sonnet", "claude-3-haiku", "claude-3-5-sonnet", "claude-3-5-haiku",
+        "claude-3-7-sonnet", "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6",
+        "claude-opus-4-7", "claude-sonnet-4-0", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5",
+    }
+)
+
+
+def has_task_tools(model: str | None) -> bool:
+    """Whether the CLI resuming on ``model`` sends task_reminders (the model
+    id without its date or context suffix is one of ``TASK_TOOL_MODELS``);
+    an unknown model (None) is assumed to have them."""
+    if not model:
+        return True
+    base = model.split("[", 1)[0]
+    return any(base == m or base.startswith(m + "-") for m in TASK_TOOL_MODELS)
+
+
+def attachment_cost(record: dict, model: str | None = None) -> tuple[int, bool, bool]:
+    """(rendered tokens, came from `rendered`, renders to nothing) for an
+    attachment line, as the CLI renders it (``RENDERS_NOTHING``,
+    ``RENDER_TEMPLATES``, else its stored ``rendered``); ``model``: the
+    model the session resumes on (its last assistant turn's), which decides
+    whether a task_reminder is sent at all."""
     att = record.get("attachment")
     if not isinstance(att, dict):
         att = {}
     att_type = att.get("type")
+    if att_type in RENDERS_NOTHING:
+        return 0, False, True
+    if att_type == "hook_success" and att.get("hookEvent") not in SENT_HOOK_EVENTS:
+        return 0, False, True
+    if att_type == "task_reminder" and not has_task_tools(model):
+        return 0, False, True
+    template = RENDER_TEMPLATES.get(att_type)
+    if template is not None:
+        chars, fields = template
+        for name in fields:
+            value = att.get(name)
+            chars += tokens.escaped_chars(value) if isinstance(value, str) else 0
+        if att_type == "task_reminder":
+            # "#{id}. [{status}] {subject}" per task; descriptions are never sent.
+            for task in att.get("content") or []:
+                if isinstance(task, dict):
+                    chars += 8 + len(str(task.get("id", ""))) + len(str(task.get("status", "")))
+                    chars += len(str(task.get("subject", "")))
+        return tokens.text_tokens(chars), False, False
     if "rendered" in record and record["rendered"] is not None:
         chars = _rendered_chars(record["rendered"])
         return tokens.text_tokens(chars), True, chars == 0
@@ -160,19 +242,6 @@ def attachment_cost(record: dict) -> tuple[int, bool, bool]:
         # The system prompt is counted once per session (the latest
         # snapshot), by the session-level views, not per line.
         return tokens.text_tokens(_json_chars(att)), False, False
-    if att_type == "session_context":
-        return 0, False, True
-    if att_type == "hook_success" and att.get("hookEvent") not in SENT_HOOK_EVENTS:
-        return 0, False, True
-    if att_type == "task_reminder":
-        # Rendered as "#{id}. [{status}] {subject}" per task; descriptions
-        # are never sent.
-        chars = 80
-        for task in att.get("content") or []:
-            if isinstance(task, dict):
-                chars += 8 + len(str(task.get("id", ""))) + len(str(task.get("status", "")))
-                chars += len(str(task.get("subject", "")))
-        return tokens.text_tokens(chars), False, False
     # Unknown or older types: sized conservatively by their whole body plus
     # the reminder wrapper.
     return tokens.text_tokens(_json_chars(att) + 40), False, False

@@ -260,7 +260,7 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
     the calibration add the same figures): its blocks' tokens plus
-    ``tokens.BLOCK_TOKENS`` per block (the envelope each is sent in). A
+    ``tokens.block_envelope`` per block (the envelope each is sent in). A
     system-prompt record costs 0 here: it counts once per session, see
     :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
@@ -269,7 +269,25 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) for b in blocks) + tokens.BLOCK_TOKENS * len(blocks)
+    return sum(b.get("tokens", 0) + tokens.block_envelope(b.get("type")) for b in blocks)
+
+
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_tokens(obj: dict) -> int:
+    """The part of :func:`record_tokens` that is thinking (thinking and
+    redacted_thinking blocks, with their envelopes): what the CLI leaves out
+    of a request on a model other than the one that wrote the message
+    (``estimate.unsent_thinking``). The catalog's form: ``blocks`` of those
+    types, ``tokens`` + ``tokens.THINKING_BLOCK_TOKENS`` each."""
+    if obj.get("type") != "assistant":
+        return 0
+    content = message_content(obj)
+    if not isinstance(content, list):
+        return 0
+    return sum(b.get("tokens", 0) + tokens.THINKING_BLOCK_TOKENS
+               for b in block_rows(content, "assistant") if b.get("type") in THINKING_BLOCKS)
 
 
 def system_prompt_tokens(objs: Iterable[dict]) -> int:
@@ -300,20 +318,29 @@ FIRST_WINS = frozenset({"summary", "prompt"})  # of the others, the last line wi
 PROMPT_TITLE_CHARS = 60
 
 
+def _typed(text) -> bool:
+    """Text a person typed: not empty, not markup (a slash command, caveat,
+    reminder or ``<ide_opened_file>`` note opens with ``<``)."""
+    return isinstance(text, str) and bool(text.strip()) and not text.lstrip().startswith("<")
+
+
 def human_prompt(obj: dict) -> str | None:
     """The text of a prompt a person typed, or None: a user record that is
-    not meta or a compaction summary, whose content is a string or opens with
-    a text block, and is not markup (a slash command, caveat or reminder
-    opens with ``<``)."""
+    not meta or a compaction summary, whose content is a string of typed
+    text, or a list whose first text block of typed text comes after
+    markup-only (or empty) text blocks alone."""
     if obj.get("type") != "user" or obj.get("isMeta") or obj.get("isCompactSummary"):
         return None
     c = message_content(obj)
     if isinstance(c, list):
-        first = c[0] if c else None
-        c = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
-    if not isinstance(c, str) or not c.strip() or c.lstrip().startswith("<"):
+        for block in c:
+            if not isinstance(block, dict) or block.get("type") != "text":
+                return None
+            text = block.get("text")
+            if _typed(text):
+                return text
         return None
-    return c
+    return c if _typed(c) else None
 
 
 def note_title(titles: dict, obj: dict) -> None:

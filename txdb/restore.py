@@ -240,6 +240,17 @@ def restore(plans: list[Plan]) -> list[Path]:
     return written
 
 
+def refresh_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
+    """Catalog what was written (``refresh_path``: each session and subagent
+    transcript, the session's folder with it), so that ``sessions --gone``
+    stops listing a session as soon as it is back."""
+    from .ingest.store import refresh_path
+    for plan in plans:
+        for it in plan.items:
+            if it.kind in ("session", "subagent"):
+                refresh_path(conn, it.path, sidecars=it.kind == "session")
+
+
 def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:
     """The session files (``files.id``) whose ``sessions`` row matches the
     condition, read-only and authorized like ``txdb query``."""

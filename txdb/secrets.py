@@ -6,7 +6,7 @@ a redacted export.
 
 The scan is not part of refresh: detect-secrets costs about 0.2 s to import
 (it imports requests), which every hook's refresh would pay, and its
-expressions about 30 ms of CPU per MB of sessions (README, "Secrets in the
+expressions about 30 ms of CPU per MB of sessions (docs/commands-guide.md, "Secrets in the
 archive").
 
 The detectors are detect-secrets' (the maintained fork detect-secrets-plus;
@@ -42,7 +42,7 @@ KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value afte
 # id and base64 image) and public IPs (not secrets); and five plugins for
 # IBM Cloud, Cloudant, SoftLayer and Artifactory whose expressions (a
 # look-behind before a keyword alternation, tried at every character) took
-# three quarters of the scan's time on the test corpus (README, "Secrets").
+# three quarters of the scan's time on the test corpus (docs/commands-guide.md, "Secrets in the archive").
 SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector",
                              "ArtifactoryDetector", "CloudantDetector", "IbmCloudIamDetector",
                              "IbmCosHmacDetector", "SoftlayerDetector"})

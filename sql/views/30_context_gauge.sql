@@ -31,6 +31,10 @@ SELECT
     u.gauge_iterations_context AS iterations_context,
     -- the gauge's rule, stated once in usage_context
     coalesce(u.gauge_tokens, 0) AS gauge_tokens,
+    -- the session's window, stated once here: 1M for a model named with
+    -- [1m] or a gauge past 200k (only a 1M window holds that), else 200k
+    CASE WHEN r.model LIKE '%[1m]%' OR coalesce(u.gauge_tokens, 0) > 200000 THEN 1000000 ELSE 200000 END
+        AS window_tokens,
     -- what the API recorded for that turn (differs after a usage reset)
     coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
         + coalesce(u.cache_creation_input_tokens, 0) AS api_context

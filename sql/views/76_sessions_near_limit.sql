@@ -1,7 +1,7 @@
 -- Sessions by how full Claude Code's context gauge was on the last
 -- assistant turn of the active chain, judged against the session's own
--- window: 1M tokens for models named with [1m] and for sessions that
--- recorded more than 200k (only a 1M window holds that), else 200k.
+-- window (context_gauge.window_tokens: 1M tokens for models named with
+-- [1m] and for sessions that recorded more than 200k, else 200k).
 -- status: over (past the window), near (80% of it or more), ok.
 -- Sessions only: a subagent's transcript cannot be resumed, so it is never
 -- near a limit a user can act on.
@@ -27,8 +27,7 @@ SELECT
     w.last_timestamp
 FROM (
     SELECT g.file_id, s.session_id, s.project, s.title, g.model, g.gauge_tokens,
-           CASE WHEN g.model LIKE '%[1m]%' OR g.gauge_tokens > 200000 THEN 1000000 ELSE 200000 END
-               AS window_tokens,
+           g.window_tokens,
            g.timestamp AS last_turn_at, s.chain_length, s.last_timestamp
     FROM context_gauge g
     JOIN sessions s ON s.file_id = g.file_id

@@ -1,12 +1,13 @@
 -- Sessions whose file vanished from disk (Claude Code's cleanup, `claude
 -- purge`, a hand): the catalog still holds them; `txdb restore` gives
--- them back. Newest loss first.
+-- them back. Newest loss first. gone_at is ISO 8601 UTC (a catalog
+-- refreshed by an older txdb kept it as "YYYY-MM-DD HH:MM:SS": shown the same way).
 CREATE VIEW gone_sessions AS
 SELECT
     s.session_id,
     s.project,
     s.title,
-    f.gone_at,
+    strftime('%Y-%m-%dT%H:%M:%SZ', f.gone_at) AS gone_at,
     s.first_timestamp,
     s.last_timestamp,
     s.lines,

@@ -15,7 +15,8 @@ from .output import echo, progress_bar, terminal_safe, to_json
 @db_option
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
-              help="File format (Parquet needs the extra: pip install 'txdb[parquet]').")
+              help="File format (Parquet needs the extra: pip install 'txdb[parquet]', "
+              "from a clone pip install -e '.[parquet]').")
 @click.option("--replace", is_flag=True, help="Replace an earlier txdb export in DIRECTORY (once the new one is whole).")
 @click.option("--redact", is_flag=True,
               help="Mask every secret the catalog found as [REDACTED:<type>] (the catalog is not changed).")

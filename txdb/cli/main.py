@@ -19,9 +19,9 @@ import sys
 import click
 
 from .. import __version__, config
-from ..errors import QueryRefused, TxdbError
+from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json
+from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json, usd
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -400,22 +400,24 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url
+    from ..web.urls import session_page_url, session_ref
 
     conn, _ = read_catalog(db_path)
     if gone:
         rows = catalog.gone_sessions(conn, project=project, limit=limit)
         if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines"])
+            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines",
+                                      "subagents_gone"])
         else:
             emit_rows(rows, fmt)
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(r["file_id"])
+        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "cost_usd", "secrets"]
+        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"])} for r in rows]
         emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)
@@ -459,7 +461,9 @@ def analyze(db_path, session, original, as_json):
     )
     e = report["estimate"]
     how = {"lsq": f"fitted on {e['turns_used']} recorded turns", "ratio": f"fitted on {e['turns_used']} recorded turns",
-           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior"}.get(e["method"], "")
+           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior",
+           "logged": "the fit the latest surgery used, no turn recorded since",
+           "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
         f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
@@ -516,6 +520,9 @@ def verify(db_path, session, as_json):
 
     conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
+    if report.lines and not report.records:
+        raise NotASession(f"{report.path} is not a session: none of its {_count(report.lines, 'line')} "
+                          "is a JSON record")
     if as_json:
         echo(to_json(report.as_dict()))
     else:

@@ -127,6 +127,19 @@ def clip(text: str, width: int) -> str:
     return "".join(out) + "\u2026"
 
 
+def usd(v) -> str:
+    """Dollars as a table prints them: to the cent, a cost under a cent to 4
+    significant digits ($0.002353, never $0.00); None is unpriced. JSON keeps
+    the full figure."""
+    if v is None:
+        return "unpriced"
+    if 0 < abs(v) < 0.01:
+        import math
+
+        return f"${v:.{3 - math.floor(math.log10(abs(v)))}f}"
+    return f"${v:,.2f}"
+
+
 def _cell(v):
     if isinstance(v, str):
         return clip(terminal_safe(v), 80)

@@ -19,7 +19,7 @@ from .surgery import SurgeryOptions, _csv, _run, surgery_options
 _SUMMARIES = click.option("--summaries-file", "summaries_file", type=click.Path(dir_okay=False), default=None,
                           help="JSON object of summaries keyed by pos:N, toolu_X or msg:<uuid>.")
 _KEEP = click.option("--keep-recent", type=click.IntRange(min=0), default=0,
-                     help="Leave the newest N candidates (of each kind) in place.")
+                     help="Leave in place the newest N (of each kind) on the active chain that would move.")
 
 
 def _summaries(summaries_file: str | None) -> dict | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..chain_health import plural
 from ..surgery.commands import declared
 from ..surgery.engine import SurgeryReport
 from .output import catalog_warning, clip, echo, tabulate
@@ -84,7 +85,7 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
         echo(f"Positions are those of the {r.base}'s active chain.")
     for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:
         if isinstance(f, dict):
-            where = f"toolu {f['tool_use_id']}" if f.get("tool_use_id") else f"pos {f['pos']}"
+            where = f['tool_use_id'] if f.get("tool_use_id") else f"pos {f['pos']}"
             echo(f"  {f['kind']:<8} {where}: {f['chars']:,} chars -> {f['path']}")
     if isinstance(res.get("files"), list) and len(res["files"]) > 20:
         echo(f"  ... and {len(res['files']) - 20} more (--json lists them all)")
@@ -98,7 +99,7 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
                    f"{verb}.")
     if r.usage and r.usage.get("capped"):
         u = r.usage
-        echo(f"Usage reset: {u['capped']} turns capped; context gauge {u['last_before']:,} -> "
+        echo(f"Usage reset: {plural(u['capped'], 'turn')} capped; context gauge {u['last_before']:,} -> "
                    f"{u['last_after']:,} tokens (never raised)")
     # This pass, from the copy it started on (the original's figure too when that was a pending copy).
     since = f" ({r.tokens_before:,} in the original)" if r.base == "pending copy" else ""

@@ -51,6 +51,8 @@ def restore(db_path, session, where, to, dry_run, as_json):
         ids = [restoremod.latest_gone(conn, ref.file_id)]
     plans = [restoremod.plan_restore(conn, i, to) for i in ids]  # every check before any write
     written = [] if dry_run else [str(p) for p in restoremod.restore(plans)]
+    if written:
+        restoremod.refresh_restored(conn, plans)
     if as_json:
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
                       "written": written}))

@@ -8,7 +8,7 @@ import click
 
 from .. import search as lib
 from .main import command, db_option, read_catalog
-from .output import emit_rows, format_options
+from .output import echo, emit_rows, format_options
 
 
 @command("search")
@@ -35,6 +35,9 @@ def search_cmd(db_path, text, kind, limit, fmt):
     conn, _ = read_catalog(db_path)
     rows = lib.search(conn, text, kind=kind, limit=limit)
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
+        if not rows:
+            echo("No matches.")
+            return
         emit_rows(rows, "table", ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"])
     else:
         emit_rows(rows, fmt)

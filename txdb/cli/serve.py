@@ -48,8 +48,8 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
 
     Views worth opening: sessions_by_size, sessions_by_context,
     context_by_category, costliest_tool_calls, sessions_near_limit and the
-    search_* views; each session's conversation is at /-/txdb/session/<file_id>
-    (`txdb sessions --urls` prints it).
+    search_* views; each session's conversation is at /-/txdb/session/<session-id>
+    (or a 4+ character prefix; `txdb sessions --urls` prints it).
 
     With --watch, a watcher in the same process refreshes the catalog as
     session files change (Datasette only reads it; each page shows what

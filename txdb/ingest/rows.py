@@ -29,6 +29,24 @@ BATCH_BYTES = 256 << 10
 
 
 
+MARKER_KINDS = ("text", "tool_result")  # the blocks a persisted marker stands in
+
+
+def is_marker(text: str) -> bool:
+    """A block's text is a persisted marker (``<persisted-...``, after
+    leading whitespace; ASCII case ignored, as SQL's LIKE), stored in
+    ``markers`` for the persisted view."""
+    return text.lstrip(" \t\n\r")[:11].lower() == "<persisted-"
+
+
+def recorded_size(obj: dict) -> int | None:
+    """The record's ``toolUseResult.persistedOutputSize`` when it is a
+    plausible integer (below 10^15, so sums never overflow), else None."""
+    tur = obj.get("toolUseResult")
+    v = tur.get("persistedOutputSize") if type(tur) is dict else None
+    return v if type(v) is int and 0 <= v <= 999_999_999_999_999 else None
+
+
 def _int(v):
     return v if type(v) is int else None
 
@@ -48,6 +66,7 @@ class RowBatch:
     attachments: list[tuple]
     usage: list[tuple]
     errors: list[tuple]
+    markers: list[tuple] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +104,7 @@ class FileIngest:
         self.attachments: list[tuple] = []
         self.usage: list[tuple] = []
         self.errors: list[tuple] = []
+        self.markers: list[tuple] = []
         self.nodes: list[chainmod.Node] = []
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
         self.uuids: set[str] = set()  # every uuid of the lines read now
@@ -179,6 +199,7 @@ class FileIngest:
         fid = self.file_id
         tokens = 0
         blocks = attachment = usage = None
+        markers = []
         unnamed = 0
         content = message_content(obj)
         if content is not None:
@@ -198,6 +219,9 @@ class FileIngest:
                     if tool_name is None and tuid:
                         unnamed += 1
                 btokens = b.get("tokens", 0)
+                text = b.get("text")
+                if kind in MARKER_KINDS and type(text) is str and is_marker(text):
+                    markers.append((fid, offset, b["idx"], recorded_size(obj)))
                 append((
                     fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
                     tool_name, tuid, b.get("is_error"), b.get("chars", 0),
@@ -209,7 +233,8 @@ class FileIngest:
             att = obj.get("attachment")
             if type(att) is not dict:
                 att = {}
-            cost, from_rendered, free = attachment_cost(obj)
+            # the model the session runs on so far decides a task_reminder
+            cost, from_rendered, free = attachment_cost(obj, self.summary.meta.get("model"))
             pclass = policy_class(subtype)
             # The system prompt is counted once per session, not per line.
             tokens = 0 if pclass == "system-prompt" else cost
@@ -233,6 +258,8 @@ class FileIngest:
                 deep.dumps_text(iterations) if type(iterations) is list else None,
             )
         census = self.summary.census
+        if markers:
+            self.markers.extend(markers)
         if blocks:
             self.blocks.extend(blocks)
             for b in blocks:
@@ -289,8 +316,9 @@ class FileIngest:
         """Hand the rows gathered so far to the sink."""
         if not (self.records or self.errors):
             return
-        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors)
+        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors, self.markers)
         self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
+        self.markers = []
         self.batch_bytes = 0
         self.sink(batch)
 

@@ -76,6 +76,7 @@ USAGE_UPSERT = (
 )
 
 REFRESH_CHECKPOINT_PAGES = 10000
+GONE_AT = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"  # when refresh found a file gone: ISO 8601 UTC, as the records'
 BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)  # ~40 MB of WAL between checkpoints
 
 
@@ -98,12 +99,14 @@ BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind
 ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
                       "from_rendered", "free", "hook_event")
 PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
+MARKER_COLUMNS = ("file_id", "offset", "idx", "recorded_size")
 
 # A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
 RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})
 BLOCKS_INSERT = insert_sql("blocks", BLOCK_COLUMNS, "INSERT")
 ATTACHMENTS_INSERT = insert_sql("attachments", ATTACHMENT_COLUMNS)
 PARSE_ERRORS_INSERT = insert_sql("parse_errors", PARSE_ERROR_COLUMNS)
+MARKERS_INSERT = insert_sql("markers", MARKER_COLUMNS)
 DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_uuid"))
 CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
@@ -190,6 +193,8 @@ def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
         c.executemany(USAGE_UPSERT, batch.usage)
     if batch.errors:
         c.executemany(PARSE_ERRORS_INSERT, batch.errors)
+    if batch.markers:
+        c.executemany(MARKERS_INSERT, batch.markers)
 
 
 def _name_tool_results(c: sqlite3.Connection, file_id: int) -> None:
@@ -230,7 +235,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("secret_findings", "secret_scans", "blocks", "attachments", "usage", "chain", "parse_errors",
+    for table in ("secret_findings", "secret_scans", "markers", "blocks", "attachments", "usage", "chain", "parse_errors",
                   "dangling_parents", "chain_findings", "file_formats", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
@@ -463,7 +468,7 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     else:  # grown: blocks past the cursor would be stale (none, unless the catalog was edited)
         if index_text:
             conn.execute(FTS_UNINDEX, (plan.file_id, plan.start_offset))
-        for table in ("secret_findings", "blocks"):
+        for table in ("secret_findings", "markers", "blocks"):
             conn.execute(f"DELETE FROM {table} WHERE file_id = ? AND offset >= ?", (plan.file_id, plan.start_offset))
     return plan.file_id
 
@@ -595,7 +600,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     stats.pruned += 1
                 else:
                     if not existing[path][8]:
-                        conn.execute("UPDATE files SET gone = 1, gone_at = datetime('now') WHERE id = ?",
+                        conn.execute(f"UPDATE files SET gone = 1, gone_at = {GONE_AT} WHERE id = ?",
                                      (file_id,))
                         if is_session_path(path) and classify(Path(path))[1] == "session":
                             stats.sessions_gone += 1
@@ -686,7 +691,7 @@ def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: b
             if prune:
                 conn.execute("DELETE FROM sidecars WHERE id = ?", (sid,))
             elif not gone:
-                conn.execute("UPDATE sidecars SET gone = 1, gone_at = datetime('now') WHERE id = ?", (sid,))
+                conn.execute(f"UPDATE sidecars SET gone = 1, gone_at = {GONE_AT} WHERE id = ?", (sid,))
         if prune:
             conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
 

@@ -108,11 +108,17 @@ class CompactResult(Result):
 class UsageResult(Result):
     @staticmethod
     def describe(res, dry_run):
-        return [f"{res['capped']} turns' usage capped"] if "capped" in res else []
+        if "capped" not in res:
+            return []
+        n = res["capped"]
+        return [f"{n:,} turn's usage capped" if n == 1 else f"{n:,} turns' usage capped"]
 
     @staticmethod
     def changed(res):
         return res.get("capped", 0)
+
+
+_PERSISTED = {"tool": "tool result", "thinking": "thinking block", "text": "text block", "message": "message"}
 
 
 class PersistResult(Result):
@@ -122,9 +128,16 @@ class PersistResult(Result):
     def describe(res, dry_run):
         if "persisted" not in res:
             return []
-        moved = ", ".join(f"{n} {k}" for k, n in res["persisted"].items() if n) or "nothing"
-        return [f"persisted {moved} ({res['chars_moved']:,} chars to {res['sidecars_new']} new sidecar files"
-                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "") + ")"
+        from ..chain_health import plural
+
+        on = res.get("on_chain") or {}
+        moved = ", ".join(f"{plural(n, _PERSISTED.get(k, k))} ({on.get(k, 0)} on the active chain)"
+                          for k, n in res["persisted"].items() if n) or "nothing"
+        off = sum(res["persisted"].values()) - sum(on.values())
+        return [f"persisted {moved}" + (f"; the other {off} are off it: they shrink the file, not the context"
+                                        if off else "")
+                + f"; {res['chars_moved']:,} chars to {plural(res['sidecars_new'], 'new sidecar file')}"
+                + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "")
                 + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
 
     @staticmethod

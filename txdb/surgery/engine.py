@@ -88,6 +88,7 @@ class SurgeryReport:
     dropped_thinking_removed: int = 0
     usage: dict | None = None
     stale_from: str | None = None  # the first turn whose recorded usage the pass made stale
+    fit: tuple[float, float] | None = None  # (overhead, factor) the token figures used (surgeries.fit_*)
     changed_lines: int = 0
     lines: int = 0
     bytes_before: int = 0
@@ -157,6 +158,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     # `analyze` show), fitted on the original's recorded turns.
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
+    report.fit = calibrated.line
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
@@ -232,7 +234,7 @@ def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, 
     entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed),
-             "stale_from": report.stale_from}
+             "stale_from": report.stale_from, "fit": list(report.fit) if report.fit else None}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
         pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry]))

@@ -96,7 +96,8 @@ def pass_rows(passes: list[dict] | None) -> list[dict]:
             args.setdefault("pass_at", p["at"])
         rows.append({"command": p.get("command") or "apply", "arguments": args,
                      "records_changed": p.get("records_changed"), "tokens_before": p.get("tokens_before"),
-                     "tokens_after": p.get("tokens_after"), "stale_from": p.get("stale_from")})
+                     "tokens_after": p.get("tokens_after"), "stale_from": p.get("stale_from"),
+                     "fit": p.get("fit")})
     return rows
 
 

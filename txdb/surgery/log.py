@@ -50,8 +50,8 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
         for r in rows:
             cur = conn.execute(
                 "INSERT INTO surgeries (at, command, arguments, session_id, file_id, path, backup_path, "
-                "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
+                "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from, "
+                "fit_overhead, fit_factor) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
         # The calibration leaves out the turns a logged pass made stale
         # (surgeries.stale_from): refresh stored the estimate before the row.
@@ -74,7 +74,8 @@ def _fallback_pass(orig: Path) -> dict:
         else:
             changed += 1
     return {"command": "apply", "arguments": {}, "records_changed": changed,
-            "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after)}
+            "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after),
+            "fit": list(calibrated.line)}
 
 
 def catalog_failed(e: BaseException) -> bool:
@@ -102,7 +103,8 @@ def log_entry(conn: sqlite3.Connection, orig: Path, e: dict) -> list[int]:
     rows = [(e["at"], r.get("command") or e["command"],
              orjson.dumps({**(r.get("arguments") or {}), "swap": e["id"]}).decode(), session_id, file_id,
              str(orig), e.get("backup"), r.get("records_changed"), r.get("tokens_before"), r.get("tokens_after"),
-             e["result_size"], e["result_sha256"], r.get("stale_from")) for r in e.get("rows") or [{}]]
+             e["result_size"], e["result_sha256"], r.get("stale_from"), *_fit(r.get("fit")))
+            for r in e.get("rows") or [{}]]
     return _insert(conn, rows)
 
 
@@ -226,7 +228,15 @@ def log_fork(conn: sqlite3.Connection, report: SurgeryReport, arguments: dict | 
     return _insert(conn, [(now_timestamp(), report.operation, orjson.dumps(args).decode(),
                            session_id or report.fork_session_id, file_id, report.target, None,
                            report.changed_lines, report.tokens_before, report.tokens_after,
-                           *_size_sha(report.target), report.stale_from)])
+                           *_size_sha(report.target), report.stale_from, *_fit(report.fit))])
+
+
+def _fit(value) -> tuple[float | None, float | None]:
+    """A pass's logged fit (``[overhead, factor]``) as the two columns."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return float(value[0]), float(value[1])
+    return None, None
 
 
 def _size_sha(path: str | Path) -> tuple[int | None, str | None]:

@@ -417,6 +417,7 @@ def attachment_plan(
     if drop_all and not types:
         raise ValueError("drop_all needs explicit types")
     atts = [r for r in t.live() if r.type == "attachment"]
+    model = resume_model(t)
     rank: dict[int, int] = {}
     seen: dict[str | None, int] = {}
     for r in reversed(atts):
@@ -427,7 +428,7 @@ def attachment_plan(
     for r in atts:
         at = r.attachment_type
         pclass = policy_class(at)
-        cost, from_rendered, free = attachment_cost(r.parse())
+        cost, from_rendered, free = attachment_cost(r.parse(), model)
         selected = (not types or at in types) and (uuids is None or r.uuid in uuids) and t.in_range(r, positions)
         if not selected:
             action, reason = "keep", "not selected"
@@ -443,6 +444,15 @@ def attachment_plan(
             "pos": t.position(r), "action": action, "reason": reason, "newest_rank": rank[r.rid],
         })
     return plan
+
+
+def resume_model(t: Transcript) -> str | None:
+    """The model the CLI resumes the session on: its last assistant turn's
+    on the chain (a synthetic one aside)."""
+    for r in reversed(t.chain):
+        if r.type == "assistant" and r.model and r.model != "<synthetic>":
+            return r.model
+    return None
 
 
 def attachment_listing(plan: list[dict]) -> list[dict]:
@@ -504,6 +514,15 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     for rec in t.chain:
         out.append(out[-1] + record_estimate(rec))
     return out
+
+
+def chain_thinking(t: Transcript) -> list[tuple[int, str | None, int]]:
+    """``(chain position, model, thinking tokens)`` of the chain's records
+    that hold thinking, for ``estimate.unsent_thinking`` (the catalog's
+    twin of the same figures: ``estimate.catalog_thinking``)."""
+    return [(pos, rec.model, n) for pos, rec in enumerate(t.chain)
+            if rec.type == "assistant" and b"thinking" in rec.raw
+            and (n := records.thinking_tokens(rec.parse()))]
 
 
 def chain_estimate(t: Transcript) -> int:

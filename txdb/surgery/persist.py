@@ -161,7 +161,8 @@ class PersistOp(sc.Writes, Op):
             if p is not None and p >= len(t.chain):
                 raise SurgeryError(f"--pos {p} is past the end of the active chain of the {base} "
                                    f"(positions 0..{len(t.chain) - 1})")
-        out = {"base": base, "persisted": {k: 0 for k in KINDS + ("message",)}, "skipped_persisted": 0,
+        out = {"base": base, "persisted": {k: 0 for k in KINDS + ("message",)},
+               "on_chain": {k: 0 for k in KINDS + ("message",)}, "skipped_persisted": 0,
                "chars_moved": 0, "too_small": 0, "tokens_saved": 0, "context_saved": 0, "sidecars_new": 0, "sidecars_reused": 0, "files": []}
         if s.message_pos is not None:
             targets = self._message_targets(t, out)
@@ -176,18 +177,11 @@ class PersistOp(sc.Writes, Op):
                 if changed:
                     t.touch(rec, obj)
                 rec, obj, changed = tg.rec, tg.rec.parse(), False
-            text = _text(obj, tg)
-            data = text.encode("utf-8", "surrogatepass")
-            rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
-            side = self.plan(rel, data)
-            key, summary = self.summaries.lookup(pos=rec.pos, uuid=rec.uuid, tool_use_id=tg.tool_use_id)
-            old = _part(obj, tg)
-            _replace(obj, tg, side, text, summary)
-            new = _part(obj, tg)
-            if not s.named and len(dumps(new)) >= len(dumps(old)):
-                _restore(obj, tg, old)  # the marker would not be smaller: leave the block
+            trial = self._trial(obj, tg)
+            if trial is None:  # the marker would not be smaller: the block stays
                 out["too_small"] += 1
                 continue
+            side, text, old, new, key, summary = trial
             changed = True
             if key:
                 self.summaries.used.add(key)
@@ -196,6 +190,7 @@ class PersistOp(sc.Writes, Op):
             out["tokens_saved"] += saved
             if rec.pos is not None:
                 out["context_saved"] += saved  # on the active chain: what the context loses
+                out["on_chain"][tg.kind] += 1
             out["persisted"][tg.kind] += 1
             out["chars_moved"] += len(text)
             out["sidecars_reused" if side.reused else "sidecars_new"] += 1
@@ -280,9 +275,40 @@ class PersistOp(sc.Writes, Op):
         targets = []
         for kind, items in by_kind.items():
             if s.keep_recent:
-                items = items[:-s.keep_recent] if len(items) > s.keep_recent else []
+                items = self._keep_recent(items)
             targets.extend(items)
         return targets
+
+    def _keep_recent(self, items: list[_Target]) -> list[_Target]:
+        """``items`` less the newest ``keep_recent`` on the active chain that
+        would move (what the next turns read; a block too small to shrink
+        does not count, and off the chain nothing is recent context)."""
+        chain = sorted((tg for tg in items if tg.rec.pos is not None), key=lambda tg: (tg.rec.pos, tg.idx or 0))
+        kept: set[int] = set()
+        for tg in reversed(chain):
+            if len(kept) >= self.sel.keep_recent:
+                break
+            if self._trial(tg.rec.parse(), tg) is not None:
+                kept.add(id(tg))
+        return [tg for tg in items if id(tg) not in kept]
+
+    def _trial(self, obj: dict, tg: _Target):
+        """Put the target's marker in ``obj``: ``(side, text, old, new, key,
+        summary)``, or None (``obj`` as it was) when the marker would not be
+        smaller and no one named the target."""
+        text = _text(obj, tg)
+        data = text.encode("utf-8", "surrogatepass")
+        rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
+        side = self.plan(rel, data)
+        rec = tg.rec
+        key, summary = self.summaries.lookup(pos=rec.pos, uuid=rec.uuid, tool_use_id=tg.tool_use_id)
+        old = _part(obj, tg)
+        _replace(obj, tg, side, text, summary)
+        new = _part(obj, tg)
+        if not self.sel.named and len(dumps(new)) >= len(dumps(old)):
+            _restore(obj, tg, old)
+            return None
+        return side, text, old, new, key, summary
 
     def _text_target(self, rec: Record, idx: int, text: str, by_kind: dict, out: dict) -> None:
         if sc.is_marker(text):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .. import estimate
 from ..records import MARK, THINKING_PLACEHOLDER
-from .ops import chain_estimate, chain_prefix_estimates, system_prompt_tokens
+from .ops import chain_estimate, chain_prefix_estimates, chain_thinking, resume_model, system_prompt_tokens
 from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
@@ -106,6 +106,16 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
     return out
 
 
+def as_sent(t: Transcript, est: list[int]):
+    """``(pos, turn) -> est[pos]`` less the thinking the turn's request left
+    out (other models', ``estimate.unsent_thinking``): the estimate a turn's
+    recorded usage measured."""
+    thinking = chain_thinking(t)
+    if not thinking:
+        return lambda pos, rec: est[pos]
+    return lambda pos, rec: est[pos] - estimate.unsent_thinking(thinking, pos, rec.model)
+
+
 def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]:
     """(estimate before the turn, recorded context) for the turns of ``ref``
     that no earlier strip touched (a touched record makes every later
@@ -118,12 +128,13 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
                     if r.type == "system" and r.parse().get("subtype") == "compact_boundary"), default="")
     pairs: list[tuple[int, int]] = []
     last_pos = None
+    sent = as_sent(ref, est)
     for pos, rec, u in _turns(ref):
         rc = gauge_context(u)
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
         if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
-            pairs.append((est[pos], rc))
+            pairs.append((sent(pos, rec), rc))
             last_pos = pos
     return pairs
 
@@ -146,10 +157,13 @@ def context_estimator(ref: Transcript):
     fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
 
     def calibrated(t: Transcript) -> int:
-        return estimate.predict(fit, chain_estimate(t) - system_prompt_tokens(t))
+        messages = any(r.type in ("user", "assistant") for r in t.chain)
+        unsent = estimate.unsent_thinking(chain_thinking(t), len(t.chain), resume_model(t))
+        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent, messages)
 
     calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
+    calibrated.line = estimate.as_line(fit)  # (overhead, factor): what the log keeps (surgeries.fit_*)
     return calibrated
 
 
@@ -164,10 +178,11 @@ def stale_turns(t: Transcript, original: Transcript | None = None,
     est = chain_prefix_estimates(t) if est is None else est
     before: dict[str, tuple[int, int]] = {}  # uuid -> (estimate, recorded) in the original
     if original is not None:
-        o_est = chain_prefix_estimates(original)
+        o_sent = as_sent(original, chain_prefix_estimates(original))
         for pos, rec, u in _turns(original):
             if rec.uuid and rec.uuid not in before:
-                before[rec.uuid] = (o_est[pos], gauge_context(u))
+                before[rec.uuid] = (o_sent(pos, rec), gauge_context(u))
+    sent = as_sent(t, est)
     turns = _turns(t)
     touched_from = next((i for i, r in enumerate(t.chain) if _touched(r)), None)
     last_key = _message_key(turns[-1][1]) if turns else None
@@ -175,7 +190,7 @@ def stale_turns(t: Transcript, original: Transcript | None = None,
     for pos, rec, u in turns:
         if original is not None:
             was = before.get(rec.uuid or "")
-            stale = was is None or est[pos] < was[0]
+            stale = was is None or sent(pos, rec) < was[0]
         else:
             was = None
             stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
@@ -208,6 +223,7 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     est = chain_prefix_estimates(t)
     turns = _turns(t)
     stale = stale_turns(t, original, est)
+    sent = as_sent(t, est)
     last_key = _message_key(turns[-1][1]) if turns else None
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
            "method": fit.method, "turns": len(turns), "capped": 0, "stale": len(stale),
@@ -219,7 +235,7 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     for pos, rec, u, was in stale:
         if _message_key(rec) != last_key:
             continue  # billed figures stay: the CLI does not read them
-        new_raw = est[pos]
+        new_raw = sent(pos, rec)
         if was is not None and was[1] > 0:
             # Its own recorded count, less the calibrated size of what went.
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))

@@ -7,7 +7,8 @@ Registered as the ``txdb`` entry point in the ``datasette`` group, so plain
 every query goes through Datasette's read connections.
 
 Routes:
-    /-/txdb/session/<file_id>[?db=NAME&start=POS&limit=N]   the conversation
+    /-/txdb/session/<id>[?db=NAME&start=POS&limit=N]        the conversation (a session id,
+                                                             a 4+ character prefix, or a file's number)
     /-/txdb/charts[?db=NAME]                                 tokens and cost by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
 
@@ -28,10 +29,10 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
-from . import charts, svg
-from .session import PAGE_RECORDS, load_session
+from . import charts, front, svg
+from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
-from .urls import session_path
+from .urls import REF, session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
@@ -44,12 +45,15 @@ TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_
                      "attachment_targets", "search_messages", "search_thinking",
                      "search_tool_output", "search_tool_input"}
 
+# Integer columns that hold an amount (not an id or a position), by the end
+# of their name: shown with thousands separators on table pages.
+MEASURES = ("tokens", "chars", "bytes", "messages", "lines", "length", "markers", "size", "sessions", "count",
+            "blocks", "records", "images")
+
 CELL_JSON_CHARS = 4000       # pretty JSON shown inside a collapsed cell on table pages
 ROW_JSON_CHARS = 400_000     # ... and on a row page
 CELL_TEXT_CHARS = 400        # text excerpt on table pages
 ROW_TEXT_CHARS = 400_000
-
-SQLITE_MAX_INT = 2**63 - 1
 
 # The request being served, for render_cell (which is not given it on 0.65).
 _scope: contextvars.ContextVar = contextvars.ContextVar("txdb_scope", default=None)
@@ -154,9 +158,42 @@ def database_actions(datasette, database):
 
 
 @hookimpl
+def startup(datasette):
+    # txdb's templates before Datasette's own (after a --template-dir's): its
+    # database.html adds the front page to a catalog's database page and
+    # extends Datasette's page ("default:database.html").
+    from jinja2 import ChoiceLoader, FileSystemLoader
+
+    folder = str(resources.files("txdb.web").joinpath("templates"))
+    loader = datasette.jinja_env.loader
+    first = loader.loaders[0] if isinstance(loader, ChoiceLoader) and loader.loaders else None
+    if isinstance(first, FileSystemLoader):
+        if folder not in first.searchpath:
+            first.searchpath.insert(1 if datasette.template_dir else 0, folder)
+    else:
+        datasette.jinja_env.loader = ChoiceLoader([FileSystemLoader(folder), loader])
+
+
+@hookimpl
+def extra_template_vars(template, database, datasette):
+    async def front_page():
+        if template != "database.html" or not database or not await _database_is_catalog(datasette, database):
+            return {}
+        db = datasette.get_database(database)
+        data = await db.execute_fn(front.load_front)
+        data["session_url"] = lambda fid: session_url(datasette, database, fid)
+        data["table_url"] = lambda table: datasette.urls.table(database, table)
+        data["search_url"] = data["table_url"]
+        data["charts_url"] = charts_url(datasette, database)
+        return {"txdb_front": data}
+
+    return front_page
+
+
+@hookimpl
 def register_routes():
     return [
-        (r"^/-/txdb/session/(?P<file_id>[0-9]+)$", session_page),
+        (rf"^/-/txdb/session/(?P<ref>{REF})$", session_page),
         (r"^/-/txdb/charts$", charts_page),
         (r"^/-/txdb/txdb\.css$", css_route),
     ]
@@ -190,6 +227,8 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
         return None
     if value is None:
         return None
+    if type(value) is int and column.endswith(MEASURES):
+        return f"{value:,}"
     if column == "conversation" and isinstance(value, int):
         url = session_url(datasette, database, value)
         return markupsafe.Markup(f'<a class="txdb-conv" href="{html.escape(url)}">&#9656;&nbsp;#{value}</a>')
@@ -312,26 +351,31 @@ def _int_arg(request, name: str, default: int, low: int, high: int) -> int:
 
 
 async def session_page(request, datasette):
-    digits = request.url_vars["file_id"].lstrip("0") or "0"  # digits only (the route)
+    ref = request.url_vars["ref"][:200]  # letters, digits, - and _ only (the route)
     db = await _catalog_db(datasette, request.args.get("db"))
     if db is None:
         return Response.html("<h1>No txdb catalog is being served</h1>", status=404)
-    if len(digits) > 19 or int(digits) > SQLITE_MAX_INT:  # no such row: SQLite could not even take it
-        return Response.html(f"<h1>No session file #{html.escape(digits[:40])} in {html.escape(db.name)}</h1>",
+    file_id, matches = await db.execute_fn(lambda conn: find_session(conn, ref))
+    if file_id is None and matches:
+        return await _render(datasette, "txdb_session_matches.html", {
+            "ref": ref, "matches": matches, "database": db.name, "db_url": datasette.urls.database(db.name),
+            "session_url": lambda r: datasette.urls.path(session_path(r)) + "?" + urlencode({"db": db.name}),
+        }, request)
+    if file_id is None:
+        return Response.html(f"<h1>No session {html.escape(ref[:40])} in {html.escape(db.name)}</h1>",
                              status=404)
-    file_id = int(digits)
     start = _int_arg(request, "start", 0, 0, 10**9)
     limit = _int_arg(request, "limit", PAGE_RECORDS, 1, 5000)
     data = await db.execute_fn(lambda conn: load_session(conn, file_id, start, limit))
     if data is None:
-        return Response.html(f"<h1>No session file #{file_id} in {html.escape(db.name)}</h1>", status=404)
+        return Response.html(f"<h1>No session {html.escape(ref[:40])} in {html.escape(db.name)}</h1>", status=404)
     data["database"] = db.name
     data["db_url"] = datasette.urls.database(db.name)
     data["row_url"] = lambda table, *pk: datasette.urls.row(db.name, table, ",".join(str(p) for p in pk))
     data["table_url"] = lambda table, **args: datasette.urls.table(db.name, table) + (
         "?" + urlencode(args) if args else "")
-    data["page_url"] = lambda s: session_url(datasette, db.name, file_id) + "&" + urlencode(
-        {"start": s, "limit": limit})
+    here = datasette.urls.path(session_path(ref)) + "?" + urlencode({"db": db.name})
+    data["page_url"] = lambda s: here + "&" + urlencode({"start": s, "limit": limit})
     context = data.pop("context")
     data["context_chart"] = markupsafe.Markup(svg.context_over_chain(context)) if context else None
     data["compactions"] = len(context["compactions"]) if context else 0

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import json
 
+from ..catalog import session_matches
 from ..db import rows as _rows
+from ..estimate import FITTED, scale_breakdown, session_estimate
 from . import charts
+from .markdown import preformatted, render as markdown
+from .urls import session_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
 TOOL_CHARS = 2_000           # tool input / output shown per block on the session page
+META_OPEN_CHARS = 600        # longer text in a meta record (a skill's body, injected context) is collapsed
+OUTPUT_OPEN_CHARS = 800      # a Bash command's output up to this size is shown open, below it
+OUTPUT_OPEN_LINES = 20
 
 
 def _tool_summary(name: str | None, text: str | None) -> str:
@@ -34,6 +41,30 @@ def _tool_summary(name: str | None, text: str | None) -> str:
     return ", ".join(sorted(data))[:160]
 
 
+SQLITE_MAX_INT = 2**63 - 1
+
+
+def find_session(conn, ref: str) -> tuple[int | None, list[dict]]:
+    """The session file a page's ``ref`` names: its id, a prefix of it (as
+    the CLI takes them: ``catalog.session_matches``), or digits naming
+    ``files.id`` (the older form, tried first). Gives (file_id, []) for one
+    file, (None, the candidates) for several, (None, []) for none."""
+    if ref.isdigit() and len(ref.lstrip("0")) <= 19 and int(ref) <= SQLITE_MAX_INT:
+        if conn.execute("SELECT 1 FROM sessions WHERE file_id = ?", (int(ref),)).fetchone():
+            return int(ref), []
+    found = {r[0]: r[1] for r in session_matches(conn, ref)}
+    if len(found) == 1:
+        return next(iter(found)), []
+    marks = ",".join("?" * len(found))
+    rows = _rows(conn, f"""
+        SELECT s.file_id, s.session_id, s.title, s.project, s.last_timestamp, s.parent_session_id, f.path
+        FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id IN ({marks})
+        ORDER BY s.last_timestamp DESC""", list(found))
+    for r in rows:
+        r["ref"] = session_ref(r["path"], r["file_id"])
+    return None, rows
+
+
 def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     """Everything the session page shows, read in one go (plain SQL)."""
     head = _rows(conn, """
@@ -46,6 +77,8 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     gauge = _rows(conn, "SELECT gauge_tokens, est_context_tokens, raw_context_tokens, cost_usd, unpriced_messages "
                         "FROM session_costs WHERE file_id = ?", (file_id,))
     session["gauge_tokens"] = gauge[0]["gauge_tokens"] if gauge else None
+    window = conn.execute("SELECT window_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
+    session["window_tokens"] = window[0] if window else 200_000  # the view's rule, for the gauge's percentage
     # What its API messages cost (billed_cost), and the CLI's own figure.
     session["cost_usd"] = gauge[0]["cost_usd"] if gauge else None
     session["unpriced_messages"] = gauge[0]["unpriced_messages"] if gauge else None
@@ -99,6 +132,12 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
             b["summary"] = _tool_summary(b["tool_name"], text if len(text) <= cap else None) or (
                 text[:120] if text else "")
         by_offset.setdefault(b["offset"], []).append(b)
+    _inline_bash(blocks)
+    for b in blocks:
+        if b["kind"] == "text":
+            b["html"] = markdown(b["text"])
+        elif b["kind"] == "tool_result":
+            b["html"] = preformatted(b["text"] or "")
     max_tokens = max([r["tokens"] or 0 for r in records] + [1])
     running = before
     for r in records:
@@ -110,14 +149,30 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         r["body_truncated"] = bool(body) and len(body) > TOOL_CHARS
         r["body"] = _pretty(body[:TOOL_CHARS]) if body else None
         r["label"] = _label(r)
+        for b in r["blocks"]:
+            # a skill's body or other injected text: collapsed, its first line as the gist
+            b["collapse"] = bool(r["is_meta"]) and b["kind"] == "text" and (b["chars"] or 0) > META_OPEN_CHARS
+            if b["collapse"]:
+                b["gist"] = next((ln.strip() for ln in b["text"].splitlines() if ln.strip()), "")[:120]
+    # The breakdown restated to add up to the headline estimate (estimate.scale_breakdown).
+    if gauge and gauge[0]["est_context_tokens"] is not None and session["est_method"]:
+        factor = session_estimate(conn, file_id)["factor"]
+        by_type = scale_breakdown(by_type, session["est_context_tokens"], factor)
+    else:
+        for t in by_type:
+            t["raw_tokens"] = t["tokens"]
+    headline = sum(t["tokens"] or 0 for t in by_type)
     max_type = max([t["tokens"] or 0 for t in by_type] + [1])
     for t in by_type:
         t["bar"] = round(100 * (t["tokens"] or 0) / max_type, 1)
-        t["pct"] = round(100 * (t["tokens"] or 0) / est, 1) if est else 0
+        t["pct"] = round(100 * (t["tokens"] or 0) / headline, 1) if headline else 0
+        t["fitted"] = t["category"] == FITTED
     max_tool = max([t["tokens"] or 0 for t in by_tool] + [1])
     for t in by_tool:
         t["bar"] = round(100 * (t["tokens"] or 0) / max_tool, 1)
     return {
+        "items": _group_attachments(records),
+        "breakdown_tokens": headline,
         "file_id": file_id,
         "session": session,
         # the whole history's chart, on the first page only (it reads every chain node)
@@ -133,6 +188,59 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         "text_chars": TEXT_CHARS,
         "tool_chars": TOOL_CHARS,
     }
+
+
+def _inline_bash(blocks: list[dict]) -> None:
+    """A Bash call shows its command as code with its output below it: the
+    result block (same tool_use_id, on this page) moves to its call."""
+    results = {b["tool_use_id"]: b for b in blocks if b["kind"] == "tool_result" and b["tool_use_id"]}
+    for b in blocks:
+        b["command"] = b["result"] = b["shown_with"] = None
+    for b in blocks:
+        if b["kind"] != "tool_use" or b["tool_name"] != "Bash":
+            continue
+        command = None
+        if not b["truncated"]:
+            try:
+                data = json.loads(b["text"])
+                command = data.get("command") if isinstance(data, dict) else None
+            except (ValueError, RecursionError):
+                pass
+        b["command"] = command if isinstance(command, str) else None
+        res = results.get(b["tool_use_id"]) if b["command"] is not None else None
+        if res is not None:
+            b["result"] = res
+            res["shown_with"] = b
+            out = res["text"] or ""
+            res["open"] = (res["chars"] or 0) <= OUTPUT_OPEN_CHARS and out.count("\n") < OUTPUT_OPEN_LINES
+
+
+def _group_attachments(records: list[dict]) -> list[dict]:
+    """The page's records in order, each run of two or more consecutive
+    attachments as one group (its count, kinds and tokens)."""
+    items: list[dict] = []
+    for r in records:
+        if r["type"] == "attachment" and items and items[-1]["kind"] == "attachments":
+            items[-1]["records"].append(r)
+        elif r["type"] == "attachment":
+            items.append({"kind": "attachments", "records": [r]})
+        else:
+            items.append({"kind": "record", "record": r})
+    out = []
+    for it in items:
+        if it["kind"] == "attachments" and len(it["records"]) == 1:
+            out.append({"kind": "record", "record": it["records"][0]})
+            continue
+        if it["kind"] == "attachments":
+            kinds: dict[str, int] = {}
+            for r in it["records"]:
+                k = r["attachment_type"] or r["subtype"] or "?"
+                kinds[k] = kinds.get(k, 0) + 1
+            it["kinds"] = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())
+            it["tokens"] = sum(r["tokens"] or 0 for r in it["records"])
+            it["first"], it["last"] = it["records"][0]["pos"], it["records"][-1]["pos"]
+        out.append(it)
+    return out
 
 
 def _pretty(body: str) -> str:

@@ -4,6 +4,9 @@ come from txdb.css (classes), so the SVG stays data only."""
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+from collections.abc import Callable
 from html import escape
 
 WIDTH = 960
@@ -46,42 +49,71 @@ def usd(v: float) -> str:
     return f"${v:,.2f}"
 
 
+# Text widths for laying labels out (12px and 11px sans-serif; generous).
+CHAR_W = {"lbl": 7.2, "sub": 6.6}
+DATE_LABEL_GAP = 12  # px between two date labels at least
+
+
+def text_width(text: str, cls: str = "sub") -> float:
+    return len(text) * CHAR_W.get(cls, 7.2)
+
+
+def day_axis(days: list[str], x0: float, width: float) -> tuple[Callable[[str], float], float, list[str]]:
+    """A time axis over ``days`` (ISO dates, oldest first): the x of a day
+    (the middle of its slot; an idle day keeps its slot, so it shows as a
+    gap), the slot's width, and the days to label, spaced so that no two
+    labels overlap."""
+    first, last = dt.date.fromisoformat(days[0]), dt.date.fromisoformat(days[-1])
+    span = (last - first).days + 1
+    slot = width / span
+
+    def x(day: str) -> float:
+        return x0 + ((dt.date.fromisoformat(day) - first).days + 0.5) * slot
+
+    every = max(1, math.ceil((text_width("2026-01-01") + DATE_LABEL_GAP) / slot))
+    ticks = [(first + dt.timedelta(days=i)).isoformat() for i in range(0, span, every)]
+    return x, slot, ticks
+
+
 def tokens_by_day(days: list[dict], kinds) -> str:
     """Small multiples: one row of daily bars per token kind, each on its own
-    scale; a kind given as (column, label, "usd") is drawn in dollars."""
+    scale, on a time axis (a day without usage is a gap); a kind given as
+    (column, label, "usd") is drawn in dollars."""
     if not days:
         return ""
-    left, right, row_h, gap, top = 120, 20, 64, 18, 8
+    left, right, row_h, gap, top = 140, 20, 64, 18, 8
     height = top + len(kinds) * (row_h + gap) + 24
     plot_w = WIDTH - left - right
-    step = plot_w / len(days)
-    bar_w = min(40.0, max(1.0, step * 0.8))
+    x_of, slot, ticks = day_axis([d["day"] for d in days], left, plot_w)
+    bar_w = min(40.0, max(1.0, slot * 0.8))
     body = []
     for k, (col, label, *unit) in enumerate(kinds):
         dollars = unit == ["usd"]
-        fmt = usd if dollars else human
         y0 = top + k * (row_h + gap)
         peak = max((d[col] or 0) for d in days)
         total = sum((d[col] or 0) for d in days)
         top_v = _nice_max(peak)
+        # The row's labels stacked in the left margin: its name, its total, its scale.
         body.append(f'<text class="lbl" x="0" y="{_n(y0 + 14)}">{escape(label)}</text>'
-                    f'<text class="sub" x="0" y="{_n(y0 + 30)}">{fmt(total)} in all</text>'
-                    f'<text class="sub" x="{left - 6}" y="{_n(y0 + 10)}" text-anchor="end">{fmt(top_v)}</text>'
+                    f'<text class="sub" x="0" y="{_n(y0 + 30)}">{usd(total) if dollars else f"{total:,}"} in all</text>'
+                    f'<text class="sub" x="0" y="{_n(y0 + 46)}">scale: {usd(top_v) if dollars else human(top_v)}</text>'
+                    f'<line class="grid" x1="{left}" x2="{WIDTH - right}" y1="{_n(y0)}" y2="{_n(y0)}"/>'
                     f'<line class="axis" x1="{left}" x2="{WIDTH - right}" y1="{_n(y0 + row_h)}" y2="{_n(y0 + row_h)}"/>')
-        for i, d in enumerate(days):
+        for d in days:
             v = d[col] or 0
             h = row_h * v / top_v
-            x = left + i * step + (step - bar_w) / 2
+            x = x_of(d["day"]) - bar_w / 2
             body.append(f'<rect class="c-bar kind-{k}" data-day="{escape(d["day"])}" data-value="{v}" '
                         f'x="{_n(x)}" y="{_n(y0 + row_h - h)}" width="{_n(bar_w)}" height="{_n(h)}">'
                         f'<title>{escape(d["day"])} · {escape(label)}: '
                         + (f'{usd(v)}' + (" (some unpriced)" if d.get("unpriced_messages") else "")
                            if dollars else f'{v:,} tokens') + '</title></rect>')
-    ticks = sorted({0, len(days) - 1, *range(0, len(days), max(1, len(days) // 8))})
-    for i in ticks:
-        x = left + i * step + step / 2
-        body.append(f'<text class="sub" x="{_n(x)}" y="{height - 6}" text-anchor="middle">'
-                    f'{escape(days[i]["day"])}</text>')
+    for day in ticks:
+        x = x_of(day)
+        if x + text_width(day) / 2 > WIDTH:  # would be cut at the right edge
+            continue
+        body.append(f'<line class="axis" x1="{_n(x)}" x2="{_n(x)}" y1="{height - 24}" y2="{height - 19}"/>'
+                    f'<text class="sub" x="{_n(x)}" y="{height - 6}" text-anchor="middle">{escape(day)}</text>')
     return _svg(height, "By day: " + ", ".join(k[1] for k in kinds), body)
 
 
@@ -101,7 +133,8 @@ def largest_contexts(sessions: list[dict], limit: int, link) -> str:
         y = top + i * (bar_h + gap)
         est = s["est_context_tokens"] or 0
         name = s["title"] or s["session_id"] or f"#{s['file_id']}"
-        short = name if len(name) <= 38 else name[:37] + "…"
+        fits = int((left - 12) / CHAR_W["lbl"])  # the label stays in the left margin
+        short = name if len(name) <= fits else name[:fits - 1] + "…"
         over = " over" if est > limit else ""
         body.append(f'<a href="{escape(link(s["file_id"]))}">'
                     f'<text class="lbl" x="{left - 8}" y="{_n(y + bar_h - 5)}" text-anchor="end">{escape(short)}</text>'
@@ -148,15 +181,20 @@ def context_over_chain(data: dict) -> str:
         body.append(f'<line class="limit" x1="{left}" x2="{WIDTH - right}" y1="{_n(y(limit))}" y2="{_n(y(limit))}"/>'
                     f'<text class="limit-lbl" x="{WIDTH - right}" y="{_n(y(limit) - 4)}" text-anchor="end">'
                     f'{human(limit)} context window</text>')
+    label_end = -1.0  # where the last "compacted" label ends: the next one starts past it or is left out
     for c in compactions:
         cx = x(c["after_turn"] + 0.5) if n > 1 else x(1)
         cx = min(max(cx, left), WIDTH - right)
         body.append(f'<line class="compaction" data-after-turn="{c["after_turn"]}" x1="{_n(cx)}" x2="{_n(cx)}" '
                     f'y1="{top - 10}" y2="{_n(y(0))}"><title>compacted{" at " + escape(c["timestamp"]) if c["timestamp"] else ""}'
                     f'</title></line>')
+        w = text_width("compacted")
         anchor = ("end", cx - 3) if cx > WIDTH - right - 80 else ("start", cx + 3)
-        body.append(f'<text class="compaction-lbl" x="{_n(anchor[1])}" y="{top - 12}" '
-                    f'text-anchor="{anchor[0]}">compacted</text>')
+        begin = anchor[1] - w if anchor[0] == "end" else anchor[1]
+        if begin > label_end + 4:
+            body.append(f'<text class="compaction-lbl" x="{_n(anchor[1])}" y="{top - 12}" '
+                        f'text-anchor="{anchor[0]}">compacted</text>')
+            label_end = begin + w
     path = " ".join(f"{_n(x(p['turn']))},{_n(y(p['context']))}" for p in points)
     body.append(f'<polyline class="line" points="{path}"/>')
     for p in points:

@@ -4,15 +4,33 @@ no Datasette import, so the CLI can print a URL without loading it."""
 
 from __future__ import annotations
 
+import re
+
+from ..paths import session_stem
+
 HOST = "127.0.0.1"  # `txdb serve` binds only here
 DEFAULT_PORT = 8001  # `txdb serve`'s default --port
+REF = r"[A-Za-z0-9_-]+"  # what the session page's route takes: an id, a prefix, a file's stem or number
 
 
-def session_path(file_id: int) -> str:
-    """The session page of the session file ``files.id = file_id``."""
-    return f"/-/txdb/session/{int(file_id)}"
+def session_ref(path: str, file_id: int) -> str | int:
+    """What names a session file on its page: its file name's stem (the
+    session id of a top-level session, ``agent-<id>`` of a subagent's);
+    its number ``file_id`` when the stem has characters the route does not
+    take, or is all digits (the page reads digits as a file's number first)."""
+    stem = session_stem(path)
+    return stem if re.fullmatch(REF, stem) and not stem.isdigit() else int(file_id)
 
 
-def session_page_url(file_id: int, port: int = DEFAULT_PORT) -> str:
+def session_path(ref: str | int) -> str:
+    """The session page of a session id, id prefix or file stem (``ref``,
+    characters of ``REF`` only), or of the file ``files.id = ref`` (an int)."""
+    ref = str(ref)
+    if not re.fullmatch(REF, ref):
+        raise ValueError(f"not a session page reference: {ref!r}")
+    return f"/-/txdb/session/{ref}"
+
+
+def session_page_url(ref: str | int, port: int = DEFAULT_PORT) -> str:
     """The session page as `txdb serve` serves it (the catalog is the only database)."""
-    return f"http://{HOST}:{port}{session_path(file_id)}"
+    return f"http://{HOST}:{port}{session_path(ref)}"

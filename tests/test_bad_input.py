@@ -147,7 +147,7 @@ def test_unknown_types_and_odd_fields_are_kept(conn, tmp_path):
 # -- valid lines nested deeper than orjson goes (it reads 1,024 levels, writes 254) --
 
 DEPTHS = (300, 1000, 2000)
-PLACES = ("tool_use", "tool_result", "attachment", "envelope")
+PLACES = ("tool_use", "tool_result", "attachment", "envelope", "prompt")
 
 
 def nested_json(depth: int) -> str:
@@ -181,6 +181,9 @@ def deep_session(depth: int, place: str) -> tuple[bytes, int]:
     elif place == "attachment":
         at["attachment"]["content"] = hole
         line = 4
+    elif place == "prompt":  # a key beside a human prompt (what the view human_prompts reads)
+        u["x"] = hole
+        line = 1
     else:  # the envelope: the CLI's structured tool result beside the message
         r["toolUseResult"] = hole
         line = 3

@@ -160,3 +160,40 @@ def test_every_command_reading_a_deep_session_ends_cleanly(name, depth, place):
         if r.exit_code and name != "verify":
             assert r.output.strip().splitlines()[-1].startswith("Error: "), r.output
         assert path.read_bytes() == before  # only apply and undo write a session
+
+
+SESSION_ID = "11111111-2222-3333-4444-555555555555"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(depth=DEPTH, place=st.sampled_from(PLACES))
+@example(depth=2000, place="prompt")
+@example(depth=2001, place="prompt")
+@example(depth=3000, place="prompt")
+@example(depth=4995, place="envelope")
+@example(depth=2001, place="attachment")
+def test_every_view_and_analyze_by_id_answer_over_a_deep_record(depth, place):
+    """SQLite's JSON functions refuse JSON nested over 2,000 levels; a
+    record that deep is still stored, and every view over the catalog
+    answers (its JSON left out of what needs it), as does analyze by id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, path, deep_line = _layout(Path(tmp), depth, place)
+        catalog = Path(tmp) / "catalog.db"
+        conn = db.connect(catalog)
+        try:
+            refresh(conn, [root])
+            views = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")]
+            assert "human_prompts" in views and "cli_cost" in views
+            for view in views:
+                conn.execute(f'SELECT * FROM "{view}"').fetchall()
+                conn.execute(f'SELECT count(*) FROM "{view}"').fetchone()
+            if place == "prompt" and depth <= deepmod.MAX_DEPTH:
+                # the deep prompt is still a human prompt (its JSON is not needed to say so)
+                assert conn.execute("SELECT count(*) FROM human_prompts WHERE line = ?",
+                                    (deep_line,)).fetchone()[0] == 1
+        finally:
+            conn.close()
+        env = {"TXDB_DB": str(catalog), "CLAUDE_CONFIG_DIR": str(Path(tmp))}
+        r = CliRunner().invoke(cli, ["analyze", SESSION_ID], env=env)
+        assert r.exception is None, f"analyze at depth {depth} ({place}): {r.exception!r}\n{r.output}"
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output

@@ -81,6 +81,7 @@ def test_record_row_is_whole(catalog, projects):
         "request_id": obj.get("requestId"),
         "tokens": row["tokens"],
         "raw": first.decode(),
+        "json": first.decode(),  # generated: raw where SQLite's JSON functions read it
     }
 
 

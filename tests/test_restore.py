@@ -371,3 +371,75 @@ def test_refreshing_one_session_keeps_its_folders_files_too(tmp_path):
     assert refresh_path(conn, f, str(projects)) == "grown"
     assert conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'tool-results/toolu_9.txt'").fetchone()[0] \
         == hashlib.sha256(b"late output").hexdigest()
+
+
+def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archive, tmp_path):
+    """The catalog's rows of a gone session are its only copy: a different
+    file later at that path is indexed as a file of its own, and restore
+    gives the gone version back (refusing while that file is in the way)."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    conn = _conn(tmp_path)
+    (n_records,) = conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
+                                "WHERE f.path = ?", (str(session),)).fetchone()
+    conn.close()
+    assert n_records > 0
+    _sweep(projects)
+    run("refresh", ok=True)
+    session.write_bytes(b"{}\n")
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    kept = rows(conn, "SELECT f.id, f.gone, count(r.offset) AS n FROM files f JOIN records r ON r.file_id = f.id "
+                      "WHERE f.session_id = ? AND f.gone = 1 GROUP BY f.id", (SID,))
+    new = rows(conn, "SELECT gone FROM files WHERE path = ?", (str(session),))
+    conn.close()
+    assert [(k["gone"], k["n"]) for k in kept] == [(1, n_records)]
+    assert new == [{"gone": 0}]
+    # Refused while the new file is there, and nothing changed by the refusal.
+    for ref in (SID, SID[:8]):
+        assert "exists: the session is still there" in _one_error(run("restore", ref))
+        assert session.read_bytes() == b"{}\n"
+    session.unlink()
+    run("refresh", ok=True)
+    r = run("restore", SID[:8], ok=True)
+    assert "6 written" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
+    assert subprocess.run(["cmp", str(session), str(DATA_CLI.parent / SUBAGENT_DEMO / f"{SID}.jsonl")]).returncode == 0
+
+
+def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):
+    """A dangling link at the session's path, rows changed since refresh
+    hashed the file (sha256 differs): each refusal says which, and nothing
+    is written."""
+    projects, _ = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    _sweep(projects)
+    run("refresh", ok=True)
+    # A link to nothing where the session was: in the way, and named so.
+    session.symlink_to(tmp_path / "nowhere")
+    run("refresh", ok=True)
+    for ref in (SID, SID[:8]):
+        err = _one_error(run("restore", ref))
+        assert "a link is in the way" in err, err
+    assert os.readlink(session) == str(tmp_path / "nowhere") and not (tmp_path / "nowhere").exists()
+    session.unlink()
+    conn = _conn(tmp_path)
+    conn.execute("UPDATE records SET raw = replace(raw, 'subagent', 'SUBAGENT') WHERE file_id = "
+                 "(SELECT id FROM files WHERE path = ?) AND raw LIKE '%subagent%'", (str(session),))
+    conn.commit()
+    conn.close()
+    err = _one_error(run("restore", SID))
+    assert f"{SID}.jsonl (the sha256 of its rebuilt bytes differs" in err and "did not parse" not in err
+    assert tree(projects / SUBAGENT_DEMO) == {}
+
+
+def test_an_unparsable_line_is_named_as_the_cause(archive, tmp_path):
+    projects, _ = archive
+    f = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with open(f, "ab") as fh:
+        fh.write(b"this line is not json\n")
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    err = _one_error(run("restore", SID))
+    assert "did not parse" in err and "sha256" not in err.split(f"{SID}.jsonl", 1)[1].split(";")[0]

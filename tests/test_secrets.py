@@ -236,3 +236,44 @@ def test_a_plugin_anchored_to_its_line_finds_a_token_inside_a_longer_text():
     token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
     texts = ["first text", f"bot setup:\n{token}\ndone"]
     assert [[(f.type, f.line) for f in fs] for fs in scan_texts(texts)] == [[], [("Telegram Bot Token", 2)]]
+
+
+def _strings_of(value) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_of(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_of(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_export_redact_masks_a_secret_spelled_in_json_escapes(tmp_path):
+    """A line's raw JSON may spell a key in escapes (\\u0041KIA..., AIz\\u0061Sy...):
+    decoded, it is the key; the redacted raw holds it in no spelling."""
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    root = tmp_path / "projects"
+    u = user(f"my key {AWS} and maps {GOOGLE}", session="esc")
+    a = assistant(f"noted: {AWS}", u["uuid"], session="esc")
+    text = b"".join(dumps_line(o) for o in (u, a))
+    escaped = (text.replace(AWS.encode(), b"\\u0041" + AWS[1:].encode())
+               .replace(GOOGLE.encode(), GOOGLE[:3].encode() + b"\\u0061" + GOOGLE[4:].encode()))
+    assert AWS.encode() not in escaped and GOOGLE.encode() not in escaped
+    (root / "-p").mkdir(parents=True)
+    (root / "-p" / "esc.jsonl").write_bytes(escaped)
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    conn.close()
+    run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True)
+    raws = duckdb.sql(f"SELECT raw FROM read_parquet('{tmp_path}/redacted/records/**/*.parquet', "
+                      "hive_partitioning=true) ORDER BY line").fetchall()
+    decoded = [s for (r,) in raws for s in _strings_of(orjson.loads(r))]
+    assert len(raws) == 2
+    assert [s for s in decoded if AWS in s or GOOGLE in s] == []
+    assert any("[REDACTED:AWS Access Key]" in s for s in decoded)
+    assert any("[REDACTED:Google API Key]" in s for s in decoded)
+    assert any(s.startswith("my key ") for s in decoded)  # the rest as it was
+
+
+def dumps_line(obj) -> bytes:
+    return orjson.dumps(obj) + b"\n"

@@ -157,3 +157,32 @@ def test_files_in_a_folder_that_cannot_be_read_are_not_gone(scene, mode):
     shutil.rmtree(kept.parent)
     out = unprivileged(scene, cli_refresh(db_path, root, "--json"))
     assert json.loads(out["output"])["gone"] == 1  # gone once it is gone
+
+
+def test_a_file_name_that_is_not_utf8_is_named_escaped_and_the_others_indexed(tmp_path):
+    """Paths may be any bytes; the catalog stores them as text, so a session
+    file (or a file in a session's folder) whose name is not UTF-8 is named,
+    its bytes escaped, in the summary and in --json, and not catalogued."""
+    root = tmp_path / "projects"
+    ok = write(root / "-p" / "a.jsonl", conversation(1, session="a"))
+    folder = os.fsencode(root / "-p")
+    shutil.copyfile(ok, os.path.join(folder, b"caf\xe9.jsonl"))
+    side = os.path.join(folder, b"a", b"tool-results")
+    os.makedirs(side)
+    with open(os.path.join(side, b"toolu_\xff.txt"), "wb") as fh:
+        fh.write(b"output\n")
+    env = {"TXDB_DB": str(tmp_path / "c.db")}
+    for args in (["refresh", "--root", str(root)], ["refresh", "--root", str(root), "--json"]):
+        r = CliRunner().invoke(cli, args, env=env)
+        assert r.exception is None, repr(r.exception)
+        assert r.exit_code == 0, r.output
+    r_text = CliRunner().invoke(cli, ["refresh", "--root", str(root)], env=env).output
+    assert "caf\\xe9.jsonl (its name is not UTF-8" in r_text
+    report = json.loads(r.output)
+    named = sorted(u["path"] for u in report["unreadable"])
+    assert named == [str(root / "-p" / "a" / "tool-results" / "toolu_\\xff.txt"), str(root / "-p" / "caf\\xe9.jsonl")]
+    conn = db.connect(tmp_path / "c.db")
+    try:
+        assert [p for (p,) in conn.execute("SELECT path FROM files")] == [str(ok)]
+    finally:
+        conn.close()

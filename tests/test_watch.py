@@ -240,3 +240,29 @@ def test_ctrl_c_exits_130_for_every_long_running_command(tmp_path, args):
         rc, err = interrupt(proc)
     assert rc == 130, err
     assert "Traceback" not in err
+
+
+def test_a_file_name_that_is_not_utf8_is_named_and_the_watch_goes_on(tmp_path):
+    """Paths may be any bytes: a session file whose name is not UTF-8 is
+    named (its bytes escaped), never catalogued, and the watcher keeps
+    following the other files."""
+    root = tmp_path / "projects"
+    first = write(root / "-home-me-app" / "a.jsonl", conversation(1, session="a"))
+    db = tmp_path / "c.db"
+    proc = start(["refresh", "--watch", "--root", str(root), "--db", str(db)], tmp_path)
+    try:
+        wait_ready(proc)
+        odd = os.path.join(os.fsencode(root / "-home-me-app"), b"caf\xe9.jsonl")
+        with open(odd, "wb") as fh:
+            fh.write(b"".join(dumps(o) + b"\n" for o in conversation(1, session="odd")))
+        time.sleep(1.5)
+        second = write(root / "-home-me-app" / "b.jsonl", conversation(1, session="b"))
+        assert poll(lambda: lines_of(db, second) == 4)
+        append(first, user("one more", session="a"))
+        assert poll(lambda: lines_of(db, first) == 5)
+    finally:
+        rc, err = interrupt(proc)
+    assert rc in (0, 130), err
+    assert "Traceback" not in err
+    assert "caf\\xE9.jsonl" in err or "caf\\xe9.jsonl" in err, err
+    assert scalar(db, "SELECT count(*) FROM files") == 2

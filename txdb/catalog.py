@@ -11,7 +11,7 @@ from pathlib import Path
 from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
-from .paths import (SESSION_SUFFIX, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
+from .paths import (SESSION_SUFFIX, archived_from, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
                     original_path, pending_of, session_of_copy, working_file)
 from .ingest.store import catalogued_path, refresh_path
 from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
@@ -85,16 +85,18 @@ def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
     suffix = os.sep + ref + SESSION_SUFFIX
     rows = conn.execute(
         "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+        "WHERE f.session_id = ? OR substr(f.path, -?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
         (ref, len(suffix), suffix),
     ).fetchall()
     if not rows and len(ref) >= MIN_PREFIX:
         rows = conn.execute(
             "SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f "
-            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone",
+            "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
             (len(ref), ref),
         ).fetchall()
-    rows = [r for r in rows if is_session_path(r[1])]  # an older catalog's backup rows
+    # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays,
+    # and a gone file's path is judged by its name (a link may stand there now)
+    rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
     return [r for r in rows if r[3] == "session" and not r[4]] or rows
 
 
@@ -134,11 +136,13 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             raise SessionNotFound(f"no session {ref!r} in the catalog (an id prefix needs at least "
                                   f"{MIN_PREFIX} characters)")
         raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
-    paths = {r[1] for r in rows}
+    paths = {archived_from(r[1]) or r[1] for r in rows}
     if len(paths) > 1:
         listing = ", ".join(sorted(paths)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(paths)} files ({listing}); pass a path")
     path = rows[0][1]
+    if archived_from(path) is not None:
+        return SessionRef(*rows[0][:4])  # gone, kept aside: there is no file to refresh
     if index and stale(conn, path):
         _refresh_stale(conn, path)
     return _ref(conn, path)

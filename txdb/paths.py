@@ -79,6 +79,40 @@ def is_pending_name(name: str) -> bool:
     return name.endswith(SESSION_SUFFIX + PENDING_SUFFIX)
 
 
+def is_text_path(path: str) -> bool:
+    """Whether a path is text (UTF-8 bytes): the catalog stores paths as
+    text, so a file whose name is other bytes is named, never catalogued."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str) -> str:
+    """A path as text, bytes that are not UTF-8 as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace") if not is_text_path(path) else path
+
+
+NOT_TEXT_PATH = "its name is not UTF-8 (the catalog stores text paths): rename it to index it"
+
+
+# A gone file's catalogued version, its path moved aside when another file
+# appears at that path (refresh keeps both): ``X.jsonl`` -> ``X.jsonl.archived-<files.id>``,
+# a name discovery never takes for a session.
+ARCHIVED_SUFFIX = ".archived-"
+
+
+def archived_path(path: str, file_id: int) -> str:
+    return f"{path}{ARCHIVED_SUFFIX}{int(file_id)}"
+
+
+def archived_from(path: str) -> str | None:
+    """The path an archived version was at (None for any other path)."""
+    head, sep, tail = path.rpartition(ARCHIVED_SUFFIX)
+    return head if sep and tail.isdigit() and head.endswith(SESSION_SUFFIX) else None
+
+
 def is_backup_name(name: str) -> bool:
     return SESSION_SUFFIX + BACKUP_SUFFIX in name
 

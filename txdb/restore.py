@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from .db import connect_readonly, run_query
 from .errors import QueryError, RestoreError, SessionNotFound
 from . import sidecar as sidecarmod
-from .paths import session_stem
+from .paths import ARCHIVED_SUFFIX, archived_from, session_stem
 from .surgery.select import check_condition
 
 
@@ -96,6 +96,18 @@ def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes 
     return None
 
 
+def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
+    """Why the catalogued lines of a file do not make up the bytes refresh hashed."""
+    bad = conn.execute("SELECT line FROM parse_errors WHERE file_id = ? AND recovered = 0 ORDER BY line LIMIT 1",
+                       (file_id,)).fetchone()
+    if bad:
+        return f"line {bad[0]} did not parse: the catalog has no copy of it"
+    size, cursor = conn.execute("SELECT size, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    if cursor is not None and cursor < size:
+        return "its last line was still being written: the catalog has no copy of it"
+    return "the sha256 of its rebuilt bytes differs from the one refresh recorded: its rows changed since"
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -108,6 +120,22 @@ def _inside(rel: str) -> str:
     return str(p)
 
 
+def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
+    """The version of the file at ``file_id``'s path that restore gives
+    back: of that file and its gone versions kept aside
+    (``paths.archived_path``: another file appeared at its path), the
+    newest gone one whose records hold its session, else the newest gone
+    one; when none is gone, that file (restore refuses: it is in the way)."""
+    path, = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    base = archived_from(path) or path
+    prefix = base + ARCHIVED_SUFFIX
+    row = conn.execute(
+        "SELECT f.id FROM files f WHERE f.gone = 1 AND (f.path = ? OR substr(f.path, 1, ?) = ?) "
+        "ORDER BY EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
+        "f.id DESC LIMIT 1", (base, len(prefix), prefix)).fetchone()
+    return row[0] if row else file_id
+
+
 def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None) -> Plan:
     """What restoring the session of ``file_id`` writes (nothing written):
     every file rebuilt and checked against its sha256. RestoreError names
@@ -117,6 +145,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     if row is None:
         raise SessionNotFound(f"no catalogued file {file_id}")
     path, kind, session_id, _ = row
+    path = archived_from(path) or path  # a gone version kept aside goes back to where it was
     if kind != "session":
         raise RestoreError(f"{path} is a subagent transcript: restore the session it belongs to")
     src = Path(path)
@@ -141,8 +170,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
             continue
         data = rebuild_whole(conn, fid, sha)
         if data is None:
-            broken.append(f"{p} (its catalogued lines do not make up the file it was: "
-                          "an unparsable line or one still being written)")
+            broken.append(f"{p} ({_why_not_whole(conn, fid)})")
             continue
         plan.items.append(Item(target(rel), p, k, data, sha))
     sdir = sidecarmod.session_dir(src)
@@ -182,6 +210,9 @@ def _check_targets(plan: Plan) -> None:
                 raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
         if not os.path.lexists(p):
             continue
+        if p.is_symlink():
+            raise RestoreError(f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); "
+                               "txdb never replaces a file")
         if it.kind != "sidecar":
             raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
         try:

@@ -254,7 +254,7 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
         "LEFT JOIN blocks b ON b.file_id = f.file_id AND b.offset = f.offset AND b.idx = f.idx "
         "WHERE f.file_id = ?", (file_id,)).fetchall()
     attachments: dict[int, dict[str, str]] = {}
-    masks: dict[str, str] = {}
+    masks: dict[str, str] = {}  # secret -> its mask
     for kind, start, length, offset, idx, field, text in rows:
         if idx == ATTACHMENT_IDX:
             if offset not in attachments:
@@ -265,12 +265,29 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
         secret = (text or "")[start:start + length]
         if secret:
             masks.setdefault(secret, f"[REDACTED:{kind}]")
-            escaped = orjson.dumps(secret).decode()[1:-1]  # as it stands inside a JSON string
-            masks.setdefault(escaped, f"[REDACTED:{kind}]")
     if not masks:
         return None
-    pattern = re.compile("|".join(re.escape(s) for s in sorted(masks, key=len, reverse=True)))
-    return lambda value: pattern.sub(lambda m: masks[m.group(0)], value)
+    secrets = sorted(masks, key=len, reverse=True)
+    pattern = re.compile("|".join(f"({_spelled(s)})" for s in secrets))
+    return lambda value: pattern.sub(lambda m: masks[secrets[m.lastindex - 1]], value)
+
+
+def _spelled(secret: str) -> str:
+    """A pattern matching ``secret`` as text and as it may stand inside a
+    JSON string, each character as itself or escaped (``\\u0041`` for
+    ``A``, ``\\/``, ``\\n``): a line's raw JSON that spells a key in
+    escapes is still that key once decoded."""
+    out = []
+    for ch in secret:
+        forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
+        if ch == "/":
+            forms.add(re.escape("\\/"))
+        units = [ord(ch)] if ord(ch) < 0x10000 else [0xD800 + ((ord(ch) - 0x10000) >> 10),
+                                                    0xDC00 + ((ord(ch) - 0x10000) & 0x3FF)]
+        forms.add("".join(r"\\u" + "".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h
+                                          for h in f"{u:04x}") for u in units))
+        out.append("(?:" + "|".join(sorted(forms)) + ")")
+    return "".join(out)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import Callable
 from . import db
 from .errors import NothingToWatch
 from .ingest.discover import is_session_path
-from .paths import SESSION_SUFFIX, SKIP_DIRS
+from .paths import NOT_TEXT_PATH, SESSION_SUFFIX, SKIP_DIRS
 from .ingest.store import refresh, refresh_path
 
 # Changes are handed over after this long without a new one (ms) ...
@@ -41,6 +41,8 @@ IDLE_MS = 500
 # Another writer held the catalog past the busy timeout (a long first build,
 # an apply): try again; any other SQLite condition (a full disk) ends the watch.
 BUSY = "database is locked"
+# How watchfiles names a changed path that is not UTF-8 (its watch ends there).
+UNDECODABLE = "Unable to decode path"
 
 
 @dataclass(slots=True)
@@ -119,30 +121,39 @@ def watch(db_path: str | Path, roots: list[Path], prune: bool = False,
         gone: list[int] = []  # files gone at the last rescan, to tell a new deletion
         rescan = True  # the first one catches what changed before the watch started
         ready = False
-        for changes in watchfiles.watch(
-            *existing, watch_filter=_Filter(), debounce=MAX_WAIT_MS, step=QUIET_MS,
-            rust_timeout=IDLE_MS, yield_on_timeout=True, stop_event=stop, raise_interrupt=True,
-            ignore_permission_denied=True,
-        ):
-            for change, path in changes:
-                if is_session_path(path) and change != watchfiles.Change.deleted:
-                    dirty.add(path)
-                else:
-                    rescan = True
-            if rescan:
-                rescan = not _rescan(conn, existing, prune, report, gone)
-                if not rescan:
-                    dirty.clear()  # the rescan read them all
-            for path in sorted(dirty):
-                outcome = _refresh_one(conn, path, _root_of(path, root_strs), report)
-                if outcome == "done":
-                    dirty.discard(path)
-                elif outcome == "vanished":
-                    dirty.discard(path)
-                    rescan = True  # deleted meanwhile: marked gone by the next rescan
-            if not ready and not rescan:
-                ready = True
-                report(WatchEvent("watching", root_strs))
+        while True:
+            try:
+                for changes in watchfiles.watch(
+                    *existing, watch_filter=_Filter(), debounce=MAX_WAIT_MS, step=QUIET_MS,
+                    rust_timeout=IDLE_MS, yield_on_timeout=True, stop_event=stop, raise_interrupt=True,
+                    ignore_permission_denied=True,
+                ):
+                    for change, path in changes:
+                        if is_session_path(path) and change != watchfiles.Change.deleted:
+                            dirty.add(path)
+                        else:
+                            rescan = True
+                    if rescan:
+                        rescan = not _rescan(conn, existing, prune, report, gone)
+                        if not rescan:
+                            dirty.clear()  # the rescan read them all
+                    for path in sorted(dirty):
+                        outcome = _refresh_one(conn, path, _root_of(path, root_strs), report)
+                        if outcome == "done":
+                            dirty.discard(path)
+                        elif outcome == "vanished":
+                            dirty.discard(path)
+                            rescan = True  # deleted meanwhile: marked gone by the next rescan
+                    if not ready and not rescan:
+                        ready = True
+                        report(WatchEvent("watching", root_strs))
+                return  # stopped
+            except RuntimeError as e:  # watchfiles: a path it cannot decode (not UTF-8) ends its watch
+                if not str(e).startswith(UNDECODABLE):
+                    raise
+                named = str(e)[len(UNDECODABLE):].rsplit(" to string", 1)[0].strip().strip('"')
+                report(WatchEvent("skipped", [named], NOT_TEXT_PATH))
+                rescan = True  # watched again from a new watch; what changed meanwhile, by a rescan
     finally:
         conn.close()
 

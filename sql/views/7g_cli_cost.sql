@@ -6,9 +6,9 @@
 -- txdb cost --by session shows it beside the cost txdb computes.
 CREATE VIEW cli_cost AS
 SELECT r.file_id, r.session_id, r.line,
-       json_extract(r.raw, '$.totalCostUSD') AS cli_cost_usd,
-       json_extract(r.raw, '$.hasUnknownModelCost') AS has_unknown_model_cost,
-       json_extract(r.raw, '$.modelUsage') AS model_usage
+       json_extract(r.json, '$.totalCostUSD') AS cli_cost_usd,
+       json_extract(r.json, '$.hasUnknownModelCost') AS has_unknown_model_cost,
+       json_extract(r.json, '$.modelUsage') AS model_usage
 FROM records r
 WHERE r.type = 'cost-state'
   AND r.offset = (SELECT max(q.offset) FROM records q WHERE q.file_id = r.file_id AND q.type = 'cost-state');

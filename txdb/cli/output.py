@@ -56,7 +56,13 @@ def to_json(value, indent: bool = True) -> str:
     import orjson  # here, not at start-up: `txdb --version` and --help print no JSON
 
     opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-    text = orjson.dumps(value, option=opts).decode()
+    try:
+        text = orjson.dumps(value, option=opts).decode()
+    except TypeError:  # a lone surrogate (a file name's bytes that are not UTF-8): escaped, \udce9
+        import json
+
+        text = json.dumps(value, indent=2 if indent else None, separators=None if indent else (",", ":"),
+                          default=str)
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text
 
 

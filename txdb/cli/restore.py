@@ -48,7 +48,7 @@ def restore(db_path, session, where, to, dry_run, as_json):
         ref = catalog.resolve_session(conn, session)
         if ref.kind != "session":
             raise RestoreError(f"{ref.path} is a subagent transcript: restore the session it belongs to")
-        ids = [ref.file_id]
+        ids = [restoremod.latest_gone(conn, ref.file_id)]
     plans = [restoremod.plan_restore(conn, i, to) for i in ids]  # every check before any write
     written = [] if dry_run else [str(p) for p in restoremod.restore(plans)]
     if written:

@@ -7,8 +7,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import (META_SUFFIX, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
-                     is_session_name, is_side_file, session_folder)
+from ..paths import (META_SUFFIX, NOT_TEXT_PATH, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
+                     is_text_path, shown_path, is_session_name, is_side_file, session_folder)
 from ..regular import NotRegularFile
 
 
@@ -45,17 +45,18 @@ def classify(path: Path, root: Path | None = None) -> tuple[str | None, str, str
     return project, "session", None
 
 
-def is_session_path(path: str | Path) -> bool:
+def is_session_path(path: str | Path, links: bool = True) -> bool:
     """Whether discovery would call the file at ``path`` a session: a
     ``.jsonl`` name outside any ``tool-results`` folder and not a side file
     of a session's folder (:func:`is_side_file`), and, for a symlink,
     the file it points at too (a link named ``X.jsonl`` to a backup is a
     backup). Backups, pending copies and every other file are read directly
-    when asked for, never catalogued."""
+    when asked for, never catalogued. ``links=False``: by the path alone (a
+    gone file's catalogued path, whatever stands there now)."""
     p = Path(path)
     if not _named_like_session(p):
         return False
-    return not os.path.islink(p) or _named_like_session(Path(os.path.realpath(p)))
+    return not links or not os.path.islink(p) or _named_like_session(Path(os.path.realpath(p)))
 
 
 def _named_like_session(p: Path) -> bool:
@@ -193,12 +194,20 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                         continue
                     if sidecar_folder and not entry.is_symlink():
                         place = _place((*rel, entry.name))
+                        if place is not None and not is_text_path(entry.path):
+                            if unreadable is not None:
+                                unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))
+                            continue
                         if place is not None:
                             st = entry.stat(follow_symlinks=False)
                             if stat.S_ISREG(st.st_mode):
                                 sidecars.append(FoundSidecar(entry.path, str(root), *place, st))
                             continue
                     if in_skipped or not is_session_name(entry.name) or is_side_file(entry.path):
+                        continue
+                    if not is_text_path(entry.path):
+                        if unreadable is not None:
+                            unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

@@ -32,7 +32,7 @@ from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
-from ..paths import is_side_file, session_stem, swaps_of
+from ..paths import archived_path, is_side_file, session_stem, swaps_of
 from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
                        session_sidecars)
 from . import sha as shamod
@@ -350,6 +350,7 @@ class Plan:
     file_id: int | None
     start_offset: int = 0
     start_line: int = 1
+    archive: int | None = None  # a gone file's row kept aside (its path moved): a new file came at its path
 
     @property
     def from_start(self) -> bool:
@@ -390,7 +391,8 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
     if size == st.st_size and mtime_ns == st.st_mtime_ns and inode == st.st_ino and not gone:
         return Plan(found, "unchanged", file_id)
     status = "rewritten"
-    if inode == st.st_ino and st.st_size >= cursor and cursor > 0:
+    # A gone file back at its path (restored: another inode) is the same file when its head is.
+    if (inode == st.st_ino or gone) and st.st_size >= cursor and cursor > 0:
         with open_regular(found.path) as fh:
             if head_tail(fh, cursor) == (head_sha, tail_sha):
                 status = "grown" if st.st_size > cursor else "unchanged"
@@ -403,6 +405,8 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
         return Plan(found, "unchanged", file_id)
     if status == "grown":
         return Plan(found, "grown", file_id, cursor, lines + 1)
+    if gone:  # another file where a gone one was: the gone one's rows are its only copy
+        return Plan(found, "new", None, archive=file_id)
     return Plan(found, "rewritten", file_id)
 
 
@@ -450,6 +454,9 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
     are then already current)."""
     f = plan.found
     if plan.file_id is None:
+        if plan.archive is not None:
+            conn.execute("UPDATE files SET path = ? WHERE id = ? AND path = ? AND gone = 1",
+                         (archived_path(f.path, plan.archive), plan.archive, f.path))
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (f.path,)).fetchone():
             return None
         return conn.execute(

@@ -103,11 +103,11 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
                a.type AS attachment_type, a.policy, a.free,
                CASE WHEN r.type NOT IN ('user', 'assistant')
                     -- a line nested deeper than SQLite's JSON goes is shown as its text
-                    THEN substr(CASE WHEN json_valid(r.raw)
-                                     THEN coalesce(json_extract(r.raw, '$.content'),
-                                                   json_extract(r.raw, '$.attachment.content'),
-                                                   json_extract(r.raw, '$.attachment'),
-                                                   json_extract(r.raw, '$.summary'))
+                    THEN substr(CASE WHEN r.json IS NOT NULL
+                                     THEN coalesce(json_extract(r.json, '$.content'),
+                                                   json_extract(r.json, '$.attachment.content'),
+                                                   json_extract(r.json, '$.attachment'),
+                                                   json_extract(r.json, '$.summary'))
                                      ELSE r.raw END, 1, ?) END AS body
         FROM chain c
         JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset

@@ -847,4 +847,11 @@ def journalled_sessions(conn: sqlite3.Connection) -> list[Path]:
     asked here so that ``txdb refresh`` loads the surgery code only when
     there is one."""
     rows = conn.execute("SELECT path FROM files WHERE gone = 0 AND kind = 'session'").fetchall()
-    return [Path(p) for (p,) in rows if swaps_of(p).is_file()]
+    return [Path(p) for (p,) in rows if _is_file(swaps_of(p))]
+
+
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a folder that cannot be searched: refresh has named it unreadable
+        return False

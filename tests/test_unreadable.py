@@ -51,6 +51,12 @@ def unprivileged(scene: Path, fn):
     if os.geteuid() != 0:
         return fn()
     _chown_tree(scene, NOBODY)
+    # The child cannot read this interpreter's files (they are root's): what
+    # refresh imports only when it needs it (the price library, for a model
+    # new to the catalog) is imported here, before the fork.
+    import importlib.metadata  # noqa: F401
+    import genai_prices  # noqa: F401
+    from genai_prices import Usage, calc_price, data_snapshot  # noqa: F401
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest

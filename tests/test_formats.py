@@ -45,6 +45,8 @@ def test_new_journal_and_session_bound_lines(tmp_path, monkeypatch):
     assert not types & {"api-request-resumed", "resume-head-vouch"}
     # State of the session that a fork carries on.
     assert {"session-owner", "derived-from"} <= types
+    # a pass writing a fork does not index the original first: index it to read its records
+    assert CliRunner().invoke(cli, ["refresh"], catch_exceptions=False).exit_code == 0
     conn = db.connect(tmp_path / "catalog.db")
     (journal,) = conn.execute("SELECT journal FROM record_costs WHERE type = 'api-request-resumed'").fetchone()
     assert journal == 1

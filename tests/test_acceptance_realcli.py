@@ -398,6 +398,13 @@ REMINDERS_RERENDERED = ("2.1.250",)
 #: ``--keep-last-lines`` keeps (found by this matrix on two real sessions;
 #: after the strip they send the stored, stripped content).
 READ_RERENDERED = ("2.1.250",)
+#: Pairs where the CLI, re-rendering attachments that store no ``rendered``,
+#: sends fewer reminders than one per dropped line allows: open, named here
+#: so that it shows as an expected failure, never a pass.
+RERENDER_GAPS = {
+    ("real/d3f32579", "strip-attachments"): "2.1.328 sends 426 fewer <total_tokens> reminders while 423 "
+    "attachment lines were dropped (the file stores no rendered text): three more go than lines went",
+}
 
 
 def _matrix(commands=None):
@@ -846,6 +853,8 @@ def test_reminders_only_removed(runner, cli, session, command):
         want = Counter(x.strip() for t in texts for x in t if x and x.strip())
         assert not Counter(removed) - want, (Counter(removed) - want)
     else:  # older CLI: it re-renders each attachment (some to nothing)
+        if (session, command) in RERENDER_GAPS and len(removed) > len(dropped):
+            pytest.xfail(RERENDER_GAPS[(session, command)])
         assert len(removed) <= len(dropped)
 
 

@@ -423,9 +423,14 @@ def test_blocks_are_summed_by_kind_from_an_index_with_the_same_rows(tmp_path):
     for view in ("analyze_by_type", "analyze_by_tool"):
         plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {view}")]
         assert any("USING COVERING INDEX blocks_kind_sizes" in p for p in plan), (view, plan)
-    views = ("analyze_by_type", "analyze_by_tool", "context_by_category")
+    # a tool call's result is still found by its tool_use_id, not by scanning the file's results
+    for view in ("costliest_tool_calls", "block_targets", "persisted"):
+        plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT count(*) FROM {view}")]
+        assert not any("(kind=? AND file_id=?)" in p for p in plan), (view, plan)
+    views = ("analyze_by_type", "analyze_by_tool", "context_by_category", "costliest_tool_calls", "block_targets",
+             "persisted", "human_prompts", "image_targets", "search_messages", "search_tool_output")
     with_index = {v: sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) for v in views}
-    assert all(with_index.values())
+    assert all(with_index[v] for v in ("analyze_by_type", "analyze_by_tool", "context_by_category", "costliest_tool_calls"))
     conn.execute("DROP INDEX blocks_kind_sizes")
     for v in views:
         assert sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) == with_index[v], v

@@ -430,7 +430,7 @@ def test_blocks_are_summed_by_kind_from_an_index_with_the_same_rows(tmp_path):
     views = ("analyze_by_type", "analyze_by_tool", "context_by_category", "costliest_tool_calls", "block_targets",
              "persisted", "human_prompts", "image_targets", "search_messages", "search_tool_output")
     with_index = {v: sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) for v in views}
-    assert all(with_index[v] for v in ("analyze_by_type", "analyze_by_tool", "context_by_category", "costliest_tool_calls"))
+    assert all(with_index[v] for v in views[:4])  # the fixtures have rows in these
     conn.execute("DROP INDEX blocks_kind_sizes")
     for v in views:
         assert sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) == with_index[v], v

@@ -68,7 +68,7 @@ VIEWS = {
     "usage_blocks", "usage_by_day", "usage_by_model", "usage_context",
 }
 INDEXES = {
-    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_sizes", "chain_record",
+    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",
     "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type",
     "sessions_session_id",
     "sidecars_session", "sidecars_sha256",

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from conftest import rows
+from conftest import copy_fixture_sessions, rows
 from sessions import DATA
 from txdb import db
 from txdb.cli import cli
@@ -411,6 +411,30 @@ def test_what_fills_the_context_is_summed_from_indexes_not_rows(tools):
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM analyze_by_type")]
     assert any(p.startswith("SCAN r USING COVERING INDEX records_sizes") for p in plan), plan
     assert any("SEARCH b USING COVERING INDEX blocks_sizes" in p for p in plan), plan
+
+
+def test_blocks_are_summed_by_kind_from_an_index_with_the_same_rows(tmp_path):
+    """analyze_by_type (under context_by_category) and analyze_by_tool read
+    each block's kind, tool, sizes and tokens from a covering index
+    (migration 024), not from rows that hold the text, and answer the
+    same rows as a catalog without that index."""
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [copy_fixture_sessions(tmp_path / "projects")])
+    for view in ("analyze_by_type", "analyze_by_tool"):
+        plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {view}")]
+        assert any("USING COVERING INDEX blocks_kind_sizes" in p for p in plan), (view, plan)
+    # a tool call's result is still found by its tool_use_id, not by scanning the file's results
+    for view in ("costliest_tool_calls", "block_targets", "persisted"):
+        plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT count(*) FROM {view}")]
+        assert not any("(kind=? AND file_id=?)" in p for p in plan), (view, plan)
+    views = ("analyze_by_type", "analyze_by_tool", "context_by_category", "costliest_tool_calls", "block_targets",
+             "persisted", "human_prompts", "image_targets", "search_messages", "search_tool_output")
+    with_index = {v: sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) for v in views}
+    assert all(with_index[v] for v in views[:4])  # the fixtures have rows in these
+    conn.execute("DROP INDEX blocks_kind_sizes")
+    for v in views:
+        assert sorted(map(repr, conn.execute(f"SELECT * FROM {v}"))) == with_index[v], v
+    conn.close()
 
 
 def test_hostile_markers_never_break_the_views_or_analyze(tools):

@@ -12,30 +12,27 @@
 -- context_gauge, the chart and billed_usage read this view.
 CREATE VIEW usage_context AS
 SELECT
-    u.*,
-    max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
-        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS gauge_totals_context,
-    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
-        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
-         FROM json_each(u.gauge_iterations, '$[#-1]') j
-         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
-    END AS gauge_iterations_context,
-    CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
-        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
-         FROM json_each(u.gauge_iterations, '$[#-1]') j
-         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
-    ELSE
+    c.*,
+    coalesce(c.gauge_iterations_context, c.gauge_totals_context) AS gauge_tokens
+FROM (
+    SELECT
+        u.*,
         max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
-        + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0)
-    END AS gauge_tokens,
-    CASE WHEN json_type(u.iterations, '$[#-1]') = 'object' THEN
-        (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
-         FROM json_each(u.iterations, '$[#-1]') j
-         WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
-    ELSE
-        max(coalesce(u.input_tokens, 0), 0) + max(coalesce(u.cache_read_input_tokens, 0), 0)
-        + max(coalesce(u.cache_creation_input_tokens, 0), 0)
-    END AS api_gauge,
-    coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
-        + coalesce(u.cache_read_input_tokens, 0) + coalesce(u.cache_creation_input_tokens, 0) AS billed_tokens
-FROM usage u;
+            + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS gauge_totals_context,
+        CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+             FROM json_each(u.gauge_iterations, '$[#-1]') j
+             WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
+        END AS gauge_iterations_context,
+        CASE WHEN json_type(u.iterations, '$[#-1]') = 'object' THEN
+            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+             FROM json_each(u.iterations, '$[#-1]') j
+             WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
+        ELSE
+            max(coalesce(u.input_tokens, 0), 0) + max(coalesce(u.cache_read_input_tokens, 0), 0)
+            + max(coalesce(u.cache_creation_input_tokens, 0), 0)
+        END AS api_gauge,
+        coalesce(u.input_tokens, 0) + coalesce(u.output_tokens, 0)
+            + coalesce(u.cache_read_input_tokens, 0) + coalesce(u.cache_creation_input_tokens, 0) AS billed_tokens
+    FROM usage u
+) c;

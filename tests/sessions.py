@@ -21,6 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from realcli.scenarios import pdf_bytes  # noqa: F401  (one PDF generator: the CLI scenarios use it too)
+
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA.parents[2] / "shared" / "corpus"
 _SHIPPED = {"cli": ("cli",), "generated": ("generated",), "real": ("projects", "real")}
@@ -166,56 +168,6 @@ def append(path: Path, *objs: dict) -> None:
     with open(path, "ab") as fh:
         for o in objs:
             fh.write(dumps(o) + b"\n")
-
-
-def pdf_bytes(pages: int, pad_to: int = 0, compressed: bool = False) -> bytes:
-    """A valid PDF of ``pages`` pages, one line of text each, written by hand
-    (cross-reference table and all). ``pad_to``: a comment pads the file to
-    about that many bytes, so PDFs of different page counts can be the same
-    size. ``compressed``: the page objects sit in a Flate-compressed object
-    stream (PDF 1.5), where no ``/Type /Page`` is in the clear (the classic
-    cross-reference table keeps their slots as ``null`` objects: enough for
-    a reader that counts pages, where a real file has a cross-reference
-    stream)."""
-    import zlib
-
-    font = 3 + 2 * pages
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
-            f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(pages))}] "
-            f"/Count {pages} >>".encode()]
-    page_dicts = []
-    for i in range(pages):
-        page_dicts.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-                          f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
-        s = f"BT /F1 24 Tf 72 720 Td (Hello from page {i + 1}) Tj ET".encode()
-        objs += [page_dicts[-1], b"<< /Length %d >>\nstream\n%s\nendstream" % (len(s), s)]
-    objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    if compressed:  # the pages move into object stream `font + 1`; their slots are left free
-        body, offs = b"", []
-        for d in page_dicts:
-            offs.append(len(body))
-            body += d + b"\n"
-        head = b" ".join(b"%d %d" % (3 + 2 * i, o) for i, o in enumerate(offs)) + b"\n"
-        packed = zlib.compress(head + body)
-        objs.append(b"<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>\nstream\n%s\nendstream"
-                    % (pages, len(head), len(packed), packed))
-        for i in range(pages):
-            objs[2 + 2 * i] = b"null"
-    out = bytearray(b"%PDF-1.5\n")
-    offsets = []
-    for n, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (n, o)
-    def tail(xref: int) -> bytes:
-        return (b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-                + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-                + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%010d\n%%%%EOF\n" % (len(objs) + 1, xref))
-
-    pad = pad_to - len(out) - len(tail(0)) - 2
-    if pad > 0:
-        out += b"%" + b"x" * pad + b"\n"
-    out += tail(len(out))
-    return bytes(out)
 
 
 def pdf_block(data: bytes) -> dict:

@@ -202,3 +202,28 @@ def test_the_migration_re_reads_files_holding_a_document(tmp_path):
     assert conn.execute("SELECT sum(tokens) FROM records").fetchone()[0] == right
     assert conn.execute("SELECT tokens FROM blocks WHERE kind = 'tool_result'").fetchone()[0] == \
         2 * tokens.PDF_PAGE_TOKENS + tokens.text_tokens("PDF file read: /home/me/paper.pdf (8KB)")
+
+
+CLI_PDF = next((Path(__file__).parent / "data" / "documents" / "-tmp-txdb-cli-fixtures-pdf-demo").glob("*.jsonl"))
+
+
+def test_a_pdf_the_real_cli_read_is_sized_per_page(env):
+    """Claude Code 2.1.328 stores a Read of a PDF (tests/realcli/scenarios.py
+    pdf_session, 3 pages) as a tool_result holding a text line and a
+    ``document`` block with the base64 PDF (its ``toolUseResult`` repeats the
+    base64, which is never sent); the catalog sizes that result by pages."""
+    import shutil
+
+    f = Path(shutil.copyfile(CLI_PDF, env / CLI_PDF.name))
+    [(content, tur)] = [(o["message"]["content"][0]["content"], o["toolUseResult"])
+                        for o in map(json.loads, f.read_text().splitlines())
+                        if isinstance(o.get("toolUseResult"), dict) and o["toolUseResult"].get("type") == "pdf"]
+    assert [b["type"] for b in content] == ["text", "document"]
+    source = content[1]["source"]
+    assert (source["type"], source["media_type"]) == ("base64", "application/pdf")
+    assert tokens.pdf_pages(base64.b64decode(source["data"])) == 3
+    assert tur["file"]["base64"] == source["data"]
+    assert run("refresh").exit_code == 0
+    [row] = json.loads(run("query", "select tokens, text from blocks where kind = 'tool_result' "
+                                    "and text like 'PDF file read%'", "--json").output)
+    assert row["tokens"] == 3 * tokens.PDF_PAGE_TOKENS + tokens.text_tokens(row["text"])

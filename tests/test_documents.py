@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import sqlite3
 from pathlib import Path
 
 import pytest

@@ -226,3 +226,21 @@ def test_a_pdf_the_real_cli_read_is_sized_per_page(env):
     [row] = json.loads(run("query", "select tokens, text from blocks where kind = 'tool_result' "
                                     "and text like 'PDF file read%'", "--json").output)
     assert row["tokens"] == 3 * tokens.PDF_PAGE_TOKENS + tokens.text_tokens(row["text"])
+
+
+async def test_the_session_page_shows_a_document_by_its_billed_tokens(tmp_path):
+    from txdb.web.metadata import make_datasette
+
+    proj = tmp_path / "p" / "-home-me-app"
+    proj.mkdir(parents=True)
+    doc = pdf_block(pdf_bytes(2))
+    attached_session(proj / f"{SID}.jsonl", doc)
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "p"])
+    conn.close()
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    page = (await d.client.get(f"/-/txdb/session/{SID}")).text
+    conv = page[page.index('id="conversation"'):]
+    assert (f'<div class="blk image document">document application/pdf · {len(doc["source"]["data"]):,} chars '
+            f'of base64 · {2 * tokens.PDF_PAGE_TOKENS:,} tok</div>') in conv

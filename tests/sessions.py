@@ -21,6 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from realcli.scenarios import pdf_bytes  # noqa: F401  (one PDF generator: the CLI scenarios use it too)
+
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA.parents[2] / "shared" / "corpus"
 _SHIPPED = {"cli": ("cli",), "generated": ("generated",), "real": ("projects", "real")}
@@ -166,3 +168,11 @@ def append(path: Path, *objs: dict) -> None:
     with open(path, "ab") as fh:
         for o in objs:
             fh.write(dumps(o) + b"\n")
+
+
+def pdf_block(data: bytes) -> dict:
+    """A ``document`` block as Claude Code writes a PDF it read."""
+    import base64
+
+    return {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                           "data": base64.b64encode(data).decode()}}

@@ -71,7 +71,7 @@ NEW_THINGS = [
      "timestamp": "2026-01-01T00:00:00.000Z", "attachment": {"type": "brand_new_reminder"}},
     {"type": "user", "uuid": "u-new", "parentUuid": "a-new", "sessionId": "s", "version": "9.9.9",
      "timestamp": "2026-01-01T00:00:01.000Z",
-     "message": {"role": "user", "content": [{"type": "document", "source": {}},
+     "message": {"role": "user", "content": [{"type": "container_upload", "file_id": "f"},
                                              {"type": "web_search_tool_result", "tool_use_id": "t",
                                               "content": []}]}},
 ]
@@ -125,7 +125,7 @@ def test_format_census_is_what_the_files_hold_and_what_txdb_knows(tmp_path, monk
     assert got == _expected_census(f)
     unknown = {(v, k, n) for (v, k, n), (_c, m) in got.items() if not m}
     assert {("9.9.9", "line", "brand-new-line"), ("9.9.9", "key", "novelKey"),
-            ("9.9.9", "attachment", "brand_new_reminder"), ("9.9.9", "block", "document")} <= unknown
+            ("9.9.9", "attachment", "brand_new_reminder"), ("9.9.9", "block", "container_upload")} <= unknown
     # the new lines of 2.1.332 are known; a line without a version counts under its session's
     assert got[("2.1.332", "line", "api-request-resumed")] == (1, 1)
     assert got[("2.1.328", "line", "session-owner")] == (1, 1)
@@ -134,7 +134,7 @@ def test_format_census_is_what_the_files_hold_and_what_txdb_knows(tmp_path, monk
     r = runner.invoke(cli, ["analyze", str(f)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "Not modelled by txdb" in r.output and "brand-new-line (1)" in r.output
-    assert "document (1)" in r.output and "novelKey (1)" in r.output
+    assert "container_upload (1)" in r.output and "novelKey (1)" in r.output
     # a rewritten file is counted again from its start, not on top
     f.write_bytes(b"".join(x + b"\n" for x in f.read_bytes().splitlines()[1:]))
     assert runner.invoke(cli, ["refresh"], catch_exceptions=False).exit_code == 0
@@ -164,7 +164,7 @@ def test_block_types_are_what_block_rows_reads():
 
     from txdb.records import BLOCK_TYPES, block_rows
 
-    names = [t.replace("*", "web_search") for t in BLOCK_TYPES] + ["document", "container_upload"]
+    names = [t.replace("*", "web_search") for t in BLOCK_TYPES] + ["container_upload"]
     for name in names:
         (row,) = block_rows([{"type": name}], "assistant")
         known = any(fnmatchcase(name, p) for p in BLOCK_TYPES)

@@ -54,7 +54,7 @@ ENVELOPE_KEYS = frozenset({
 # Content block types block_rows reads (any other is kind 'other'); names
 # are GLOB patterns (known_formats matches them so).
 BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result",
-               "*_tool_result", "image")
+               "*_tool_result", "image", "document")
 
 # The request journal: written since CC 2.1.300, never sent as context.
 # What txdb's strips leave in a record: a stripped tool result or input starts
@@ -102,16 +102,18 @@ def is_wrapped_thinking(text: str) -> bool:
     return text.lstrip()[:1] == "<" and _WRAPPED_THINKING_RE.fullmatch(text) is not None
 
 
-def _result_text(content) -> tuple[str, list[dict]]:
-    """Text and nested image sources of a tool_result's content."""
+def _result_text(content) -> tuple[str, list[dict], list[dict]]:
+    """Text, nested image sources and nested document blocks of a
+    tool_result's content (a Read of a PDF returns a ``document``)."""
     if isinstance(content, str):
-        return content, []
+        return content, [], []
     if not isinstance(content, list):
         if content is None:
-            return "", []
-        return dumps_text(content), []
+            return "", [], []
+        return dumps_text(content), [], []
     parts: list[str] = []
     images: list[dict] = []
+    documents: list[dict] = []
     for item in content:
         if not isinstance(item, dict):
             parts.append(str(item))
@@ -121,9 +123,11 @@ def _result_text(content) -> tuple[str, list[dict]]:
             parts.append(str(item.get("text", "")))
         elif t == "image" and isinstance(item.get("source"), dict):
             images.append(item["source"])
+        elif t == "document" and isinstance(item.get("source"), dict):
+            documents.append(item)
         else:
             parts.append(dumps_text(item))
-    return "\n".join(parts), images
+    return "\n".join(parts), images, documents
 
 
 def block_rows(content, role: str | None) -> list[dict]:
@@ -175,9 +179,10 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["tokens"] = tokens.text_tokens(len(inp) + len(str(block.get("name") or "")))
             row["text"] = inp
         elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
-            text, images = _result_text(block.get("content"))
+            text, images, documents = _result_text(block.get("content"))
             infos = [tokens.image_info(s) for s in images]
             img_tokens = sum(i["tokens"] for i in infos)
+            img_tokens += sum(tokens.document_info(d)["tokens"] for d in documents)
             if infos:
                 # The largest nested image's size: what the API's per-image limits test.
                 big = max(infos, key=lambda i: (i["width"] or 0) * (i["height"] or 0))
@@ -200,6 +205,12 @@ def block_rows(content, role: str | None) -> list[dict]:
             row["height"] = info["height"]
             row["image_sha256"] = info["sha256"]
             row["chars"] = len(source.get("data") or "")
+            row["tokens"] = info["tokens"]
+        elif btype == "document":
+            info = tokens.document_info(block)
+            row["kind"] = "document"
+            row["media_type"] = info["media_type"]
+            row["chars"] = info["base64_chars"]
             row["tokens"] = info["tokens"]
         else:
             dumped = dumps_text(block)

@@ -53,7 +53,7 @@ Public API::
         the scripted loopback server and reply builders.
     scenarios.*                                  (tests.realcli.scenarios)
         make the CLI write small realistic sessions (tools, thinking,
-        PNG reads, subagents, /compact).
+        PNG and PDF reads, subagents, /compact).
 
 Tests that use the CLI are marked ``@pytest.mark.realcli``.
 """

@@ -34,6 +34,55 @@ def png_bytes(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (200,
             + chunk(b"IEND", b""))
 
 
+def pdf_bytes(pages: int, pad_to: int = 0, compressed: bool = False) -> bytes:
+    """A valid PDF of ``pages`` pages, one line of text each, written by hand
+    (cross-reference table and all). ``pad_to``: a comment pads the file to
+    about that many bytes, so PDFs of different page counts can be the same
+    size. ``compressed``: the page objects sit in a Flate-compressed object
+    stream (PDF 1.5), where no ``/Type /Page`` is in the clear (the classic
+    cross-reference table keeps their slots as ``null`` objects: enough for
+    a reader that counts pages, where a real file has a cross-reference
+    stream)."""
+    font = 3 + 2 * pages
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(pages))}] "
+            f"/Count {pages} >>".encode()]
+    page_dicts = []
+    for i in range(pages):
+        page_dicts.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+                          f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
+        s = f"BT /F1 24 Tf 72 720 Td (Hello from page {i + 1}) Tj ET".encode()
+        objs += [page_dicts[-1], b"<< /Length %d >>\nstream\n%s\nendstream" % (len(s), s)]
+    objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    if compressed:  # the pages move into object stream `font + 1`; their slots are left free
+        body, offs = b"", []
+        for d in page_dicts:
+            offs.append(len(body))
+            body += d + b"\n"
+        head = b" ".join(b"%d %d" % (3 + 2 * i, o) for i, o in enumerate(offs)) + b"\n"
+        packed = zlib.compress(head + body)
+        objs.append(b"<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>\nstream\n%s\nendstream"
+                    % (pages, len(head), len(packed), packed))
+        for i in range(pages):
+            objs[2 + 2 * i] = b"null"
+    out = bytearray(b"%PDF-1.5\n")
+    offsets = []
+    for n, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (n, o)
+    def tail(xref: int) -> bytes:
+        return (b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+                + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+                + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%010d\n%%%%EOF\n" % (len(objs) + 1, xref))
+
+    pad = pad_to - len(out) - len(tail(0)) - 2
+    if pad > 0:
+        out += b"%" + b"x" * pad + b"\n"
+    out += tail(len(out))
+    return bytes(out)
+
+
+
 def seed_workspace(cwd: Path) -> dict[str, Path]:
     notes = cwd / "notes.txt"
     notes.write_text("alpha line\nbeta line\ngamma line\n")
@@ -46,6 +95,18 @@ def _first(sb: Sandbox, prompt: str) -> str:
     r = sb.run(prompt).check()
     assert r.session_id, r.stdout
     return r.session_id
+
+
+def pdf_session(sb: Sandbox) -> Path:
+    """A Read of a 3-page PDF (the CLI stores a ``document`` block in the
+    tool result), an answer; then a resumed turn."""
+    pdf = sb.cwd / "paper.pdf"
+    pdf.write_bytes(pdf_bytes(3))
+    sb.script(read(str(pdf)), text("The paper has three pages, one line each."),
+              text("Turn two: still three pages."))
+    sid = _first(sb, "Please read paper.pdf.")
+    sb.run("How many pages again?", resume=sid).check()
+    return sb.session_file(sid)
 
 
 def tools_session(sb: Sandbox) -> Path:
@@ -116,6 +177,10 @@ SCENARIOS = {
     "subagent": subagent_session,
     "compact": lambda sb: compact_session(sb, turn_after=False),
 }
+# Written once into tests/data/documents (not tests/data/cli, whose sessions
+# every catalog fixture copies): ``python -m tests.realcli.scenarios
+# tests/data/documents pdf``.
+EXTRA_SCENARIOS = {"pdf": pdf_session}
 
 
 def export(session_file: Path, dest_root: Path) -> Path:
@@ -133,13 +198,14 @@ def main(argv: list[str]) -> int:
     from .install import cached_install
 
     dest = Path(argv[0] if argv else "tests/data/cli")
+    chosen = {n: (SCENARIOS | EXTRA_SCENARIOS)[n] for n in argv[1:]} or SCENARIOS
     binary, why = cached_install()
     if binary is None:
         print(why, file=sys.stderr)
         return 1
     base = Path("/tmp/txdb-cli-fixtures")
     shutil.rmtree(base, ignore_errors=True)
-    for name, fn in SCENARIOS.items():
+    for name, fn in chosen.items():
         with Sandbox(binary, base / name, project_name="demo") as sb:
             f = fn(sb)
             print(name, export(f, dest), f.stat().st_size, "bytes", f"{munge(sb.cwd)}")

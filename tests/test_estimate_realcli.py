@@ -35,7 +35,10 @@ COMMANDS = [["strip-all"], ["strip-tools", "--only-results"], ["persist-tools", 
 # them removed by these two: they read 1.063 while "sent" was the compact JSON, below the
 # fake's own bill
 IMAGES = "generated/-home-user-src-demo-5/668e6b90-88a0-456a-8416-3a4549b8ee6c.jsonl"
-CASES = [(rel, c) for rel in SESSIONS for c in COMMANDS] + [(IMAGES, c) for c in COMMANDS[:2]]
+CASES = [(rel, c) for rel in SESSIONS for c in COMMANDS] + [(IMAGES, c) for c in COMMANDS[:2]] + [pytest.param(
+    IMAGES, COMMANDS[2], marks=pytest.mark.xfail(strict=True, reason=(
+        "0.971: those images lift the fit's factor to 1.027 (0.996 priced as billed), which then "
+        "scales a saving that removes none of them (docs/performance.md)")))]
 
 
 def _sent(body: dict) -> int:
@@ -50,8 +53,12 @@ def _txdb(*args, cwd) -> dict:
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("rel, command", CASES,
-                         ids=[f"{rel.split('/')[2][:8]}-{'-'.join(c)}" for rel, c in CASES])
+def _case_id(case) -> str:
+    rel, c = case.values if hasattr(case, "values") else case
+    return f"{rel.split('/')[2][:8]}-{'-'.join(c)}"
+
+
+@pytest.mark.parametrize("rel, command", CASES, ids=[_case_id(c) for c in CASES])
 def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, command):
     src = CORPUS_DIR / rel
     if not src.is_file():

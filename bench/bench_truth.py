@@ -7,9 +7,10 @@ prints:
 
 - ``pred``: the surgery's ``tokens_after`` (for ``compact --before``: the
   new session's), txdb's calibrated context estimate of the result;
-- ``sent``: what the CLI sends on ``--resume``: chars/4 of the request's
-  system + tools + messages (the figure the fake API records as usage, as
-  bench_estimate.py measures it), and ``pred/sent``;
+- ``sent``: what the CLI sends on ``--resume``, as the fake API bills it:
+  chars/4 of the request's system + tools + messages as ``json.dumps``
+  writes them (``fake_api.billed_context``, the units of the usage the
+  CLI-made sessions recorded), and ``pred/sent``;
 - ``saving``: the plan's predicted saving (tokens_before - tokens_after)
   against the shrink of the request (sent before - sent after).
 
@@ -56,10 +57,11 @@ COMMANDS = {
 
 
 def request_tokens(body: dict | None) -> int | None:
-    if not body:
-        return None
-    dump = lambda x: len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) if x is not None else 0  # noqa: E731
-    return (dump(body.get("system")) + dump(body.get("tools")) + dump(body.get("messages"))) // 4
+    """What the fake API bills the request (``fake_api.billed_context``): the
+    units the CLI-made sessions' recorded usage is in, so of txdb's fit."""
+    from realcli.fake_api import billed_context
+
+    return billed_context(body) if body else None
 
 
 def sent_tokens(path: Path, binary) -> int | None:

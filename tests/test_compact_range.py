@@ -188,6 +188,30 @@ def test_announcements_and_the_system_prompt_stay_in_place(tmp_path, monkeypatch
     assert r.exit_code == 1 and "holds only records compact-range leaves in place" in r.output
 
 
+def test_the_clis_state_snapshots_stay_in_place(tmp_path, monkeypatch):
+    """environment, model & co. are the state the CLI diffs its next
+    announcement against (policy.SNAPSHOTS): a range that took them made CLI
+    2.1.328 send a full "# Environment" (model, mode and date in it) and the
+    attribution reminder again on resume, so the cut saved about 60 tokens
+    of the 654 txdb counted (tests/test_rescue_realcli.py's session)."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = conversation(3, session=SID)
+    envr = attachment({"type": "environment", "snapshot": {"workingDirectory": "/home/me/app", "platform": "linux"}},
+                      objs[3]["uuid"], session=SID)
+    model = attachment({"type": "model", "text": "You are powered by the model named Opus 5.5."}, envr["uuid"],
+                       session=SID)
+    date = attachment({"type": "date_change", "newDate": "2026-11-02"}, model["uuid"], session=SID)
+    objs[4]["parentUuid"] = date["uuid"]
+    f = write(tmp_path / "p" / f"{SID}.jsonl", objs[:4] + [envr, model, date] + objs[4:])
+    r = run("compact-range", f, "--from", 4, "--to", 10, "--json")
+    assert r.exit_code == 0, r.output
+    rng = json.loads(r.output)["result"]["ranges"][0]
+    assert (rng["count"], rng["kept_in_place"], rng["at"]) == (5, 2, 6)
+    chain = [r.parse() for r in Transcript.load(_pending(f)).chain]
+    assert [o["uuid"] for o in chain[4:6]] == [envr["uuid"], model["uuid"]]
+    assert chain[6]["message"]["content"].startswith('<persisted-range from="4" to="10" count="5">')
+
+
 def test_the_same_range_again_past_the_shorter_chain_is_a_no_op(env):
     """0..19 of 24 records leaves a chain of 5: running the same command again
     changes nothing (it used to be refused as past the end)."""

@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import CORPUS_DIR, claude_binary  # noqa: E402
+from realcli.fake_api import billed_context  # noqa: E402
 from realcli.oracle import resume  # noqa: E402
 
 pytestmark = pytest.mark.realcli
@@ -30,11 +31,20 @@ SESSIONS = [
     "generated/-home-user-src-demo-1/91f27d20-32b7-42f9-8096-f776eb39baf6.jsonl",
 ]
 COMMANDS = [["strip-all"], ["strip-tools", "--only-results"], ["persist-tools", "--keep-recent", "3"]]
+# 15 images the fake API billed at their base64's chars/4 (txdb and the API: by pixels), all of
+# them removed by these two: they read 1.063 while "sent" was the compact JSON, below the
+# fake's own bill
+IMAGES = "generated/-home-user-src-demo-5/668e6b90-88a0-456a-8416-3a4549b8ee6c.jsonl"
+CASES = [(rel, c) for rel in SESSIONS for c in COMMANDS] + [(IMAGES, c) for c in COMMANDS[:2]] + [pytest.param(
+    IMAGES, COMMANDS[2], marks=pytest.mark.xfail(strict=True, reason=(
+        "0.971: those images lift the fit's factor to 1.027 (0.996 priced as billed), which then "
+        "scales a saving that removes none of them (docs/performance.md)")))]
 
 
 def _sent(body: dict) -> int:
-    dump = lambda x: len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) if x is not None else 0  # noqa: E731
-    return (dump(body.get("system")) + dump(body.get("tools")) + dump(body.get("messages"))) // 4
+    """What the fake API bills the request: the units the CLI-made sessions'
+    recorded usage (so txdb's fit) is in."""
+    return billed_context(body)
 
 
 def _txdb(*args, cwd) -> dict:
@@ -43,8 +53,12 @@ def _txdb(*args, cwd) -> dict:
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c))
-@pytest.mark.parametrize("rel", SESSIONS, ids=lambda s: s.split("/")[1][-7:])
+def _case_id(case) -> str:
+    rel, c = case.values if hasattr(case, "values") else case
+    return f"{rel.split('/')[2][:8]}-{'-'.join(c)}"
+
+
+@pytest.mark.parametrize("rel, command", CASES, ids=[_case_id(c) for c in CASES])
 def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, command):
     src = CORPUS_DIR / rel
     if not src.is_file():

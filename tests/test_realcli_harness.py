@@ -128,6 +128,30 @@ def test_fake_api_streams_scripted_replies_and_records_requests():
         assert api.requests[1].body == main_body
 
 
+def test_what_the_bench_calls_sent_is_what_the_fake_api_bills():
+    """bench_truth's "sent" is in the units of the usage the fake API records
+    (so of the usage a CLI-made session holds, which txdb's estimate is
+    fitted on): it counted the compact JSON the CLI sends, 1-4% below what
+    the fake bills (json.dumps's separators), most after a strip leaves
+    many small blocks."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_truth
+
+    body = {"model": "m", "stream": True, "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+            "system": [{"type": "text", "text": "You are a Claude agent"}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+            + [m for i in range(60) for m in (
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i:06}", "name": "Bash",
+                                                   "input": {"command": "ls", "description": "list"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i:06}",
+                                              "content": "[stripped by txdb: 691 chars]", "is_error": False}]})]}
+    with FakeAPI([text("ok")]) as api:
+        _, _, data = post(api.base_url, "/v1/messages?beta=true", body)
+    u = [e["usage"] for n, e in sse_events(data) if n == "message_delta"][0]
+    billed = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+    assert bench_truth.request_tokens(body) == billed
+
+
 def test_classify_side_requests():
     assert classify({"messages": [{"role": "user", "content": "x"}], "tools": [{}]}) == "main"
     assert classify({"system": "Generate a short title for this conversation",

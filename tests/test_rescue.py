@@ -296,6 +296,29 @@ def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
     assert out["dropped_thinking"]["count"] == 15      # every one after the first result (2 a turn)
 
 
+def test_keep_dropped_thinking_counts_the_thinking_it_keeps(tmp_path, monkeypatch):
+    # The same session: with --keep-dropped-thinking the engine leaves the later
+    # thinking in the copy (and the CLI sends it: 5a73f7d9 rescued to 50,000 sent
+    # 49,715, estimated 49,372; rescue said 46,297 while it counted it as dropped).
+    # Rescue's figure is the pass's, and it moves until that is under the target.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = turns(8, None, "p")
+    for o in objs:
+        if o["type"] == "assistant" and isinstance(o["message"]["content"], list):
+            o["message"]["model"] = "claude-opus-5-5"
+            o["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 4000, "signature": "sig"})
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    target = estimate(f) - 3_000
+    r = run("rescue", f, "--target", target, "--keep-dropped-thinking", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    res = out["result"]
+    after = estimate(pending(f), f)
+    assert out["dropped_thinking_removed"] == 0 and Transcript.load(pending(f)).data.count(b'"thinking"') >= 15
+    assert after <= target and res["tokens_after"] == after == out["tokens_after"]
+    assert res["steps"][-1]["moved"] > 1      # one result no longer reaches the target
+
+
 CLI_MADE = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-14" / \
     "5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"
 

@@ -218,7 +218,7 @@ _BY_DECLARATION = [
      {"id": "toolu_fake0004cbd1149dd5af", "summary": "s"}),
     (["persist-text", "--pos", "25"], {"pos": 25}),
     (["persist-thinking", "--pos", "27", "--summary", "t"], {"pos": 27, "summary": "t"}),
-    (["compact-range", "--from", "1", "--to", "3", "--summary", "s"], {"positions": (1, 3), "summary": "s"}),
+    (["compact-range", "--from", "11", "--to", "13", "--summary", "s"], {"positions": (11, 13), "summary": "s"}),
     (["rescue", "--target", "12500", "--keep-recent", "0"], {"target": 12500, "keep_recent": 0}),
 ]
 

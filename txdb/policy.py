@@ -37,11 +37,21 @@ ANNOUNCEMENTS = frozenset(
 )
 
 
+# Snapshots of the CLI's own state (working directory and platform, model,
+# date, permission mode, commit attribution): on resume it announces only
+# what changed since the latest of each type in the history, and the whole
+# of it again when none is there (CLI 2.1.328: a full "# Environment" and the
+# attribution reminder instead of a two-line "Environment update"). State
+# too, so a cut that drops them saves less than their cost.
+SNAPSHOTS = frozenset({"environment", "model", "date", "auto_mode", "remote_session_change", "session_context"})
+
+
 def is_state(record_type: str | None, att_type: str | None) -> bool:
-    """A record that is state, not conversation (an announcement, the system
-    prompt): compact-range leaves it in place, compact --before carries it
-    over from the summarised part. The one statement of that rule."""
-    return record_type == "attachment" and att_type in ANNOUNCEMENTS | SYSTEM_PROMPT
+    """A record that is state, not conversation (an announcement, a snapshot
+    of the CLI's state, the system prompt): compact-range leaves it in place,
+    compact --before carries it over from the summarised part. The one
+    statement of that rule."""
+    return record_type == "attachment" and att_type in ANNOUNCEMENTS | SNAPSHOTS | SYSTEM_PROMPT
 
 # Known reminders that each newer copy supersedes: keep the newest.
 SUPERSEDED = frozenset(

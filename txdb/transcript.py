@@ -209,6 +209,7 @@ class Transcript:
     """One session file. Build with ``load`` or ``from_bytes``; ``copy`` shares the bytes."""
 
     base: str = "original"      # what its chain positions are: "original", "pending copy" or "fork" (the engine says)
+    keeps_dropped_thinking: bool = False  # the engine leaves the thinking an edit makes the API drop (it says)
     fork_of: str | None = None  # a fork: the session id it was copied from
     fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
 

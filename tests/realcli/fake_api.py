@@ -208,13 +208,20 @@ def _chars(obj: Any) -> int:
     return len(json.dumps(obj, ensure_ascii=False)) if obj is not None else 0
 
 
-def usage_for(body: Any, output_tokens: int) -> dict[str, int]:
-    """Plausible usage: total context = request chars / 4, mostly cache reads."""
+def billed_context(body: Any) -> int:
+    """The context this fake API bills a request: chars / 4 of its system,
+    messages and tools as ``json.dumps`` writes them (``", "`` and ``": "``
+    separators, so a few percent above the compact JSON the CLI sends). The
+    usage a CLI-made session records is in these units: a benchmark or test
+    comparing txdb's estimate with "what the CLI sends" measures with this."""
     if not isinstance(body, dict):
-        total = 1
-    else:
-        total = max(1, (_chars(body.get("system")) + _chars(body.get("messages"))
-                        + _chars(body.get("tools"))) // 4)
+        return 1
+    return max(1, (_chars(body.get("system")) + _chars(body.get("messages")) + _chars(body.get("tools"))) // 4)
+
+
+def usage_for(body: Any, output_tokens: int) -> dict[str, int]:
+    """Plausible usage: total context = :func:`billed_context`, mostly cache reads."""
+    total = billed_context(body)
     msgs = body.get("messages") if isinstance(body, dict) else None
     last = _chars(msgs[-1]) // 4 if msgs else total
     fresh = min(total, max(1, last))

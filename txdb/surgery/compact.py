@@ -12,8 +12,9 @@ The result has the shapes Claude Code (2.1.328) writes for its own
   tool results, images or thinking), each message cut at
   ``MESSAGE_CHARS``;
 - the records of positions 0..N-1 that are state, not conversation
-  (``policy.is_state``: the system prompt, what the CLI announced; the same
-  rule that makes compact-range leave them in place), then the records of
+  (``policy.is_state``: the system prompt, what the CLI announced, its
+  state snapshots; the same rule that makes compact-range leave them in
+  place), then the records of
   positions N.. of the active chain, intact, each with a fresh uuid and its
   ``parentUuid`` remapped (the first one's parent is the summary), so the
   chain runs unbroken to the null root. Without the first, the CLI would

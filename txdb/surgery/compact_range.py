@@ -203,8 +203,8 @@ def _same_range(t: Transcript, a: int, b: int) -> bool:
 
 
 def stays_in_place(r: Record) -> bool:
-    """Records a range leaves in place: what the CLI announced, the system prompt
-    (``policy.ANNOUNCEMENTS``, ``policy.SYSTEM_PROMPT``)."""
+    """Records a range leaves in place: what the CLI announced, its state
+    snapshots, the system prompt (``policy.is_state``)."""
     return is_state(r.type, r.attachment_type)
 
 
@@ -227,7 +227,8 @@ def _check(t: Transcript, a: int, b: int, spans: list[tuple[int, int, str]], aga
         return
     if all(stays_in_place(r) for r in t.chain[a:b + 1]):
         raise SurgeryError(f"the range {a}..{b} holds only records compact-range leaves in place (tool, agent "
-                           f"and skill announcements, the system prompt): nothing to compact")
+                           f"and skill announcements, the CLI's state snapshots, the system prompt): "
+                           f"nothing to compact")
     for use, result, tid in spans:
         if (a <= use and result <= b) or result < a or use > b:
             continue  # both inside, or both outside

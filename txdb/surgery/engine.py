@@ -163,6 +163,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
     t.base = report.base  # chain positions an op reports (and --pos) are this copy's (Transcript.base)
+    t.keeps_dropped_thinking = o.keep_dropped_thinking  # what an op measuring the result must count
     # An op may own its range check (compact-range: its own range again is no error).
     op.check_positions(t, o.positions)
     report.result = op(t, original) or {}

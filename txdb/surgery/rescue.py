@@ -200,8 +200,9 @@ class RescueOp(sc.Writes, Op):
     def _movable(self, t: Transcript, kind: str) -> tuple[int | None, int | None]:
         """Chain positions a persist round may move from: the active chain; for
         thinking, only before the first block the API drops anyway (its marker
-        would cost what the block no longer does; the engine removes it)."""
-        if kind == "thinking":
+        would cost what the block no longer does; the engine removes it, unless
+        told to keep it: ``Transcript.keeps_dropped_thinking``)."""
+        if kind == "thinking" and not t.keeps_dropped_thinking:
             first = thinking.dropped_thinking(self._original, t).first_pos
             if first is not None:
                 return (0, first - 1)
@@ -239,7 +240,8 @@ class _Progress:
     raw chain estimate it is fitted from, so a budget in raw tokens can be
     asked for the remaining gap. Both count the result as the engine will
     write it: less the thinking blocks an edit makes the API drop
-    (``thinking.dropped_thinking``), which the engine removes after the op."""
+    (``thinking.dropped_thinking``), which the engine removes after the op
+    (with ``--keep-dropped-thinking`` it keeps them: they count)."""
 
     def __init__(self, t: Transcript, original: Transcript, measure):
         self.t, self.original, self.measure = t, original, measure
@@ -249,7 +251,8 @@ class _Progress:
         self.rate = min(4.0, max(0.25, measure.factor))
 
     def _raw(self) -> int:
-        self.dropped = thinking.dropped_tokens(self.t, thinking.dropped_thinking(self.original, self.t))
+        self.dropped = {} if self.t.keeps_dropped_thinking else thinking.dropped_tokens(
+            self.t, thinking.dropped_thinking(self.original, self.t))
         return chain_estimate(self.t) - system_prompt_tokens(self.t) - sum(self.dropped.values())
 
     def update(self) -> None:

@@ -194,18 +194,22 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
           what: str = "a sidecar") -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
-    In batches: every file of a batch goes to its temp file, the batch is
-    fsynced together (``fsync_all``), then each temp file is linked to its
-    name; each folder is fsynced once at the end. A name only ever points at
-    bytes already on disk, and every name is durable before this returns.
-    On any error the files this call created are removed again and
-    ``SurgeryError`` is raised: nothing refers to them yet."""
+    Each folder is made (and checked for links) once, and the temp files an
+    earlier killed pass left in it are removed. Then in batches: every file
+    of a batch goes to its temp file, the batch is fsynced together
+    (``fsync_all``), then each temp file is linked to its name; each folder
+    is fsynced once at the end. A name only ever points at bytes already on
+    disk, and every name is durable before this returns. On any error the
+    files this call created are removed again and ``SurgeryError`` is
+    raised: nothing refers to them yet."""
     created: list[Path] = []
-    cleaned: set[Path] = set()
     todo = [sc for sc in sidecars if not sc.reused]
     try:
+        for folder in sorted({sc.path.parent for sc in todo}):
+            _mkdirs(sdir, folder)
+            clean_stale_temps(folder)  # what a killed pass left here (the session lock is held)
         for at in range(0, len(todo), WRITE_BATCH):
-            _write_batch(sdir, todo[at:at + WRITE_BATCH], owner, created, cleaned)
+            _write_batch(todo[at:at + WRITE_BATCH], owner, created)
         # Each folder once, after every link in it: the names are durable
         # before the pending copy that refers to them is written.
         for folder in sorted({p.parent for p in created}):
@@ -219,15 +223,10 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
     return created
 
 
-def _write_batch(sdir: Path, batch: list[Sidecar], owner: tuple[int, int] | None,
-                 created: list[Path], cleaned: set[Path]) -> None:
+def _write_batch(batch: list[Sidecar], owner: tuple[int, int] | None, created: list[Path]) -> None:
     temps: list[tuple[Sidecar, int, str]] = []
     try:
         for sc in batch:
-            _mkdirs(sdir, sc.path.parent)
-            if sc.path.parent not in cleaned:  # what a killed pass left here (the session lock is held)
-                clean_stale_temps(sc.path.parent)
-                cleaned.add(sc.path.parent)
             fd, tmp = temp_file(sc.path)
             temps.append((sc, fd, tmp))
             if owner is not None:

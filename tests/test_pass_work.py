@@ -1,0 +1,53 @@
+"""How much work one surgery pass does (issue 19, speed): the steps rescue
+runs read each record for its size once, whichever transcripts they size.
+Real session copies in tmp_path. (The time it takes is measured by
+bench/bench_peer.py, never here.)"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sessions import shipped_sessions
+from txdb import records
+from txdb.surgery import ops
+from txdb.surgery.engine import run_surgery
+from txdb.surgery.persist import PersistOp, Selection
+from txdb.surgery.usage import context_estimator
+from txdb.transcript import Transcript
+
+
+def _largest_real() -> Path:
+    return max(shipped_sessions("real"), key=lambda p: p.stat().st_size)
+
+
+@pytest.mark.parametrize("command", ["persist-tools", "strip-all"])
+def test_a_pass_sizes_each_record_once(tmp_path, monkeypatch, command):
+    """A pass sizes the original (its calibration) and the copy (the report,
+    the usage reset): a record the op left alone is sized once, not once per
+    transcript, and the figures are the same as a fresh load's."""
+    src = _largest_real()
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    sized: list[int] = []
+    real = records.record_tokens
+
+    def counted(obj):
+        sized.append(1)
+        return real(obj)
+    monkeypatch.setattr(ops, "record_tokens", counted)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
+        else (lambda t, o: ops.strip_all(t))
+    rep = run_surgery(path, command, op)
+    assert rep.written and rep.changed_lines > 0
+    chain = len(Transcript.load(src).chain)
+    # every chain record once, and once more each one the pass rewrote
+    assert len(sized) <= chain + rep.changed_lines
+    monkeypatch.setattr(ops, "record_tokens", real)
+    # the sizes the copy carried over are those of its bytes: the report's
+    # figure is the one a fresh load of the pending copy gives
+    fresh = Transcript.load(path.with_name(path.name + ".pending"))
+    assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)

@@ -15,7 +15,7 @@ from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.persist import PersistOp, Selection
 from txdb.surgery.usage import context_estimator
-from txdb.transcript import Transcript
+from txdb.transcript import Record, Transcript
 
 
 def _largest_real() -> Path:
@@ -51,3 +51,28 @@ def test_a_pass_sizes_each_record_once(tmp_path, monkeypatch, command):
     # figure is the one a fresh load of the pending copy gives
     fresh = Transcript.load(path.with_name(path.name + ".pending"))
     assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)
+
+
+def test_persist_reads_only_the_messages(tmp_path, monkeypatch):
+    """persist-tools looks for blocks in user and assistant messages only: the
+    other records (progress, attachments, api-request and the like: most of a
+    long session's lines) are passed over by their type, never parsed."""
+    src = max(shipped_sessions("generated"), key=lambda p: p.stat().st_size)  # the CLI's own kinds of line
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    t = Transcript.load(path)
+    assert sum(1 for r in t.live() if r.type not in ("user", "assistant")) > 0
+    parsed: list[str | None] = []
+    real = Record.parse
+
+    def parse(self):
+        parsed.append(self.type)
+        return real(self)
+    monkeypatch.setattr(Record, "parse", parse)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3))
+    op.plan_files(tmp_path / "sdir")
+    out = op(t, t)
+    assert out["persisted"]["tool"] > 0
+    assert [x for x in parsed if x not in ("user", "assistant")] == []

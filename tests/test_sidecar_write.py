@@ -81,3 +81,27 @@ def test_many_batches_start_the_fsync_threads_once(tmp_path, monkeypatch):
         assert sc.write(sdir, sides) == [s.path for s in sides]
         assert all(s.path.read_bytes() == s.data for s in sides)
     assert 0 < len(started) <= durability.FSYNC_THREADS
+
+
+def test_a_pass_checks_each_folder_for_links_once(tmp_path, monkeypatch):
+    """Planning a thousand files in one folder checks that folder (and the ones
+    above it up to the session folder) for symlinks once, not once per file;
+    a symlinked folder is refused all the same (tests/test_persist.py)."""
+    checks: list[Path] = []
+    real = sc._no_links
+
+    def counted(sdir, folder):
+        checks.append(folder)
+        return real(sdir, folder)
+    monkeypatch.setattr(sc, "_no_links", counted)
+    w = sc.Writes()
+    w.plan_files(tmp_path / "sess")
+    for i in range(1000):
+        w.add(w.plan(sc.relative_path("message", f"uuid-{i:05d}"), b"{}"))
+    assert len(checks) == 1
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "sess" / "persisted").mkdir(parents=True)
+    (tmp_path / "sess" / "persisted" / "thinking").symlink_to(outside)
+    with pytest.raises(SurgeryError, match="is a symlink"):
+        w.plan(sc.relative_path("thinking", "uuid-1"), b"x")

@@ -131,13 +131,18 @@ class Sidecar:
         return len(self.data.decode("utf-8", "replace"))
 
 
-def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None) -> Sidecar:
+def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None,
+         checked: set[Path] | None = None) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
-    existing files."""
+    existing files; ``checked``: the folders this pass has already checked
+    for links (each is checked once; ``write`` checks again when it makes them)."""
     path = sdir / rel
-    _no_links(sdir, path.parent)
+    if checked is None or path.parent not in checked:
+        _no_links(sdir, path.parent)
+        if checked is not None:
+            checked.add(path.parent)
     for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
         held = planned.get(candidate) if planned else None
         if held is not None:
@@ -277,6 +282,7 @@ class Writes:
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
         self._planned: dict[Path, bytes] = {}
+        self._checked: set[Path] = set()
         # An op run inside another (rescue's steps): the names the pass has
         # planned are the outer op's, so two steps never plan one name twice.
         self.shared = shared
@@ -286,10 +292,11 @@ class Writes:
         self.sdir = sdir
         self.sidecars = []
         self._planned = self.shared._planned if self.shared is not None else {}
+        self._checked = set()
 
     def plan(self, rel: str, data: bytes) -> Sidecar:
         """``plan`` for this pass: a name it already gave other bytes is taken too."""
-        return plan(self.sdir, rel, data, self._planned)
+        return plan(self.sdir, rel, data, self._planned, self._checked)
 
     def add(self, side: Sidecar) -> None:
         """Keep a planned file for ``write_files`` (once per path: the same bytes

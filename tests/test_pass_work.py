@@ -76,3 +76,34 @@ def test_persist_reads_only_the_messages(tmp_path, monkeypatch):
     out = op(t, t)
     assert out["persisted"]["tool"] > 0
     assert [x for x in parsed if x not in ("user", "assistant")] == []
+
+
+@pytest.mark.parametrize("command", ["persist-tools", "strip-thinking"])
+def test_a_pass_reads_each_records_thinking_once(tmp_path, monkeypatch, command):
+    """The thinking on the chain (what the CLI leaves out on another model) is
+    counted by the calibration, the usage reset and the report alike: a
+    record's figure is read once per bytes, not once per use (seven uses a
+    pass), and the report's figure is a fresh load's."""
+    src = max((p for p in shipped_sessions("generated")
+               if any(r.type == "assistant" and b'"thinking"' in r.raw for r in Transcript.load(p).chain)),
+              key=lambda p: p.stat().st_size)
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    counted: list[int] = []
+    real = records.thinking_tokens
+
+    def count(obj):
+        counted.append(1)
+        return real(obj)
+    monkeypatch.setattr(records, "thinking_tokens", count)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
+        else (lambda t, o: ops.strip_thinking(t))
+    rep = run_surgery(path, command, op)
+    assert rep.written and rep.changed_lines > 0
+    holding = sum(1 for r in Transcript.load(src).chain if r.type == "assistant" and b"thinking" in r.raw)
+    assert 0 < len(counted) <= holding + rep.changed_lines
+    monkeypatch.setattr(records, "thinking_tokens", real)
+    fresh = Transcript.load(path.with_name(path.name + ".pending"))
+    assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)

@@ -1,7 +1,7 @@
 """txdb side by side with session-stripper (the surgery spec's own tool) on
 the same copies of the same files.
 
-    .venv/bin/python bench/bench_peer.py [--size-mb N] [--real PATH ...] [--reps N] [--only CMD ...]
+    .venv/bin/python bench/bench_peer.py [--size-mb N] [--real PATH ...] [--reps N] [--only CMD ...] [--txdb EXE]
 
 Files: the ~100 MB session bench_surgery.py times (``build_big_session`` of
 bench_refresh.py) and two real corpus sessions (../shared/corpus/real).
@@ -222,8 +222,12 @@ def main(argv=None) -> int:
     ap.add_argument("--real", action="append", type=Path, help="a real session file (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", action="append", default=[], help="only commands starting so (repeatable)")
+    ap.add_argument("--txdb", default=None, help="the txdb executable to run (default: the venv's)")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "peer.json")
     args = ap.parse_args(argv)
+    if args.txdb:
+        global TXDB
+        TXDB = args.txdb
     compile_txdb()
     scratch = Path(tempfile.mkdtemp(prefix="txdb-bench-peer-"))
     results: dict = {"reps": args.reps, "python": sys.version.split()[0], "machine": platform.platform(),

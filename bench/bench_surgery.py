@@ -249,6 +249,39 @@ def bench_big(corpora: list[Path], scratch: Path, reps: int, target_mb: int, res
         f"{dt_a:.2f}s, peak RSS {mb(rss_a):.0f} MB")
 
 
+def _is_prompt(r) -> bool:
+    return r.type == "user" and isinstance((r.parse().get("message") or {}).get("content"), str)
+
+
+def compact_cut(t: Transcript) -> int:
+    """compact --before's cut: the first user prompt past the middle of the chain."""
+    return next((r.pos for r in t.chain[len(t.chain) // 2:] if _is_prompt(r)), len(t.chain) // 2)
+
+
+def range_spans(t: Transcript, cut: int) -> tuple[int, int, int, int]:
+    """compact-range's two spans, (a, b) and the widest (wa, wb).
+
+    (a, b): from the first user prompt past a quarter of the chain to the
+    last position before ``cut`` that splits no tool call. The widest: from
+    the first user prompt to the last position before the leaf that splits
+    no tool call: one saved file per record, thousands on a long chain,
+    where writing the files is most of the pass."""
+    a = next(r.pos for r in t.chain[len(t.chain) // 4:] if _is_prompt(r))
+    spans = tool_spans(t)
+    b = max((x for x in range(a + 1, cut) if all((a <= u and r <= x) or r < a or u > x for u, r, _ in spans)),
+            default=a)
+    wa = next(r.pos for r in t.chain if _is_prompt(r))
+    ends: dict[int, int] = {}
+    for u, r, _ in spans:
+        ends[u] = max(r, ends.get(u, r))
+    wb, reach = wa, wa
+    for x in range(wa, len(t.chain) - 2):
+        reach = max(reach, ends.get(x, x))
+        if reach <= x:
+            wb = x
+    return a, b, wa, wb
+
+
 def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dict) -> None:
     """replace-images (a transcript for every distinct image) and compact --before
     (cut at the first user prompt past the middle of the chain) on the big session."""
@@ -267,8 +300,7 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
     tdir.mkdir(exist_ok=True)
     for h in hashes:
         (tdir / f"{h}.txt").write_text(f"A screenshot ({h[:8]}): a terminal with three lines of output.\n")
-    cut = next((r.pos for r in t.chain[len(t.chain) // 2:] if r.type == "user" and
-                isinstance((r.parse().get("message") or {}).get("content"), str)), len(t.chain) // 2)
+    cut = compact_cut(t)
     del t
     say(f"    list_images: {len(refs):,} images ({len(hashes):,} distinct) in {t_list:.2f}s")
     last: dict = {}
@@ -308,26 +340,8 @@ def bench_images_compact(big: Path, scratch: Path, db: Path, reps: int, out: dic
         f"{c.result['summarized']:,} records summarised, {c.result['kept']:,} kept; new file "
         f"{mb(c.bytes_after):.1f} MB; est. tokens {c.tokens_before:,} -> {c.tokens_after:,}")
 
-    # compact-range: from the first user prompt past a quarter of the chain to
-    # the last position before the cut above that splits no tool call.
     t = Transcript.load(big)
-    a = next(r.pos for r in t.chain[len(t.chain) // 4:] if r.type == "user" and
-             isinstance((r.parse().get("message") or {}).get("content"), str))
-    spans = tool_spans(t)
-    b = max(x for x in range(a + 1, cut) if all((a <= u and r <= x) or r < a or u > x for u, r, _ in spans))
-    # The widest span (from the first user prompt to the last position before
-    # the leaf that splits no tool call): one saved file per record, thousands
-    # on a long chain, where writing the files is most of the pass.
-    wa = next(r.pos for r in t.chain if r.type == "user" and
-              isinstance((r.parse().get("message") or {}).get("content"), str))
-    ends: dict[int, int] = {}
-    for u, r, _ in spans:
-        ends[u] = max(r, ends.get(u, r))
-    wb, reach = wa, wa
-    for x in range(wa, len(t.chain) - 2):
-        reach = max(reach, ends.get(x, x))
-        if reach <= x:
-            wb = x
+    a, b, wa, wb = range_spans(t, cut)
     folder = sc.session_dir(big, t.session_id) / "persisted" / "message"
     del t
 

@@ -143,18 +143,23 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
 
 
 FSYNC_THREADS = 16
+_pool = None
 
 
 def fsync_all(fds: list[int]) -> None:
     """fsync many open files, together: from threads, so that the filesystem
     commits them in a few journal flushes rather than one flush per file
     (ext4 and xfs group concurrent fsyncs; one after another, each waits for
-    its own). Returns once every file is on disk; the first error is raised."""
+    its own). The threads are started once per process and serve every
+    later call (a pass writes its sidecars in several batches). Returns once
+    every file is on disk; the first error is raised."""
+    global _pool
     if len(fds) < 2:
         for fd in fds:
             os.fsync(fd)
         return
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(FSYNC_THREADS, len(fds))) as pool:
-        for done in [pool.submit(os.fsync, fd) for fd in fds]:
-            done.result()
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="txdb-fsync")
+    for done in [_pool.submit(os.fsync, fd) for fd in fds]:
+        done.result()

@@ -131,13 +131,18 @@ class Sidecar:
         return len(self.data.decode("utf-8", "replace"))
 
 
-def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None) -> Sidecar:
+def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None,
+         checked: set[Path] | None = None) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
-    existing files."""
+    existing files; ``checked``: the folders this pass has already checked
+    for links (each is checked once; ``write`` checks again when it makes them)."""
     path = sdir / rel
-    _no_links(sdir, path.parent)
+    if checked is None or path.parent not in checked:
+        _no_links(sdir, path.parent)
+        if checked is not None:
+            checked.add(path.parent)
     for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
         held = planned.get(candidate) if planned else None
         if held is not None:
@@ -194,18 +199,22 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
           what: str = "a sidecar") -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
-    In batches: every file of a batch goes to its temp file, the batch is
-    fsynced together (``fsync_all``), then each temp file is linked to its
-    name; each folder is fsynced once at the end. A name only ever points at
-    bytes already on disk, and every name is durable before this returns.
-    On any error the files this call created are removed again and
-    ``SurgeryError`` is raised: nothing refers to them yet."""
+    Each folder is made (and checked for links) once, and the temp files an
+    earlier killed pass left in it are removed. Then in batches: every file
+    of a batch goes to its temp file, the batch is fsynced together
+    (``fsync_all``), then each temp file is linked to its name; each folder
+    is fsynced once at the end. A name only ever points at bytes already on
+    disk, and every name is durable before this returns. On any error the
+    files this call created are removed again and ``SurgeryError`` is
+    raised: nothing refers to them yet."""
     created: list[Path] = []
-    cleaned: set[Path] = set()
     todo = [sc for sc in sidecars if not sc.reused]
     try:
+        for folder in sorted({sc.path.parent for sc in todo}):
+            _mkdirs(sdir, folder)
+            clean_stale_temps(folder)  # what a killed pass left here (the session lock is held)
         for at in range(0, len(todo), WRITE_BATCH):
-            _write_batch(sdir, todo[at:at + WRITE_BATCH], owner, created, cleaned)
+            _write_batch(todo[at:at + WRITE_BATCH], owner, created)
         # Each folder once, after every link in it: the names are durable
         # before the pending copy that refers to them is written.
         for folder in sorted({p.parent for p in created}):
@@ -219,15 +228,10 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
     return created
 
 
-def _write_batch(sdir: Path, batch: list[Sidecar], owner: tuple[int, int] | None,
-                 created: list[Path], cleaned: set[Path]) -> None:
+def _write_batch(batch: list[Sidecar], owner: tuple[int, int] | None, created: list[Path]) -> None:
     temps: list[tuple[Sidecar, int, str]] = []
     try:
         for sc in batch:
-            _mkdirs(sdir, sc.path.parent)
-            if sc.path.parent not in cleaned:  # what a killed pass left here (the session lock is held)
-                clean_stale_temps(sc.path.parent)
-                cleaned.add(sc.path.parent)
             fd, tmp = temp_file(sc.path)
             temps.append((sc, fd, tmp))
             if owner is not None:
@@ -278,6 +282,7 @@ class Writes:
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
         self._planned: dict[Path, bytes] = {}
+        self._checked: set[Path] = set()
         # An op run inside another (rescue's steps): the names the pass has
         # planned are the outer op's, so two steps never plan one name twice.
         self.shared = shared
@@ -287,10 +292,11 @@ class Writes:
         self.sdir = sdir
         self.sidecars = []
         self._planned = self.shared._planned if self.shared is not None else {}
+        self._checked = set()
 
     def plan(self, rel: str, data: bytes) -> Sidecar:
         """``plan`` for this pass: a name it already gave other bytes is taken too."""
-        return plan(self.sdir, rel, data, self._planned)
+        return plan(self.sdir, rel, data, self._planned, self._checked)
 
     def add(self, side: Sidecar) -> None:
         """Keep a planned file for ``write_files`` (once per path: the same bytes

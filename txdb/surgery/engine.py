@@ -47,7 +47,7 @@ from . import fork as forkmod
 from . import gate
 from . import pending as pend
 from ..lock import session_lock
-from .ops import Op, as_op
+from .ops import Op, as_op, chain_prefix_estimates, chain_thinking
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
@@ -120,6 +120,12 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
         return Transcript.load(base), original, True, meta
     data, meta = pend.take_snapshot(orig)
     original = Transcript.from_bytes(data, orig)
+    # Each record's size (and its thinking's) is estimated before the copy is
+    # made, so the copy's records carry it (Record.clone): the pass sizes both
+    # transcripts (the calibration on the original, the report and the usage
+    # reset on the copy) and parses each record for it once.
+    chain_prefix_estimates(original)
+    chain_thinking(original)
     return original.copy(pend.pending_path(orig)), original, False, meta
 
 

@@ -519,10 +519,16 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
 def chain_thinking(t: Transcript) -> list[tuple[int, str | None, int]]:
     """``(chain position, model, thinking tokens)`` of the chain's records
     that hold thinking, for ``estimate.unsent_thinking`` (the catalog's
-    twin of the same figures: ``estimate.catalog_thinking``)."""
+    twin of the same figures: ``estimate.catalog_thinking``). Each record's
+    figure is kept on it until it changes, as ``record_estimate`` keeps its size."""
     return [(pos, rec.model, n) for pos, rec in enumerate(t.chain)
-            if rec.type == "assistant" and b"thinking" in rec.raw
-            and (n := records.thinking_tokens(rec.parse()))]
+            if rec.type == "assistant" and (n := _thinking(rec))]
+
+
+def _thinking(rec: Record) -> int:
+    if rec.thinking is None:
+        rec.thinking = records.thinking_tokens(rec.parse()) if b"thinking" in rec.raw else 0
+    return rec.thinking
 
 
 def chain_estimate(t: Transcript) -> int:

@@ -216,11 +216,11 @@ class PersistOp(sc.Writes, Op):
         for rec in t.live():
             if s.pos is not None and rec.pos != s.pos:
                 continue
-            if not t.in_range(rec, s.positions):
-                continue
+            if rec.type not in ("user", "assistant") or not t.in_range(rec, s.positions):
+                continue  # (the type is known unparsed: most records of a long session are neither)
             obj = rec.parse()
             role = message_role(obj)
-            if role not in ("user", "assistant") or rec.type not in ("user", "assistant"):
+            if role not in ("user", "assistant"):
                 continue
             msg = obj["message"]
             content = msg.get("content")

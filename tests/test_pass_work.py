@@ -1,0 +1,109 @@
+"""How much work one surgery pass does (issue 19, speed): the steps rescue
+runs read each record for its size once, whichever transcripts they size.
+Real session copies in tmp_path. (The time it takes is measured by
+bench/bench_peer.py, never here.)"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sessions import shipped_sessions
+from txdb import records
+from txdb.surgery import ops
+from txdb.surgery.engine import run_surgery
+from txdb.surgery.persist import PersistOp, Selection
+from txdb.surgery.usage import context_estimator
+from txdb.transcript import Record, Transcript
+
+
+def _largest_real() -> Path:
+    return max(shipped_sessions("real"), key=lambda p: p.stat().st_size)
+
+
+@pytest.mark.parametrize("command", ["persist-tools", "strip-all"])
+def test_a_pass_sizes_each_record_once(tmp_path, monkeypatch, command):
+    """A pass sizes the original (its calibration) and the copy (the report,
+    the usage reset): a record the op left alone is sized once, not once per
+    transcript, and the figures are the same as a fresh load's."""
+    src = _largest_real()
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    sized: list[int] = []
+    real = records.record_tokens
+
+    def counted(obj):
+        sized.append(1)
+        return real(obj)
+    monkeypatch.setattr(ops, "record_tokens", counted)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
+        else (lambda t, o: ops.strip_all(t))
+    rep = run_surgery(path, command, op)
+    assert rep.written and rep.changed_lines > 0
+    chain = len(Transcript.load(src).chain)
+    # every chain record once, and once more each one the pass rewrote
+    assert len(sized) <= chain + rep.changed_lines
+    monkeypatch.setattr(ops, "record_tokens", real)
+    # the sizes the copy carried over are those of its bytes: the report's
+    # figure is the one a fresh load of the pending copy gives
+    fresh = Transcript.load(path.with_name(path.name + ".pending"))
+    assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)
+
+
+def test_persist_reads_only_the_messages(tmp_path, monkeypatch):
+    """persist-tools looks for blocks in user and assistant messages only: the
+    other records (progress, attachments, api-request and the like: most of a
+    long session's lines) are passed over by their type, never parsed."""
+    src = max(shipped_sessions("generated"), key=lambda p: p.stat().st_size)  # the CLI's own kinds of line
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    t = Transcript.load(path)
+    assert sum(1 for r in t.live() if r.type not in ("user", "assistant")) > 0
+    parsed: list[str | None] = []
+    real = Record.parse
+
+    def parse(self):
+        parsed.append(self.type)
+        return real(self)
+    monkeypatch.setattr(Record, "parse", parse)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3))
+    op.plan_files(tmp_path / "sdir")
+    out = op(t, t)
+    assert out["persisted"]["tool"] > 0
+    assert [x for x in parsed if x not in ("user", "assistant")] == []
+
+
+@pytest.mark.parametrize("command", ["persist-tools", "strip-thinking"])
+def test_a_pass_reads_each_records_thinking_once(tmp_path, monkeypatch, command):
+    """The thinking on the chain (what the CLI leaves out on another model) is
+    counted by the calibration, the usage reset and the report alike: a
+    record's figure is read once per bytes, not once per use (seven uses a
+    pass), and the report's figure is a fresh load's."""
+    src = max((p for p in shipped_sessions("generated")
+               if any(r.type == "assistant" and b'"thinking"' in r.raw for r in Transcript.load(p).chain)),
+              key=lambda p: p.stat().st_size)
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    counted: list[int] = []
+    real = records.thinking_tokens
+
+    def count(obj):
+        counted.append(1)
+        return real(obj)
+    monkeypatch.setattr(records, "thinking_tokens", count)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
+        else (lambda t, o: ops.strip_thinking(t))
+    rep = run_surgery(path, command, op)
+    assert rep.written and rep.changed_lines > 0
+    holding = sum(1 for r in Transcript.load(src).chain if r.type == "assistant" and b"thinking" in r.raw)
+    assert 0 < len(counted) <= holding + rep.changed_lines
+    monkeypatch.setattr(records, "thinking_tokens", real)
+    fresh = Transcript.load(path.with_name(path.name + ".pending"))
+    assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -163,10 +164,23 @@ def test_refused_when_the_target_cannot_be_reached_nothing_written(env):
 
 def test_a_session_under_the_target_is_left_alone(env):
     before = tree(env.parent)
-    r = run("rescue", env, "--target", estimate(env) + 1)
+    target = math.ceil(estimate(env) / (1 - rescue.ESTIMATE_TOLERANCE)) + 1
+    r = run("rescue", env, "--target", target)
     assert r.exit_code == 0, r.output
     assert "already under" in r.output and "Nothing to change" in r.output
     assert tree(env.parent) == before
+
+
+def test_an_estimate_just_under_the_target_is_not_enough(env):
+    # The estimate may read up to 2% under what the CLI sends (bench_truth's
+    # bound): a session estimated 1% under the target may well be over it.
+    start = estimate(env)
+    target = int(start / 0.99)
+    r = run("rescue", env, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    assert res["steps"] and res["aim"] == rescue.aim_of(target) < start < target
+    assert estimate(pending(env), env) <= res["aim"]
 
 
 def test_rescue_again_after_apply_changes_nothing(env):
@@ -255,20 +269,19 @@ def test_moves_only_what_the_target_needs_off_chain_results_never_counted(tmp_pa
     res = json.loads(r.output)["result"]
     assert [s["step"] for s in res["steps"]] == ["persist-tools"]
     after = estimate(pending(f), f)
-    assert after <= target and res["tokens_after"] == after
+    aim = rescue.aim_of(target)
+    assert after <= aim and res["tokens_after"] == after and res["aim"] == aim
     before_lines = f.read_bytes().splitlines()
     after_lines = pending(f).read_bytes().splitlines()
     changed = [orjson.loads(a)["uuid"] for a, b in zip(before_lines, after_lines) if a != b]
     # the two oldest results of the active chain moved, nothing else
     chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
                      and isinstance(o["message"]["content"], list)]
-    # the oldest results of the active chain moved, as few as reach the target
-    chain_results = [o["uuid"] for o in first + main if o["type"] == "user"
-                     and isinstance(o["message"]["content"], list)]
+    # the oldest results of the active chain moved, as few as reach the aim
     n = res["steps"][0]["moved"]
     assert changed == chain_results[:n] and 0 < n < len(chain_results) - rescue.DEFAULT_KEEP_RECENT
     each = (start - after) / n                     # the results are alike: each move saves the same
-    assert start - each * (n - 1) > target         # one fewer would not have reached it
+    assert start - each * (n - 1) > aim            # one fewer would not have reached it
     assert len(after_lines) == len(before_lines) and res["sidecars_new"] == n
 
 

@@ -199,6 +199,7 @@ class RescueResult(Result):
         if "steps" not in res:
             return []
         parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
+                 + f", the estimate aimed at ~{res['aim']:,}"
                  + ("" if res["steps"] else f": already under (~{res['tokens_start']:,})")]
         for st in res["steps"]:
             did = [f"{st['moved']} moved to sidecars" if st.get("moved") else "",

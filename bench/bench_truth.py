@@ -6,16 +6,40 @@ with the pinned real CLI against the loopback fake API (tests/realcli) and
 prints:
 
 - ``pred``: the surgery's ``tokens_after`` (for ``compact --before``: the
-  new session's), txdb's calibrated context estimate of the result;
-- ``sent``: what the CLI sends on ``--resume``: chars/4 of the request's
-  system + tools + messages (the figure the fake API records as usage, as
-  bench_estimate.py measures it), and ``pred/sent``;
-- ``saving``: the plan's predicted saving (tokens_before - tokens_after)
-  against the shrink of the request (sent before - sent after).
+  new session's), txdb's calibrated context estimate of the result; on the
+  ``(untouched)`` row, the session's own estimate (``analyze``);
+- ``sent``: what the CLI sends on ``--resume``, priced as the API that
+  recorded the session bills it. A CLI-made session's usage was recorded by
+  the fake API, which bills chars/4 of the request's system + tools +
+  messages (base64 included: ``fake_api.usage_for``), so that is its
+  ``sent``. A real session's was recorded by the real API: ``sent`` is
+  chars/4 of the request with each image block billed by its pixels
+  (``txdb.tokens.image_info``, the rule txdb's own estimate uses) in place
+  of its base64;
+- ``conv`` (real sessions): ``sent`` in the session's own units. Text is
+  priced by the API's tokenizer, which chars/4 does not know, so the
+  pre-surgery resume measures the session's ratio once: the request the
+  last recorded turn sent is the prefix of today's request before that
+  turn's assistant message (found by its tool ids, texts or signatures),
+  with today's last message (the reminders the CLI sends a fresh process
+  with, and the ping) for the ones the recording CLI sent then;
+  ``ratio = (recorded - images) / (sent(prefix) - images)``, images left
+  out because they are priced exactly. Every row of that session is then
+  ``conv = images + ratio * (sent - images)``. The ratio is measured before
+  any surgery and never refitted after one, so the ``(untouched)`` row
+  (also printed) is the anchor: it reads about 1.00 by construction, off
+  by what txdb predicts for the chain after the last recorded turn. It
+  assumes what a surgery removes tokenizes like the rest; where the API
+  bills a kind of content differently (thinking a model no longer sees,
+  say), ``conv`` is off by that and ``sent`` is the figure to read. For a
+  CLI-made session ``conv`` is ``sent``;
+- ``pred/conv``, and ``saving``: the plan's predicted saving
+  (tokens_before - tokens_after) against the shrink of the request (conv
+  before - conv after).
 
-Targets: every ``pred`` within 5% of ``sent``, and never more than 2% under.
+Targets: every ``pred`` within 5% of ``conv``, and never more than 2% under.
 
-    .venv/bin/python bench/bench_truth.py [--corpus ../shared/corpus] [--sessions N] [--commands a,b]
+    .venv/bin/python bench/bench_truth.py [--corpus ../shared/corpus] [--sessions N] [--commands a,b] [--only S]
 """
 
 from __future__ import annotations
@@ -55,21 +79,124 @@ COMMANDS = {
 }
 
 
+def _dump(x) -> int:
+    return len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) if x is not None else 0
+
+
 def request_tokens(body: dict | None) -> int | None:
+    """chars/4 of a request's system + tools + messages: what the fake API
+    bills (and records in the sessions it helped make)."""
     if not body:
         return None
-    dump = lambda x: len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) if x is not None else 0  # noqa: E731
-    return (dump(body.get("system")) + dump(body.get("tools")) + dump(body.get("messages"))) // 4
+    return (_dump(body.get("system")) + _dump(body.get("tools")) + _dump(body.get("messages"))) // 4
 
 
-def sent_tokens(path: Path, binary) -> int | None:
+def _images(blocks) -> tuple[int, int]:
+    """(base64 characters, billed tokens) of the image blocks in ``blocks``
+    (tool results' content included)."""
+    from txdb.tokens import image_info
+
+    chars = tokens = 0
+    for b in blocks if isinstance(blocks, list) else ():
+        if not isinstance(b, dict):
+            continue
+        src = b.get("source")
+        if b.get("type") == "image" and isinstance(src, dict) and isinstance(src.get("data"), str):
+            chars += len(json.dumps(src["data"], ensure_ascii=False)) - 2
+            tokens += image_info(src)["tokens"]
+        elif b.get("type") == "tool_result":
+            c, t = _images(b.get("content"))
+            chars, tokens = chars + c, tokens + t
+    return chars, tokens
+
+
+def billed(body: dict | None, messages: list | None = None) -> tuple[int, int] | None:
+    """``(tokens, image tokens)`` of a request as the real API bills it:
+    chars/4 of system + tools + messages (``messages`` in place of the
+    body's: a prefix), each image billed by its pixels instead of its
+    base64."""
+    if not body:
+        return None
+    msgs = body.get("messages") if messages is None else messages
+    chars = _dump(body.get("system")) + _dump(body.get("tools")) + _dump(msgs)
+    b64 = img = 0
+    for m in msgs or ():
+        c, t = _images(m.get("content") if isinstance(m, dict) else None)
+        b64, img = b64 + c, img + t
+    return (chars - b64) // 4 + img, img
+
+
+def resume_body(path: Path, binary) -> dict | None:
     from realcli import resume
 
     try:
         r = resume(path, ping="bench-ping", binary=binary, timeout=240)
     except Exception:  # noqa: BLE001 - a bench reports, never stops
         return None
-    return request_tokens(r.main_request) if r.loaded and not r.compacted else None
+    return r.main_request if r.loaded and not r.compacted else None
+
+
+def last_recorded_turn(path: Path) -> tuple[int, set] | None:
+    """``(recorded context, identities of its blocks)`` of the last turn on
+    the active chain whose usage a Claude model recorded (the calibration's
+    anchor): tool_use ids, texts and thinking signatures."""
+    from txdb.estimate import calibrates, recorded_context
+    from txdb.transcript import Transcript
+
+    t = Transcript.load(path)
+    last = None
+    for rec in t.chain:
+        if rec.type != "assistant":
+            continue
+        msg = rec.parse().get("message") or {}
+        if not calibrates(msg.get("model")):
+            continue
+        rc = recorded_context(msg.get("usage"))
+        mid = msg.get("id")
+        if last is not None and mid and mid == last[2]:
+            last[1].update(_identities(msg.get("content")))
+        elif rc:
+            last = [rc, _identities(msg.get("content")), mid]
+    return (last[0], last[1]) if last else None
+
+
+def _identities(content) -> set:
+    out = set()
+    for b in content if isinstance(content, list) else ():
+        if isinstance(b, dict):
+            for k in ("id", "text", "signature"):
+                if isinstance(b.get(k), str) and b[k]:
+                    out.add((k, b[k]))
+    return out
+
+
+def session_ratio(path: Path, body: dict) -> float | None:
+    """API tokens per billed sent token, images left out: the last recorded
+    turn's context over :func:`billed` of the prefix of ``body`` (a
+    pre-surgery resume) that turn's request carried, with the request's
+    last message (the reminders a fresh CLI sends, and the ping)."""
+    turn = last_recorded_turn(path)
+    if turn is None:
+        return None
+    recorded, ids = turn
+    msgs = body.get("messages") or []
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].get("role") == "assistant" and _identities(msgs[i].get("content")) & ids:
+            # the last message (today's reminders and the ping) stands for what
+            # the recording CLI sent with that request in their place
+            tokens, img = billed(body, msgs[:i] + msgs[-1:])
+            return (recorded - img) / (tokens - img) if tokens > img else None
+    return None
+
+
+def converted(body: dict | None, ratio: float | None) -> int | None:
+    """:func:`billed` of a request in the session's units (see the module
+    docstring)."""
+    b = billed(body)
+    if b is None or ratio is None:
+        return None
+    tokens, img = b
+    return round(img + ratio * (tokens - img))
 
 
 def cut_positions(path: Path) -> list[int]:
@@ -142,7 +269,26 @@ def run_one(src: Path, name: str, binary, root: Path) -> dict:
             return {"skip": "nothing to change"}
         txdb(["apply", str(path), *db], work)
         new = path
-    return {"pred": rep["tokens_after"], "before": rep["tokens_before"], "sent": sent_tokens(new, binary)}
+    return {"pred": rep["tokens_after"], "before": rep["tokens_before"], "body": resume_body(new, binary)}
+
+
+def measure(body: dict | None, real: bool, ratio: float | None) -> tuple[int | None, int | None]:
+    """``(sent, conv)`` of a resumed request (see the module docstring)."""
+    if not body:
+        return None, None
+    if not real:
+        sent = request_tokens(body)
+        return sent, sent
+    return billed(body)[0], converted(body, ratio)
+
+
+def untouched_estimate(src: Path, root: Path) -> int | None:
+    work = root / f"untouched-{src.stem[:8]}"
+    path = copy_session(src, work / "projects" / src.parent.name)
+    try:
+        return txdb(["analyze", str(path), "--db", str(work / "c.db")], work)["estimate"]["calibrated"]
+    except Exception:  # noqa: BLE001 - a bench reports, never stops
+        return None
 
 
 def main() -> int:
@@ -150,6 +296,8 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
     ap.add_argument("--sessions", type=int, default=0, help="only the first N sessions")
     ap.add_argument("--commands", default="", help="comma-separated subset of: " + ",".join(COMMANDS))
+    ap.add_argument("--only", default="", help="comma-separated session id prefixes")
+    ap.add_argument("--real-only", action="store_true", help="only the real sessions")
     args = ap.parse_args()
     if not args.corpus.is_dir():
         print(f"no corpus at {args.corpus}")
@@ -163,34 +311,48 @@ def main() -> int:
         return 1
     real = sorted(p for p in (args.corpus / "real").rglob("*.jsonl")
                   if "subagents" not in p.parts and p.stat().st_size > 100_000)[:REAL_SESSIONS]
-    sessions = [args.corpus / s for s in SESSIONS] + real
+    sessions = ([] if args.real_only else [args.corpus / s for s in SESSIONS]) + real
+    if args.only:
+        sessions = [s for s in sessions if any(s.stem.startswith(o) for o in args.only.split(","))]
     if args.sessions:
         sessions = sessions[: args.sessions]
     commands = [c for c in (args.commands.split(",") if args.commands else COMMANDS) if c]
-    hdr = f"{'session':30} {'command':20} {'pred':>8} {'sent':>8} {'ratio':>6} {'saving':>8} {'shrink':>8}"
+    hdr = (f"{'session':30} {'command':20} {'pred':>8} {'sent':>8} {'conv':>8} {'ratio':>6} "
+           f"{'saving':>8} {'shrink':>8}")
     print(hdr)
     print("-" * len(hdr))
     ratios = []
+    savings = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:
         for src in sessions:
-            base = sent_tokens(src, binary)
-            label = ("gen:" if "/generated/" in str(src) else "real:") + src.stem[:20]
-            print(f"{label:30} {'(untouched)':20} {'':>8} {base or '':>8}")
+            is_real = "/generated/" not in str(src)
+            body0 = resume_body(src, binary)
+            ratio0 = session_ratio(src, body0) if is_real and body0 else None
+            sent0, base = measure(body0, is_real, ratio0)
+            label = ("real:" if is_real else "gen:") + src.stem[:20]
+            est0 = untouched_estimate(src, Path(tmp))
+            note = f"  (session ratio {ratio0:.3f})" if ratio0 else ""
+            r0 = f"{est0 / base:6.3f}" if est0 and base else ""
+            print(f"{label:30} {'(untouched)':20} {est0 or '':>8} {sent0 or '':>8} {base or '':>8} {r0:>6}{note}")
             for name in commands:
                 try:
                     r = run_one(src, name, binary, Path(tmp))
                 except Exception as e:  # noqa: BLE001 - a bench reports, never stops
                     print(f"{label:30} {name:20} error: {str(e)[:60]}")
                     continue
-                if "skip" in r or not r["sent"]:
+                sent, conv = measure(r.get("body"), is_real, ratio0) if "skip" not in r else (None, None)
+                if "skip" in r or not conv:
                     print(f"{label:30} {name:20} {r.get('skip', 'no resume')}")
                     continue
-                ratio = r["pred"] / r["sent"]
+                ratio = r["pred"] / conv
                 ratios.append((ratio, label, name))
-                shrink = base - r["sent"] if base else None
-                print(f"{label:30} {name:20} {r['pred']:8} {r['sent']:8} {ratio:6.3f} "
-                      f"{r['before'] - r['pred']:8} {shrink if shrink is not None else '':>8}")
+                saving = r["before"] - r["pred"]
+                shrink = base - conv if base else None
+                if shrink is not None:
+                    savings.append((saving, shrink, label, name))
+                print(f"{label:30} {name:20} {r['pred']:8} {sent:8} {conv:8} {ratio:6.3f} "
+                      f"{saving:8} {shrink if shrink is not None else '':>8}")
     if ratios:
         worst = max(ratios, key=lambda x: abs(x[0] - 1))
         under = min(ratios)
@@ -198,6 +360,9 @@ def main() -> int:
         print(f"\n{len(ratios)} results in {time.perf_counter() - t0:.0f}s; within [-2%, +5%]: {ok}; "
               f"worst {worst[0]:.3f} ({worst[1]} {worst[2]}); lowest {under[0]:.3f} ({under[1]} {under[2]}); "
               f"mean |err| {sum(abs(r - 1) for r, _, _ in ratios) / len(ratios):.1%}")
+    if savings:
+        good = sum(abs(sv - sh) <= max(200, 0.10 * abs(sh)) for sv, sh, _, _ in savings)
+        print(f"savings within 10% (or 200 tokens) of the shrink: {good} of {len(savings)}")
     return 0
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -266,18 +267,45 @@ def calibrates(model: str | None) -> bool:
     return isinstance(model, str) and "claude" in model.lower()  # also Bedrock's and Vertex's ids
 
 
+# A model id's family and version: claude-sonnet-4-5-20250929 (Bedrock's
+# and Vertex's forms too), claude-3-7-sonnet-20250219.
+_MODEL_VERSION_RE = re.compile(r"claude-(?:(opus|sonnet|haiku)-(\d+)(?:[-.](\d)(?!\d))?|(\d)[-.])")
+
+
+def counts_thinking(model: str | None) -> bool:
+    """Whether the API counts the thinking blocks a request carries back
+    (its earlier assistant messages') in the context of a request on
+    ``model``. Measured on the recorded turns of real sessions (a fit of
+    each turn's recorded context against its thinking and the rest apart,
+    bench/bench_truth.py's notes in docs/performance.md): on Sonnet 4 and
+    4.5 and Opus 4.5 thinking adds nothing (-0.9 to 0.4 tokens a token, 8
+    sessions), on Sonnet 4.6, Opus 4.7 and Opus 5 its size (0.9-1.1). So
+    Sonnet and Haiku up to 4.5, Opus up to 4.5 and older families do not
+    count it; later models, and any id this does not know, do."""
+    m = _MODEL_VERSION_RE.search(model.lower()) if isinstance(model, str) else None
+    if m is None:
+        return True
+    if m.group(4) is not None:  # claude-3-5-sonnet, claude-2.1
+        return False
+    return (int(m.group(2)), int(m.group(3) or 0)) >= (4, 6)
+
+
 def unsent_thinking(thinking: Iterable[tuple[int, str | None, int]], before: int, model: str | None) -> int:
-    """Thinking tokens the CLI leaves out of a request on ``model``: it sends
-    a message's thinking only when the message's ``model`` is the request's
-    (CLI 2.1.328; tests/test_thinking_model_realcli.py). ``thinking``:
-    ``(chain position, message model, thinking tokens)`` per record that
-    holds thinking (``records.thinking_tokens``); counted are those before
-    position ``before`` by another named model. Subtracted from the raw
-    estimate of each calibration turn (on its own model) and of the session
-    (on its current model: the last assistant turn's); the stored
-    per-record figures keep it. The one statement of that rule."""
+    """Thinking tokens a request on ``model`` leaves out of its context:
+    the CLI sends a message's thinking only when the message's ``model`` is
+    the request's (CLI 2.1.328; tests/test_thinking_model_realcli.py), and
+    on a model that does not count thinking carried back
+    (:func:`counts_thinking`) none of it is context. ``thinking``: ``(chain
+    position, message model, thinking tokens)`` per record that holds
+    thinking (``records.thinking_tokens``); counted are those before
+    position ``before``. Subtracted from the raw estimate of each
+    calibration turn (on its own model) and of the session (on its current
+    model: the last assistant turn's); the stored per-record figures keep
+    it. The one statement of that rule."""
     if not model:
         return 0
+    if not counts_thinking(model):
+        return sum(t for pos, _m, t in thinking if pos < before)
     return sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
 
 
@@ -458,4 +486,5 @@ __all__ = [
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
+    "counts_thinking",
 ]

@@ -276,12 +276,12 @@ def counts_thinking(model: str | None) -> bool:
     """Whether the API counts the thinking blocks a request carries back
     (its earlier assistant messages') in the context of a request on
     ``model``. Measured on the recorded turns of real sessions (a fit of
-    each turn's recorded context against its thinking and the rest apart,
-    bench/bench_truth.py's notes in docs/performance.md): on Sonnet 4 and
-    4.5 and Opus 4.5 thinking adds nothing (-0.9 to 0.4 tokens a token, 8
-    sessions), on Sonnet 4.6, Opus 4.7 and Opus 5 its size (0.9-1.1). So
-    Sonnet and Haiku up to 4.5, Opus up to 4.5 and older families do not
-    count it; later models, and any id this does not know, do."""
+    each turn's recorded context against its thinking and the rest apart;
+    docs/catalog.md): on Sonnet 4 and 4.5 and Opus 4.5 thinking adds
+    nothing (-0.9 to 0.4 tokens a token, 8 sessions), on Sonnet 4.6, Opus
+    4.7 and Opus 5 its size (0.9-1.1). So Sonnet and Haiku up to 4.5, Opus
+    up to 4.5 and older families do not count it; later models, and any
+    id this does not know, do (tests/test_thinking_counted.py)."""
     m = _MODEL_VERSION_RE.search(model.lower()) if isinstance(model, str) else None
     if m is None:
         return True

@@ -15,24 +15,30 @@ prints:
   ``sent``. A real session's was recorded by the real API: ``sent`` is
   chars/4 of the request with each image block billed by its pixels
   (``txdb.tokens.image_info``, the rule txdb's own estimate uses) in place
-  of its base64;
+  of its base64, and, on a model whose API does not count the thinking a
+  request carries back (``txdb.estimate.counts_thinking``), without those
+  blocks;
 - ``conv`` (real sessions): ``sent`` in the session's own units. Text is
-  priced by the API's tokenizer, which chars/4 does not know, so the
-  pre-surgery resume measures the session's ratio once: the request the
-  last recorded turn sent is the prefix of today's request before that
-  turn's assistant message (found by its tool ids, texts or signatures),
-  with today's last message (the reminders the CLI sends a fresh process
-  with, and the ping) for the ones the recording CLI sent then;
-  ``ratio = (recorded - images) / (sent(prefix) - images)``, images left
-  out because they are priced exactly. Every row of that session is then
-  ``conv = images + ratio * (sent - images)``. The ratio is measured before
-  any surgery and never refitted after one, so the ``(untouched)`` row
-  (also printed) is the anchor: it reads about 1.00 by construction, off
-  by what txdb predicts for the chain after the last recorded turn. It
-  assumes what a surgery removes tokenizes like the rest; where the API
-  bills a kind of content differently (thinking a model no longer sees,
-  say), ``conv`` is off by that and ``sent`` is the figure to read. For a
-  CLI-made session ``conv`` is ``sent``;
+  priced by the API's tokenizer, which chars/4 does not know. The
+  pre-surgery resume measures the units once: for each of the session's
+  last 41 recorded turns, the request that turn sent is the prefix of
+  today's request before the turn's reply (found by its tool ids, texts or
+  signatures), with today's last message (the reminders a fresh CLI sends,
+  and the ping) standing for those the recording CLI sent then; its
+  ``sent`` against the context the API recorded for it, images left out of
+  both (they are priced exactly), is fitted by ``txdb.estimate.fit``
+  (per-token factor, anchored on the last turn). Every row of the session
+  is then ``conv = images + predict(fit, sent - images)``: the last
+  recorded context, plus the session's measured tokens per sent token
+  times how far today's request is from that turn's. Measured before any
+  surgery and never refitted after one; the ``(untouched)`` row is the
+  anchor (about 1.00 by construction, off by what txdb predicts for the
+  chain after the last recorded turn). What this checks is txdb's model of
+  what the CLI sends (each block as the CLI renders it, what it leaves
+  out); the tokens per sent token come from the same recorded usage txdb
+  fits on, so a surgery that removes content denser or sparser than the
+  session's average is not caught here. For a CLI-made session ``conv`` is
+  ``sent``;
 - ``pred/conv``, and ``saving``: the plan's predicted saving
   (tokens_before - tokens_after) against the shrink of the request (conv
   before - conv after).
@@ -114,16 +120,25 @@ def billed(body: dict | None, messages: list | None = None) -> tuple[int, int] |
     """``(tokens, image tokens)`` of a request as the real API bills it:
     chars/4 of system + tools + messages (``messages`` in place of the
     body's: a prefix), each image billed by its pixels instead of its
-    base64."""
+    base64, and the thinking blocks carried back left out on a model that
+    does not count them (``txdb.estimate.counts_thinking``, the rule txdb's
+    estimate uses)."""
+    from txdb.estimate import counts_thinking
+
     if not body:
         return None
     msgs = body.get("messages") if messages is None else messages
     chars = _dump(body.get("system")) + _dump(body.get("tools")) + _dump(msgs)
-    b64 = img = 0
+    drop = img = 0
+    thinking = not counts_thinking(body.get("model"))
     for m in msgs or ():
-        c, t = _images(m.get("content") if isinstance(m, dict) else None)
-        b64, img = b64 + c, img + t
-    return (chars - b64) // 4 + img, img
+        content = m.get("content") if isinstance(m, dict) else None
+        c, t = _images(content)
+        drop, img = drop + c, img + t
+        if thinking and m.get("role") == "assistant" and isinstance(content, list):
+            drop += sum(_dump(b) + 1 for b in content
+                        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))
+    return (chars - drop) // 4 + img, img
 
 
 def resume_body(path: Path, binary) -> dict | None:
@@ -136,16 +151,16 @@ def resume_body(path: Path, binary) -> dict | None:
     return r.main_request if r.loaded and not r.compacted else None
 
 
-def last_recorded_turn(path: Path) -> tuple[int, set] | None:
-    """``(recorded context, identities of its blocks)`` of the last turn on
-    the active chain whose usage a Claude model recorded (the calibration's
-    anchor): tool_use ids, texts and thinking signatures."""
+def recorded_turns(path: Path) -> list[tuple[int, set]]:
+    """``(recorded context, identities of its blocks)`` per turn on the
+    active chain whose usage a Claude model recorded, in chain order (the
+    lines of one message merged): tool_use ids, texts and thinking
+    signatures, to find the turn in a resumed request."""
     from txdb.estimate import calibrates, recorded_context
     from txdb.transcript import Transcript
 
-    t = Transcript.load(path)
-    last = None
-    for rec in t.chain:
+    out: list[list] = []
+    for rec in Transcript.load(path).chain:
         if rec.type != "assistant":
             continue
         msg = rec.parse().get("message") or {}
@@ -153,11 +168,11 @@ def last_recorded_turn(path: Path) -> tuple[int, set] | None:
             continue
         rc = recorded_context(msg.get("usage"))
         mid = msg.get("id")
-        if last is not None and mid and mid == last[2]:
-            last[1].update(_identities(msg.get("content")))
+        if out and mid and mid == out[-1][2]:
+            out[-1][1].update(_identities(msg.get("content")))
         elif rc:
-            last = [rc, _identities(msg.get("content")), mid]
-    return (last[0], last[1]) if last else None
+            out.append([rc, _identities(msg.get("content")), mid])
+    return [(rc, ids) for rc, ids, _ in out]
 
 
 def _identities(content) -> set:
@@ -170,33 +185,42 @@ def _identities(content) -> set:
     return out
 
 
-def session_ratio(path: Path, body: dict) -> float | None:
-    """API tokens per billed sent token, images left out: the last recorded
-    turn's context over :func:`billed` of the prefix of ``body`` (a
-    pre-surgery resume) that turn's request carried, with the request's
-    last message (the reminders a fresh CLI sends, and the ping)."""
-    turn = last_recorded_turn(path)
-    if turn is None:
-        return None
-    recorded, ids = turn
+def session_fit(path: Path, body: dict):
+    """The session's units, measured on a pre-surgery resume (``body``):
+    ``txdb.estimate.fit`` over ``(billed sent, recorded)`` per recorded turn
+    (the last 40 and one), where "billed sent" is :func:`billed` of the
+    prefix of ``body`` that turn's request carried (the messages before its
+    reply) plus the request's last message (the reminders a fresh CLI sends
+    with the ping, standing for those the recording CLI sent then), images
+    left out of both sides. None when no turn is found in the request."""
+    from txdb.estimate import MAX_TURNS, fit
+
     msgs = body.get("messages") or []
-    for i in range(len(msgs) - 1, -1, -1):
-        if msgs[i].get("role") == "assistant" and _identities(msgs[i].get("content")) & ids:
-            # the last message (today's reminders and the ping) stands for what
-            # the recording CLI sent with that request in their place
-            tokens, img = billed(body, msgs[:i] + msgs[-1:])
-            return (recorded - img) / (tokens - img) if tokens > img else None
-    return None
+    where: dict = {}
+    for i, m in enumerate(msgs):
+        if m.get("role") == "assistant":
+            for ident in _identities(m.get("content")):
+                where.setdefault(ident, i)
+    pairs = []
+    for recorded, ids in recorded_turns(path)[-(MAX_TURNS + 1):]:
+        found = [where[x] for x in ids if x in where]
+        if not found:
+            continue  # before a compaction, or not sent today
+        tokens, img = billed(body, msgs[:min(found)] + msgs[-1:])
+        pairs.append((tokens - img, recorded - img))
+    return fit(pairs) if pairs else None
 
 
-def converted(body: dict | None, ratio: float | None) -> int | None:
-    """:func:`billed` of a request in the session's units (see the module
-    docstring)."""
+def converted(body: dict | None, f) -> int | None:
+    """:func:`billed` of a request in the session's units: ``predict`` of
+    the session's fit (:func:`session_fit`), images added as billed."""
+    from txdb.estimate import predict
+
     b = billed(body)
-    if b is None or ratio is None:
+    if b is None or f is None:
         return None
     tokens, img = b
-    return round(img + ratio * (tokens - img))
+    return img + predict(f, tokens - img)
 
 
 def cut_positions(path: Path) -> list[int]:
@@ -272,14 +296,14 @@ def run_one(src: Path, name: str, binary, root: Path) -> dict:
     return {"pred": rep["tokens_after"], "before": rep["tokens_before"], "body": resume_body(new, binary)}
 
 
-def measure(body: dict | None, real: bool, ratio: float | None) -> tuple[int | None, int | None]:
+def measure(body: dict | None, real: bool, f) -> tuple[int | None, int | None]:
     """``(sent, conv)`` of a resumed request (see the module docstring)."""
     if not body:
         return None, None
     if not real:
         sent = request_tokens(body)
         return sent, sent
-    return billed(body)[0], converted(body, ratio)
+    return billed(body)[0], converted(body, f)
 
 
 def untouched_estimate(src: Path, root: Path) -> int | None:
@@ -328,11 +352,11 @@ def main() -> int:
         for src in sessions:
             is_real = "/generated/" not in str(src)
             body0 = resume_body(src, binary)
-            ratio0 = session_ratio(src, body0) if is_real and body0 else None
-            sent0, base = measure(body0, is_real, ratio0)
+            fit0 = session_fit(src, body0) if is_real and body0 else None
+            sent0, base = measure(body0, is_real, fit0)
             label = ("real:" if is_real else "gen:") + src.stem[:20]
             est0 = untouched_estimate(src, Path(tmp))
-            note = f"  (session ratio {ratio0:.3f})" if ratio0 else ""
+            note = f"  (session: {fit0.factor:.3f} per sent token, {fit0.turns_used} turns)" if fit0 else ""
             r0 = f"{est0 / base:6.3f}" if est0 and base else ""
             print(f"{label:30} {'(untouched)':20} {est0 or '':>8} {sent0 or '':>8} {base or '':>8} {r0:>6}{note}")
             for name in commands:
@@ -341,7 +365,7 @@ def main() -> int:
                 except Exception as e:  # noqa: BLE001 - a bench reports, never stops
                     print(f"{label:30} {name:20} error: {str(e)[:60]}")
                     continue
-                sent, conv = measure(r.get("body"), is_real, ratio0) if "skip" not in r else (None, None)
+                sent, conv = measure(r.get("body"), is_real, fit0) if "skip" not in r else (None, None)
                 if "skip" in r or not conv:
                     print(f"{label:30} {name:20} {r.get('skip', 'no resume')}")
                     continue

@@ -97,3 +97,21 @@ def test_strip_thinking_promises_no_saving_where_the_api_does_not_count_thinking
 ])
 def test_which_models_count_thinking(model, counted):
     assert estimate.counts_thinking(model) is counted
+
+
+def test_an_opus_4_5_session_is_shown_near_its_gauge(tmp_path):
+    """b3edadab (Opus 4.5, tests/data) read 25,263 against the 22,454 its last
+    turn recorded (+12.5%): its last reply's thinking, 3,031 tokens of
+    signature, priced as context the API does not count on that model. Now
+    the estimate is the gauge plus that reply's text."""
+    src = Path(__file__).resolve().parent / "data" / "projects" / "-Users-user-project"
+    proj = tmp_path / "projects" / src.name
+    shutil.copytree(src, proj)
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    (fid,) = conn.execute("SELECT f.id FROM files f JOIN sessions s ON s.file_id = f.id "
+                          "WHERE s.session_id = 'b3edadab-bca0-4054-9b41-f7ffa6941260'").fetchone()
+    rep = estimate.session_estimate(conn, fid)
+    conn.close()
+    assert rep["recorded_last"] == 22_454
+    assert rep["recorded_last"] <= rep["calibrated"] <= 1.05 * rep["recorded_last"], rep

@@ -115,3 +115,21 @@ def test_an_opus_4_5_session_is_shown_near_its_gauge(tmp_path):
     conn.close()
     assert rep["recorded_last"] == 22_454
     assert rep["recorded_last"] <= rep["calibrated"] <= 1.05 * rep["recorded_last"], rep
+
+
+def test_rescue_measures_as_the_plan_and_moves_no_thinking_that_counts_for_nothing(tmp_path):
+    """rescue measured its steps on the chain with all its thinking (70,104
+    where the plan's estimate says 58,207 on this Sonnet 4.5 session), and
+    its persist-thinkings step moved 48 blocks the API never counted,
+    leaving markers that do count (+7,886)."""
+    path = _copy(SONNET_4_5, tmp_path)
+    p = subprocess.run([TXDB, "rescue", str(path), "--db", str(tmp_path / "c.db"), "--target", "30000",
+                        "--dry-run", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    res = rep["result"]
+    assert res["tokens_start"] == rep["tokens_before"]
+    assert res["reached"] and rep["tokens_after"] <= 30_000
+    assert "persist-thinkings" not in [s["step"] for s in res["steps"]], res["steps"]
+    before = [s["tokens_after"] for s in res["steps"]]
+    assert before == sorted(before, reverse=True)  # every step lowers the estimate

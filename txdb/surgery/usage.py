@@ -108,7 +108,8 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
 
 def as_sent(t: Transcript, est: list[int]):
     """``(pos, turn) -> est[pos]`` less the thinking the turn's request left
-    out (other models', ``estimate.unsent_thinking``): the estimate a turn's
+    out of its context (other models', and all of it on a model whose API
+    does not count it: ``estimate.unsent_thinking``): the estimate a turn's
     recorded usage measured."""
     thinking = chain_thinking(t)
     if not thinking:

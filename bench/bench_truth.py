@@ -45,7 +45,7 @@ prints:
 
 Targets: every ``pred`` within 5% of ``conv``, and never more than 2% under.
 
-    .venv/bin/python bench/bench_truth.py [--corpus ../shared/corpus] [--sessions N] [--commands a,b] [--only S]
+    .venv/bin/python bench/bench_truth.py [--corpus ../shared/corpus] [--sessions N] [--commands a,b] [--only S] [--real-only] [--real N]
 """
 
 from __future__ import annotations
@@ -200,14 +200,19 @@ def session_fit(path: Path, body: dict):
     for i, m in enumerate(msgs):
         if m.get("role") == "assistant":
             for ident in _identities(m.get("content")):
-                where.setdefault(ident, i)
+                where.setdefault(ident, []).append(i)
     pairs = []
-    for recorded, ids in recorded_turns(path)[-(MAX_TURNS + 1):]:
-        found = [where[x] for x in ids if x in where]
+    last = -1
+    for recorded, ids in recorded_turns(path):
+        # the first reply after the previous turn's holding one of its blocks
+        # (a short text such as "Done." recurs)
+        found = [i for x in ids for i in where.get(x, ()) if i > last]
         if not found:
             continue  # before a compaction, or not sent today
-        tokens, img = billed(body, msgs[:min(found)] + msgs[-1:])
+        last = min(found)
+        tokens, img = billed(body, msgs[:last] + msgs[-1:])
         pairs.append((tokens - img, recorded - img))
+    pairs = pairs[-(MAX_TURNS + 1):]
     return fit(pairs) if pairs else None
 
 
@@ -322,6 +327,7 @@ def main() -> int:
     ap.add_argument("--commands", default="", help="comma-separated subset of: " + ",".join(COMMANDS))
     ap.add_argument("--only", default="", help="comma-separated session id prefixes")
     ap.add_argument("--real-only", action="store_true", help="only the real sessions")
+    ap.add_argument("--real", type=int, default=REAL_SESSIONS, help="how many real sessions (by path)")
     args = ap.parse_args()
     if not args.corpus.is_dir():
         print(f"no corpus at {args.corpus}")
@@ -334,7 +340,7 @@ def main() -> int:
         print(f"real CLI unavailable: {reason}")
         return 1
     real = sorted(p for p in (args.corpus / "real").rglob("*.jsonl")
-                  if "subagents" not in p.parts and p.stat().st_size > 100_000)[:REAL_SESSIONS]
+                  if "subagents" not in p.parts and p.stat().st_size > 100_000)[:args.real]
     sessions = ([] if args.real_only else [args.corpus / s for s in SESSIONS]) + real
     if args.only:
         sessions = [s for s in sessions if any(s.stem.startswith(o) for o in args.only.split(","))]

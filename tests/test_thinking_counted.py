@@ -133,3 +133,14 @@ def test_rescue_measures_as_the_plan_and_moves_no_thinking_that_counts_for_nothi
     assert "persist-thinkings" not in [s["step"] for s in res["steps"]], res["steps"]
     before = [s["tokens_after"] for s in res["steps"]]
     assert before == sorted(before, reverse=True)  # every step lowers the estimate
+
+
+def test_analyze_says_how_much_thinking_it_left_out(tmp_path):
+    """The raw line showed the chain's 41,255 beside an estimate fitted on
+    32,149 of it, with nothing to say why."""
+    path = _copy(SONNET_4_5, tmp_path)
+    p = subprocess.run([TXDB, "analyze", str(path), "--db", str(tmp_path / "c.db")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = next(x for x in p.stdout.splitlines() if x.startswith("Raw chars/4:"))
+    assert "chain 41,255" in line and "9,106 of it thinking the request does not count" in line, line

@@ -144,3 +144,32 @@ def test_analyze_says_how_much_thinking_it_left_out(tmp_path):
     assert p.returncode == 0, p.stderr
     line = next(x for x in p.stdout.splitlines() if x.startswith("Raw chars/4:"))
     assert "chain 41,255" in line and "9,106 of it thinking the request does not count" in line, line
+
+
+def test_the_breakdown_gives_thinking_that_does_not_count_no_share():
+    """The session page's table scaled the thinking row like any other: on
+    a Sonnet 4.5 session, 19% of a context the API never filled with it."""
+    from txdb.estimate import FITTED, scale_breakdown
+
+    rows = [{"category": "tool_result", "items": 44, "tokens": 17_104},
+            {"category": "thinking", "items": 48, "tokens": 8_530},
+            {"category": "envelope", "items": 150, "tokens": 2_616}]
+    out = {r["category"]: r for r in scale_breakdown(rows, 50_000, 1.3, unsent=8_530 + 48 * 12)}
+    assert out["thinking"]["tokens"] == 0 and out["thinking"]["raw_tokens"] == 8_530
+    assert out["tool_result"]["tokens"] == round(1.3 * 17_104)
+    assert out["envelope"]["tokens"] == round(1.3 * (2_616 - 48 * 12))
+    assert sum(r["tokens"] for r in out.values()) == 50_000 and out[FITTED]["tokens"] > 0
+
+
+def test_the_session_page_gives_thinking_that_does_not_count_no_share(tmp_path):
+    from txdb.web.session import load_session
+
+    _copy(SONNET_4_5, tmp_path)
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    (fid,) = conn.execute("SELECT id FROM files").fetchone()
+    page = load_session(conn, fid, 0, 50)
+    conn.close()
+    rows = {r["category"]: r for r in page["by_type"]}
+    assert rows["thinking"]["raw_tokens"] > 8_000 and rows["thinking"]["tokens"] == 0, rows["thinking"]
+    assert page["breakdown_tokens"] == 58_207  # the headline estimate

@@ -439,7 +439,7 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
 FITTED = "system prompt & tools (fitted)"
 
 
-def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[dict]:
+def scale_breakdown(rows: Sequence[dict], headline: int, factor: float, unsent: int = 0) -> list[dict]:
     """The raw breakdown of a context (``analyze_by_type`` rows: category,
     tokens) restated so its rows add up to ``headline``, the calibrated
     estimate shown above it. The chain's categories are scaled by the fit's
@@ -448,15 +448,25 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[
     as its own row (``FITTED``, in place of the raw system-prompt snapshot).
     When the scaled chain alone exceeds the headline, the chain's rows are
     scaled to it proportionally and there is no fitted row. Whole tokens
-    (largest remainders); each row keeps its chars/4 as ``raw_tokens``."""
+    (largest remainders); each row keeps its chars/4 as ``raw_tokens``.
+    ``unsent``: chain tokens the estimate leaves out (:func:`unsent_thinking`:
+    ``raw`` against the chain's size), taken off the thinking row, then off
+    the envelopes (a thinking block's is in it) before scaling."""
     chain = [dict(r) for r in rows if r["category"] != "system_prompt"]
     snapshot = sum(r["tokens"] or 0 for r in rows if r["category"] == "system_prompt")
-    raw = sum(r["tokens"] or 0 for r in chain)
+    counted = [r["tokens"] or 0 for r in chain]
+    for kind in ("thinking", "envelope"):
+        for i, r in enumerate(chain):
+            if r["category"] == kind and unsent > 0:
+                take = min(unsent, counted[i])
+                counted[i] -= take
+                unsent -= take
+    raw = sum(counted)
     headline = max(0, int(headline or 0))
-    shares = [factor * (r["tokens"] or 0) for r in chain]
+    shares = [factor * c for c in counted]
     left = headline - sum(shares)
     if left < 0 or raw == 0:
-        shares = [headline * (r["tokens"] or 0) / raw if raw else 0.0 for r in chain]
+        shares = [headline * c / raw if raw else 0.0 for c in counted]
         left = headline - sum(shares)
     values = shares + [max(0.0, left)]
     whole = [math.floor(v) for v in values]

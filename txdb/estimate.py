@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -266,18 +267,45 @@ def calibrates(model: str | None) -> bool:
     return isinstance(model, str) and "claude" in model.lower()  # also Bedrock's and Vertex's ids
 
 
+# A model id's family and version: claude-sonnet-4-5-20250929 (Bedrock's
+# and Vertex's forms too), claude-3-7-sonnet-20250219.
+_MODEL_VERSION_RE = re.compile(r"claude-(?:(opus|sonnet|haiku)-(\d+)(?:[-.](\d)(?!\d))?|(\d)[-.])")
+
+
+def counts_thinking(model: str | None) -> bool:
+    """Whether the API counts the thinking blocks a request carries back
+    (its earlier assistant messages') in the context of a request on
+    ``model``. Measured on the recorded turns of real sessions (a fit of
+    each turn's recorded context against its thinking and the rest apart;
+    docs/catalog.md): on Sonnet 4 and 4.5 and Opus 4.5 thinking adds
+    nothing (-0.9 to 0.4 tokens a token, 8 sessions), on Sonnet 4.6, Opus
+    4.7 and Opus 5 its size (0.9-1.1). So Sonnet and Haiku up to 4.5, Opus
+    up to 4.5 and older families do not count it; later models, and any
+    id this does not know, do (tests/test_thinking_counted.py)."""
+    m = _MODEL_VERSION_RE.search(model.lower()) if isinstance(model, str) else None
+    if m is None:
+        return True
+    if m.group(4) is not None:  # claude-3-5-sonnet, claude-2.1
+        return False
+    return (int(m.group(2)), int(m.group(3) or 0)) >= (4, 6)
+
+
 def unsent_thinking(thinking: Iterable[tuple[int, str | None, int]], before: int, model: str | None) -> int:
-    """Thinking tokens the CLI leaves out of a request on ``model``: it sends
-    a message's thinking only when the message's ``model`` is the request's
-    (CLI 2.1.328; tests/test_thinking_model_realcli.py). ``thinking``:
-    ``(chain position, message model, thinking tokens)`` per record that
-    holds thinking (``records.thinking_tokens``); counted are those before
-    position ``before`` by another named model. Subtracted from the raw
-    estimate of each calibration turn (on its own model) and of the session
-    (on its current model: the last assistant turn's); the stored
-    per-record figures keep it. The one statement of that rule."""
+    """Thinking tokens a request on ``model`` leaves out of its context:
+    the CLI sends a message's thinking only when the message's ``model`` is
+    the request's (CLI 2.1.328; tests/test_thinking_model_realcli.py), and
+    on a model that does not count thinking carried back
+    (:func:`counts_thinking`) none of it is context. ``thinking``: ``(chain
+    position, message model, thinking tokens)`` per record that holds
+    thinking (``records.thinking_tokens``); counted are those before
+    position ``before``. Subtracted from the raw estimate of each
+    calibration turn (on its own model) and of the session (on its current
+    model: the last assistant turn's); the stored per-record figures keep
+    it. The one statement of that rule."""
     if not model:
         return 0
+    if not counts_thinking(model):
+        return sum(t for pos, _m, t in thinking if pos < before)
     return sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
 
 
@@ -411,7 +439,7 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
 FITTED = "system prompt & tools (fitted)"
 
 
-def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[dict]:
+def scale_breakdown(rows: Sequence[dict], headline: int, factor: float, unsent: int = 0) -> list[dict]:
     """The raw breakdown of a context (``analyze_by_type`` rows: category,
     tokens) restated so its rows add up to ``headline``, the calibrated
     estimate shown above it. The chain's categories are scaled by the fit's
@@ -420,15 +448,25 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float) -> list[
     as its own row (``FITTED``, in place of the raw system-prompt snapshot).
     When the scaled chain alone exceeds the headline, the chain's rows are
     scaled to it proportionally and there is no fitted row. Whole tokens
-    (largest remainders); each row keeps its chars/4 as ``raw_tokens``."""
+    (largest remainders); each row keeps its chars/4 as ``raw_tokens``.
+    ``unsent``: chain tokens the estimate leaves out (:func:`unsent_thinking`:
+    ``raw`` against the chain's size), taken off the thinking row, then off
+    the envelopes (a thinking block's is in it) before scaling."""
     chain = [dict(r) for r in rows if r["category"] != "system_prompt"]
     snapshot = sum(r["tokens"] or 0 for r in rows if r["category"] == "system_prompt")
-    raw = sum(r["tokens"] or 0 for r in chain)
+    counted = [r["tokens"] or 0 for r in chain]
+    for kind in ("thinking", "envelope"):
+        for i, r in enumerate(chain):
+            if r["category"] == kind and unsent > 0:
+                take = min(unsent, counted[i])
+                counted[i] -= take
+                unsent -= take
+    raw = sum(counted)
     headline = max(0, int(headline or 0))
-    shares = [factor * (r["tokens"] or 0) for r in chain]
+    shares = [factor * c for c in counted]
     left = headline - sum(shares)
     if left < 0 or raw == 0:
-        shares = [headline * (r["tokens"] or 0) / raw if raw else 0.0 for r in chain]
+        shares = [headline * c / raw if raw else 0.0 for c in counted]
         left = headline - sum(shares)
     values = shares + [max(0.0, left)]
     whole = [math.floor(v) for v in values]
@@ -458,4 +496,5 @@ __all__ = [
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
+    "counts_thinking",
 ]

@@ -469,9 +469,12 @@ def analyze(db_path, session, original, as_json):
         f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
+    unsent = (s.get("chain_tokens") or 0) - (e.get("raw") or 0)
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
         f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
+           if unsent > 0 and e.get("method") != "empty" else "")
     )
     for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
                        ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),

@@ -61,7 +61,7 @@ from . import thinking
 from .compact_range import CompactRangeOp, stays_in_place
 from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from ..transcript import Transcript
-from .usage import context_estimator
+from .usage import context_estimator, unsent_tokens
 
 WINDOW = 200_000
 LONG_WINDOW = 1_000_000
@@ -184,6 +184,8 @@ class RescueOp(sc.Writes, Op):
 
     def _persist(self, t: Transcript, state: "_Progress", target: int, name: str) -> dict | None:
         kind = _KIND[name]
+        if kind == "thinking" and sum(n for _p, _m, n in ops.chain_thinking(t)) <= unsent_tokens(t):
+            return None  # no thinking on the chain counts (usage.unsent_tokens): moving it saves nothing
         step = {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
                 "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
         rnd = 0
@@ -253,7 +255,9 @@ class _Progress:
     asked for the remaining gap. Both count the result as the engine will
     write it: less the thinking blocks an edit makes the API drop
     (``thinking.dropped_thinking``), which the engine removes after the op
-    (with ``--keep-dropped-thinking`` it keeps them: they count)."""
+    (with ``--keep-dropped-thinking`` it keeps them: they count), and less
+    the thinking the request leaves out (``usage.unsent_tokens``), as the
+    plan's estimate does."""
 
     def __init__(self, t: Transcript, original: Transcript, measure):
         self.t, self.original, self.measure = t, original, measure
@@ -265,7 +269,9 @@ class _Progress:
     def _raw(self) -> int:
         self.dropped = {} if self.t.keeps_dropped_thinking else thinking.dropped_tokens(
             self.t, thinking.dropped_thinking(self.original, self.t))
-        return chain_estimate(self.t) - system_prompt_tokens(self.t) - sum(self.dropped.values())
+        gone = frozenset(r.pos for u in self.dropped if (r := self.t.by_uuid.get(u)) is not None)
+        return (chain_estimate(self.t) - system_prompt_tokens(self.t) - sum(self.dropped.values())
+                - unsent_tokens(self.t, gone))
 
     def update(self) -> None:
         self.t.refresh()

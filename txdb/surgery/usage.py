@@ -108,7 +108,8 @@ def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
 
 def as_sent(t: Transcript, est: list[int]):
     """``(pos, turn) -> est[pos]`` less the thinking the turn's request left
-    out (other models', ``estimate.unsent_thinking``): the estimate a turn's
+    out of its context (other models', and all of it on a model whose API
+    does not count it: ``estimate.unsent_thinking``): the estimate a turn's
     recorded usage measured."""
     thinking = chain_thinking(t)
     if not thinking:
@@ -145,6 +146,15 @@ def calibration(ref: Transcript) -> estimate.Fit:
     return estimate.fit(_calibration_pairs(ref, chain_prefix_estimates(ref)))
 
 
+def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
+    """Thinking tokens on ``t``'s chain that a resume's request leaves out of
+    its context (``estimate.unsent_thinking`` on the model it resumes on),
+    the records at chain positions ``skip`` aside (already counted out by
+    the caller): what the calibrated figure takes off the raw chain."""
+    thinking = [x for x in chain_thinking(t) if x[0] not in skip]
+    return estimate.unsent_thinking(thinking, len(t.chain), resume_model(t)) if thinking else 0
+
+
 def context_estimator(ref: Transcript):
     """The calibrated context estimate of a transcript, fitted on ``ref``'s
     recorded turns exactly as the catalog fits a session (system prompt
@@ -158,8 +168,7 @@ def context_estimator(ref: Transcript):
 
     def calibrated(t: Transcript) -> int:
         messages = any(r.type in ("user", "assistant") for r in t.chain)
-        unsent = estimate.unsent_thinking(chain_thinking(t), len(t.chain), resume_model(t))
-        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent, messages)
+        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t), messages)
 
     calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)

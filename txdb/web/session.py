@@ -9,7 +9,7 @@ import json
 
 from ..catalog import session_matches
 from ..db import rows as _rows
-from ..estimate import FITTED, scale_breakdown, session_estimate
+from ..estimate import FITTED, catalog_chain_tokens, scale_breakdown, session_estimate
 from . import charts
 from .markdown import preformatted, render as markdown
 from .urls import session_ref
@@ -156,8 +156,9 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
                 b["gist"] = next((ln.strip() for ln in b["text"].splitlines() if ln.strip()), "")[:120]
     # The breakdown restated to add up to the headline estimate (estimate.scale_breakdown).
     if gauge and gauge[0]["est_context_tokens"] is not None and session["est_method"]:
-        factor = session_estimate(conn, file_id)["factor"]
-        by_type = scale_breakdown(by_type, session["est_context_tokens"], factor)
+        fitted = session_estimate(conn, file_id)
+        unsent = max(0, catalog_chain_tokens(conn, file_id) - fitted["raw"])  # thinking left out
+        by_type = scale_breakdown(by_type, session["est_context_tokens"], fitted["factor"], unsent)
     else:
         for t in by_type:
             t["raw_tokens"] = t["tokens"]

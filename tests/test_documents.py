@@ -112,6 +112,21 @@ def test_a_page_rewritten_by_an_incremental_update_counts_once():
     assert tokens.pdf_pages(data.replace(b"/Type /Page ", b"/Type/Page ")) == 2
 
 
+def test_a_pdf_claiming_a_million_pages_is_billed_at_most_the_apis_page_limit():
+    # A hostile line: page objects the API would never read past its limit.
+    claims = b"%PDF-1.4\n" + b"".join(b"%d 0 obj <</Type /Page>> endobj\n" % i for i in range(1, 1_000_001))
+    assert tokens.pdf_pages(claims) == 1_000_000
+    assert tokens.document_info(pdf_block(claims))["tokens"] == tokens.PDF_MAX_PAGES * tokens.PDF_PAGE_TOKENS
+    huge = pdf_bytes(3, pad_to=20_000_000, compressed=True)  # no page in the clear: the size guess
+    assert tokens.document_info(pdf_block(huge))["tokens"] == tokens.PDF_MAX_PAGES * tokens.PDF_PAGE_TOKENS
+
+
+def test_page_dictionaries_outside_any_object_are_each_a_page_in_one_scan():
+    # 200,000 bare dictionaries: each its own page (the scan reads the bytes once;
+    # it searched back to the start for each one, minutes on this line).
+    assert tokens.pdf_pages(b"%PDF" + b"/Type /Page\n" * 200_000) == 200_000
+
+
 def test_a_text_document_is_sized_as_its_text():
     body = "line of the contract\n" * 400
     doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": body},

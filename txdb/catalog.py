@@ -258,8 +258,11 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
         # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
         "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
         " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
-        "AS secrets "
-        "FROM session_costs WHERE "
+        "AS secrets, "
+        # How close to its window (sessions_near_limit: sessions only; a subagent's are NULL).
+        "window_tokens, pct_of_window, status "
+        "FROM (SELECT c.*, n.window_tokens, n.pct_of_window, n.status FROM session_costs c "
+        "      LEFT JOIN sessions_near_limit n ON n.file_id = c.file_id) session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:

@@ -64,3 +64,24 @@ def test_sessions_shows_each_against_its_own_window_with_separators(projects):
     assert "85% of 200k" in table[B] and " near" in table[B] and "170,000" in table[B]
     assert "101% of 1M" in table[C] and " over" in table[C] and "1,010,000" in table[C]
     assert "1010000" not in table[C]
+
+
+def test_a_sessions_cost_includes_its_subagents_as_cost_by_session_does(projects):
+    main = session(projects / "-p" / f"{A}.jsonl", A, [20_000, 30_000])
+    sub = main.parent / A / "subagents" / "agent-a1.jsonl"
+    objs, parent = [], None
+    for i in range(3):
+        u = user(f"task {i}", parent, session=A, agentId="a1", isSidechain=True)
+        a = assistant(f"done {i}", u["uuid"], session=A, usage=usage(50_000), model=SONNET,
+                      agentId="a1", isSidechain=True)
+        objs += [u, a]
+        parent = a["uuid"]
+    write(sub, objs)
+    session(projects / "-p" / f"{B}.jsonl", B, [10_000])
+    run("refresh")
+    listed = {r["session_id"]: r["cost_usd"] for r in json.loads(run("sessions", "--json"))}
+    by_session = {r["session"]: r["cost_usd"] for r in json.loads(run("cost", "--by", "session", "--json"))["rows"]}
+    assert listed == by_session
+    own = {r["session_id"]: r["cost_usd"] for r in json.loads(run("sessions", "--subagents", "--json"))
+           if r["session_id"] == "agent-a1"}
+    assert own["agent-a1"] > 0 and listed[A] > own["agent-a1"]   # the subagent's cost is in its session's

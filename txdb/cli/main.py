@@ -402,7 +402,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url, session_ref
+    from ..web.urls import page_ref, session_page_url
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -415,7 +415,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
+        r["url"] = session_page_url(page_ref(conn, r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "of_window", "status", "cost_usd", "secrets"]

@@ -21,7 +21,7 @@ import click
 from .. import __version__, config
 from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json, usd
+from .output import echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe, to_json, usd
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -388,7 +388,9 @@ def query(db_path, sql, params, fmt):
 @click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD, secrets found.
+    """One row per session: id, project, title, dates, lines, est. context tokens, the gauge as a share
+    of the session's window and its status (ok, near, over: view sessions_near_limit), cost in USD,
+    secrets found.
 
     Each row's url is its page in `txdb serve` (on its default port).
 
@@ -400,7 +402,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url, session_ref
+    from ..web.urls import page_ref, session_page_url
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -413,11 +415,12 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
+        r["url"] = session_page_url(page_ref(conn, r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
-                "cost_usd", "secrets"]
-        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"])} for r in rows]
+                "of_window", "status", "cost_usd", "secrets"]
+        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"]),
+                 "of_window": of_window(r["pct_of_window"], r["window_tokens"])} for r in rows]
         emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)

@@ -79,20 +79,23 @@ _KIND = {"persist-tools": "tool", "persist-thinkings": "thinking", "persist-text
 
 
 def window_of(t: Transcript) -> int:
-    """The context window of the session's model: 1M for a ``[1m]`` model or a
-    session whose recorded context passed 200k (as the ``sessions_near_limit``
-    view says), else 200k."""
-    model, peak = None, 0
-    for r in t.chain:
+    """The context window of the session's model: 1M when any turn the file
+    records ran on a ``[1m]`` model or recorded a context past 200k (only a
+    1M window holds that: the window is the model's, not the current size,
+    so a session a rescue brought under 200k keeps it), else 200k. The rule
+    of the ``context_gauge`` view's ``window_tokens`` (what
+    ``sessions_near_limit`` and ``txdb sessions`` judge by), held to it by
+    tests/test_rules.py."""
+    for r in t.records:
         if r.type != "assistant":
             continue
         msg = r.parse().get("message")
         if not isinstance(msg, dict):
             continue
-        if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-            model = msg["model"]
-        peak = max(peak, recorded_context(msg.get("usage")) or 0)
-    return LONG_WINDOW if (model and "[1m]" in model) or peak > WINDOW else WINDOW
+        if (isinstance(msg.get("model"), str) and "[1m]" in msg["model"].lower()) \
+                or (recorded_context(msg.get("usage")) or 0) > WINDOW:
+            return LONG_WINDOW
+    return WINDOW
 
 
 def default_target(t: Transcript) -> int:

@@ -12,7 +12,7 @@ from ..db import rows as _rows
 from ..estimate import FITTED, catalog_chain_tokens, scale_breakdown, session_estimate
 from . import charts
 from .markdown import preformatted, render as markdown
-from .urls import session_ref
+from .urls import page_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
@@ -61,7 +61,7 @@ def find_session(conn, ref: str) -> tuple[int | None, list[dict]]:
         FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id IN ({marks})
         ORDER BY s.last_timestamp DESC""", list(found))
     for r in rows:
-        r["ref"] = session_ref(r["path"], r["file_id"])
+        r["ref"] = page_ref(conn, r["path"], r["file_id"])
     return None, rows
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -156,6 +157,8 @@ def test_refused_when_the_target_cannot_be_reached_nothing_written(env):
     assert r.exit_code != 0
     lines = [x for x in r.output.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: rescue cannot bring the session under 1 tokens")
+    # the figure it aimed at is named for what it is: the target less the estimate's tolerance
+    assert "(the aim, the target less 2%: ~0)" in lines[0] and "estimate of" not in lines[0]
     assert "Traceback" not in r.output
     after = tree(folder)
     after.pop("catalog.db", None)
@@ -375,3 +378,78 @@ def test_compact_rounds_leave_every_record_reachable(tmp_path, monkeypatch):
         if not (isinstance(content, list) and all(b.get("type") == "thinking" for b in content)):
             lost.append(rec.pos)
     assert not lost
+
+
+def signature_only(turns: int = 8, sig_chars: int = 12_000) -> list[dict]:
+    """Turns as Claude Code writes a thinking model's reply, one block a line:
+    prompt, assistant thinking whose text is empty (a signature only; every
+    third a ``redacted_thinking``), assistant tool_use (same message), its
+    result, the answer. Nothing of the thinking can be read back."""
+    out, parent = [], None
+    for t in range(turns):
+        u = user(f"prompt {t}", parent, session=SID)
+        block = ({"type": "redacted_thinking", "data": "D" * sig_chars} if t % 3 == 2
+                 else {"type": "thinking", "thinking": "", "signature": "S" * sig_chars})
+        th = assistant([block], u["uuid"], session=SID, usage=NO_USAGE, model=MODEL, msg_id=f"msg_{t}")
+        tid = f"toolu_{t:04d}"
+        a = assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"ls {t}"}}],
+                      th["uuid"], session=SID, usage=NO_USAGE, model=MODEL, msg_id=f"msg_{t}")
+        r = user([{"type": "tool_result", "tool_use_id": tid, "content": f"out {t}"}], a["uuid"], session=SID)
+        a2 = assistant(f"answer {t}", r["uuid"], session=SID, usage=NO_USAGE, model=MODEL)
+        out += [u, th, a, r, a2]
+        parent = a2["uuid"]
+    return out
+
+
+def test_empty_thinking_is_dropped_before_any_conversation_is_compacted(tmp_path, monkeypatch):
+    # Real sessions (d8fbf478, 1fb5e404) hold thinking whose text is empty: a
+    # signature of several kB that counts in the context and that nothing can
+    # save to a sidecar. Rescue compacted conversation instead. It must drop
+    # such blocks, oldest first, in its thinking step, and say so.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = signature_only()
+    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    start = estimate(f)
+    target = start - 10_000                   # a few of the thinking blocks (~3,000 raw tokens each) must go
+    plan = run("rescue", f, "--target", target, "--dry-run").output
+    assert "empty thinking blocks dropped (a signature only: nothing to save)" in plan, plan
+    r = run("rescue", f, "--target", target, "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)["result"]
+    steps = {s["step"]: s for s in res["steps"]}
+    assert "compact-range" not in steps and "persist-texts" not in steps
+    think = steps["persist-thinkings"]
+    assert think["moved"] == 0 and 0 < think["dropped"] < 8
+    assert estimate(pending(f), f) <= rescue.aim_of(target)
+    kept = [orjson.loads(x) for x in pending(f).read_bytes().splitlines()]
+    blocks = [b["type"] for o in kept if o["type"] == "assistant" for b in o["message"]["content"]]
+    # the oldest thinking went, the rest stayed; every other message is still there, byte for byte
+    assert blocks.count("thinking") + blocks.count("redacted_thinking") == 8 - think["dropped"]
+    gone = {o["uuid"] for o in objs} - {o["uuid"] for o in kept}
+    assert gone == {o["uuid"] for o in objs[1::5][:think["dropped"]]}
+    lines = set(f.read_bytes().splitlines())
+    kept_lines = pending(f).read_bytes().splitlines()
+    assert sum(x in lines for x in kept_lines) >= len(kept_lines) - think["dropped"]   # only re-parented children
+    t = Transcript.load(pending(f))
+    assert [r.uuid for r in t.chain if r.type == "user"] == [o["uuid"] for o in objs if o["type"] == "user"]
+
+
+def test_the_plan_is_one_step_a_line_and_says_what_compacting_without_a_summary_leaves(env):
+    target = int(estimate(env) * 0.45)
+    out = run("rescue", env, "--target", target, "--dry-run").output
+    lines = out.splitlines()
+    assert lines[0] == f"rescue: target {target:,}, the aim (target less 2%) ~{rescue.aim_of(target):,}"
+    steps = [x.strip() for x in lines[1:] if x.startswith("  ") and x.strip()[:1].isdigit()]
+    assert [x.split(":")[0] for x in steps] == ["1. strip-attachments", "2. persist-tools", "3. persist-thinkings",
+                                                "4. persist-texts", "5. compact-range"]
+    assert ";" not in "".join(steps)
+    n = re.search(r"compact-range: (\d+) records compacted into one summary \(saved to sidecars\) -> ~", steps[-1])
+    assert n and int(n.group(1)) > 0, steps[-1]
+    hint = lines[lines.index(next(x for x in lines if "5. compact-range" in x)) + 1]
+    assert "no --summary given" in hint and "[no summary provided]" in hint and "--summary TEXT" in hint
+    # with a summary, no hint; and compact-range alone says the same
+    assert "no --summary" not in run("rescue", env, "--target", target, "--dry-run", "--summary", "early").output
+    alone = run("compact-range", env, "--from", 0, "--to", 3, "--dry-run").output
+    assert "no --summary given" in alone and "[no summary provided]" in alone, alone
+    assert "no --summary" not in run("compact-range", env, "--from", 0, "--to", 3, "--dry-run",
+                                     "--summary", "x").output

@@ -80,7 +80,12 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
     res = r.result
     kind = declared(r.operation).result  # the command's declaration says how its result reads
     parts = kind.describe(res, r.dry_run)
-    echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
+    if kind.one_per_line and parts:
+        echo(f"{r.operation}: {parts[0]}")
+        for p in parts[1:]:
+            echo(f"  {p}")
+    else:
+        echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
     if r.base != "original" and kind.positional:
         echo(f"Positions are those of the {r.base}'s active chain.")
     for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:

@@ -453,3 +453,57 @@ def test_the_plan_is_one_step_a_line_and_says_what_compacting_without_a_summary_
     assert "no --summary given" in alone and "[no summary provided]" in alone, alone
     assert "no --summary" not in run("compact-range", env, "--from", 0, "--to", 3, "--dry-run",
                                      "--summary", "x").output
+
+
+AGENT = "agent-a202607291641-1600moxamox-461b702d51a31db6"
+
+
+def test_where_takes_main_sessions_only_and_goes_on_past_a_refusal(env):
+    # The help's own example selected subagent transcripts too (not what
+    # `claude -r` resumes), which were refused and failed the whole run; a
+    # session already under the target read as "changed 0 ... dry-run".
+    folder = env.parent
+    agent = folder / SID / "subagents" / f"{AGENT}.jsonl"
+    shutil.copy(env, agent.parent.mkdir(parents=True) or agent)
+    small = write(folder / "66666666-0000-0000-0000-000000000001.jsonl",
+                  [dict(o, sessionId="66666666-0000-0000-0000-000000000001") for o in heavy(turns=1)])
+    u = user("tell me everything", None, session="77777777-0000-0000-0000-000000000001")
+    stuck = write(folder / "77777777-0000-0000-0000-000000000001.jsonl",   # one answer over any target
+                  [u, assistant("x" * 400_000, u["uuid"], session=u["sessionId"], usage=NO_USAGE, model=MODEL)])
+    assert run("refresh").exit_code == 0
+    target = estimate(env) // 2
+    assert estimate(small) < target
+    r = run("rescue", "--where", "est_context_tokens > 0", "--target", target, "--dry-run")
+    assert r.exit_code == 1, r.output                  # a script still learns a session failed
+    lines = [x.strip() for x in r.output.splitlines()]
+    assert "Skipped 1 subagent transcript: rescue takes main sessions only" in r.output
+    assert AGENT[:12] not in r.output
+    head = next(x for x in lines if x.startswith("session"))
+    assert head.split()[2] == "target", r.output
+    row = {x.split()[0]: x for x in lines if x[:8] in (SID[:8], "66666666", "77777777")}
+    assert set(row) == {SID[:8], "66666666", "77777777"}
+    assert row["66666666"].rstrip().endswith("already under") and f"{target:,}" in row["66666666"]
+    assert row[SID[:8]].rstrip().endswith("dry-run") and f"{target:,}" in row[SID[:8]]
+    assert row["77777777"].rstrip().endswith("refused")
+    assert f"Refused: {stuck}: rescue cannot bring the session under" in r.output
+    # without --dry-run: the others' copies are written all the same
+    r = run("rescue", "--where", "est_context_tokens > 0", "--target", target, "--json")
+    assert r.exit_code == 1
+    out = json.loads(r.output)
+    assert out["subagents_skipped"] == [str(agent)] and out["refused"] == 1
+    assert pending(env).is_file() and not pending(agent).exists() and not pending(stuck).exists()
+    assert not pending(small).exists()
+    # the default target is named per row
+    r = run("rescue", "--where", f"file_id = (select id from files where path = '{small}')", "--dry-run")
+    assert "167,000 (default)" in r.output and "already under" in r.output, r.output
+
+
+def test_where_plan_names_a_subagent_by_its_parent(env):
+    folder = env.parent
+    agent = folder / SID / "subagents" / f"{AGENT}.jsonl"
+    shutil.copy(env, agent.parent.mkdir(parents=True) or agent)
+    assert run("refresh").exit_code == 0
+    r = run("strip-thinking", "--where", f"path = '{agent}'", "--dry-run")
+    assert r.exit_code == 0, r.output
+    row = next(x for x in r.output.splitlines() if x.startswith("agent-"))
+    assert row.startswith(f"agent-a20260729… of {SID[:8]}"), row

@@ -25,6 +25,17 @@ class Result:
 
     positional: ClassVar[bool] = False  # what it reports names positions of the copy it edited
     one_per_line: ClassVar[bool] = False  # describe's first clause heads the line, each other one a line of its own
+    targets_header: ClassVar[str] = "targets"  # the --where plan's column of what each session's pass aimed at
+
+    @staticmethod
+    def targets(res: dict, rows: int) -> str:
+        """A --where plan row's targets cell: the rows the condition selected."""
+        return str(rows)
+
+    @staticmethod
+    def idle(res: dict) -> str | None:
+        """A --where plan row's status when the pass changed nothing and says why (None: the pass's status)."""
+        return None
 
     @staticmethod
     def describe(res: dict, dry_run: bool) -> list[str]:
@@ -202,6 +213,17 @@ class RescueResult(Result):
     """rescue: its plan, one step a line, each with the estimate after it."""
 
     one_per_line = True
+    targets_header = "target"
+
+    @staticmethod
+    def targets(res, rows):
+        if "target" not in res:
+            return ""
+        return f"{res['target']:,}" + (" (default)" if res.get("target_default") else "")
+
+    @staticmethod
+    def idle(res):
+        return "already under" if res.get("reached") and not res.get("steps") else None
 
     @staticmethod
     def describe(res, dry_run):
@@ -249,6 +271,7 @@ class SurgeryCommand:
     result: type[Result] = Result
     view: str | None = None  # the target view of --where; None: SESSION only
     op: str | None = None    # its op factory: a function of ``command_ops`` (None: an undeclared name)
+    main_sessions: bool = False  # its --where selects main sessions only (what `claude -r` resumes), no subagents
 
     def make_op(self, options: dict | None = None, rows: list | None = None, stats: dict | None = None):
         """The op of this command with ``options``: for a SESSION (``rows`` None;
@@ -279,7 +302,7 @@ COMMANDS: dict[str, SurgeryCommand] = _declare(
     SurgeryCommand("compact", CompactResult, op="compact"),
     *(SurgeryCommand(n, PersistResult, op="persist") for n in _PERSIST),
     SurgeryCommand("migrate-persisted", MigrateResult, op="migrate_persisted"),
-    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue"),
+    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue", main_sessions=True),
 )
 
 

@@ -507,3 +507,30 @@ def test_where_plan_names_a_subagent_by_its_parent(env):
     assert r.exit_code == 0, r.output
     row = next(x for x in r.output.splitlines() if x.startswith("agent-"))
     assert row.startswith(f"agent-a20260729… of {SID[:8]}"), row
+
+
+def test_undo_says_how_many_sidecar_files_the_rescue_wrote_and_keeps_them(env):
+    # After undo the files rescue saved stayed in the session folder and undo
+    # said nothing of them. They are kept (nothing lost: the replaced file,
+    # kept as a backup, names them, and undo again redoes the rescue): say so.
+    folder = env.parent / SID
+    r = run("rescue", env, "--target", int(estimate(env) * 0.45), "--apply", "--json")
+    assert r.exit_code == 0, r.output
+    wrote = sorted(p for p in folder.rglob("*") if p.is_file())
+    res = json.loads(r.output)["surgery"]["result"]
+    assert len(wrote) == res["sidecars_new"] > 0
+    # every file it wrote is one the rescued session leads to (none for a block it moved and then
+    # compacted: the record's own file holds it)
+    assert set(wrote) == sc.reachable(env.read_bytes(), env, SID)
+    dry = run("undo", env, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert f"It would keep the {len(wrote)} sidecar files it wrote in {folder}" in dry.output, dry.output
+    r = run("undo", env)
+    assert r.exit_code == 0, r.output
+    assert f"Kept: the {len(wrote)} sidecar files it wrote in {folder}" in r.output, r.output
+    assert sorted(p for p in folder.rglob("*") if p.is_file()) == wrote
+    out = json.loads(run("undo", env, "--dry-run", "--json").output)   # the redo restores none of its own
+    assert out["sidecars_kept"] == 0
+    # the redo puts the rescued file back: every file it names is still there
+    assert run("undo", env).exit_code == 0
+    assert not sc.missing_referenced(env.read_bytes(), env, SID)

@@ -136,6 +136,12 @@ class RescueOp(sc.Writes, Op):
         for op in self.ops:
             op.remove_files()
 
+    def _persist_round(self, t: Transcript, sel: per.Selection) -> dict:
+        op = self._sub(per.PersistOp(sel))
+        res = op(t, t)
+        op.files = res["files"]  # which record each planned file is for (``_unplan_compacted``)
+        return res
+
     def _sub(self, op: sc.Writes) -> sc.Writes:
         op.shared = self
         self.ops.append(op)
@@ -169,6 +175,8 @@ class RescueOp(sc.Writes, Op):
                 out["sidecars_new"] += step.get("sidecars_new", 0)
                 out["sidecars_reused"] += step.get("sidecars_reused", 0)
                 out["chars_moved"] += step.get("chars_moved", 0)
+        if any(isinstance(op, CompactRangeOp) for op in self.ops):
+            self._unplan_compacted(t, out)
         out["tokens_after"] = state.now
         out["reached"] = state.now <= aim
         if not out["reached"]:
@@ -177,6 +185,28 @@ class RescueOp(sc.Writes, Op):
                                f"less {ESTIMATE_TOLERANCE:.0%}: ~{aim:,}): every step leaves ~{state.now:,} "
                                f"({done}); nothing was written")
         return out
+
+    def _unplan_compacted(self, t: Transcript, out: dict) -> None:
+        """A block an earlier step moved whose record compact-range then saved
+        whole: that record's file holds the line as the session held it, so
+        the block's own sidecar would be named by nothing. Such files are not
+        written (a file another record's marker names still is)."""
+        named: set[str] = set()
+        for op in self.ops:
+            if isinstance(op, per.PersistOp):
+                for uuid in {f["uuid"] for f in op.files if f.get("uuid")}:
+                    rec = t.by_uuid.get(uuid)
+                    if rec is not None and not rec.removed:
+                        named |= sc.referenced(rec.raw)
+        for op in self.ops:
+            if not isinstance(op, per.PersistOp):
+                continue
+            keep = [s for s in op.sidecars if str(s.path) in named]
+            for s in op.sidecars:
+                if str(s.path) not in named:
+                    out["sidecars_reused" if s.reused else "sidecars_new"] -= 1
+                    out["sidecars_unused"] = out.get("sidecars_unused", 0) + 1
+            op.sidecars = keep
 
     # -- the steps -----------------------------------------------------------
     def _attachments(self, t: Transcript, state: "_Progress") -> dict | None:
@@ -196,7 +226,7 @@ class RescueOp(sc.Writes, Op):
             rnd += 1
             sel = per.Selection(kinds=(kind,), positions=ACTIVE_CHAIN, keep_recent=self.keep_recent,
                                 min_chars=per.DEFAULT_TEXT_MIN_CHARS if kind == "text" else 0, max_tokens=budget)
-            res = self._sub(per.PersistOp(sel))(t, t)
+            res = self._persist_round(t, sel)
             if not res["blocks"]:
                 break
             state.update()
@@ -225,7 +255,7 @@ class RescueOp(sc.Writes, Op):
                 # the readable blocks before the first empty one: moved, oldest first
                 upto = hi if first_empty is None else blocks[first_empty][0] - 1
                 sel = per.Selection(kinds=("thinking",), positions=(lo, upto), keep_recent=0, max_tokens=budget)
-                res = self._sub(per.PersistOp(sel))(t, t)
+                res = self._persist_round(t, sel)
                 moved = res["blocks"]
             if not moved and first_empty is not None:
                 # the run of empty blocks from the first one, up to the next readable block

@@ -141,6 +141,7 @@ class PersistResult(Result):
         if "persisted" not in res:
             return []
         from ..chain_health import plural
+        from ..sidecar import PREVIEW_CHARS, TOOL_PREVIEW_CHARS
 
         on = res.get("on_chain") or {}
         moved = ", ".join(f"{plural(n, _PERSISTED.get(k, k))} ({on.get(k, 0)} on the active chain)"
@@ -150,7 +151,10 @@ class PersistResult(Result):
                                         if off else "")
                 + f"; {res['chars_moved']:,} chars to {plural(res['sidecars_new'], 'new sidecar file')}"
                 + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "")
-                + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
+                + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")
+                + (f"; {res['too_small']:,} left in place, too small to shrink (a marker keeps a preview: "
+                   f"{TOOL_PREVIEW_CHARS:,} chars of a tool result, {PREVIEW_CHARS:,} of thinking or text)"
+                   if res.get("too_small") else "")]
 
     @staticmethod
     def changed(res):

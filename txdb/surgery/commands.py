@@ -28,9 +28,9 @@ class Result:
     targets_header: ClassVar[str] = "targets"  # the --where plan's column of what each session's pass aimed at
 
     @staticmethod
-    def targets(res: dict, rows: int) -> str:
+    def targets(res: dict, rows: int) -> int | str:
         """A --where plan row's targets cell: the rows the condition selected."""
-        return str(rows)
+        return rows
 
     @staticmethod
     def idle(res: dict) -> str | None:

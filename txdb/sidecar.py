@@ -463,6 +463,27 @@ def range_files(obj, folder: str) -> list[str]:
     return [str(Path(folder) / n) for n in names if isinstance(n, str) and n and safe_name(n) == n]
 
 
+def reachable(data: bytes, session_file: str | Path, session_id: str | None) -> set[Path]:
+    """The sidecar files on disk ``data``'s markers name, and those the files
+    they name name in turn (a compacted record saved whole keeps the marker of
+    a block an earlier pass persisted): every saved file ``data`` leads to."""
+    out: set[Path] = set()
+    todo = [data]
+    while todo:
+        for p in referenced(todo.pop()):
+            where = resolve(p, session_file, session_id)
+            if where is None or not where.is_file() or where in out:
+                continue
+            out.add(where)
+            if where.suffix == ".json":
+                try:
+                    with open_regular(where) as fh:
+                        todo.append(fh.read())
+                except OSError:
+                    pass
+    return out
+
+
 def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:
     return {p for p in referenced(data) if resolve(p, session_file, session_id) is None}
 

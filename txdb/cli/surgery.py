@@ -222,7 +222,7 @@ def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
         echo(to_json({
             "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
             "sessions": [x.as_dict() for x in outcomes], "refreshed": selection.refreshed,
-            "gone": selection.gone, "dry_run": o.dry_run, "applied": sum(x.status == "applied" for x in outcomes),
+            "gone": selection.gone, "subagents_skipped": selection.subagents, "dry_run": o.dry_run, "applied": sum(x.status == "applied" for x in outcomes),
             "refused": len(refused),
         }))
     else:

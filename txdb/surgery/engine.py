@@ -62,7 +62,10 @@ class PassOptions:
     ``keep_dropped_thinking``: keep the later thinking the API will drop;
     ``arguments``: the command's options (JSON-able), remembered with the
     pass for the surgeries log; ``positions``: --from/--to/--pos, which must
-    name positions of the copy's active chain (checked before the op runs)."""
+    name positions of the copy's active chain (checked before the op runs);
+    ``logged_fit``: the fit the catalog estimates the session with after a
+    logged surgery (``estimate.logged_fit_of``), so the pass's figures are
+    the catalog's."""
 
     dry_run: bool = False
     fork: bool = False
@@ -71,6 +74,7 @@ class PassOptions:
     keep_dropped_thinking: bool = False
     arguments: dict = field(default_factory=dict)
     positions: tuple[int | None, int | None] | None = None
+    logged_fit: tuple[float, float] | None = None  # the catalog's estimate's fit (estimate.logged_fit_of)
 
 
 @dataclass
@@ -161,7 +165,9 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
     # Token figures are the calibrated estimate (the one `sessions` and
-    # `analyze` show), fitted on the original's recorded turns.
+    # `analyze` show), fitted on the original's recorded turns (the catalog's
+    # logged fit while it holds: the figure it shows).
+    original.logged_fit = o.logged_fit
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
     report.fit = calibrated.line

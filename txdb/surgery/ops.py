@@ -492,13 +492,20 @@ def _count(items) -> dict:
 
 # -- sizes -------------------------------------------------------------------
 
-def record_estimate(rec: Record) -> int:
+def record_estimate(rec: Record, model: str | None = None) -> int:
     """Estimated context tokens of one record: the catalog's per-record
     figure (system-prompt records count 0; they are added once per session
-    by ``system_prompt_tokens``). Kept on the record until it changes."""
+    by ``system_prompt_tokens``; an attachment priced on ``model``, the
+    session's: :func:`priced_model`). Kept on the record until it changes."""
     if rec.tokens is None:
-        rec.tokens = record_tokens(rec.parse())
+        rec.tokens = record_tokens(rec.parse(), model=model)
     return rec.tokens
+
+
+def priced_model(t: Transcript) -> str | None:
+    """The model ``t``'s attachments are priced on, as refresh prices them
+    (``records.session_model``: the file's first assistant turn's)."""
+    return records.session_model(r.model for r in t.live() if r.type == "assistant")
 
 
 def system_prompt_tokens(t: Transcript) -> int:
@@ -510,9 +517,10 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     """Estimated context before each chain position (system prompt included);
     one more entry at the end: the whole chain."""
     base = system_prompt_tokens(t)
+    model = priced_model(t)
     out = [base]
     for rec in t.chain:
-        out.append(out[-1] + record_estimate(rec))
+        out.append(out[-1] + record_estimate(rec, model))
     return out
 
 

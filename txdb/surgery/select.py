@@ -55,6 +55,7 @@ Semantics of a selected row:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import time
@@ -65,6 +66,7 @@ from typing import Callable
 from ..catalog import stale
 from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
+from ..estimate import logged_fit_of
 from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
 from . import pending as pend
@@ -214,7 +216,8 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats: dict = {}
         try:
-            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats), po)
+            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats),
+                              dataclasses.replace(po, logged_fit=logged_fit_of(conn, s.path)))
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
             o.targets = stats.get("targets", 0)

@@ -55,7 +55,6 @@ Semantics of a selected row:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import time
@@ -217,7 +216,7 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         stats: dict = {}
         try:
             rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats),
-                              dataclasses.replace(po, logged_fit=logged_fit_of(conn, s.path)))
+                              po, logged_fit_of(conn, s.path))
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
             o.targets = stats.get("targets", 0)

@@ -505,6 +505,17 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float, unsent: 
     return sorted(out, key=lambda r: -r["tokens"])
 
 
+def catalog_breakdown(conn: sqlite3.Connection, file_id: int, rows: Sequence[dict],
+                      est: dict | None = None) -> list[dict]:
+    """A stored session's ``analyze_by_type`` rows as ``analyze`` and the
+    session page show them: :func:`scale_breakdown` to its calibrated
+    estimate (``est``: :func:`session_estimate`), so they add up to the
+    figure above them; each keeps its chars/4 as ``raw_tokens``."""
+    e = est if est is not None else session_estimate(conn, file_id)
+    unsent = max(0, catalog_chain_tokens(conn, file_id) - e["raw"])  # thinking the estimate leaves out
+    return scale_breakdown(rows, e["calibrated"], e["factor"], unsent)
+
+
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     """Compute the calibrated estimate and keep it on ``sessions`` (refresh
     calls this for every file it changed); returns it."""
@@ -515,7 +526,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
+    "scale_breakdown", "catalog_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",

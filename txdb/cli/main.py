@@ -476,13 +476,15 @@ def analyze(db_path, session, original, as_json):
         + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
            if unsent > 0 and e.get("method") != "empty" else "")
     )
-    for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
+    for title, key in (("By type (tokens add up to the estimate; raw_tokens: chars/4)", "by_type"),
+                       ("By tool", "by_tool"), ("Attachments", "attachments"),
                        ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
                        ("Chain health", "health")):
         rows = report[key]
         if rows:
             echo(f"\n{title}:")
-            echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+            headers = list(dict.fromkeys(k for r in rows for k in r))  # a row may lack a column (the fitted one)
+            echo(tabulate([[r.get(k) for k in headers] for r in rows], headers=headers))
     im = report.get("images") or {}
     if im.get("images"):
         echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "

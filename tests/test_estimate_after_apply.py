@@ -117,3 +117,33 @@ def test_rescue_analyze_and_sessions_say_one_estimate_before_and_after(tmp_path)
     # and so the rescue, run again, has nothing to do
     again = orjson.loads(run("rescue", f, "--dry-run", "--json", "--target", 50_000, "--db", dbp).output)
     assert again["changed_lines"] == 0 and again["tokens_after"] == planned
+
+
+def test_analyzes_calibration_line_reads_as_arithmetic_and_names_no_unknown_system_prompt(tmp_path):
+    """A new user's item 17: analyze printed `1.9463 x chars/4 + -43,252`
+    and `system prompt 0` for every session whose file records none (the
+    overhead stands for it): a negative overhead reads `- 43,252`, and a
+    system prompt is named only with the figure a snapshot gave."""
+    real = _copy(tmp_path / "a", "real/hannibal8856-claude_backup/-home-moxa-sdc1-home-moxa-mds4xgl3-buildroot-dl/"
+                                  "d8fbf478-f4fe-4f9b-b738-eb5019b102dd.jsonl")
+    made = Path(__file__).parent / "data/generated/-home-user-src-demo-9/b88a7a83-a643-4c78-b0b0-bae40b5e91ae.jsonl"
+    proj = tmp_path / "b" / "cfg" / "projects" / made.parent.name
+    proj.mkdir(parents=True)
+    shutil.copyfile(made, proj / made.name)
+    seen = []
+    for f in (real, proj / made.name):
+        dbp = f.parent.parent.parent / "catalog.db"
+        run("refresh", "--root", f.parent.parent, "--db", dbp)
+        rep = orjson.loads(run("analyze", f, "--json", "--db", dbp).output)
+        e, sp = rep["estimate"], rep["session"]["system_prompt_tokens"]
+        seen.append((e["overhead"], sp))
+        text = run("analyze", f, "--db", dbp).output
+        line = next(ln for ln in text.splitlines() if ln.startswith("Estimated context:"))
+        sign = "-" if e["overhead"] < 0 else "+"
+        assert f"x chars/4 {sign} {abs(e['overhead']):,})" in line and "+ -" not in line, line
+        raw = next(ln for ln in text.splitlines() if ln.startswith("Raw chars/4:"))
+        if sp:
+            assert f"system prompt {sp:,})" in raw, raw
+        else:
+            assert "system prompt 0" not in raw and "records no system prompt" in raw, raw
+    assert seen[0][0] < 0 and seen[0][1] == 0 and seen[1][1] > 0, seen  # the CLI-made one records a snapshot

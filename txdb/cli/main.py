@@ -466,13 +466,16 @@ def analyze(db_path, session, original, as_json):
            "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
-        f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
+        f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
     unsent = (s.get("chain_tokens") or 0) - (e.get("raw") or 0)
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
-        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        + (f"(chain {s.get('chain_tokens', 0):,} + system prompt {s['system_prompt_tokens']:,})"
+           if s.get("system_prompt_tokens") else
+           "(the chain; the file records no system prompt"
+           + (": the overhead above stands for it and the tools)" if e.get("method") != "empty" else ")"))
         + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
            if unsent > 0 and e.get("method") != "empty" else "")
     )

@@ -147,3 +147,39 @@ def test_analyzes_calibration_line_reads_as_arithmetic_and_names_no_unknown_syst
         else:
             assert "system prompt 0" not in raw and "records no system prompt" in raw, raw
     assert seen[0][0] < 0 and seen[0][1] == 0 and seen[1][1] > 0, seen  # the CLI-made one records a snapshot
+
+
+def test_a_grown_files_attachments_are_priced_on_the_sessions_model(tmp_path):
+    """A task_reminder costs nothing on a model without the task tools
+    (policy.has_task_tools). Refresh priced a grown file's new lines on no
+    model until their first assistant turn (115 tokens for an empty
+    reminder), so the catalog's estimate of a live session depended on when
+    it was read, and differed from a surgery's (which prices every
+    attachment on the session's model): one rule, records.session_model."""
+    from sessions import append, assistant, attachment, user, write
+    from txdb.surgery.usage import context_estimator
+    from txdb.transcript import Transcript
+
+    sid = "66666666-0000-0000-0000-000000000001"
+    proj = tmp_path / "cfg" / "projects" / "-p"
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 5_000, "output_tokens": 5}
+    u = user("first", session=sid)
+    a = assistant("ok", u["uuid"], session=sid, model="claude-opus-5", usage=usage)
+    f = write(proj / f"{sid}.jsonl", [u, a])
+    dbp = tmp_path / "catalog.db"
+    run("refresh", "--root", proj.parent, "--db", dbp)
+    u2 = user("second", a["uuid"], session=sid)
+    r = attachment({"type": "task_reminder", "content": [], "itemCount": 0}, u2["uuid"], session=sid)
+    append(f, u2, r, assistant("ok again", r["uuid"], session=sid, model="claude-opus-5", usage=usage))
+    run("refresh", "--root", proj.parent, "--db", dbp)  # read from its cursor
+    conn = db.connect(dbp)
+    grown = conn.execute("SELECT tokens FROM records WHERE uuid = ?", (r["uuid"],)).fetchone()[0]
+    est = _estimate(conn, f)[0]
+    conn.close()
+    run("refresh", "--root", proj.parent, "--db", tmp_path / "fresh.db")
+    conn = db.connect(tmp_path / "fresh.db")
+    assert conn.execute("SELECT tokens FROM records WHERE uuid = ?", (r["uuid"],)).fetchone()[0] == grown == 0
+    assert _estimate(conn, f)[0] == est
+    conn.close()
+    t = Transcript.load(f)
+    assert context_estimator(t)(t) == est  # what a surgery's plan starts from

@@ -474,7 +474,7 @@ def analyze(db_path, session, original, as_json):
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
         + (f"(chain {s.get('chain_tokens', 0):,} + system prompt {s['system_prompt_tokens']:,})"
            if s.get("system_prompt_tokens") else
-           "(the chain; the file records no system prompt"
+           f"(chain {s.get('chain_tokens', 0):,}; the file records no system prompt"
            + (": the overhead above stands for it and the tools)" if e.get("method") != "empty" else ")"))
         + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
            if unsent > 0 and e.get("method") != "empty" else "")

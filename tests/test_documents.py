@@ -75,7 +75,7 @@ def test_one_page_and_ten_pages_of_the_same_size_differ_by_pages(env, tmp_path):
         read_session(env / f"{SID}.jsonl", pdf_block(data))
         assert run("refresh").exit_code == 0
         rep = json.loads(run("analyze", SID, "--json").output)
-        sizes[pages] = next(r["tokens"] for r in rep["by_type"] if r["category"] == "tool_result")
+        sizes[pages] = next(r["raw_tokens"] for r in rep["by_type"] if r["category"] == "tool_result")
     assert sizes[10] - sizes[1] == 9 * tokens.PDF_PAGE_TOKENS
 
 
@@ -86,7 +86,7 @@ def test_an_attached_pdf_is_its_own_kind_in_analyze(env):
     rep = json.loads(run("analyze", SID, "--json").output)
     [row] = [r for r in rep["by_type"] if r["category"] == "document"]
     assert row["items"] == 1
-    assert row["tokens"] == 2 * tokens.PDF_PAGE_TOKENS
+    assert row["raw_tokens"] == 2 * tokens.PDF_PAGE_TOKENS
     assert row["chars"] == len(doc["source"]["data"])
     # and the session's raw size holds it at that figure, not its base64
     chain = json.loads(run("query", f"select chain_tokens from sessions where session_id = '{SID}'",

@@ -437,7 +437,10 @@ async def test_the_context_chart_reads_the_gauge_rule_with_iterations(tmp_path):
     """The session page's "context over chain" chart and the gauge state one
     rule: on the session with iterations[] the last turn is 23,001 in the
     chart, the view and the page (not the totals' 46,003); after a usage
-    reset the chart keeps what the API measured when the turn ran."""
+    reset the chart keeps what the API measured when each turn ran and ends
+    at the gauge the page shows (a new user's item 13: it ended at the last
+    recorded turn, 633,614, under a gauge of 46,046), a point of its own
+    drawn after the last turn on the page too."""
     from txdb.web import charts
 
     project = tmp_path / "projects" / "-tmp-demo"
@@ -455,10 +458,18 @@ async def test_the_context_chart_reads_the_gauge_rule_with_iterations(tmp_path):
 
     run_surgery(path, "strip-tool-results", lambda t, _o: ops.strip_all(t))
     apply_logged(conn, path, settle=0.0)
-    assert [p["context"] for p in charts.context_over_chain(conn, file_id)["points"]] == points
+    after = charts.context_over_chain(conn, file_id)["points"]
     (view,) = conn.execute("SELECT gauge_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
     assert view == _file_gauge(path) < 23_001
+    assert [p["context"] for p in after] == points + [view] and after[-1]["now"]
+    assert not any(p.get("now") for p in after[:-1])
     conn.close()
+    ds = make_datasette(catalog)
+    await ds.invoke_startup()
+    page = (await ds.client.get(f"/-/txdb/session/{file_id}?db={catalog.stem}")).text
+    drawn = [int(v) for v in re.findall(r'<circle class="pt[^"]*" data-turn="\d+" data-value="(\d+)"', page)]
+    assert drawn == points + [view] == points + [await _page_gauge(catalog, file_id)]
+    assert 'class="pt now"' in page and ">now</text>" in page
 
 
 def test_the_billed_total_is_one_column_every_usage_view_sums(tmp_path):

@@ -87,6 +87,28 @@ def test_strip_thinking_promises_no_saving_where_the_api_does_not_count_thinking
     assert counted["tokens_before"] - counted["tokens_after"] > 0.3 * counted["tokens_before"]
 
 
+def test_strip_thinkings_plan_says_why_nothing_is_saved_and_its_json_agrees(tmp_path):
+    """A new user's item 8: on Opus 4.5 `strip-thinking --dry-run` printed
+    125,937 -> 125,937 with no reason while its --json said tokens_saved
+    43,805. The saving is the plan's before - after, in the text and the
+    JSON alike, and the plan says why it is nothing; where thinking counts
+    (Sonnet 4.6) the saving stays, with no such line."""
+    for rel, counts in ((SONNET_4_5, False), (SONNET_4_6, True)):
+        f = _copy(rel, tmp_path / rel[:12])
+        args = [TXDB, "strip-thinking", str(f), "--db", str(tmp_path / rel[:12] / "c.db"), "--dry-run"]
+        text = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        rep = json.loads(subprocess.run(args + ["--json"], cwd=tmp_path, capture_output=True, text=True,
+                                        timeout=300).stdout)
+        saved = rep["result"]["tokens_saved"]
+        said = "the API does not count thinking on claude-sonnet-4-5-20250929"
+        if counts:
+            assert saved > 0.3 * rep["tokens_before"] and said not in text.stdout
+        else:
+            assert rep["result"]["blocks"] > 0 and saved == 0, rep["result"]
+            assert rep["tokens_before"] == rep["tokens_after"]
+            assert said in text.stdout, text.stdout
+
+
 @pytest.mark.parametrize("model, counted", [
     ("claude-sonnet-4-5-20250929", False), ("claude-sonnet-4-20250514", False),
     ("claude-opus-4-5-20251101", False), ("claude-opus-4-1-20250805", False),

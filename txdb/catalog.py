@@ -384,12 +384,14 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "WHERE f.file_id = ? AND c.modelled = 0 ORDER BY f.kind, f.n DESC, f.name",
         (file_id,),
     )
-    from .estimate import session_estimate
+    from .estimate import catalog_breakdown, session_estimate
 
+    est = session_estimate(conn, file_id)
     return {
         "session": session[0] if session else None,
-        "estimate": session_estimate(conn, file_id),
-        "by_type": by_type,
+        "estimate": est,
+        # restated to add up to the estimate (the session page's table too); raw_tokens: chars/4
+        "by_type": catalog_breakdown(conn, file_id, by_type, est),
         "by_tool": by_tool,
         "attachments": attachments,
         "on_disk": on_disk,

@@ -251,6 +251,29 @@ WHERE NOT EXISTS (
 """
 
 
+def logged_fit(conn: sqlite3.Connection, file_id: int) -> tuple[float, float] | None:
+    """``(overhead, factor)`` the latest logged surgery of a stored session
+    estimated with, while no Claude turn was recorded after it
+    (``_LOGGED_FIT_SQL``); else None. :func:`session_estimate` uses it, and
+    so does a surgery of the session (``Transcript.logged_fit``, given by
+    the caller that reads the catalog), so both say one figure."""
+    row = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return float(row[0]), float(row[1])
+
+
+def logged_fit_of(conn: sqlite3.Connection, path: str) -> tuple[float, float] | None:
+    """:func:`logged_fit` of the session file at ``path``, None when the
+    catalog does not hold it as it is on disk (``staleness.stale``: turns
+    may have been recorded since)."""
+    from .staleness import stale
+    row = conn.execute("SELECT id FROM files WHERE path = ? AND gone = 0", (str(path),)).fetchone()
+    if row is None or stale(conn, str(path)):
+        return None
+    return logged_fit(conn, row[0])
+
+
 # Whether the active chain holds a message (a session with none has no context).
 _MESSAGES_SQL = """
 SELECT EXISTS (SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
@@ -417,8 +440,8 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
-    logged = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
-    if logged is not None and logged[0] is not None and logged[1] is not None:
+    logged = logged_fit(conn, file_id)
+    if logged is not None:
         f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
     loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
     messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
@@ -482,6 +505,17 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float, unsent: 
     return sorted(out, key=lambda r: -r["tokens"])
 
 
+def catalog_breakdown(conn: sqlite3.Connection, file_id: int, rows: Sequence[dict],
+                      est: dict | None = None) -> list[dict]:
+    """A stored session's ``analyze_by_type`` rows as ``analyze`` and the
+    session page show them: :func:`scale_breakdown` to its calibrated
+    estimate (``est``: :func:`session_estimate`), so they add up to the
+    figure above them; each keeps its chars/4 as ``raw_tokens``."""
+    e = est if est is not None else session_estimate(conn, file_id)
+    unsent = max(0, catalog_chain_tokens(conn, file_id) - e["raw"])  # thinking the estimate leaves out
+    return scale_breakdown(rows, e["calibrated"], e["factor"], unsent)
+
+
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     """Compute the calibrated estimate and keep it on ``sessions`` (refresh
     calls this for every file it changed); returns it."""
@@ -492,9 +526,9 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 __all__ = [
-    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
+    "scale_breakdown", "catalog_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
-    "counts_thinking",
+    "counts_thinking", "logged_fit", "logged_fit_of",
 ]

@@ -469,23 +469,28 @@ def analyze(db_path, session, original, as_json):
            "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
-        f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
+        f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
     unsent = (s.get("chain_tokens") or 0) - (e.get("raw") or 0)
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
-        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        + (f"(chain {s.get('chain_tokens', 0):,} + system prompt {s['system_prompt_tokens']:,})"
+           if s.get("system_prompt_tokens") else
+           f"(chain {s.get('chain_tokens', 0):,}; the file records no system prompt"
+           + (": the overhead above stands for it and the tools)" if e.get("method") != "empty" else ")"))
         + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
            if unsent > 0 and e.get("method") != "empty" else "")
     )
-    for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
+    for title, key in (("By type (tokens add up to the estimate; raw_tokens: chars/4)", "by_type"),
+                       ("By tool", "by_tool"), ("Attachments", "attachments"),
                        ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
                        ("Chain health", "health")):
         rows = report[key]
         if rows:
             echo(f"\n{title}:")
-            echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+            headers = list(dict.fromkeys(k for r in rows for k in r))  # a row may lack a column (the fitted one)
+            echo(tabulate([[r.get(k) for k in headers] for r in rows], headers=headers))
     im = report.get("images") or {}
     if im.get("images"):
         echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import click
 
 from ..catalog import resolve_session
+from ..estimate import logged_fit_of
 from ..surgery import pending as pend
 from ..surgery import select as sel
 from ..surgery.commands import COMMANDS
@@ -178,7 +179,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
         return
     op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
     conn, orig = _resolve(o.db_path, o.session, index=o.apply)
-    report = run_surgery(orig, operation, op, o.pass_options())
+    report = run_surgery(orig, operation, op, o.pass_options(), logged_fit_of(conn, str(orig)))
     if report.written and report.fork_session_id:
         log_fork(conn, report, o.arguments)
     if o.apply and report.written and not report.fork_session_id:

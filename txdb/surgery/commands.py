@@ -67,6 +67,11 @@ class StripResult(Result):
             parts.append(f"{thinking['blocks']} thinking blocks removed"
                          + (f" ({thinking['records_removed']} emptied records re-parented)"
                             if thinking.get("records_removed") else ""))
+            if thinking.get("tokens_not_counted"):
+                parts.append(f"no context saved by it: the API does not count thinking on {thinking['model']}"
+                             if not thinking.get("counts_thinking", True) else
+                             f"{thinking['tokens_not_counted']:,} tokens of it written by another model, "
+                             f"which the request on {thinking['model']} leaves out: not saved")
         return parts
 
     @staticmethod

@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Iterable, NamedTuple
 
-from .. import tokens
+from .. import estimate, tokens
 from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
 from .. import records
 from ..records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
@@ -255,6 +255,8 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
     tools_out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
                  "tokens_saved": 0}
     think_out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
+    model = resume_model(t)
+    unsent_chars = 0  # thinking removed that the request leaves out anyway (estimate.unsent_thinking)
     names = tool_names(t) if tool_opts is not None and tool_opts.tools else {}
     wanted = {b.uuid for b in blocks} if blocks is not None else None
     empty: list[Record] = []
@@ -272,7 +274,10 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
             tools_out["records"] += 1
             changed = True
         if thinking:
+            chars = think_out["chars"]
             keep = _strip_thinking_blocks(rec, message_role(obj), content, blocks, think_out)
+            if think_out["chars"] > chars and estimate.unsent_thinking([(0, rec.model, 1)], 1, model):
+                unsent_chars += think_out["chars"] - chars
             if keep is not None:
                 think_out["records"] += 1
                 if keep:
@@ -287,7 +292,11 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
             t.touch(rec, obj)
     if empty:
         think_out["records_removed"] = t.remove(empty)
-    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"])
+    # Context saved: only thinking the request counts (none on a model whose API does not count it).
+    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"] - unsent_chars)
+    think_out["tokens_not_counted"] = tokens.text_tokens(unsent_chars)
+    think_out["model"] = model
+    think_out["counts_thinking"] = estimate.counts_thinking(model) if model else True
     return tools_out, think_out
 
 
@@ -492,13 +501,20 @@ def _count(items) -> dict:
 
 # -- sizes -------------------------------------------------------------------
 
-def record_estimate(rec: Record) -> int:
+def record_estimate(rec: Record, model: str | None = None) -> int:
     """Estimated context tokens of one record: the catalog's per-record
     figure (system-prompt records count 0; they are added once per session
-    by ``system_prompt_tokens``). Kept on the record until it changes."""
+    by ``system_prompt_tokens``; an attachment priced on ``model``, the
+    session's: :func:`priced_model`). Kept on the record until it changes."""
     if rec.tokens is None:
-        rec.tokens = record_tokens(rec.parse())
+        rec.tokens = record_tokens(rec.parse(), model=model)
     return rec.tokens
+
+
+def priced_model(t: Transcript) -> str | None:
+    """The model ``t``'s attachments are priced on, as refresh prices them
+    (``records.session_model``: the file's first assistant turn's)."""
+    return records.session_model(r.model for r in t.live() if r.type == "assistant")
 
 
 def system_prompt_tokens(t: Transcript) -> int:
@@ -510,9 +526,10 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     """Estimated context before each chain position (system prompt included);
     one more entry at the end: the whole chain."""
     base = system_prompt_tokens(t)
+    model = priced_model(t)
     out = [base]
     for rec in t.chain:
-        out.append(out[-1] + record_estimate(rec))
+        out.append(out[-1] + record_estimate(rec, model))
     return out
 
 

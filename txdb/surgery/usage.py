@@ -159,12 +159,18 @@ def context_estimator(ref: Transcript):
     """The calibrated context estimate of a transcript, fitted on ``ref``'s
     recorded turns exactly as the catalog fits a session (system prompt
     counted apart; with no recorded turn, ``estimate.prior``): the figure
-    ``sessions`` and ``analyze`` show, for the surgery reports."""
+    ``sessions`` and ``analyze`` show, for the surgery reports. While the
+    catalog's estimate is the fit of ref's latest logged surgery
+    (``ref.logged_fit``: ``estimate.logged_fit``), that fit: the turns that
+    surgery made stale would otherwise leave a different fit."""
     est = chain_prefix_estimates(ref)
     sp = system_prompt_tokens(ref)
-    pairs = [(e - sp, r) for e, r in _calibration_pairs(ref, est)]
-    overhead, factor = estimate.prior(sp)
-    fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    if ref.logged_fit is not None:
+        fit = estimate.Fit(overhead=ref.logged_fit[0], factor=ref.logged_fit[1], method="logged")
+    else:
+        pairs = [(e - sp, r) for e, r in _calibration_pairs(ref, est)]
+        overhead, factor = estimate.prior(sp)
+        fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
 
     def calibrated(t: Transcript) -> int:
         messages = any(r.type in ("user", "assistant") for r in t.chain)

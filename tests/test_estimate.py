@@ -404,3 +404,24 @@ def test_catalog_and_surgery_fit_images_apart_alike(tmp_path):
     assert rep["factor"] == pytest.approx(1.0, abs=0.002)
     assert calibrated.factor == pytest.approx(rep["factor"], abs=1e-4)
     assert calibrated(t) == rep["calibrated"]
+
+
+def test_one_turn_that_added_an_image_does_not_price_images():
+    """A real session's one image (810 tokens by pixels) came with a turn
+    that recorded 230 tokens for txdb's 1,112: fitted as a term of its own
+    on that one step, the image took that turn's noise and the factor moved
+    (1.22 -> 1.29), so its strip-all read 0.955 against what the CLI sent.
+    Under MIN_IMAGE_STEPS turns that added images, the fit is the one it was."""
+    pairs, text, images = [], 30_000, 0
+    for k in range(40):
+        step = 300 + 41 * (k % 7)
+        text += step
+        recorded = 16_000 + 1.22 * text + 11 * (k % 3)
+        if k == 20:
+            images += 810
+            recorded -= 1_000  # that turn recorded less than its text alone
+        pairs.append((text + images, recorded, images))
+    plain = estimate.fit([p[:2] for p in pairs])
+    f = estimate.fit(pairs)
+    assert f.image_factor is None
+    assert (f.factor, f.overhead) == (plain.factor, plain.overhead)

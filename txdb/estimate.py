@@ -45,6 +45,12 @@ MAX_FACTOR = 8.0
 # At most this many recent turns take part in a fit: the system prompt and
 # tool list drift over a long session, the last turns say most about now.
 MAX_TURNS = 40
+# Images are fitted as their own term only when at least this many of the
+# fitted turns added some: priced by one or two steps, one turn's noise (a
+# real session's one image whose turn recorded 230 tokens for txdb's 1,112)
+# sets their price, and the factor moves with it (1.22 -> 1.29 there, its
+# strip-all predicted 4.5% under what the CLI sent).
+MIN_IMAGE_STEPS = 3
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
@@ -137,7 +143,8 @@ def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
 
     A pair may carry a third member: the image tokens within its estimate
     (``records.image_tokens``, counted from any fixed point of the chain).
-    When they vary over the turns, images are fitted as their own term
+    When at least :data:`MIN_IMAGE_STEPS` turns added images, they are
+    fitted as their own term
     (``image_factor``): the API a session was recorded on may bill an image
     otherwise than by its pixels (a fake one billed base64 chars/4, 18x the
     rest's rate), and the growth they bring must not set the factor the
@@ -152,7 +159,7 @@ def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
         return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor", **anchor)
     mx = sum(e for e, _, _ in usable) / n
     my = sum(r for _, r, _ in usable) / n
-    if min(i for *_, i in usable) < max(i for *_, i in usable):
+    if sum(a[2] != b[2] for a, b in zip(usable, usable[1:])) >= MIN_IMAGE_STEPS:
         two = _fit_images(usable)
         if two is not None:
             _a, b, g = two

@@ -12,7 +12,8 @@ context its request used, ``input + cache_read + cache_creation``. So:
   ``recorded`` = the context the API recorded for it;
 - :func:`fit` fits ``recorded ~ overhead + factor * estimate`` over the
   pairs (least squares, with guards) and remembers the most recent pair as
-  an *anchor*;
+  an *anchor*; images, where enough turns added some, as a term of their
+  own (a pair's third member: the image tokens within its estimate);
 - :func:`predict` turns any raw estimate of the same chain into a
   calibrated one: ``recorded_anchor + factor * (estimate - estimate_anchor)``
   (only the difference from a turn the API measured is estimated), else
@@ -89,7 +90,7 @@ class Fit:
     anchor_estimate: float | None = None
     anchor_recorded: float | None = None
     # Tokens per raw token of images (``records.image_tokens``), fitted as
-    # their own term when the images before the turns vary; None: ``factor``.
+    # their own term when MIN_IMAGE_STEPS fitted turns added some; None: ``factor``.
     image_factor: float | None = None
     anchor_images: float = 0.0
 
@@ -133,7 +134,7 @@ def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float,
     return my - b * m1 - g * m2, b, g
 
 
-def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
+def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
         prior_overhead: float = 0.0, prior_factor: float = 1.0) -> Fit:
     """Calibrate over ``(estimate, recorded)`` pairs of untouched turns, in
     chain order. Pairs where either side is missing or not positive are

@@ -519,11 +519,14 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
 def chain_prefix_images(t: Transcript) -> list[int]:
     """Image tokens (``records.image_tokens``) before each chain position,
     as :func:`chain_prefix_estimates` lists its estimates: the part of them
-    the calibration prices apart (``estimate.fit``)."""
+    the calibration prices apart (``estimate.fit``). Each record's figure
+    is kept on it until it changes, as ``record_estimate`` keeps its size."""
     out = [0]
     for rec in t.chain:
-        has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
-        out.append(out[-1] + (records.image_tokens(rec.parse()) if has else 0))
+        if rec.images is None:
+            has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
+            rec.images = records.image_tokens(rec.parse()) if has else 0
+        out.append(out[-1] + rec.images)
     return out
 
 

@@ -63,7 +63,7 @@ def test_a_later_turn_is_predicted_as_the_api_recorded_it(tmp_path, rel, model):
     errors = []
     for k in range(len(pairs) - 20, len(pairs)):
         f = estimate.fit(pairs[:k - 9])
-        errors.append(estimate.predict(f, pairs[k][0]) / pairs[k][1] - 1)
+        errors.append(estimate.predict(f, pairs[k][0], pairs[k][2]) / pairs[k][1] - 1)
     conn.close()
     mean = sum(errors) / len(errors)
     assert abs(mean) < 0.03, [round(e, 3) for e in errors]

@@ -311,6 +311,28 @@ def thinking_tokens(obj: dict) -> int:
                for b in block_rows(content, "assistant") if b.get("type") in THINKING_BLOCKS)
 
 
+def image_tokens(obj: dict) -> int:
+    """The part of :func:`record_tokens` that is images (image blocks, and
+    images in a tool result), without their envelopes: priced by pixels as
+    the API bills them. The calibration fits it as its own term
+    (``estimate.fit``): an API a session was recorded on may bill images
+    otherwise, and what it did must not set the price of the rest."""
+    content = message_content(obj) if obj.get("type") in ("user", "assistant") else None
+    if not isinstance(content, list):
+        return 0
+    n = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "image":
+            source = block.get("source")
+            n += tokens.image_info(source if isinstance(source, dict) else {})["tokens"]
+        elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
+            n += sum(tokens.image_info(s)["tokens"] for s in _result_text(block.get("content"))[1])
+    return n
+
+
 def system_prompt_tokens(objs: Iterable[dict]) -> int:
     """"The system prompt counts once": the rendered cost of the latest
     record of each system-prompt type among ``objs`` (file order), wherever

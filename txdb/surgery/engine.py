@@ -170,7 +170,6 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     original.logged_fit = logged_fit
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
-    report.fit = calibrated.line
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
@@ -198,6 +197,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.lines = len(t.lines)
     report.bytes_after = t.byte_size()
     report.tokens_after = calibrated(t)
+    report.fit = calibrated.line_at(t)  # the line through that figure (images priced apart)
     removed = base_uuids - gate.uuids(t)
     if fork:
         # A fork's record that took a fresh uuid (compact) still keeps its original.

@@ -533,6 +533,20 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     return out
 
 
+def chain_prefix_images(t: Transcript) -> list[int]:
+    """Image tokens (``records.image_tokens``) before each chain position,
+    as :func:`chain_prefix_estimates` lists its estimates: the part of them
+    the calibration prices apart (``estimate.fit``). Each record's figure
+    is kept on it until it changes, as ``record_estimate`` keeps its size."""
+    out = [0]
+    for rec in t.chain:
+        if rec.images is None:
+            has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
+            rec.images = records.image_tokens(rec.parse()) if has else 0
+        out.append(out[-1] + rec.images)
+    return out
+
+
 def chain_thinking(t: Transcript) -> list[tuple[int, str | None, int]]:
     """``(chain position, model, thinking tokens)`` of the chain's records
     that hold thinking, for ``estimate.unsent_thinking`` (the catalog's

@@ -63,7 +63,7 @@ from . import thinking
 from .compact_range import CompactRangeOp, stays_in_place
 from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from ..transcript import Transcript
-from .usage import context_estimator, unsent_tokens
+from .usage import chain_images, context_estimator, unsent_tokens
 
 WINDOW = 200_000
 LONG_WINDOW = 1_000_000
@@ -373,7 +373,7 @@ class _Progress:
     def __init__(self, t: Transcript, original: Transcript, measure):
         self.t, self.original, self.measure = t, original, measure
         self.raw = self._raw()
-        self.now = measure.of_raw(self.raw)
+        self.now = measure.of_raw(self.raw, chain_images(t))
         # calibrated tokens per raw token: the fit's factor, then what the steps showed
         self.rate = min(4.0, max(0.25, measure.factor))
 
@@ -387,7 +387,7 @@ class _Progress:
     def update(self) -> None:
         self.t.refresh()
         raw = self._raw()
-        now = self.measure.of_raw(raw)
+        now = self.measure.of_raw(raw, chain_images(self.t))
         if self.raw - raw > 0 and self.now - now > 0:
             self.rate = min(4.0, max(0.25, (self.now - now) / (self.raw - raw)))
         self.now, self.raw = now, raw

@@ -5,7 +5,9 @@ A file's own fsync makes its bytes durable; the rename that publishes it
 folder, which needs its own fsync. Every temp file txdb writes is named by
 ``temp_file`` (with the writer's pid), so ``clean_stale_temps`` can remove
 those a killed run left behind; ``prefix_sha256`` says whether a file still
-begins with the bytes a write left there.
+begins with the bytes a write left there. ``open_dir`` and ``temp_file_at``
+are the same writes relative to a folder's descriptor, never through a
+link (sidecars: ``sidecar.write``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXE
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def open_dir(name: str, dir_fd: int | None = None, create: bool = False) -> int:
+def open_dir(name: str, dir_fd: int, create: bool = False) -> int:
     """A descriptor of the folder ``name`` (in the folder ``dir_fd``), never
     through a symlink at that name (``O_NOFOLLOW``: a link, or a file, there is
     ``NotADirectoryError``). ``create``: made first when missing (0700, the
@@ -64,10 +66,7 @@ def open_dir(name: str, dir_fd: int | None = None, create: bool = False) -> int:
             pass  # there already (or another txdb made it just now)
     fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     if made:
-        if dir_fd is None:
-            fsync_dir(Path(name).parent)
-        else:
-            fsync_dir(dir_fd)
+        fsync_dir(dir_fd)
     return fd
 
 

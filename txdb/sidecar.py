@@ -28,7 +28,11 @@ Rules (each one here, nowhere else):
 - ``write``: temp file, fsync, ``link`` to the final name (which fails
   rather than replace anything), folder fsync; in batches, each batch's
   files fsynced together (``durability.fsync_all``) before any is
-  linked. Runs before the pending copy
+  linked. Never through a link (``_Folders``): each folder is opened once
+  with ``O_NOFOLLOW`` from the one above, every file made, linked and
+  removed relative to it, each path checked to still lead to it at the
+  end; a symlink at a sidecar's name is never reused (``plan`` opens
+  with ``follow=False``). Runs before the pending copy
   that refers to the file is written (``engine.run_surgery`` calls the op's
   ``write_files``), so a pending copy never points at a file not on disk;
   an abandoned pending copy leaves only files nothing live refers to.
@@ -138,7 +142,8 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
     existing files; ``checked``: the folders this pass has already checked
-    for links (each is checked once; ``write`` checks again when it makes them)."""
+    for links (each is checked once; ``write`` opens them without following one).
+    A symlink at a name is never a sidecar: the name counts as taken."""
     path = sdir / rel
     if checked is None or path.parent not in checked:
         _no_links(sdir, path.parent)
@@ -199,15 +204,15 @@ class _Folders:
     one above (``durability.open_dir``, ``O_NOFOLLOW``; made when missing).
     Every file is then created, linked and removed relative to those
     descriptors, so a folder renamed or swapped for a symlink while the
-    write runs cannot take a file out of the session's folder; ``check``
-    says whether each path still leads to the folder that was written."""
+    write runs cannot take a file out of the session's folder; ``moved``
+    names the folders whose path no longer leads to the one written."""
 
     def __init__(self, sdir: Path, create: bool = True):
         self.sdir = sdir
         self.create = create
         self.fds: dict[Path, int] = {}
 
-    def _open(self, name: str, parent_fd: int | None, path: Path) -> int:
+    def _open(self, name: str, parent_fd: int, path: Path) -> int:
         try:
             return open_dir(name, parent_fd, create=self.create)
         except NotADirectoryError:

@@ -13,7 +13,6 @@ each run of the first kind.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -44,7 +43,7 @@ def main() -> None:
         work = Path(tmp)
         if args.db:
             path = work / "copy.db"
-            src = sqlite3.connect(args.db)
+            src = sqlite3.connect(args.db.resolve().as_uri() + "?mode=ro", uri=True)
             src.backup(sqlite3.connect(path))
             src.close()
         else:

@@ -612,10 +612,21 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     return e["calibrated"]
 
 
+def store_every_estimate(conn: sqlite3.Connection) -> int:
+    """:func:`store_session_estimate` for every session in the catalog,
+    from what it holds (no file is read): what a migration that changes the
+    estimate's rules asks of the next open (``db.rederive``). Returns the
+    number of sessions."""
+    ids = [r[0] for r in conn.execute("SELECT file_id FROM sessions")]
+    for file_id in ids:
+        store_session_estimate(conn, file_id)
+    return len(ids)
+
+
 __all__ = [
     "scale_breakdown", "catalog_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
-    "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
-    "counts_thinking", "logged_fit", "logged_fit_of",
+    "session_estimate", "store_session_estimate", "store_every_estimate", "prior", "unsent_thinking",
+    "catalog_thinking", "counts_thinking", "logged_fit", "logged_fit_of",
 ]

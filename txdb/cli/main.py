@@ -219,12 +219,28 @@ def open_catalog(db_path, create: bool = True):
     return connect(path, create=create), path
 
 
+def stale_note(conn, path) -> None:
+    """One line on stderr while a migration's files wait for a refresh to
+    read them again (``staleness.marked_for_reread``): until then their
+    stored figures are of the older rule. A command on one session needs
+    none: it reads that file again first (``staleness.stale``)."""
+    from ..staleness import marked_for_reread
+
+    n = marked_for_reread(conn)
+    if n:
+        db = f" --db {path}" if os.path.abspath(path) != os.path.abspath(config.default_db_path()) else ""
+        echo(f"Note: figures stale for {n} session file{'s' if n != 1 else ''} (read by an older txdb): "
+             f"run `txdb refresh{db}`", err=True)
+
+
 def read_catalog(db_path, session: str | None = None):
     """``open_catalog`` for a command that only reads. Given a session
     file's path it reads that file whatever the catalog holds, so it may
     make the catalog; an id, or no session, needs an existing one."""
     if session is None:
-        return open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
+        conn, path = open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
+        stale_note(conn, path)
+        return conn, path
     from ..catalog import looks_like_path
 
     return open_catalog(db_path, create=looks_like_path(session))

@@ -242,8 +242,9 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     billed, and ``stale_from`` names the first stale turn so the catalog's
     calibration leaves the stale ones out (docs/surgery.md, reset-usage).
     A stale turn (:func:`stale_turns`) whose own recorded count is known is
-    lowered by the calibrated size of what went before it; otherwise it is
-    capped to the calibrated estimate.
+    lowered by the calibrated size of what went before it, but never below
+    the calibrated estimate of what is left; otherwise it is capped to the
+    calibrated estimate.
     """
     ref = original if original is not None else t
     fit = calibration(ref)
@@ -265,8 +266,11 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
             continue  # billed figures stay: the CLI does not read them
         new_raw = sent(pos, rec)
         if was is not None and was[1] > 0:
-            # Its own recorded count, less the calibrated size of what went.
+            # Its own recorded count, less the calibrated size of what went;
+            # never below the calibrated estimate of what is left (a count that
+            # described less than its chain would otherwise read under it).
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
+            target = max(target, min(was[1], estimate.predict(fit, new_raw, images[pos])))
         else:
             target = estimate.predict(fit, new_raw, images[pos])
         obj = rec.parse()

@@ -355,3 +355,17 @@ def test_a_session_or_pending_copy_named_by_its_file_name_from_any_folder(env, t
         "Error: no session '0ddba11.jsonl.pending': looked for a session whose id, id prefix or file name "
         f"is '0ddba11' in the catalog and for 0ddba11.jsonl in the project folders of {env}, and in the "
         "working folder (run `txdb refresh`, or pass the file's path)")
+
+
+def test_a_pending_copy_named_from_its_own_folder_is_that_file(env, tmp_path, monkeypatch):
+    # From the session's folder the name is the file there (it was an error:
+    # only names ending in .jsonl were taken as the working folder's).
+    sid = "1fb5e404-604d-4a2b-baf1-3beb42a67371"
+    sess = session_with_big_result(env / "-p" / f"{sid}.jsonl", sid)
+    run("refresh")
+    run("strip-all", sid)
+    pending = sess.with_name(sess.name + ".pending")
+    monkeypatch.chdir(sess.parent)
+    assert run("verify", pending.name).output.startswith("OK: "), pending
+    assert run("apply", sid + ".jsonl").exit_code == 0
+    assert not pending.exists()

@@ -120,8 +120,10 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     ``file_id`` None. Indexing a 100 MB session first took twice the pass."""
     if "\x00" in ref or not ref.strip():
         raise SessionNotFound(f"no session {ref!r}")
-    if is_bare_name(ref) and not os.path.lexists(ref):
-        return _resolve_name(conn, ref, roots, mutating, index)
+    if is_bare_name(ref):  # a file name: the working folder's file, else the session's folder's
+        if not os.path.lexists(ref):
+            return _resolve_name(conn, ref, roots, mutating, index)
+        return _resolve_path(conn, ref, mutating, index)
     if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating, index)
 

@@ -111,7 +111,9 @@ PDF_BYTES_PER_PAGE = 36_000
 PDF_MAX_PAGES = 100
 # In one pass: an object header (``N G obj``: its number) or a page object's
 # dictionary (``/Type /Page``, not ``/Pages``).
-_PDF_SCAN_RE = re.compile(rb"(\d+)\s+\d+\s+obj\b|/Type\s*/Page(?![A-Za-z])")
+# A header starts where a run of digits does, and its numbers are short: a
+# long run of digits is passed over once, never tried from each of its digits.
+_PDF_SCAN_RE = re.compile(rb"(?<!\d)(\d{1,10})\s+\d{1,5}\s+obj\b|/Type\s*/Page(?![A-Za-z])")
 
 
 def pdf_pages(data: bytes) -> int | None:

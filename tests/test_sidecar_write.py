@@ -242,3 +242,32 @@ def test_a_symlink_that_appears_at_a_name_after_the_plan_is_named_and_refused(tm
     with pytest.raises(SurgeryError, match=f"{sides[5].path} appeared while writing and is a symlink"):
         sc.write(sdir, sides)
     assert os.listdir(sides[5].path.parent) == [sides[5].path.name]
+
+
+def test_a_pass_of_another_command_cleans_what_a_killed_pass_left(tmp_path):
+    """A killed compact-range left temp files in persisted/message; persist-tools
+    (which writes in tool-results) used to leave them there for good."""
+    import subprocess
+    import sys as _sys
+    from conftest import run
+    from sessions import assistant, user, write as write_session
+    objs, parent = [], None
+    for i in range(4):
+        u = user(f"q{i}", parent)
+        use = {"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Read", "input": {"file_path": f"/f{i}"}}
+        a = assistant([use], u["uuid"])
+        r = user([{"type": "tool_result", "tool_use_id": f"toolu_{i:04d}", "content": "z" * 9_000}], a["uuid"])
+        objs += [u, a, r]
+        parent = r["uuid"]
+    f = write_session(tmp_path / "p" / "5e55e55e-0000-4000-8000-000000000002.jsonl", objs + [assistant("ok", parent)])
+    left = f.with_suffix("") / "persisted" / "message"
+    left.mkdir(parents=True)
+    dead = subprocess.run([_sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a pid whose process is gone
+    temp = left / f".rec-7.json.{dead}.abc123.txdb-tmp"
+    temp.write_bytes(b"half a record")
+    keep = left / ".not-ours.tmp"
+    keep.write_bytes(b"someone else's")
+    r = run("persist-tools", f, "--keep-recent", "0", "--db", tmp_path / "c.db")
+    assert r.exit_code == 0, r.output
+    assert not temp.exists() and keep.exists()

@@ -374,6 +374,24 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
                 pass
 
 
+def clean_leftovers(sdir: Path) -> int:
+    """Remove the temp files killed passes left anywhere in a session's
+    sidecar folder (``durability.clean_stale_temps``: only txdb's own temp
+    names whose writer is gone), so a pass of any command cleans what a
+    killed pass of another left. Walked by descriptor (``os.fwalk``), never
+    through a link; the caller holds the session lock. Returns how many."""
+    try:
+        st = os.lstat(sdir)
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return 0
+    n = 0
+    for _root, _dirs, _files, fd in os.fwalk(sdir, follow_symlinks=False):
+        n += len(clean_stale_temps(fd))
+    return n
+
+
 def _remove_at(folders: _Folders, paths: list[Path]) -> None:
     for p in paths:
         try:

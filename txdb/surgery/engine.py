@@ -51,6 +51,7 @@ from .ops import Op, as_op, chain_prefix_estimates, chain_thinking
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
+from .. import sidecar as sc
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     arguments = _loggable(o.arguments)
     if not dry_run:
         clean_stale_temps(orig.parent)
+        sc.clean_leftovers(sc.session_dir(orig))
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
     report.bytes_before = t.size

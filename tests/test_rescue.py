@@ -288,18 +288,23 @@ def test_moves_only_what_the_target_needs_off_chain_results_never_counted(tmp_pa
     assert len(after_lines) == len(before_lines) and res["sidecars_new"] == n
 
 
-def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
-    # A model that binds thinking to the history before it: the first edit
-    # (the oldest tool result moved) makes the API drop every later thinking
-    # block, and the engine removes them. One result moved is enough; rescue
-    # must see that, and say the figure the pass then reports.
+def _thinking_session(tmp_path, monkeypatch) -> Path:
+    """8 turns on a model that binds thinking, each reply with 4,000 chars of it."""
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
     objs = turns(8, None, "p")
     for o in objs:
         if o["type"] == "assistant" and isinstance(o["message"]["content"], list):
             o["message"]["model"] = "claude-opus-5-5"
             o["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 4000, "signature": "sig"})
-    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    return write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+
+
+def test_counts_the_thinking_an_edit_makes_the_api_drop(tmp_path, monkeypatch):
+    # A model that binds thinking to the history before it: the first edit
+    # (the oldest tool result moved) makes the API drop every later thinking
+    # block, and the engine removes them. One result moved is enough; rescue
+    # must see that, and say the figure the pass then reports.
+    f = _thinking_session(tmp_path, monkeypatch)
     start = estimate(f)
     target = start - 3_000          # one result (~1,600) plus the thinking after it (~15,000)
     r = run("rescue", f, "--target", target, "--json")
@@ -317,13 +322,7 @@ def test_keep_dropped_thinking_counts_the_thinking_it_keeps(tmp_path, monkeypatc
     # thinking in the copy (and the CLI sends it: 5a73f7d9 rescued to 50,000 sent
     # 49,715, estimated 49,372; rescue said 46,297 while it counted it as dropped).
     # Rescue's figure is the pass's, and it moves until that is under the target.
-    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
-    objs = turns(8, None, "p")
-    for o in objs:
-        if o["type"] == "assistant" and isinstance(o["message"]["content"], list):
-            o["message"]["model"] = "claude-opus-5-5"
-            o["message"]["content"].insert(0, {"type": "thinking", "thinking": "t" * 4000, "signature": "sig"})
-    f = write(tmp_path / "claude" / "projects" / "-home-me-app" / f"{SID}.jsonl", objs)
+    f = _thinking_session(tmp_path, monkeypatch)
     target = estimate(f) - 3_000
     r = run("rescue", f, "--target", target, "--keep-dropped-thinking", "--json")
     assert r.exit_code == 0, r.output

@@ -107,3 +107,38 @@ def test_a_pass_reads_each_records_thinking_once(tmp_path, monkeypatch, command)
     monkeypatch.setattr(records, "thinking_tokens", real)
     fresh = Transcript.load(path.with_name(path.name + ".pending"))
     assert rep.tokens_after == context_estimator(Transcript.load(path))(fresh)
+
+
+@pytest.mark.parametrize("command", ["persist-tools", "strip-all"])
+def test_a_pass_parses_an_untouched_turn_twice_at_most(tmp_path, monkeypatch, command):
+    """An assistant turn the pass leaves alone is parsed once for its size,
+    thinking and recorded usage together (``ops.recorded_context``, carried
+    to the copy like the size) and once by the op: the calibration, the
+    stale-turn check and the usage reset read the kept figure (they parsed
+    every turn five times more), and the report is a fresh load's."""
+    src = _largest_real()
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    parsed: dict[int, int] = {}
+    real = Record.parse
+
+    def parse(self):
+        if self.type == "assistant":
+            parsed[self.offset] = parsed.get(self.offset, 0) + 1
+        return real(self)
+    monkeypatch.setattr(Record, "parse", parse)
+    op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
+        else (lambda t, o: ops.strip_all(t))
+    rep = run_surgery(path, command, op)
+    monkeypatch.setattr(Record, "parse", real)
+    assert rep.written and rep.changed_lines > 0
+    pending = Transcript.load(path.with_name(path.name + ".pending"))
+    before = Transcript.load(src)
+    kept = [r.offset for r in before.chain if r.type == "assistant" and r.uuid
+            and (p := pending.by_uuid.get(r.uuid)) is not None and p.raw == r.raw]
+    assert len(kept) > 100
+    assert max(parsed.get(o, 0) for o in kept) <= 2
+    assert rep.usage["turns"] > 0 and rep.usage["last_before"] is not None
+    assert rep.tokens_after == context_estimator(before)(pending)

@@ -5,7 +5,8 @@ The file's bytes stay in one buffer. Lines come from
 catalog reads them; each object becomes a ``Record``: where its bytes lie
 (offset and length in the buffer, the catalog's key), its chain fields (a
 ``txdb.chain.Node``), its model and attachment type, and a cached token
-estimate. No parsed object is kept: ``Record.parse()`` parses the bytes
+estimate (with its thinking and, for an assistant turn, its recorded
+context, read from the same parse). No parsed object is kept: ``Record.parse()`` parses the bytes
 when an operation asks, and an operation that changes a record hands the
 object to ``touch``, which stores it at once as compact JSON (like Claude
 Code's own) and reads the chain fields again from it. The chain (uuid ->
@@ -66,7 +67,7 @@ class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
     __slots__ = ("rid", "line", "later", "offset", "length", "node", "chained", "model", "attachment_type",
-                 "tokens", "thinking", "pos", "new", "dirty", "removed", "_buf", "_obj")
+                 "tokens", "thinking", "recorded", "pos", "new", "dirty", "removed", "_buf", "_obj")
 
     def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes, later: bool = False):
         self.rid = rid  # index in Transcript.records
@@ -85,6 +86,7 @@ class Record:
         self.attachment_type: str | None = None
         self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
         self.thinking: int | None = None  # the part of them that is thinking, filled by ops.chain_thinking
+        self.recorded: int | None = None  # an assistant turn's recorded context (None: no usage), filled with tokens
         self.pos: int | None = None  # position on the active chain
 
     def describe(self, obj: dict, names: dict[str, str] | None = None) -> None:
@@ -109,14 +111,14 @@ class Record:
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
         att = obj.get("attachment")
         self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
-        self.tokens = self.thinking = None
+        self.tokens = self.thinking = self.recorded = None
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
         r.rid, r.line, r.later, r.offset, r.length, r._buf = (self.rid, self.line, self.later, self.offset,
                                                               self.length, self._buf)
         r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
-        r.tokens, r.thinking, r.pos = self.tokens, self.thinking, self.pos
+        r.tokens, r.thinking, r.recorded, r.pos = self.tokens, self.thinking, self.recorded, self.pos
         r.new, r.dirty, r.removed = self.new, self.dirty, self.removed
         r._obj = None
         return r

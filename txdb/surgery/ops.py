@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Iterable, NamedTuple
 
-from .. import tokens
+from .. import estimate, tokens
 from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
 from .. import records
 from ..records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
@@ -497,8 +497,41 @@ def record_estimate(rec: Record) -> int:
     figure (system-prompt records count 0; they are added once per session
     by ``system_prompt_tokens``). Kept on the record until it changes."""
     if rec.tokens is None:
-        rec.tokens = record_tokens(rec.parse())
+        _measure(rec)
     return rec.tokens
+
+
+def turn_usage(obj: dict) -> dict | None:
+    """The usage object of an assistant turn the API billed (a synthetic
+    message has none): what the gauge and the usage reset read."""
+    msg = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(msg, dict):
+        return None
+    if msg.get("model") == "<synthetic>":
+        return None
+    u = msg.get("usage")
+    return u if isinstance(u, dict) else None
+
+
+def recorded_context(rec: Record) -> int | None:
+    """The context an assistant turn's recorded usage measured (the gauge,
+    ``estimate.recorded_context``; 0 for none), None for a record without
+    usage. Kept on the record with its size."""
+    if rec.tokens is None:
+        _measure(rec)
+    return rec.recorded
+
+
+def _measure(rec: Record) -> None:
+    """A record's size, thinking and recorded context from one parse: a pass
+    reads each record once for all three, whichever transcripts it sizes
+    (the copy's records carry them: ``Record.clone``)."""
+    obj = rec.parse()
+    rec.tokens = record_tokens(obj)
+    if rec.thinking is None and rec.type == "assistant":
+        rec.thinking = records.thinking_tokens(obj) if b"thinking" in rec.raw else 0
+    u = turn_usage(obj) if rec.type == "assistant" else None
+    rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
 
 
 def system_prompt_tokens(t: Transcript) -> int:

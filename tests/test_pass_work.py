@@ -142,3 +142,46 @@ def test_a_pass_parses_an_untouched_turn_twice_at_most(tmp_path, monkeypatch, co
     assert max(parsed.get(o, 0) for o in kept) <= 2
     assert rep.usage["turns"] > 0 and rep.usage["last_before"] is not None
     assert rep.tokens_after == context_estimator(before)(pending)
+
+
+# What a pass on one session (no --where, no --apply, no --fork) never needs:
+# the ingest store (it reads the file, never indexes it), the --where
+# selection, the surgeries log, a thread pool library (durability starts its
+# own fsync threads).
+_NOT_IN_A_PASS = ("txdb.ingest.store", "txdb.ingest.rows", "txdb.ingest.sha", "txdb.surgery.select",
+                  "txdb.surgery.log", "concurrent.futures", "ctypes")
+
+
+def _closed_span_end(t: Transcript) -> int:
+    """The position before the last user prompt (text, not a tool result): 0..it splits no tool call."""
+    def prompt(c) -> bool:
+        return isinstance(c, str) or (isinstance(c, list) and all(b.get("type") == "text" for b in c))
+    return max(r.pos for r in t.chain if r.type == "user" and r.pos > 2 and prompt(r.content)) - 1
+
+
+@pytest.mark.parametrize("args", [["persist-tools", "--keep-recent", "3", "--min-chars", "0"],
+                                  ["compact-range", "--from", "0", "--to", "END"]])
+def test_a_pass_loads_only_what_it_uses(tmp_path, args):
+    """Start-up is most of a pass on a real 2-4 MB session (issue 19: the
+    peer's whole run takes 90-200 ms): the pass writes its pending copy and
+    sidecars (fsynced from threads) without loading those modules."""
+    import subprocess
+    import sys
+
+    src = _largest_real()
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    args = [str(_closed_span_end(Transcript.load(src))) if a == "END" else a for a in args]
+    code = ("import sys\n"
+            "from txdb.cli import cli\n"
+            f"cli.main([{args[0]!r}, {str(path)!r}, *{args[1:]!r}, '--db', {str(tmp_path / 'c.db')!r}],"
+            " standalone_mode=False)\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({_NOT_IN_A_PASS!r})))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Pending copy:" in r.stdout
+    assert r.stdout.splitlines()[-1] == "[]"
+    pending = Transcript.load(path.with_name(path.name + ".pending"))
+    assert len(pending.chain) < len(Transcript.load(src).chain) or b"<persisted-output>" in pending.data

@@ -74,7 +74,7 @@ def test_many_batches_start_the_fsync_threads_once(tmp_path, monkeypatch):
         started.append(self.name)
         real_start(self)
     monkeypatch.setattr(threading.Thread, "start", start)
-    monkeypatch.setattr(durability, "_pool", None, raising=False)  # as in a fresh process
+    monkeypatch.setattr(durability, "_jobs", None)  # as in a fresh process
     for run in range(2):
         sdir = tmp_path / f"sess{run}"
         sides = _plans(sdir, 3 * sc.WRITE_BATCH + 5)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -143,7 +144,36 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
 
 
 FSYNC_THREADS = 16
-_pool = None
+_jobs = None  # the fsync threads' queue: (descriptor, batch)
+
+
+class _Batch:
+    """One ``fsync_all`` call: how many of its files are left, the first error."""
+
+    def __init__(self, n: int):
+        self.left = n
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def finished(self, error: BaseException | None) -> None:
+        with self.lock:
+            if error is not None and self.error is None:
+                self.error = error
+            self.left -= 1
+            if self.left == 0:
+                self.done.set()
+
+
+def _fsync_worker(jobs) -> None:
+    while True:
+        fd, batch = jobs.get()
+        try:
+            os.fsync(fd)
+        except BaseException as e:  # handed to the caller, which raises it
+            batch.finished(e)
+        else:
+            batch.finished(None)
 
 
 def fsync_all(fds: list[int]) -> None:
@@ -151,15 +181,24 @@ def fsync_all(fds: list[int]) -> None:
     commits them in a few journal flushes rather than one flush per file
     (ext4 and xfs group concurrent fsyncs; one after another, each waits for
     its own). The threads are started once per process and serve every
-    later call (a pass writes its sidecars in several batches). Returns once
-    every file is on disk; the first error is raised."""
-    global _pool
+    later call (a pass writes its sidecars in several batches); plain
+    threads and a queue (concurrent.futures would cost a pass ~4 ms of
+    imports). Returns once every file is on disk; the first error is raised."""
+    global _jobs
     if len(fds) < 2:
         for fd in fds:
             os.fsync(fd)
         return
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="txdb-fsync")
-    for done in [_pool.submit(os.fsync, fd) for fd in fds]:
-        done.result()
+    if _jobs is None:
+        import queue
+
+        jobs = queue.SimpleQueue()
+        for i in range(FSYNC_THREADS):
+            threading.Thread(target=_fsync_worker, args=(jobs,), name=f"txdb-fsync-{i}", daemon=True).start()
+        _jobs = jobs
+    batch = _Batch(len(fds))
+    for fd in fds:
+        _jobs.put((fd, batch))
+    batch.done.wait()
+    if batch.error is not None:
+        raise batch.error

@@ -376,11 +376,21 @@ class Transcript:
                 gone[r.uuid] = r.parent_uuid
             r.removed = True
 
+        found: dict[str | None, str | None] = {}  # removed uuid -> its survivor, once each
+
         def survivor(u: str | None) -> str | None:
+            path = []
             seen = set()
-            while u in gone and u not in seen:
+            while u in gone and u not in seen and u not in found:
                 seen.add(u)
+                path.append(u)
                 u = gone[u]
+            if u in seen:
+                return u  # a loop of removed records: nothing survives it (not cached)
+            if u in found:
+                u = found[u]
+            for v in path:
+                found[v] = u
             return u
 
         for r in self.records:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import Iterable
@@ -59,11 +58,24 @@ TEMP_SUFFIX = ".txdb-tmp"
 _TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
 
 
+_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
 def temp_file(path: Path) -> tuple[int, str]:
-    """(descriptor, name) of a new temp file beside ``path``, named so that
+    """(descriptor, name) of a new temp file beside ``path`` (mode 0600,
+    created exclusively, as ``tempfile.mkstemp`` makes one, without its
+    imports and per-call work: compact-range makes thousands), named so that
     ``clean_stale_temps`` removes it once its writer is gone: every temp
     file txdb writes (session copies, sidecars) is made here."""
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+    folder = os.fspath(path.parent)
+    head = f".{path.name}.{os.getpid()}."
+    for _ in range(100):
+        name = os.path.join(folder, head + os.urandom(6).hex() + TEMP_SUFFIX)
+        try:
+            return os.open(name, _TEMP_FLAGS, FILE_MODE), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name beside {path}")
 
 
 def owner_of(st: os.stat_result) -> tuple[int, int] | None:
@@ -145,6 +157,7 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
 
 FSYNC_THREADS = 16
 _jobs = None  # the fsync threads' queue: (descriptor, batch)
+_threads = 0  # how many serve it
 
 
 class _Batch:
@@ -180,11 +193,12 @@ def fsync_all(fds: list[int]) -> None:
     """fsync many open files, together: from threads, so that the filesystem
     commits them in a few journal flushes rather than one flush per file
     (ext4 and xfs group concurrent fsyncs; one after another, each waits for
-    its own). The threads are started once per process and serve every
-    later call (a pass writes its sidecars in several batches); plain
-    threads and a queue (concurrent.futures would cost a pass ~4 ms of
-    imports). Returns once every file is on disk; the first error is raised."""
-    global _jobs
+    its own). The threads are started once per process (no more than a
+    call has files) and serve every later call (a pass writes its sidecars
+    in several batches); plain threads and a queue (concurrent.futures
+    would cost a pass ~4 ms of imports). Returns once every file is on
+    disk; the first error is raised."""
+    global _jobs, _threads
     if len(fds) < 2:
         for fd in fds:
             os.fsync(fd)
@@ -192,10 +206,10 @@ def fsync_all(fds: list[int]) -> None:
     if _jobs is None:
         import queue
 
-        jobs = queue.SimpleQueue()
-        for i in range(FSYNC_THREADS):
-            threading.Thread(target=_fsync_worker, args=(jobs,), name=f"txdb-fsync-{i}", daemon=True).start()
-        _jobs = jobs
+        _jobs, _threads = queue.SimpleQueue(), 0
+    while _threads < min(len(fds), FSYNC_THREADS):  # as many as the batch can use, started once
+        threading.Thread(target=_fsync_worker, args=(_jobs,), name=f"txdb-fsync-{_threads}", daemon=True).start()
+        _threads += 1
     batch = _Batch(len(fds))
     for fd in fds:
         _jobs.put((fd, batch))

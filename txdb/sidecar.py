@@ -132,23 +132,30 @@ class Sidecar:
 
 
 def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None,
-         checked: set[Path] | None = None) -> Sidecar:
+         checked: dict[Path, set[str] | None] | None = None) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
     existing files; ``checked``: the folders this pass has already checked
-    for links (each is checked once; ``write`` checks again when it makes them)."""
+    for links (each is checked once; ``write`` checks again when it makes them),
+    with the names each held then: a name not among them is free without
+    opening it (a file that appears later is caught by ``write``'s link,
+    which never replaces one)."""
     path = sdir / rel
-    if checked is None or path.parent not in checked:
-        _no_links(sdir, path.parent)
+    folder = path.parent
+    if checked is None or folder not in checked:
+        _no_links(sdir, folder)
         if checked is not None:
-            checked.add(path.parent)
+            checked[folder] = _names(folder)
+    names = checked.get(folder) if checked is not None else None
     for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
         held = planned.get(candidate) if planned else None
         if held is not None:
             if held == data:
                 return Sidecar(candidate, data, False)
             continue
+        if names is not None and candidate.name not in names:
+            return Sidecar(candidate, data, False)
         try:
             with open_regular(candidate) as fh:
                 same = fh.read(len(data) + 1) == data
@@ -159,6 +166,17 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
         if same:
             return Sidecar(candidate, data, True)
     raise SurgeryError(f"{path.name}: two different files already hold other content for this block")
+
+
+def _names(folder: Path) -> set[str] | None:
+    """The names in ``folder`` (none when it does not exist yet); None when it
+    cannot be listed (each name is then looked up on its own)."""
+    try:
+        return set(os.listdir(folder))
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
 
 
 def _no_links(sdir: Path, folder: Path) -> None:
@@ -282,7 +300,7 @@ class Writes:
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
         self._planned: dict[Path, bytes] = {}
-        self._checked: set[Path] = set()
+        self._checked: dict[Path, set[str] | None] = {}
         # An op run inside another (rescue's steps): the names the pass has
         # planned are the outer op's, so two steps never plan one name twice.
         self.shared = shared
@@ -292,7 +310,7 @@ class Writes:
         self.sdir = sdir
         self.sidecars = []
         self._planned = self.shared._planned if self.shared is not None else {}
-        self._checked = set()
+        self._checked = {}
 
     def plan(self, rel: str, data: bytes) -> Sidecar:
         """``plan`` for this pass: a name it already gave other bytes is taken too."""

@@ -185,3 +185,34 @@ def test_a_pass_loads_only_what_it_uses(tmp_path, args):
     assert r.stdout.splitlines()[-1] == "[]"
     pending = Transcript.load(path.with_name(path.name + ".pending"))
     assert len(pending.chain) < len(Transcript.load(src).chain) or b"<persisted-output>" in pending.data
+
+
+def test_a_pass_sizes_the_chain_from_the_loads_own_parse(tmp_path, monkeypatch):
+    """The session is parsed once as it loads, and each chain record's size,
+    thinking and recorded usage are read from that parse (``ops.measure``):
+    a record persist-tools never looks into (attachments, system lines) is
+    not parsed again during the pass (one that mentions thinking may be:
+    the preserved-thinking check reads it), and the figures are a fresh
+    load's."""
+    src = max(shipped_sessions("generated"), key=lambda p: p.stat().st_size)  # the CLI's own kinds of line
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    before = Transcript.load(src)
+    others = {r.offset for r in before.chain if r.type not in ("user", "assistant") and b"think" not in r.raw}
+    assert len(others) > 5
+    parsed: list[int] = []
+    real = Record.parse
+
+    def parse(self):
+        parsed.append(self.offset)
+        return real(self)
+    monkeypatch.setattr(Record, "parse", parse)
+    rep = run_surgery(path, "persist-tools", PersistOp(Selection(kinds=("tool",), keep_recent=3)))
+    monkeypatch.setattr(Record, "parse", real)
+    assert rep.written and rep.changed_lines > 0
+    assert [o for o in parsed if o in others] == []
+    pending = Transcript.load(path.with_name(path.name + ".pending"))
+    assert rep.tokens_before == context_estimator(before)(before)
+    assert rep.tokens_after == context_estimator(before)(pending)

@@ -148,7 +148,9 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
         if checked is not None:
             checked[folder] = _names(folder)
     names = checked.get(folder) if checked is not None else None
-    for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
+    for n in range(2):  # the name, then (only when it is taken) the content-addressed one beside it
+        candidate = path if n == 0 else path.with_name(
+            f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")
         held = planned.get(candidate) if planned else None
         if held is not None:
             if held == data:

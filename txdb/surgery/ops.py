@@ -523,20 +523,40 @@ def recorded_context(rec: Record) -> int | None:
 
 
 def _measure(rec: Record) -> None:
-    """A record's size, thinking and recorded context from one parse: a pass
-    reads each record once for all three, whichever transcripts it sizes
-    (the copy's records carry them: ``Record.clone``)."""
-    obj = rec.parse()
+    measure(rec, rec.parse())
+
+
+def measure(rec: Record, obj: dict) -> None:
+    """A record's size, thinking and recorded context from one parse (its
+    object ``obj``): a pass reads each record once for all three, whichever
+    transcripts it sizes (the copy's records carry them: ``Record.clone``),
+    and for the session it loads, from the load's own parse
+    (``Transcript(measure=...)``)."""
     rec.tokens = record_tokens(obj)
     if rec.thinking is None and rec.type == "assistant":
         rec.thinking = records.thinking_tokens(obj) if b"thinking" in rec.raw else 0
     u = turn_usage(obj) if rec.type == "assistant" else None
     rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
+    if rec.attachment_type in SYSTEM_PROMPT:
+        _prompt(rec, obj)
 
 
 def system_prompt_tokens(t: Transcript) -> int:
-    # Only system-prompt attachments are parsed (the model parses on demand).
-    return records.system_prompt_tokens(r.parse() for r in t.live() if r.attachment_type in SYSTEM_PROMPT)
+    """``records.system_prompt_tokens`` of the transcript: the latest record
+    of each system-prompt type (file order) counts, each one's cost read
+    once and kept on it (``Record.prompt``), like its size: a pass asks for
+    it every time it sizes a transcript."""
+    latest: dict[str, Record] = {}
+    for r in t.live():
+        if r.attachment_type in SYSTEM_PROMPT:
+            latest[r.attachment_type] = r
+    return sum(_prompt(r) for r in latest.values())
+
+
+def _prompt(rec: Record, obj: dict | None = None) -> int:
+    if rec.prompt is None:
+        rec.prompt = records.system_prompt_tokens([rec.parse() if obj is None else obj])
+    return rec.prompt
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

@@ -217,3 +217,64 @@ def test_a_pass_sizes_the_chain_from_the_loads_own_parse(tmp_path, monkeypatch):
     pending = Transcript.load(path.with_name(path.name + ".pending"))
     assert rep.tokens_before == context_estimator(before)(before)
     assert rep.tokens_after == context_estimator(before)(pending)
+
+
+def _tool_results(t: Transcript):
+    for r in t.chain:
+        if r.type != "user":
+            continue
+        c = r.parse().get("message", {}).get("content")
+        if isinstance(c, list):
+            for idx, b in enumerate(c):
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    yield r, idx, b
+
+
+def test_persist_plans_files_only_for_results_a_marker_can_shrink(tmp_path, monkeypatch):
+    """A short tool result (a string or one text block the marker's preview
+    would hold whole) is never moved: persist-tools decides so without
+    planning a sidecar for it or building its marker (most results of a
+    long session are short; the pass planned one for every result, twice
+    with --keep-recent). The same results move as when every one is tried,
+    and each short one's marker really is larger."""
+    from txdb import sidecar as sc
+    from txdb.surgery import persist
+
+    src = _largest_real()
+    t = Transcript.load(src)
+    results = list(_tool_results(t))
+    short = [(r, idx, b) for r, idx, b in results
+             if (isinstance(b.get("content"), str) and len(b["content"]) <= sc.TOOL_PREVIEW_CHARS)
+             or (isinstance(b.get("content"), list) and len(b["content"]) == 1
+                 and b["content"][0].get("type") == "text" and len(b["content"][0]["text"]) <= sc.TOOL_PREVIEW_CHARS)]
+    assert len(short) > 20
+    for r, idx, b in short:  # the rule behind the shortcut, checked with the shortest path a marker can name
+        text = persist._result_text(b.get("content"))
+        path = tmp_path / "s" / sc.relative_path("tool", b["tool_use_id"])
+        new = dict(b, content=sc.tool_marker(path, len(text.encode()), text, None))
+        assert len(persist.dumps(new)) > len(persist.dumps(b))
+    proj = tmp_path / "-proj"
+    proj.mkdir()
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    planned: list[str] = []
+    real = sc.Writes.plan
+
+    def plan(self, rel, data):
+        planned.append(rel)
+        return real(self, rel, data)
+    monkeypatch.setattr(sc.Writes, "plan", plan)
+    rep = run_surgery(path, "persist-tools", PersistOp(Selection(kinds=("tool",), keep_recent=3)))
+    monkeypatch.setattr(sc.Writes, "plan", real)
+    assert rep.written
+    assert 0 < len(planned) <= 2 * (len(results) - len(short))
+    assert not {sc.relative_path("tool", b["tool_use_id"]) for _r, _i, b in short} & set(planned)
+    # every result tried the long way: the same pending copy, the same files
+    slow = tmp_path / "-slow"
+    slow.mkdir()
+    shutil.copyfile(src, slow / src.name)
+    monkeypatch.setattr(persist, "_marker_is_larger", lambda obj, tg, text: False)
+    rep2 = run_surgery(slow / src.name, "persist-tools", PersistOp(Selection(kinds=("tool",), keep_recent=3)))
+    assert rep2.result["persisted"] == rep.result["persisted"]
+    assert [f["tool_use_id"] for f in rep2.result["files"]] == [f["tool_use_id"] for f in rep.result["files"]]
+    assert rep2.tokens_after == rep.tokens_after and rep2.bytes_after == rep.bytes_after

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import run as txdb
 from sessions import append, conversation, user, write
 from txdb.cli import cli
+from txdb.estimate import FITTED
 
 
 @pytest.fixture
@@ -127,13 +128,40 @@ def test_analyze_by_id_and_path(run, home):
     assert s["session_id"] == sid and s["chain_length"] > 100
     cats = {r["category"] for r in report["by_type"]}
     assert {"tool_use", "tool_result", "attachment", "thinking"} <= cats
-    assert sum(r["tokens"] for r in report["by_type"] if r["category"] != "system_prompt") == s["chain_tokens"]
+    # raw_tokens are chars/4 of the chain; tokens restate them to add up to the estimate (below)
+    assert sum(r["raw_tokens"] for r in report["by_type"] if r["category"] != FITTED) == s["chain_tokens"]
     tools = {r["tool_name"]: r for r in report["by_tool"]}
     assert tools and all(r["calls"] >= 1 for r in tools.values())
     att = {r["type"]: r for r in report["attachments"]}
     assert att["task_reminder"]["kept"] == 1 and att["task_reminder"]["dropped"] == att["task_reminder"]["count"] - 1
     text = run("analyze", str(home / "-experiments-worktrees" / f"{sid}.jsonl")).output
     assert f"Session {sid}" in text and "By tool:" in text and "Attachments:" in text
+
+
+def test_analyze_by_type_adds_up_to_the_estimate_as_the_session_page_does(run, home, db_path):
+    """A new user's item 9: analyze's "By type" summed to chars/4 (347,678)
+    under an estimate of 635,290, while the session page restated the same
+    breakdown to the estimate: the two disagreed on what fills the context.
+    Both now show the figures that add up to the estimate (the fitted
+    system prompt and tools a row of their own), chars/4 beside them."""
+    from txdb import db
+    from txdb.web.session import load_session
+
+    run("refresh")
+    sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    report = json.loads(run("analyze", sid, "--json").output)
+    rows = report["by_type"]
+    assert sum(r["tokens"] for r in rows) == report["estimate"]["calibrated"]
+    assert report["estimate"]["calibrated"] != report["estimate"]["raw"]  # a figure scaling can change
+    conn = db.connect(db_path)
+    page = load_session(conn, report["session"]["file_id"], 0, 50)
+    conn.close()
+    assert [(r["category"], r["tokens"], r["raw_tokens"]) for r in page["by_type"]] == \
+        [(r["category"], r["tokens"], r["raw_tokens"]) for r in rows]
+    text = run("analyze", sid).output
+    table = text.split("By type", 1)[1].split("\n\n", 1)[0]
+    fitted = next(ln for ln in table.splitlines() if ln.startswith(FITTED))
+    assert f" {next(r['tokens'] for r in rows if r['category'] == FITTED):,} " in f"{fitted} "
 
 
 def test_a_path_the_catalog_lacks_or_that_changed_is_refreshed_first(run, tmp_path):

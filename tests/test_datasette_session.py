@@ -290,6 +290,39 @@ async def test_every_session_url_opens_its_own_page(tmp_path):
     assert refs[TOOLS_ID] == TOOLS_ID and isinstance(refs["my session"], int) and isinstance(refs["1"], int)
 
 
+async def test_two_files_of_one_name_get_a_url_each_that_opens_that_session(tmp_path, monkeypatch):
+    """Two sessions both stored as full.jsonl (in two folders): `sessions
+    --urls` gives each its own URL, which opens that session's page, not
+    the list of matches; the list of matches links to each page too."""
+    import json
+    from click.testing import CliRunner
+    from txdb.cli import cli
+
+    src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
+    sids = ["aaaaaaaa-1111-4222-8333-944444444444", "bbbbbbbb-1111-4222-8333-944444444444"]
+    for n, sid in enumerate(sids):
+        d = tmp_path / "claude" / "projects" / f"-x{n}"
+        d.mkdir(parents=True)
+        (d / "full.jsonl").write_bytes(src.read_bytes().replace(TOOLS_ID.encode(), sid.encode()))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "c.db"))
+    assert CliRunner().invoke(cli, ["refresh"]).exit_code == 0
+    r = CliRunner().invoke(cli, ["sessions", "--json"])
+    assert r.exit_code == 0, r.output
+    urls = {row["session_id"]: row["url"] for row in json.loads(r.output)}
+    assert sorted(urls) == sids and len(set(urls.values())) == 2
+    d = make_datasette(tmp_path / "c.db")
+    await d.invoke_startup()
+    for sid, url in urls.items():
+        page = (await d.client.get(url[len("http://127.0.0.1:8001"):])).text
+        assert sid in page and "Sessions matching" not in page
+        other = next(s for s in sids if s != sid)
+        assert other not in page
+    matches = (await d.client.get("/-/txdb/session/full")).text
+    for url in urls.values():
+        assert url[len("http://127.0.0.1:8001"):] in htmllib.unescape(matches)
+
+
 # ---------------------------------------------------------------- real servers
 
 

@@ -75,7 +75,7 @@ def test_one_page_and_ten_pages_of_the_same_size_differ_by_pages(env, tmp_path):
         read_session(env / f"{SID}.jsonl", pdf_block(data))
         assert run("refresh").exit_code == 0
         rep = json.loads(run("analyze", SID, "--json").output)
-        sizes[pages] = next(r["tokens"] for r in rep["by_type"] if r["category"] == "tool_result")
+        sizes[pages] = next(r["raw_tokens"] for r in rep["by_type"] if r["category"] == "tool_result")
     assert sizes[10] - sizes[1] == 9 * tokens.PDF_PAGE_TOKENS
 
 
@@ -86,7 +86,7 @@ def test_an_attached_pdf_is_its_own_kind_in_analyze(env):
     rep = json.loads(run("analyze", SID, "--json").output)
     [row] = [r for r in rep["by_type"] if r["category"] == "document"]
     assert row["items"] == 1
-    assert row["tokens"] == 2 * tokens.PDF_PAGE_TOKENS
+    assert row["raw_tokens"] == 2 * tokens.PDF_PAGE_TOKENS
     assert row["chars"] == len(doc["source"]["data"])
     # and the session's raw size holds it at that figure, not its base64
     chain = json.loads(run("query", f"select chain_tokens from sessions where session_id = '{SID}'",
@@ -110,6 +110,21 @@ def test_a_page_rewritten_by_an_incremental_update_counts_once():
     update = data + b"3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>\nendobj\n"
     assert tokens.pdf_pages(update) == 2
     assert tokens.pdf_pages(data.replace(b"/Type /Page ", b"/Type/Page ")) == 2
+
+
+def test_a_pdf_claiming_a_million_pages_is_billed_at_most_the_apis_page_limit():
+    # A hostile line: page objects the API would never read past its limit.
+    claims = b"%PDF-1.4\n" + b"".join(b"%d 0 obj <</Type /Page>> endobj\n" % i for i in range(1, 1_000_001))
+    assert tokens.pdf_pages(claims) == 1_000_000
+    assert tokens.document_info(pdf_block(claims))["tokens"] == tokens.PDF_MAX_PAGES * tokens.PDF_PAGE_TOKENS
+    huge = pdf_bytes(3, pad_to=20_000_000, compressed=True)  # no page in the clear: the size guess
+    assert tokens.document_info(pdf_block(huge))["tokens"] == tokens.PDF_MAX_PAGES * tokens.PDF_PAGE_TOKENS
+
+
+def test_page_dictionaries_outside_any_object_are_each_a_page_in_one_scan():
+    # 200,000 bare dictionaries: each its own page (the scan reads the bytes once;
+    # it searched back to the start for each one, minutes on this line).
+    assert tokens.pdf_pages(b"%PDF" + b"/Type /Page\n" * 200_000) == 200_000
 
 
 def test_a_text_document_is_sized_as_its_text():
@@ -244,3 +259,9 @@ async def test_the_session_page_shows_a_document_by_its_billed_tokens(tmp_path):
     conv = page[page.index('id="conversation"'):]
     assert (f'<div class="blk image document">document application/pdf · {len(doc["source"]["data"]):,} chars '
             f'of base64 · {2 * tokens.PDF_PAGE_TOKENS:,} tok</div>') in conv
+
+
+def test_a_long_run_of_digits_is_passed_over_once():
+    # An object header's pattern tried from each digit of the run: 100,000 digits
+    # held a refresh 91 s; now one pass over the bytes.
+    assert tokens.pdf_pages(b"%PDF-1.4\n" + b"1" * 1_000_000 + b" 0 obj <</Type /Page>>") == 1

@@ -89,7 +89,7 @@ def test_transcript_and_catalog_pairs_agree(tmp_path):
     conn = db.connect(tmp_path / "c.db")
     refresh(conn, [tmp_path / "projects"])
     fid = conn.execute("SELECT id FROM files").fetchone()[0]
-    assert estimate.catalog_pairs(conn, fid) == pairs
+    assert estimate.catalog_pairs(conn, fid) == [(e, r, 0) for e, r in pairs]  # no image: 0
     rep = catalog.analyze(conn, fid)["estimate"]
     assert rep["turns_used"] == 6 and rep["method"] == "lsq"
     assert rep["recorded_last"] == pairs[-1][1]
@@ -306,7 +306,7 @@ def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
     same = estimate.catalog_pairs(conn, fid)
     # the last turn's request (recorded 9,000) held no thinking: its pair says
     # so; the earlier turns, on the model that wrote it, held it
-    assert pairs[:-1] == same[:-1] and pairs[-1] == (same[-1][0] - unsent, 9_000)
+    assert pairs[:-1] == same[:-1] and pairs[-1] == (same[-1][0] - unsent, 9_000, 0)
     conn.close()
 
 
@@ -354,3 +354,97 @@ def test_unsent_thinking_at_many_positions_is_the_rule(thinking, asks):
             want = sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
         assert at(before, model) == want
         assert estimate.unsent_thinking(thinking, before, model) == want
+
+
+def test_images_billed_otherwise_do_not_set_the_factor():
+    """A fake API billed each image at its base64's chars/4 (240 tokens for
+    a 4x4 PNG txdb prices at 13, as the API does, by pixels): fitted on the
+    total alone, the images' growth lifted the factor (1.027 on a CLI-made
+    session), and a surgery that removes text but no image was predicted
+    to save that much more than it did. Fitted as their own term, the
+    factor is the text's, and the images' own price is what they saved."""
+    pairs, text, images = [], 20_000, 0
+    for k in range(30):
+        text += 900 + 37 * (k % 5)
+        if k % 6 == 3:
+            images += 13  # one image read at this turn
+        pairs.append((text + images, 8_000 + 1.0 * text + 240 / 13 * images, images))
+    f = estimate.fit(pairs)
+    assert f.method == "lsq"
+    assert f.factor == pytest.approx(1.0, abs=1e-6)
+    assert f.image_factor == pytest.approx(240 / 13, rel=1e-6)
+    last_e, last_r, last_i = pairs[-1]
+    # 10,000 tokens of text go, every image stays
+    assert estimate.predict(f, last_e - 10_000, last_i) == round(last_r - 10_000)
+    # every image goes (and no text): each saved what it was billed
+    assert estimate.predict(f, last_e - last_i, 0) == round(last_r - 240 / 13 * last_i)
+    # the logged line through a figure gives that figure back there
+    overhead, factor = estimate.as_line(f, last_e - 10_000, last_i)
+    assert round(overhead + factor * (last_e - 10_000)) == round(last_r - 10_000)
+    # without a third member (or images that never vary) it is the fit it was
+    plain, same = estimate.fit([p[:2] for p in pairs[:3]]), estimate.fit([(e, r, 7) for e, r, _ in pairs[:3]])
+    assert (plain.factor, plain.overhead, plain.image_factor) == (same.factor, same.overhead, None)
+
+
+def test_catalog_and_surgery_fit_images_apart_alike(tmp_path):
+    """The catalog's fit and the surgery estimator's are one rule: on a
+    session whose recorded usage billed its images at 240 tokens each, both
+    find the text's factor (1.0 here) and give the same figure."""
+    import base64
+    import struct
+
+    from txdb import records
+    from txdb.surgery.usage import context_estimator
+    from txdb.transcript import Transcript
+
+    png = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", 4, 4)
+           + b"\x08\x02\x00\x00\x00" + b"x" * 600)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": base64.b64encode(png).decode()}}
+    lines, parent, text, n_images = [], None, 0, 0
+    for i in range(24):
+        body = [{"type": "text", "text": "question " * (40 + 7 * (i % 4))}] + ([image] if i % 5 == 2 else [])
+        turn = _turn(i, body, 0, parent)
+        text += records.record_tokens(turn[0])
+        n_images += sum(b.get("type") == "image" for b in body)
+        img = n_images * records.image_tokens({"type": "user", "message": {"content": [image]}})
+        recorded = round(6_000 + (text - img) + 240 * n_images)
+        turn[1]["message"]["usage"]["cache_read_input_tokens"] = recorded - 2
+        lines += turn
+        text += records.record_tokens(turn[1])
+        parent = f"a{i}"
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    rep = estimate.session_estimate(conn, fid)
+    conn.close()
+    t = Transcript.load(f)
+    calibrated = context_estimator(t)
+    assert rep["factor"] == pytest.approx(1.0, abs=0.002)
+    assert calibrated.factor == pytest.approx(rep["factor"], abs=1e-4)
+    assert calibrated(t) == rep["calibrated"]
+
+
+def test_one_turn_that_added_an_image_does_not_price_images():
+    """A real session's one image (810 tokens by pixels) came with a turn
+    that recorded 230 tokens for txdb's 1,112: fitted as a term of its own
+    on that one step, the image took that turn's noise and the factor moved
+    (1.22 -> 1.29), so its strip-all read 0.955 against what the CLI sent.
+    Under MIN_IMAGE_STEPS turns that added images, the fit is the one it was."""
+    pairs, text, images = [], 30_000, 0
+    for k in range(40):
+        step = 300 + 41 * (k % 7)
+        text += step
+        recorded = 16_000 + 1.22 * text + 11 * (k % 3)
+        if k == 20:
+            images += 810
+            recorded -= 1_000  # that turn recorded less than its text alone
+        pairs.append((text + images, recorded, images))
+    plain = estimate.fit([p[:2] for p in pairs])
+    f = estimate.fit(pairs)
+    assert f.image_factor is None
+    assert (f.factor, f.overhead) == (plain.factor, plain.overhead)

@@ -35,9 +35,9 @@ def test_a_pass_sizes_each_record_once(tmp_path, monkeypatch, command):
     sized: list[int] = []
     real = records.record_tokens
 
-    def counted(obj):
+    def counted(obj, *args, **kw):
         sized.append(1)
-        return real(obj)
+        return real(obj, *args, **kw)
     monkeypatch.setattr(ops, "record_tokens", counted)
     op = PersistOp(Selection(kinds=("tool",), keep_recent=3)) if command == "persist-tools" \
         else (lambda t, o: ops.strip_all(t))

@@ -103,6 +103,25 @@ def test_persist_tools_moves_results_to_native_sidecars_and_is_idempotent(sess):
     assert run("persist-tools", sess).output.count("Nothing to change") == 1
 
 
+def test_persist_tools_says_how_many_results_are_too_small_to_shrink(tmp_path, monkeypatch):
+    # 1fb5e404: "persisted 2 tool results" of 153, silent on the rest. A result
+    # shorter than its marker (which keeps a 2,000-char preview) stays: say so.
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    objs = [user("go", session=SID)]
+    parent = objs[0]["uuid"]
+    for i, text in enumerate([BIG, "short", BIG, "x" * 1500, "ok"]):
+        a = assistant([{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {}}], parent, session=SID)
+        r = user([{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text}], a["uuid"], session=SID)
+        objs += [a, r]
+        parent = r["uuid"]
+    f = write(tmp_path / "proj" / f"{SID}.jsonl", objs)
+    r = run("persist-tools", f, "--dry-run")
+    assert r.exit_code == 0, _out(r)
+    assert "persisted 2 tool results" in r.output
+    assert "; 3 left in place, too small to shrink (a marker keeps a preview: 2,000 chars of a tool result" \
+        in r.output, r.output
+
+
 def test_persist_tool_one_id_with_summary_and_keep_recent(sess):
     r = run("persist-tool", sess, "--id", "toolu_big2", "--summary", "Bash: ran the suite, all green")
     assert r.exit_code == 0, _out(r)

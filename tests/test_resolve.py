@@ -327,3 +327,45 @@ def test_strip_all_apply_in_one_go_indexes_the_session(env, tmp_path):
     s = session_with_big_result(env / "-home-me-app" / "s6.jsonl", "s6")
     run("strip-all", s, "--apply")
     assert paths(tmp_path) == [str(s)] and _indexed_size(tmp_path, s) == s.stat().st_size
+
+
+# -- a file's name, not its path: `SESSION.jsonl.pending` as the README writes it -
+
+def test_a_session_or_pending_copy_named_by_its_file_name_from_any_folder(env, tmp_path, monkeypatch):
+    sid = "1fb5e404-604d-4a2b-baf1-3beb42a67371"
+    sess = session_with_big_result(env / "-p" / f"{sid}.jsonl", sid)
+    run("refresh")
+    monkeypatch.chdir(tmp_path)  # not the session's folder
+    r = run("verify", "1fb5e404.jsonl.pending", ok=False)
+    assert one_error_line(r).startswith(f"Error: no pending copy at {sess}.pending")
+    run("strip-all", sid)
+    pending = sess.with_name(sess.name + ".pending")
+    assert pending.is_file()
+    for name in ("1fb5e404.jsonl.pending", f"{sid}.jsonl.pending"):
+        v = run("verify", name)
+        assert v.output.startswith(f"OK: {pending}:"), v.output
+    for name in ("1fb5e404.jsonl", f"{sid}.jsonl"):
+        assert run("verify", name).output.startswith(f"OK: {sess}:")
+        assert run("analyze", name, "--original").output.startswith(f"Session {sid}  ({sess})")
+    before = pending.read_bytes()
+    run("strip-all", "1fb5e404.jsonl.pending")  # a mutating command: the session, through its pending copy
+    assert pending.read_bytes() == before  # nothing more to strip: the copy is as it was
+    r = run("verify", "0ddba11.jsonl.pending", ok=False)
+    assert one_error_line(r) == (
+        "Error: no session '0ddba11.jsonl.pending': looked for a session whose id, id prefix or file name "
+        f"is '0ddba11' in the catalog and for 0ddba11.jsonl in the project folders of {env}, and in the "
+        "working folder (run `txdb refresh`, or pass the file's path)")
+
+
+def test_a_pending_copy_named_from_its_own_folder_is_that_file(env, tmp_path, monkeypatch):
+    # From the session's folder the name is the file there (it was an error:
+    # only names ending in .jsonl were taken as the working folder's).
+    sid = "1fb5e404-604d-4a2b-baf1-3beb42a67371"
+    sess = session_with_big_result(env / "-p" / f"{sid}.jsonl", sid)
+    run("refresh")
+    run("strip-all", sid)
+    pending = sess.with_name(sess.name + ".pending")
+    monkeypatch.chdir(sess.parent)
+    assert run("verify", pending.name).output.startswith("OK: "), pending
+    assert run("apply", sid + ".jsonl").exit_code == 0
+    assert not pending.exists()

@@ -437,7 +437,10 @@ async def test_the_context_chart_reads_the_gauge_rule_with_iterations(tmp_path):
     """The session page's "context over chain" chart and the gauge state one
     rule: on the session with iterations[] the last turn is 23,001 in the
     chart, the view and the page (not the totals' 46,003); after a usage
-    reset the chart keeps what the API measured when the turn ran."""
+    reset the chart keeps what the API measured when each turn ran and ends
+    at the gauge the page shows (a new user's item 13: it ended at the last
+    recorded turn, 633,614, under a gauge of 46,046), a point of its own
+    drawn after the last turn on the page too."""
     from txdb.web import charts
 
     project = tmp_path / "projects" / "-tmp-demo"
@@ -455,10 +458,18 @@ async def test_the_context_chart_reads_the_gauge_rule_with_iterations(tmp_path):
 
     run_surgery(path, "strip-tool-results", lambda t, _o: ops.strip_all(t))
     apply_logged(conn, path, settle=0.0)
-    assert [p["context"] for p in charts.context_over_chain(conn, file_id)["points"]] == points
+    after = charts.context_over_chain(conn, file_id)["points"]
     (view,) = conn.execute("SELECT gauge_tokens FROM context_gauge WHERE file_id = ?", (file_id,)).fetchone()
     assert view == _file_gauge(path) < 23_001
+    assert [p["context"] for p in after] == points + [view] and after[-1]["now"]
+    assert not any(p.get("now") for p in after[:-1])
     conn.close()
+    ds = make_datasette(catalog)
+    await ds.invoke_startup()
+    page = (await ds.client.get(f"/-/txdb/session/{file_id}?db={catalog.stem}")).text
+    drawn = [int(v) for v in re.findall(r'<circle class="pt[^"]*" data-turn="\d+" data-value="(\d+)"', page)]
+    assert drawn == points + [view] == points + [await _page_gauge(catalog, file_id)]
+    assert 'class="pt now"' in page and ">now</text>" in page
 
 
 def test_the_billed_total_is_one_column_every_usage_view_sums(tmp_path):
@@ -484,3 +495,68 @@ def test_the_billed_total_is_one_column_every_usage_view_sums(tmp_path):
     for view in ("session_usage", "usage_by_day", "usage_by_model"):
         assert conn.execute(f"SELECT sum(total_tokens) FROM {view}").fetchone()[0] == total, view
     conn.close()
+
+
+# -- the context window: the model's, judged on every turn the file records ----
+
+def _window_session(path: Path, model: str = "claude-sonnet-4-6", peak_on_chain: bool = False) -> None:
+    """A 200k-model session whose last turn records 50k; one earlier turn
+    recorded 250k (only a 1M window holds that), on the chain or on a branch
+    a rewind left behind."""
+    from sessions import assistant, user, write
+
+    big = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 250_000}
+    small = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 50_000}
+    u1 = user("first", session="w1")
+    a1 = assistant("one", u1["uuid"], session="w1", usage=small, model=model)
+    u2 = user("rewound", a1["uuid"], session="w1")
+    a2 = assistant("long", u2["uuid"], session="w1", usage=big, model=model)
+    u3 = user("again", a2["uuid"] if peak_on_chain else a1["uuid"], session="w1")
+    a3 = assistant("short", u3["uuid"], session="w1", usage=small, model=model)
+    write(path, [u1, a1, u2, a2, u3, a3])
+
+
+@pytest.mark.parametrize("peak_on_chain", [False, True])
+def test_a_session_that_recorded_past_200k_is_on_a_1m_window_for_the_view_and_rescue(tmp_path, peak_on_chain):
+    from txdb.surgery import rescue
+
+    f = tmp_path / "projects" / "-w" / "w1.jsonl"
+    _window_session(f, peak_on_chain=peak_on_chain)
+    other = tmp_path / "projects" / "-w" / "w2.jsonl"
+    _window_session(other, model="claude-opus-4-6[1m]")
+    small = tmp_path / "projects" / "-w" / "w3.jsonl"
+    _window_session(small)
+    small.write_bytes(small.read_bytes().replace(b'"cache_read_input_tokens":250000', b'"cache_read_input_tokens":150000'))
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [tmp_path / "projects"])
+    rows = {Path(p).stem: (w, pct, st) for p, w, pct, st in conn.execute(
+        "SELECT f.path, n.window_tokens, n.pct_of_window, n.status FROM sessions_near_limit n "
+        "JOIN files f ON f.id = n.file_id")}
+    assert rows["w1"] == (1_000_000, 5.0, "ok")   # 50k of 1M: the window is the model's, not the last turn's
+    assert rows["w2"] == (1_000_000, 5.0, "ok")
+    assert rows["w3"] == (200_000, 25.0, "ok")
+    for stem in ("w1", "w2", "w3"):
+        assert rescue.window_of(Transcript.load(f.parent / f"{stem}.jsonl")) == rows[stem][0], stem
+    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - rescue.MARGIN
+
+
+def test_the_window_view_is_the_python_rule_on_every_shipped_session(tmp_path):
+    """context_gauge.window_tokens (SQL) and rescue.window_of (Python) on the
+    shipped sessions (and the real corpus, when present)."""
+    from txdb.surgery import rescue
+
+    root = tmp_path / "projects"
+    files = shipped_files("cli") + shipped_files("real") + shipped_files("generated")
+    if (CORPUS / "real").is_dir():
+        files += sorted((CORPUS / "real").rglob("*.jsonl"))[:40]
+    for i, f in enumerate(files):
+        d = root / f"p{i}"
+        d.mkdir(parents=True)
+        shutil.copy(f, d / f.name)
+    conn = db.connect(tmp_path / "catalog.db")
+    refresh(conn, [root])
+    seen = set()
+    for path, window in conn.execute("SELECT f.path, g.window_tokens FROM context_gauge g JOIN files f ON f.id = g.file_id"):
+        assert rescue.window_of(Transcript.load(path)) == window, path
+        seen.add(window)
+    assert seen == {200_000, 1_000_000}

@@ -1,14 +1,20 @@
 """Writing many sidecar files in batches (issue 19, speed): each one whole,
-private and durable before it is named; a refusal takes back every batch.
+private and durable before it is named; a refusal takes back every batch;
+no write ever goes through a link (B3).
 Real files in tmp_path. (The time it takes is measured by bench/, never here.)"""
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
+from conftest import run
+from sessions import conversation, write as write_session
+from txdb.durability import TEMP_SUFFIX
 from txdb.errors import SurgeryError
 from txdb import sidecar as sc
 
@@ -75,8 +81,8 @@ def test_many_batches_start_the_fsync_threads_once(tmp_path, monkeypatch):
         real_start(self)
     monkeypatch.setattr(threading.Thread, "start", start)
     monkeypatch.setattr(durability, "_jobs", None)  # as in a fresh process
-    for run in range(2):
-        sdir = tmp_path / f"sess{run}"
+    for n in range(2):
+        sdir = tmp_path / f"sess{n}"
         sides = _plans(sdir, 3 * sc.WRITE_BATCH + 5)
         assert sc.write(sdir, sides) == [s.path for s in sides]
         assert all(s.path.read_bytes() == s.data for s in sides)
@@ -161,3 +167,163 @@ def test_a_small_batch_starts_no_more_fsync_threads_than_it_has_files(tmp_path, 
     assert sc.write(sdir, sides) == [s.path for s in sides]
     assert all(s.path.read_bytes() == s.data for s in sides)
     assert len(started) == 3
+
+
+# -- no write follows a link (issue B3: a folder swapped for a symlink mid-write) --
+
+SID = "55555555-0000-0000-0000-000000000001"
+_SWAP: dict = {}  # what the audit hook does in the running test (nothing otherwise)
+
+
+def _audit(event: str, args) -> None:
+    """Swap the folder for a symlink at the ``open`` of the Nth temp file of
+    the real write (an event the os module raises before it acts): the first
+    (before any file is made), or the first of the second batch (the first
+    batch linked). Audit hooks cannot be removed: outside these tests it
+    does nothing."""
+    if _SWAP.get("at") is None or event != "open" or not str(args[0]).endswith(TEMP_SUFFIX):
+        return
+    _SWAP["temps"] = _SWAP.get("temps", 0) + 1
+    if _SWAP["temps"] < _SWAP["at"]:
+        return
+    _SWAP["at"] = None
+    folder: Path = _SWAP["folder"]
+    os.rename(folder, folder.with_name(folder.name + ".moved"))
+    os.symlink(_SWAP["outside"], folder)
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture
+def big(tmp_path, monkeypatch):
+    """A 400-record session (a range of 390 is two batches) and an empty
+    folder outside the session's."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    proj = tmp_path / "claude" / "projects" / "-home-me-app"
+    f = proj / f"{SID}.jsonl"
+    write_session(f, conversation(100, session=SID))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    yield f, outside
+    _SWAP.clear()
+
+
+def _one_error(r) -> str:
+    out = r.output.strip()
+    assert r.exit_code != 0, out
+    assert "Traceback" not in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+@pytest.mark.parametrize("when", [1, sc.WRITE_BATCH + 1])
+def test_a_folder_swapped_for_a_symlink_during_the_write_gets_nothing_outside(big, when):
+    """The folder is swapped for a symlink to a folder outside the session's
+    after the plan and the link check: before the first file is made, and
+    after the first batch is linked (as a racer did, B3). No file lands outside, the pass fails
+    with one Error line, no pending copy is written, the session is as it
+    was, and the files written before the swap are taken back."""
+    f, outside = big
+    before = f.read_bytes()
+    folder = f.parent / SID / "persisted" / "message"
+    folder.mkdir(parents=True)
+    _SWAP.update(at=when, folder=folder, outside=outside)
+    err = _one_error(run("compact-range", f, "--from", 1, "--to", 390, "--no-usage-reset"))
+    assert _SWAP["at"] is None, "the swap did not happen"
+    assert os.listdir(outside) == []
+    assert "was moved or replaced" in err and str(folder) in err
+    assert not Path(str(f) + ".pending").exists()
+    assert f.read_bytes() == before
+    assert os.listdir(folder.with_name("message.moved")) == []  # taken back where they were written
+
+
+@pytest.mark.parametrize("to", ["the same bytes", "nothing"])
+def test_a_symlink_at_a_sidecar_name_is_never_reused_nor_followed(big, to):
+    """A symlink at a record's file name, to a file outside holding that
+    record's very bytes (or a dangling one), is not the record's sidecar: the
+    record is written to a file of its own in the folder (its
+    content-addressed name), the survivor lists only regular files inside
+    the folder, the link and its target are left as they were."""
+    f, outside = big
+    lines = f.read_bytes().splitlines()
+    uuid1 = orjson.loads(lines[1])["uuid"]
+    folder = f.parent / SID / "persisted" / "message"
+    folder.mkdir(parents=True)
+    if to == "the same bytes":
+        (outside / "same.json").write_bytes(lines[1])
+    (folder / f"{uuid1}.json").symlink_to(outside / "same.json")
+    r = run("compact-range", f, "--from", 1, "--to", 10, "--no-usage-reset")
+    assert r.exit_code == 0, r.output
+    pending = Path(str(f) + ".pending")
+    survivor = orjson.loads(pending.read_bytes().splitlines()[1])
+    names = survivor["persistedRange"]["files"]
+    assert len(names) == 10 and f"{uuid1}.json" not in names
+    for name, line in zip(names, lines[1:11]):
+        p = folder / name
+        assert not p.is_symlink() and p.is_file() and p.read_bytes() == line
+    assert os.readlink(folder / f"{uuid1}.json") == str(outside / "same.json")
+    assert os.listdir(outside) == (["same.json"] if to == "the same bytes" else [])
+    assert run("verify", pending).exit_code == 0
+
+
+def test_a_pass_that_reuses_every_file_still_writes_only_through_the_folder(tmp_path):
+    """Every file already there (a second pass): the folder swapped for a link
+    to copies outside after the plan refuses the write, naming the link; no
+    marker may name a file that lives outside the session's folder."""
+    sdir = tmp_path / "sess"
+    sc.write(sdir, _plans(sdir, 10))
+    again = _plans(sdir, 10)
+    assert all(s.reused for s in again)
+    folder = sdir / "persisted" / "message"
+    folder.rename(tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SurgeryError, match=f"{folder} is a symlink"):
+        sc.write(sdir, again)
+
+
+def test_a_symlink_that_appears_at_a_name_after_the_plan_is_named_and_refused(tmp_path):
+    """A link put at a planned name between the plan and the write (to the
+    same bytes outside) refuses the write, naming the link; the files this
+    write made are taken back."""
+    sdir = tmp_path / "sess"
+    sides = _plans(sdir, 10)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x").write_bytes(sides[5].data)
+    sides[5].path.parent.mkdir(parents=True)
+    sides[5].path.symlink_to(outside / "x")
+    with pytest.raises(SurgeryError, match=f"{sides[5].path} appeared while writing and is a symlink"):
+        sc.write(sdir, sides)
+    assert os.listdir(sides[5].path.parent) == [sides[5].path.name]
+
+
+def test_a_pass_of_another_command_cleans_what_a_killed_pass_left(tmp_path):
+    """A killed compact-range left temp files in persisted/message; persist-tools
+    (which writes in tool-results) used to leave them there for good."""
+    import subprocess
+    import sys as _sys
+    from conftest import run
+    from sessions import assistant, user, write as write_session
+    objs, parent = [], None
+    for i in range(4):
+        u = user(f"q{i}", parent)
+        use = {"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Read", "input": {"file_path": f"/f{i}"}}
+        a = assistant([use], u["uuid"])
+        r = user([{"type": "tool_result", "tool_use_id": f"toolu_{i:04d}", "content": "z" * 9_000}], a["uuid"])
+        objs += [u, a, r]
+        parent = r["uuid"]
+    f = write_session(tmp_path / "p" / "5e55e55e-0000-4000-8000-000000000002.jsonl", objs + [assistant("ok", parent)])
+    left = f.with_suffix("") / "persisted" / "message"
+    left.mkdir(parents=True)
+    dead = subprocess.run([_sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a pid whose process is gone
+    temp = left / f".rec-7.json.{dead}.abc123.txdb-tmp"
+    temp.write_bytes(b"half a record")
+    keep = left / ".not-ours.tmp"
+    keep.write_bytes(b"someone else's")
+    r = run("persist-tools", f, "--keep-recent", "0", "--db", tmp_path / "c.db")
+    assert r.exit_code == 0, r.output
+    assert not temp.exists() and keep.exists()

@@ -219,7 +219,7 @@ _BY_DECLARATION = [
     (["persist-text", "--pos", "25"], {"pos": 25}),
     (["persist-thinking", "--pos", "27", "--summary", "t"], {"pos": 27, "summary": "t"}),
     (["compact-range", "--from", "11", "--to", "13", "--summary", "s"], {"positions": (11, 13), "summary": "s"}),
-    (["rescue", "--target", "12500", "--keep-recent", "0"], {"target": 12500, "keep_recent": 0}),
+    (["rescue", "--target", "13000", "--keep-recent", "0"], {"target": 13000, "keep_recent": 0}),
 ]
 
 

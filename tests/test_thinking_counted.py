@@ -63,7 +63,7 @@ def test_a_later_turn_is_predicted_as_the_api_recorded_it(tmp_path, rel, model):
     errors = []
     for k in range(len(pairs) - 20, len(pairs)):
         f = estimate.fit(pairs[:k - 9])
-        errors.append(estimate.predict(f, pairs[k][0]) / pairs[k][1] - 1)
+        errors.append(estimate.predict(f, pairs[k][0], pairs[k][2]) / pairs[k][1] - 1)
     conn.close()
     mean = sum(errors) / len(errors)
     assert abs(mean) < 0.03, [round(e, 3) for e in errors]
@@ -85,6 +85,28 @@ def test_strip_thinking_promises_no_saving_where_the_api_does_not_count_thinking
     assert abs(rep["tokens_before"] - rep["tokens_after"]) <= 0.005 * rep["tokens_before"], rep
     counted = _strip_thinking(_copy(SONNET_4_6, tmp_path / "b"), tmp_path / "b")
     assert counted["tokens_before"] - counted["tokens_after"] > 0.3 * counted["tokens_before"]
+
+
+def test_strip_thinkings_plan_says_why_nothing_is_saved_and_its_json_agrees(tmp_path):
+    """A new user's item 8: on Opus 4.5 `strip-thinking --dry-run` printed
+    125,937 -> 125,937 with no reason while its --json said tokens_saved
+    43,805. The saving is the plan's before - after, in the text and the
+    JSON alike, and the plan says why it is nothing; where thinking counts
+    (Sonnet 4.6) the saving stays, with no such line."""
+    for rel, counts in ((SONNET_4_5, False), (SONNET_4_6, True)):
+        f = _copy(rel, tmp_path / rel[:12])
+        args = [TXDB, "strip-thinking", str(f), "--db", str(tmp_path / rel[:12] / "c.db"), "--dry-run"]
+        text = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        rep = json.loads(subprocess.run(args + ["--json"], cwd=tmp_path, capture_output=True, text=True,
+                                        timeout=300).stdout)
+        saved = rep["result"]["tokens_saved"]
+        said = "the API does not count thinking on claude-sonnet-4-5-20250929"
+        if counts:
+            assert saved > 0.3 * rep["tokens_before"] and said not in text.stdout
+        else:
+            assert rep["result"]["blocks"] > 0 and saved == 0, rep["result"]
+            assert rep["tokens_before"] == rep["tokens_after"]
+            assert said in text.stdout, text.stdout
 
 
 @pytest.mark.parametrize("model, counted", [

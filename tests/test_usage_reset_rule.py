@@ -209,3 +209,35 @@ def test_older_turns_billed_figures_do_not_make_the_cli_compact_on_resume(tmp_pa
     top.write_bytes(b"".join(recs))
     r = resume(top, "ping", workdir=tmp_path / "run-top")
     assert r.loaded and r.compacted, r.summary()
+
+
+def test_the_reset_never_lowers_the_gauge_below_the_estimate_of_what_is_left(tmp_path):
+    """A session whose recorded usage is far below its content (a fit at the
+    lowest factor it allows): lowering the last turn by the calibrated size
+    of what went read far under the plan's estimate of what is left (56,394
+    against 142,675 on the bench's built session). The gauge the CLI reads
+    must never lie in the user's favour: at most the turn's own count, never
+    under the estimate."""
+    from sessions import assistant, user, write
+    objs, parent = [], None
+    for i in range(12):
+        u = user("question %d " % i + "x" * 40, parent)
+        use = {"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Read", "input": {"file_path": f"/f{i}"}}
+        a = assistant([use], u["uuid"], usage={"input_tokens": 10, "output_tokens": 5,
+                                                "cache_read_input_tokens": 1_000 + 200 * i,
+                                                "cache_creation_input_tokens": 0})
+        r = user([{"type": "tool_result", "tool_use_id": f"toolu_{i:04d}", "content": "y" * 40_000}], a["uuid"])
+        objs += [u, a, r]
+        parent = r["uuid"]
+    last = assistant("done", parent, usage={"input_tokens": 10, "output_tokens": 5,
+                                            "cache_read_input_tokens": 3_400, "cache_creation_input_tokens": 0})
+    objs.append(last)
+    f = write(tmp_path / "projects" / "-home-me-app" / "5e55e55e-0000-4000-8000-000000000001.jsonl", objs)
+    res = json.loads(run("strip-tools", f, "--only-results", "--keep-last-lines", "0", "--json",
+                         "--db", tmp_path / "c.db").output)
+    after, before = res["tokens_after"], res["usage"]["last_before"]
+    pending = f.with_name(f.name + ".pending")
+    gauge = estimate.recorded_context(_assistant_usage(pending)[-1][2])
+    assert before == 3_410 and after < before
+    # the estimate of what precedes the last turn (its reply "done" is not in it)
+    assert 0.95 * after <= gauge <= after and gauge == res["usage"]["last_after"], (gauge, after)

@@ -12,7 +12,7 @@ from . import config, db, tokens, vision
 from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
 from .paths import (SESSION_SUFFIX, archived_from, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
-                    original_path, pending_of, session_of_copy, working_file)
+                    original_path, pending_of, session_of_copy, session_stem, working_file)
 from .staleness import catalogued_path, stale  # noqa: F401 - stale: its home is a module the hook can import cheaply
 
 
@@ -119,6 +119,10 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     ``file_id`` None. Indexing a 100 MB session first took twice the pass."""
     if "\x00" in ref or not ref.strip():
         raise SessionNotFound(f"no session {ref!r}")
+    if is_bare_name(ref):  # a file name: the working folder's file, else the session's folder's
+        if not os.path.lexists(ref):
+            return _resolve_name(conn, ref, roots, mutating, index)
+        return _resolve_path(conn, ref, mutating, index)
     if looks_like_path(ref):
         return _resolve_path(conn, ref, mutating, index)
 
@@ -146,6 +150,30 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
     if index and stale(conn, path):
         _refresh_stale(conn, path)
     return _ref(conn, path)
+
+
+def is_bare_name(ref: str) -> bool:
+    """A SESSION argument that is a file name and no more: a session's
+    (``X.jsonl``) or one of its copies' (``X.jsonl.pending``, ``X.jsonl.bak``)."""
+    return os.sep not in ref and "/" not in ref and not ref.startswith("~") and SESSION_SUFFIX in ref[1:]
+
+
+def _resolve_name(conn, ref: str, roots, mutating: bool, index: bool) -> SessionRef:
+    """``X.jsonl`` or a copy's name ``X.jsonl.pending`` not in the working
+    folder: the session ``X`` (an id, a prefix or a file's stem, as any
+    SESSION), then that file of its folder."""
+    stem = session_stem(ref)
+    try:
+        found = resolve_session(conn, stem, roots, mutating, index)
+    except SessionNotFound:
+        where = ", ".join(str(r) for r in (roots or config.projects_roots()))
+        raise SessionNotFound(
+            f"no session {ref!r}: looked for a session whose id, id prefix or file name is {stem!r} in the "
+            f"catalog and for {stem + SESSION_SUFFIX} in the project folders of {where}, and in the working "
+            "folder (run `txdb refresh`, or pass the file's path)") from None
+    path = Path(found.path)
+    copy = path.with_name(path.name + ref[len(stem) + len(SESSION_SUFFIX):])
+    return found if copy == path else _resolve_path(conn, str(copy), mutating, index)
 
 
 def _unindexed(p: Path) -> SessionRef:
@@ -260,8 +288,11 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
         # Secrets found by the last `txdb secrets scan`; NULL for a file no scan has read.
         "(SELECT CASE WHEN sc.file_id IS NOT NULL THEN (SELECT count(*) FROM secret_findings x "
         " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
-        "AS secrets "
-        "FROM session_costs WHERE "
+        "AS secrets, "
+        # How close to its window (sessions_near_limit: sessions only; a subagent's are NULL).
+        "window_tokens, pct_of_window, status "
+        "FROM (SELECT c.*, n.window_tokens, n.pct_of_window, n.status FROM session_costs c "
+        "      LEFT JOIN sessions_near_limit n ON n.file_id = c.file_id) session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"
     )
     if limit:
@@ -357,12 +388,14 @@ def analyze(conn: sqlite3.Connection, file_id: int) -> dict:
         "WHERE f.file_id = ? AND c.modelled = 0 ORDER BY f.kind, f.n DESC, f.name",
         (file_id,),
     )
-    from .estimate import session_estimate
+    from .estimate import catalog_breakdown, session_estimate
 
+    est = session_estimate(conn, file_id)
     return {
         "session": session[0] if session else None,
-        "estimate": session_estimate(conn, file_id),
-        "by_type": by_type,
+        "estimate": est,
+        # restated to add up to the estimate (the session page's table too); raw_tokens: chars/4
+        "by_type": catalog_breakdown(conn, file_id, by_type, est),
         "by_tool": by_tool,
         "attachments": attachments,
         "on_disk": on_disk,

@@ -166,6 +166,29 @@ def ensure_views(conn: sqlite3.Connection) -> bool:
     return True
 
 
+# The row of ``_txdb_meta`` by which a migration that changes the
+# estimate's rules asks the next open to compute every stored estimate again.
+REDERIVE_ESTIMATES = "rederive_estimates"
+
+
+def rederive(conn: sqlite3.Connection) -> bool:
+    """Compute every session's stored estimate again from the catalog when
+    a migration asked for it (``REDERIVE_ESTIMATES``), once: the row goes
+    in the same transaction. One read of ``_txdb_meta`` when nothing is
+    asked; the estimate's module is imported only when something is. True
+    when it did the work (docs/architecture.md, "Re-deriving stored figures")."""
+    if conn.execute("SELECT 1 FROM _txdb_meta WHERE key = ?", (REDERIVE_ESTIMATES,)).fetchone() is None:
+        return False
+    from .estimate import store_every_estimate
+
+    with transaction(conn):
+        # another process may have done it since the read above
+        if conn.execute("DELETE FROM _txdb_meta WHERE key = ?", (REDERIVE_ESTIMATES,)).rowcount == 0:
+            return False
+        store_every_estimate(conn)
+    return True
+
+
 def create_private(path: str | Path) -> None:
     """Create ``path`` empty with mode 0600 unless it exists (then make it 0600).
 
@@ -229,6 +252,7 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True)
         migrate(conn)
         ensure_views(conn)
         cost.sync_prices(conn)  # the installed price library's figures (txdb/cost.py)
+        rederive(conn)
     except sqlite3.OperationalError as e:
         conn.close()
         if str(e) in MACHINE_CONDITIONS:

@@ -5,7 +5,9 @@ A file's own fsync makes its bytes durable; the rename that publishes it
 folder, which needs its own fsync. Every temp file txdb writes is named by
 ``temp_file`` (with the writer's pid), so ``clean_stale_temps`` can remove
 those a killed run left behind; ``prefix_sha256`` says whether a file still
-begins with the bytes a write left there.
+begins with the bytes a write left there. ``open_dir`` and ``temp_file_at``
+are the same writes relative to a folder's descriptor, never through a
+link (sidecars: ``sidecar.write``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,16 @@ FILE_MODE = 0o600
 HASH_CHUNK = 1 << 18
 
 
-def fsync_dir(folder: str | Path) -> None:
-    """fsync a folder so a rename or create inside it is on disk. Best effort:
-    a folder that cannot be opened or synced (some filesystems refuse) is left."""
+def fsync_dir(folder: str | Path | int) -> None:
+    """fsync a folder (a path, or a descriptor ``open_dir`` gave) so a rename
+    or create inside it is on disk. Best effort: a folder that cannot be
+    opened or synced (some filesystems refuse) is left."""
+    if isinstance(folder, int):
+        try:
+            os.fsync(folder)
+        except OSError:
+            pass
+        return
     try:
         fd = os.open(str(folder), os.O_RDONLY)
     except OSError:
@@ -36,6 +45,29 @@ def fsync_dir(folder: str | Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_dir(name: str, dir_fd: int, create: bool = False) -> int:
+    """A descriptor of the folder ``name`` (in the folder ``dir_fd``), never
+    through a symlink at that name (``O_NOFOLLOW``: a link, or a file, there is
+    ``NotADirectoryError``). ``create``: made first when missing (0700, the
+    parent fsynced). Every file created through it stays in that folder
+    however its path is renamed or swapped meanwhile."""
+    made = False
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+            made = True
+        except FileExistsError:
+            pass  # there already (or another txdb made it just now)
+    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    if made:
+        fsync_dir(dir_fd)
+    return fd
 
 
 def prefix_sha256(orig: Path, size: int) -> str | None:
@@ -66,7 +98,7 @@ def temp_file(path: Path) -> tuple[int, str]:
     created exclusively, as ``tempfile.mkstemp`` makes one, without its
     imports and per-call work: compact-range makes thousands), named so that
     ``clean_stale_temps`` removes it once its writer is gone: every temp
-    file txdb writes (session copies, sidecars) is made here."""
+    file txdb writes (session copies; sidecars through ``temp_file_at``) is made here."""
     folder = os.fspath(path.parent)
     head = f".{path.name}.{os.getpid()}."
     for _ in range(100):
@@ -76,6 +108,18 @@ def temp_file(path: Path) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temp file name beside {path}")
+
+
+def temp_file_at(dir_fd: int, name: str, mode: int = FILE_MODE) -> tuple[int, str]:
+    """``temp_file`` in the folder ``dir_fd`` (``open_dir``): (descriptor, the
+    temp file's name in that folder), created new (``O_EXCL``, ``O_NOFOLLOW``),
+    never through a link."""
+    while True:
+        tmp = f".{name}.{os.getpid()}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
+        try:
+            return os.open(tmp, NEW_FILE_FLAGS, mode, dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
 
 
 def owner_of(st: os.stat_result) -> tuple[int, int] | None:
@@ -131,15 +175,17 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temps(folder: str | Path) -> list[str]:
-    """Remove temp files an earlier txdb run left in ``folder`` when it was
-    killed mid-write: only names of ``write_atomic``'s own pattern whose
+def clean_stale_temps(folder: str | Path | int) -> list[str]:
+    """Remove temp files an earlier txdb run left in ``folder`` (a path, or a
+    descriptor ``open_dir`` gave: then removed relative to it) when it was
+    killed mid-write: only names of ``temp_file``'s own pattern whose
     writer process is gone. Returns the names removed."""
     removed = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return removed
+    at = folder if isinstance(folder, int) else None
     for e in entries:
         m = _TEMP_RE.match(e.name)
         if m is None or not e.is_file(follow_symlinks=False):
@@ -148,7 +194,7 @@ def clean_stale_temps(folder: str | Path) -> list[str]:
         if pid == os.getpid() or _pid_alive(pid):
             continue
         try:
-            os.unlink(e.path)
+            os.unlink(e.name if at is not None else e.path, dir_fd=at)
             removed.append(e.name)
         except OSError:
             pass

@@ -12,7 +12,8 @@ context its request used, ``input + cache_read + cache_creation``. So:
   ``recorded`` = the context the API recorded for it;
 - :func:`fit` fits ``recorded ~ overhead + factor * estimate`` over the
   pairs (least squares, with guards) and remembers the most recent pair as
-  an *anchor*;
+  an *anchor*; images, where enough turns added some, as a term of their
+  own (a pair's third member: the image tokens within its estimate);
 - :func:`predict` turns any raw estimate of the same chain into a
   calibrated one: ``recorded_anchor + factor * (estimate - estimate_anchor)``
   (only the difference from a turn the API measured is estimated), else
@@ -34,6 +35,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from .ingest import deep
+from .records import image_tokens
 from .tokens import THINKING_BLOCK_TOKENS
 
 
@@ -44,6 +47,12 @@ MAX_FACTOR = 8.0
 # At most this many recent turns take part in a fit: the system prompt and
 # tool list drift over a long session, the last turns say most about now.
 MAX_TURNS = 40
+# Images are fitted as their own term only when at least this many of the
+# fitted turns added some: priced by one or two steps, one turn's noise (a
+# real session's one image whose turn recorded 230 tokens for txdb's 1,112)
+# sets their price, and the factor moves with it (1.22 -> 1.29 there, its
+# strip-all predicted 4.5% under what the CLI sent).
+MIN_IMAGE_STEPS = 3
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
@@ -81,81 +90,131 @@ class Fit:
     method: str = "raw"
     anchor_estimate: float | None = None
     anchor_recorded: float | None = None
+    # Tokens per raw token of images (``records.image_tokens``), fitted as
+    # their own term when MIN_IMAGE_STEPS fitted turns added some; None: ``factor``.
+    image_factor: float | None = None
+    anchor_images: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _usable(pairs: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+def _usable(pairs: Iterable[tuple]) -> list[tuple[float, float, float]]:
+    """``(estimate, recorded, images)`` of the usable pairs; a pair without
+    its third member holds no image."""
     out = []
-    for e, r in pairs:
+    for p in pairs:
+        e, r, i = p[0], p[1], (p[2] if len(p) > 2 else 0)
         if e is None or r is None:
             continue
-        e, r = float(e), float(r)
-        if e > 0 and r > 0 and math.isfinite(e) and math.isfinite(r):
-            out.append((e, r))
+        e, r, i = float(e), float(r), float(i or 0)
+        if e > 0 and r > 0 and math.isfinite(e) and math.isfinite(r) and math.isfinite(i):
+            out.append((e, r, i))
     return out
 
 
-def fit(pairs: Sequence[tuple[float, float]], max_turns: int = MAX_TURNS,
+def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """``recorded ~ a + factor * (estimate - images) + image_factor * images``
+    by least squares: ``(a, factor, image_factor)``, or None when the two
+    terms cannot be told apart or a factor is out of range."""
+    n = len(usable)
+    xs = [(e - i, i, r) for e, r, i in usable]
+    m1, m2, my = (sum(x[k] for x in xs) / n for k in range(3))
+    s11 = sum((x - m1) ** 2 for x, _, _ in xs)
+    s22 = sum((i - m2) ** 2 for _, i, _ in xs)
+    s12 = sum((x - m1) * (i - m2) for x, i, _ in xs)
+    s1y = sum((x - m1) * (r - my) for x, _, r in xs)
+    s2y = sum((i - m2) * (r - my) for _, i, r in xs)
+    det = s11 * s22 - s12 * s12
+    if det <= 1e-9 * s11 * s22:
+        return None
+    b = (s22 * s1y - s12 * s2y) / det
+    g = (s11 * s2y - s12 * s1y) / det
+    if not (MIN_FACTOR <= b <= MAX_FACTOR) or g < 0:
+        return None
+    return my - b * m1 - g * m2, b, g
+
+
+def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
         prior_overhead: float = 0.0, prior_factor: float = 1.0) -> Fit:
     """Calibrate over ``(estimate, recorded)`` pairs of untouched turns, in
     chain order. Pairs where either side is missing or not positive are
     ignored. The most recent usable pair is the anchor of :func:`predict`.
     With no usable pair the fit is ``raw``: ``prior_factor`` and
-    ``prior_overhead`` (see :func:`prior`)."""
+    ``prior_overhead`` (see :func:`prior`).
+
+    A pair may carry a third member: the image tokens within its estimate
+    (``records.image_tokens``, counted from any fixed point of the chain).
+    When at least :data:`MIN_IMAGE_STEPS` turns added images, they are
+    fitted as their own term
+    (``image_factor``): the API a session was recorded on may bill an image
+    otherwise than by its pixels (a fake one billed base64 chars/4, 18x the
+    rest's rate), and the growth they bring must not set the factor the
+    rest of the content is priced by."""
     usable = _usable(pairs)[-max_turns:] if max_turns else _usable(pairs)
     n = len(usable)
     if n == 0:
         return Fit(overhead=max(0.0, float(prior_overhead or 0)), factor=float(prior_factor or 1.0))
-    anchor_e, anchor_r = usable[-1]
+    anchor_e, anchor_r, anchor_i = usable[-1]
+    anchor = {"anchor_estimate": anchor_e, "anchor_recorded": anchor_r, "anchor_images": anchor_i}
     if n == 1:
-        return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor",
-                   anchor_estimate=anchor_e, anchor_recorded=anchor_r)
-    mx = sum(e for e, _ in usable) / n
-    my = sum(r for _, r in usable) / n
-    sxx = sum((e - mx) ** 2 for e, _ in usable)
-    sxy = sum((e - mx) * (r - my) for e, r in usable)
+        return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor", **anchor)
+    mx = sum(e for e, _, _ in usable) / n
+    my = sum(r for _, r, _ in usable) / n
+    if sum(a[2] != b[2] for a, b in zip(usable, usable[1:])) >= MIN_IMAGE_STEPS:
+        two = _fit_images(usable)
+        if two is not None:
+            _a, b, g = two
+            return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq", image_factor=g, **anchor)
+    sxx = sum((e - mx) ** 2 for e, _, _ in usable)
+    sxy = sum((e - mx) * (r - my) for e, r, _ in usable)
     if sxx > 0:
         b = sxy / sxx
         if MIN_FACTOR <= b <= MAX_FACTOR:
-            return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq",
-                       anchor_estimate=anchor_e, anchor_recorded=anchor_r)
-    b = sum(r for _, r in usable) / sum(e for e, _ in usable)
+            return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq", **anchor)
+    b = sum(r for _, r, _ in usable) / sum(e for e, _, _ in usable)
     b = min(MAX_FACTOR, max(MIN_FACTOR, b))
-    return Fit(overhead=0.0, factor=b, turns_used=n, method="ratio",
-               anchor_estimate=anchor_e, anchor_recorded=anchor_r)
+    return Fit(overhead=0.0, factor=b, turns_used=n, method="ratio", **anchor)
 
 
-def predict(f: Fit, estimate: float) -> int:
-    """A calibrated token count for a raw ``estimate`` of the same chain."""
+def _value(f: Fit, estimate: float, images: float) -> float:
+    if f.method == "raw" or f.anchor_estimate is None or f.anchor_recorded is None:
+        return f.overhead + f.factor * estimate
+    g = f.factor if f.image_factor is None else f.image_factor
+    d_images = images - f.anchor_images
+    return f.anchor_recorded + f.factor * (estimate - f.anchor_estimate - d_images) + g * d_images
+
+
+def predict(f: Fit, estimate: float, images: float = 0.0) -> int:
+    """A calibrated token count for a raw ``estimate`` of the same chain;
+    ``images``: the image tokens within it, counted as the fit's pairs
+    counted theirs (they matter only to a fit with an ``image_factor``)."""
     estimate = max(0.0, float(estimate or 0))
-    if f.method == "raw":
-        value = f.overhead + f.factor * estimate
-    elif f.anchor_estimate is not None and f.anchor_recorded is not None:
-        value = f.anchor_recorded + f.factor * (estimate - f.anchor_estimate)
-    else:
-        value = f.overhead + f.factor * estimate
+    value = _value(f, estimate, float(images or 0))
     # A chain never costs less than the lowest factor the fit allows times its
     # raw size: a session whose recorded usage is smaller than its content
     # (an anchor far below chars/4) must not predict 0 after a strip.
     return max(int(round(MIN_FACTOR * estimate)), int(round(value)))
 
 
-def as_line(f: Fit) -> tuple[float, float]:
+def as_line(f: Fit, estimate: float | None = None, images: float = 0.0) -> tuple[float, float]:
     """``(overhead, factor)`` with ``predict(f, e) == predict(Fit(overhead,
     factor, method="logged"), e)`` for every ``e``: the anchor folded into
-    the overhead, what a surgery logs (``surgeries.fit_*``)."""
+    the overhead, what a surgery logs (``surgeries.fit_*``). With images
+    priced apart, the line through the prediction at ``estimate`` (whose
+    image tokens are ``images``): a chain that grows from there by text."""
+    if estimate is not None:
+        return _value(f, float(estimate), float(images or 0)) - f.factor * float(estimate), f.factor
     if f.method != "raw" and f.anchor_estimate is not None and f.anchor_recorded is not None:
         return f.anchor_recorded - f.factor * f.anchor_estimate, f.factor
     return f.overhead, f.factor
 
 
-def context(f: Fit, estimate: float, messages: bool) -> int:
+def context(f: Fit, estimate: float, messages: bool, images: float = 0.0) -> int:
     """A session's calibrated context: :func:`predict`, or 0 when its active
     chain holds no message (no conversation: nothing to send, not the
     prior's overhead)."""
-    return predict(f, estimate) if messages else 0
+    return predict(f, estimate, images) if messages else 0
 
 
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
@@ -165,9 +224,9 @@ def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float =
     usable = _usable(pairs)
     if not usable:
         return {"fit": Fit(), "estimate": None, "predicted": None, "recorded": None}
-    *train, (last_e, last_r) = usable
+    *train, (last_e, last_r, last_i) = usable
     f = fit(train, prior_overhead=prior_overhead, prior_factor=prior_factor)
-    return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e), "recorded": last_r}
+    return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e, last_i), "recorded": last_r}
 
 
 CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -250,6 +309,29 @@ WHERE NOT EXISTS (
     SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
     WHERE ch.file_id = ?1 AND r.type = 'assistant' AND r.timestamp > s.at AND lower(r.model) LIKE '%claude%')
 """
+
+
+def logged_fit(conn: sqlite3.Connection, file_id: int) -> tuple[float, float] | None:
+    """``(overhead, factor)`` the latest logged surgery of a stored session
+    estimated with, while no Claude turn was recorded after it
+    (``_LOGGED_FIT_SQL``); else None. :func:`session_estimate` uses it, and
+    so does a surgery of the session (``Transcript.logged_fit``, given by
+    the caller that reads the catalog), so both say one figure."""
+    row = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return float(row[0]), float(row[1])
+
+
+def logged_fit_of(conn: sqlite3.Connection, path: str) -> tuple[float, float] | None:
+    """:func:`logged_fit` of the session file at ``path``, None when the
+    catalog does not hold it as it is on disk (``staleness.stale``: turns
+    may have been recorded since)."""
+    from .staleness import stale
+    row = conn.execute("SELECT id FROM files WHERE path = ? AND gone = 0", (str(path),)).fetchone()
+    if row is None or stale(conn, str(path)):
+        return None
+    return logged_fit(conn, row[0])
 
 
 # Whether the active chain holds a message (a session with none has no context).
@@ -363,10 +445,36 @@ def catalog_current_model(conn: sqlite3.Connection, file_id: int) -> str | None:
     return row[0] if row else None
 
 
-def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int]]:
-    """``(estimate, recorded)`` per assistant turn on a session's stored
-    chain, root first; with ``last``, only the last ``last`` turns (read
-    from the leaf back, so the cost does not grow with the session)."""
+# Records on the chain from a position on that hold an image (one of their
+# blocks, or nested in a tool result): what catalog_images prices.
+_IMAGES_SQL = """
+SELECT ch.pos, r.raw FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+WHERE ch.file_id = ?1 AND ch.pos >= ?2 AND r.type IN ('user', 'assistant') AND EXISTS (
+    SELECT 1 FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset AND (b.kind = 'image' OR b.images > 0))
+"""
+
+
+def catalog_images(conn: sqlite3.Connection, file_id: int, start: int = 0) -> list[tuple[int, int]]:
+    """``(chain position, image tokens)`` (``records.image_tokens``) of a
+    stored session's chain records from position ``start`` on that hold
+    images: the calibration's third term."""
+    out = []
+    for pos, raw in conn.execute(_IMAGES_SQL, (file_id, start)):
+        try:
+            obj = deep.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and (n := image_tokens(obj)):
+            out.append((int(pos), n))
+    return out
+
+
+def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int, int]]:
+    """``(estimate, recorded, images)`` per assistant turn on a session's
+    stored chain, root first; with ``last``, only the last ``last`` turns
+    (read from the leaf back, so the cost does not grow with the session).
+    ``images`` is counted from the leaf: minus the image tokens from the
+    turn on (the whole chain's is 0, what :func:`session_estimate` passes)."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
     stale = conn.execute(_STALE_SQL, (file_id,)).fetchall()  # (from position, applied at)
     thinking = catalog_thinking(conn, file_id)
@@ -391,6 +499,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     turns = sorted(first_pos.items(), key=lambda kv: kv[1])
     if last is not None:
         turns = turns[-last:]
+    images = catalog_images(conn, file_id, turns[0][1]) if turns else []
     pairs = []
     unsent = unsent_thinking_at(thinking)
     for mid, _pos in turns:
@@ -406,7 +515,8 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(total - after[mid] - unsent(_pos, models[mid])), rc))
+            pairs.append((int(total - after[mid] - unsent(_pos, models[mid])), rc,
+                          -sum(n for p, n in images if p >= _pos)))
     return pairs
 
 
@@ -447,8 +557,8 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
-    logged = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
-    if logged is not None and logged[0] is not None and logged[1] is not None:
+    logged = logged_fit(conn, file_id)
+    if logged is not None:
         f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
     loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
     messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
@@ -512,6 +622,17 @@ def scale_breakdown(rows: Sequence[dict], headline: int, factor: float, unsent: 
     return sorted(out, key=lambda r: -r["tokens"])
 
 
+def catalog_breakdown(conn: sqlite3.Connection, file_id: int, rows: Sequence[dict],
+                      est: dict | None = None) -> list[dict]:
+    """A stored session's ``analyze_by_type`` rows as ``analyze`` and the
+    session page show them: :func:`scale_breakdown` to its calibrated
+    estimate (``est``: :func:`session_estimate`), so they add up to the
+    figure above them; each keeps its chars/4 as ``raw_tokens``."""
+    e = est if est is not None else session_estimate(conn, file_id)
+    unsent = max(0, catalog_chain_tokens(conn, file_id) - e["raw"])  # thinking the estimate leaves out
+    return scale_breakdown(rows, e["calibrated"], e["factor"], unsent)
+
+
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     """Compute the calibrated estimate and keep it on ``sessions`` (refresh
     calls this for every file it changed); returns it."""
@@ -521,10 +642,21 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     return e["calibrated"]
 
 
+def store_every_estimate(conn: sqlite3.Connection) -> int:
+    """:func:`store_session_estimate` for every session in the catalog,
+    from what it holds (no file is read): what a migration that changes the
+    estimate's rules asks of the next open (``db.rederive``). Returns the
+    number of sessions."""
+    ids = [r[0] for r in conn.execute("SELECT file_id FROM sessions")]
+    for file_id in ids:
+        store_session_estimate(conn, file_id)
+    return len(ids)
+
+
 __all__ = [
-    "scale_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
+    "scale_breakdown", "catalog_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
-    "session_estimate", "store_session_estimate", "prior", "unsent_thinking", "catalog_thinking",
-    "counts_thinking",
+    "session_estimate", "store_session_estimate", "store_every_estimate", "prior", "unsent_thinking",
+    "catalog_thinking", "counts_thinking", "logged_fit", "logged_fit_of",
 ]

@@ -267,20 +267,30 @@ def is_system_prompt(obj: dict) -> bool:
     return isinstance(att, dict) and att.get("type") in SYSTEM_PROMPT
 
 
-def record_tokens(obj: dict, blocks: list[dict] | None = None) -> int:
+def record_tokens(obj: dict, blocks: list[dict] | None = None, model: str | None = None) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
     the calibration add the same figures): its blocks' tokens plus
-    ``tokens.block_envelope`` per block (the envelope each is sent in). A
-    system-prompt record costs 0 here: it counts once per session, see
-    :func:`system_prompt_tokens`."""
+    ``tokens.block_envelope`` per block (the envelope each is sent in); an
+    attachment as ``policy.attachment_cost`` prices it on ``model``, the
+    session's model (:func:`session_model`: refresh and a surgery price it
+    alike). A system-prompt record costs 0 here: it counts once per
+    session, see :func:`system_prompt_tokens`."""
     rtype = obj.get("type")
     if rtype == "attachment":
-        return 0 if is_system_prompt(obj) else attachment_cost(obj)[0]
+        return 0 if is_system_prompt(obj) else attachment_cost(obj, model)[0]
     if blocks is None:
         content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
     return sum(b.get("tokens", 0) + tokens.block_envelope(b.get("type")) for b in blocks)
+
+
+def session_model(models: Iterable[str | None]) -> str | None:
+    """The model a session's attachments are priced on (``record_tokens``):
+    its file's first assistant turn's, a synthetic one aside, as refresh
+    reads it in file order (``sessions.model``). ``models``: each assistant
+    record's model, in file order."""
+    return next((m for m in models if m and m != "<synthetic>"), None)
 
 
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
@@ -299,6 +309,28 @@ def thinking_tokens(obj: dict) -> int:
         return 0
     return sum(b.get("tokens", 0) + tokens.THINKING_BLOCK_TOKENS
                for b in block_rows(content, "assistant") if b.get("type") in THINKING_BLOCKS)
+
+
+def image_tokens(obj: dict) -> int:
+    """The part of :func:`record_tokens` that is images (image blocks, and
+    images in a tool result), without their envelopes: priced by pixels as
+    the API bills them. The calibration fits it as its own term
+    (``estimate.fit``): an API a session was recorded on may bill images
+    otherwise, and what it did must not set the price of the rest."""
+    content = message_content(obj) if obj.get("type") in ("user", "assistant") else None
+    if not isinstance(content, list):
+        return 0
+    n = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "image":
+            source = block.get("source")
+            n += tokens.image_info(source if isinstance(source, dict) else {})["tokens"]
+        elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
+            n += sum(tokens.image_info(s)["tokens"] for s in _result_text(block.get("content"))[1])
+    return n
 
 
 def system_prompt_tokens(objs: Iterable[dict]) -> int:

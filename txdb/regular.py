@@ -12,13 +12,14 @@ caller's handling of an unreadable file names it and goes on.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
 from typing import BinaryIO
 
 _KINDS = (
-    (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
     (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
 )
 
@@ -28,6 +29,7 @@ class NotRegularFile(OSError):
 
     def __init__(self, path, mode: int):
         super().__init__(None, f"{kind(mode)}, not a regular file", str(path))
+        self.mode = mode
 
 
 def kind(mode: int) -> str:
@@ -38,10 +40,21 @@ def kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a file"
 
 
-def open_fd(path) -> int:
-    """A read-only descriptor of the regular file at ``path`` (symlinks
-    followed); NotRegularFile for anything else, at once."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def open_fd(path, dir_fd: int | None = None, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path`` (in the folder
+    ``dir_fd`` when given); NotRegularFile for anything else, at once.
+    Symlinks are followed unless ``follow`` is False: then a symlink at
+    ``path`` is ``NotRegularFile`` too (a sidecar must be a file in its folder)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as e:
+        if follow or e.errno != errno.ELOOP:
+            raise
+        st = os.lstat(path, dir_fd=dir_fd)
+        if not stat.S_ISLNK(st.st_mode):
+            raise
+        raise NotRegularFile(path, st.st_mode) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -53,6 +66,6 @@ def open_fd(path) -> int:
     return fd
 
 
-def open_regular(path, buffering: int = -1) -> BinaryIO:
+def open_regular(path, buffering: int = -1, dir_fd: int | None = None, follow: bool = True) -> BinaryIO:
     """``open(path, "rb")`` for a regular file only (see ``open_fd``)."""
-    return os.fdopen(open_fd(path), "rb", buffering=buffering)
+    return os.fdopen(open_fd(path, dir_fd, follow), "rb", buffering=buffering)

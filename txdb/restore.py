@@ -227,17 +227,18 @@ def _check_targets(plan: Plan) -> None:
 def restore(plans: list[Plan]) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
     failure takes back what this call wrote. The files written."""
-    written: list[Path] = []
+    written: list[tuple[Path, list[Path]]] = []
     try:
         for plan in plans:
             todo = [sidecarmod.Sidecar(it.path, it.data, it.present) for it in plan.items]
-            written += sidecarmod.write(plan.folder, todo, what="a restored file")
+            written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
     except BaseException as e:
-        sidecarmod.remove(written)
+        for folder, files in written:
+            sidecarmod.remove(folder, files)
         if isinstance(e, Exception) and not isinstance(e, RestoreError):
             raise RestoreError(str(e)) from None
         raise
-    return written
+    return [p for _folder, files in written for p in files]
 
 
 def refresh_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:

@@ -28,7 +28,11 @@ Rules (each one here, nowhere else):
 - ``write``: temp file, fsync, ``link`` to the final name (which fails
   rather than replace anything), folder fsync; in batches, each batch's
   files fsynced together (``durability.fsync_all``) before any is
-  linked. Runs before the pending copy
+  linked. Never through a link (``_Folders``): each folder is opened once
+  with ``O_NOFOLLOW`` from the one above, every file made, linked and
+  removed relative to it, each path checked to still lead to it at the
+  end; a symlink at a sidecar's name is never reused (``plan`` opens
+  with ``follow=False``). Runs before the pending copy
   that refers to the file is written (``engine.run_surgery`` calls the op's
   ``write_files``), so a pending copy never points at a file not on disk;
   an abandoned pending copy leaves only files nothing live refers to.
@@ -52,13 +56,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .durability import clean_stale_temps, fsync_all, fsync_dir, temp_file
+from .durability import clean_stale_temps, fsync_all, fsync_dir, open_dir, temp_file_at
 from .errors import SurgeryError
 from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
-from .regular import open_regular
+from .regular import NotRegularFile, kind, open_regular
 
 MAX_NAME = 120
 PREVIEW_CHARS = 1024
@@ -137,10 +142,11 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
     existing files; ``checked``: the folders this pass has already checked
-    for links (each is checked once; ``write`` checks again when it makes them),
+    for links (each is checked once; ``write`` opens them without following one),
     with the names each held then: a name not among them is free without
-    opening it (a file that appears later is caught by ``write``'s link,
-    which never replaces one)."""
+    opening it (a file or link that appears later is caught by ``write``'s
+    link, which never replaces one nor follows one). A symlink at a name is
+    never a sidecar: the name counts as taken."""
     path = sdir / rel
     folder = path.parent
     if checked is None or folder not in checked:
@@ -159,10 +165,14 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
         if names is not None and candidate.name not in names:
             return Sidecar(candidate, data, False)
         try:
-            with open_regular(candidate) as fh:
+            with open_regular(candidate, follow=False) as fh:
                 same = fh.read(len(data) + 1) == data
         except FileNotFoundError:
             return Sidecar(candidate, data, False)
+        except NotRegularFile as e:
+            if stat.S_ISLNK(e.mode):
+                continue  # a link is never a sidecar (nor followed): the name is taken
+            raise SurgeryError(f"cannot read the existing sidecar {candidate}: {e.strerror}") from None
         except OSError as e:
             raise SurgeryError(f"cannot read the existing sidecar {candidate}: {e.strerror}") from None
         if same:
@@ -193,23 +203,91 @@ def _no_links(sdir: Path, folder: Path) -> None:
         p = p.parent
 
 
-def _mkdirs(sdir: Path, folder: Path) -> None:
-    """Create ``folder`` (inside ``sdir``) and fsync each new folder's parent."""
+def _mkdirs(folder: Path) -> None:
+    """Create the folders above a write's root that are missing (a new project
+    folder), fsyncing each one's parent: paths outside the session's folder."""
     missing = []
-    f = folder
-    while not f.exists():
-        missing.append(f)
-        f = f.parent
-    _no_links(sdir, folder)
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
     for d in reversed(missing):
         try:
             os.mkdir(d, 0o700)
         except FileExistsError:
-            if not d.is_dir() or d.is_symlink():
-                raise
-            continue  # another txdb made it just now
+            continue
         fsync_dir(d.parent)
-    _no_links(sdir, folder)
+
+
+class _Folders:
+    """The folders one ``write`` goes into, each opened once and never through
+    a link: the root (``sdir``) from its parent, each folder below it from the
+    one above (``durability.open_dir``, ``O_NOFOLLOW``; made when missing).
+    Every file is then created, linked and removed relative to those
+    descriptors, so a folder renamed or swapped for a symlink while the
+    write runs cannot take a file out of the session's folder; ``moved``
+    names the folders whose path no longer leads to the one written."""
+
+    def __init__(self, sdir: Path, create: bool = True):
+        self.sdir = sdir
+        self.create = create
+        self.fds: dict[Path, int] = {}
+
+    def _open(self, name: str, parent_fd: int, path: Path) -> int:
+        try:
+            return open_dir(name, parent_fd, create=self.create)
+        except NotADirectoryError:
+            try:
+                st = os.lstat(name, dir_fd=parent_fd)
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise SurgeryError(f"refusing to write a sidecar outside {self.sdir}: {path} is a symlink") from None
+            raise SurgeryError(f"cannot write in {path}: it is not a folder") from None
+
+    def fd(self, folder: Path) -> int:
+        """The descriptor of ``folder`` (``sdir`` or a folder below it)."""
+        got = self.fds.get(folder)
+        if got is not None:
+            return got
+        if folder == self.sdir:
+            parent = folder.parent
+            if self.create:
+                _mkdirs(parent)
+            pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                got = self._open(folder.name, pfd, folder)
+            finally:
+                os.close(pfd)
+        else:
+            if self.sdir not in folder.parents:
+                raise SurgeryError(f"refusing to write in {folder}: not inside {self.sdir}")
+            got = self._open(folder.name, self.fd(folder.parent), folder)
+        self.fds[folder] = got
+        return got
+
+    def moved(self) -> list[Path]:
+        """The folders whose path no longer leads to the folder held (renamed,
+        or swapped for a symlink or another folder since they were opened)."""
+        out = []
+        again = _Folders(self.sdir, create=False)
+        try:
+            for folder, fd in self.fds.items():
+                held = os.fstat(fd)
+                try:
+                    now = os.fstat(again.fd(folder))
+                except (OSError, SurgeryError):
+                    out.append(folder)
+                    continue
+                if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                    out.append(folder)
+        finally:
+            again.close()
+        return out
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
 
 
 WRITE_BATCH = 256  # files open at once while a batch is fsynced together
@@ -219,74 +297,139 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
           what: str = "a sidecar") -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
-    Each folder is made (and checked for links) once, and the temp files an
-    earlier killed pass left in it are removed. Then in batches: every file
-    of a batch goes to its temp file, the batch is fsynced together
-    (``fsync_all``), then each temp file is linked to its name; each folder
-    is fsynced once at the end. A name only ever points at bytes already on
-    disk, and every name is durable before this returns. On any error the
-    files this call created are removed again and ``SurgeryError`` is
-    raised: nothing refers to them yet."""
+    Each folder is opened once, never through a link (``_Folders``: made
+    when missing), and the temp files an earlier killed pass left in it are
+    removed; every file below is made relative to those descriptors. A
+    reused file (``plan``) is checked again there: a regular file with the
+    same bytes (else it is written, or the write refused). Then in batches:
+    every file of a batch goes to its temp file, the batch is fsynced
+    together (``fsync_all``), then each temp file is linked to its name;
+    each folder is fsynced once at the end, and each folder's path must
+    still lead to it (a folder moved or swapped meanwhile refuses the
+    write). A name only ever points at bytes already on disk, and every
+    name is durable before this returns. On any error the files this call
+    created are removed again and ``SurgeryError`` is raised: nothing refers
+    to them yet."""
     created: list[Path] = []
-    todo = [sc for sc in sidecars if not sc.reused]
+    folders = _Folders(sdir)
     try:
-        for folder in sorted({sc.path.parent for sc in todo}):
-            _mkdirs(sdir, folder)
-            clean_stale_temps(folder)  # what a killed pass left here (the session lock is held)
-        for at in range(0, len(todo), WRITE_BATCH):
-            _write_batch(todo[at:at + WRITE_BATCH], owner, created)
-        # Each folder once, after every link in it: the names are durable
-        # before the pending copy that refers to them is written.
-        for folder in sorted({p.parent for p in created}):
-            fsync_dir(folder)
-    except OSError as e:
-        remove(created)
-        raise SurgeryError(f"cannot write {what} in {sdir}: {e.strerror or e}; nothing was changed") from None
-    except BaseException:
-        remove(created)
-        raise
+        try:
+            for folder in sorted({sc.path.parent for sc in sidecars}):
+                clean_stale_temps(folders.fd(folder))  # what a killed pass left here (the session lock is held)
+            todo = [sc for sc in sidecars if not sc.reused or not _same_there(folders, sc)]
+            for at in range(0, len(todo), WRITE_BATCH):
+                _write_batch(folders, todo[at:at + WRITE_BATCH], owner, created)
+            # Each folder once, after every link in it: the names are durable
+            # before the pending copy that refers to them is written.
+            for folder in sorted({p.parent for p in created}):
+                fsync_dir(folders.fd(folder))
+            moved = folders.moved()
+            if moved:
+                raise SurgeryError(f"{moved[0]} was moved or replaced while {what} was written in it; "
+                                   "nothing was changed")
+        except OSError as e:
+            _remove_at(folders, created)
+            raise SurgeryError(f"cannot write {what} in {sdir}: {e.strerror or e}; nothing was changed") from None
+        except BaseException:
+            _remove_at(folders, created)
+            raise
+    finally:
+        folders.close()
     return created
 
 
-def _write_batch(batch: list[Sidecar], owner: tuple[int, int] | None, created: list[Path]) -> None:
-    temps: list[tuple[Sidecar, int, str]] = []
+def _same_there(folders: _Folders, sc: Sidecar) -> bool:
+    """A reused file is still a regular file with its bytes, in the folder
+    held; False when it is gone (it is written again)."""
+    try:
+        with open_regular(sc.path.name, dir_fd=folders.fd(sc.path.parent), follow=False) as fh:
+            if fh.read(len(sc.data) + 1) == sc.data:
+                return True
+    except FileNotFoundError:
+        return False
+    except NotRegularFile as e:
+        raise SurgeryError(f"{sc.path} is {kind(e.mode)}: a sidecar must be a file in "
+                           f"the session's folder; run the command again") from None
+    raise SurgeryError(f"{sc.path} changed while writing; run the command again")
+
+
+def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int] | None,
+                 created: list[Path]) -> None:
+    temps: list[tuple[Sidecar, int, int, str]] = []
     try:
         for sc in batch:
-            fd, tmp = temp_file(sc.path)
-            temps.append((sc, fd, tmp))
+            dfd = folders.fd(sc.path.parent)
+            fd, tmp = temp_file_at(dfd, sc.path.name, FILE_MODE)
+            temps.append((sc, dfd, fd, tmp))
             if owner is not None:
                 os.fchown(fd, *owner)
             os.fchmod(fd, FILE_MODE)
             view = memoryview(sc.data)
             while view:
                 view = view[os.write(fd, view):]
-        fsync_all([fd for _sc, fd, _tmp in temps])
-        for sc, _fd, tmp in temps:
+        fsync_all([fd for _sc, _dfd, fd, _tmp in temps])
+        for sc, dfd, _fd, tmp in temps:
             try:
-                os.link(tmp, sc.path)  # never replaces an existing file
+                # never replaces an existing file, never follows a link
+                os.link(tmp, sc.path.name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
             except FileExistsError:
-                with open_regular(sc.path) as fh:
-                    if fh.read() != sc.data:
-                        raise SurgeryError(f"{sc.path} appeared with other content while writing; "
-                                           f"run the command again") from None
+                try:
+                    with open_regular(sc.path.name, dir_fd=dfd, follow=False) as fh:
+                        same = fh.read(len(sc.data) + 1) == sc.data
+                except NotRegularFile as e:
+                    raise SurgeryError(f"{sc.path} appeared while writing and is {kind(e.mode)}: "
+                                       f"a sidecar must be a file in the session's folder; "
+                                       f"run the command again") from None
+                if not same:
+                    raise SurgeryError(f"{sc.path} appeared with other content while writing; "
+                                       f"run the command again") from None
                 continue
             created.append(sc.path)
     finally:
-        for _sc, fd, tmp in temps:
+        for _sc, dfd, fd, tmp in temps:
             os.close(fd)
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dfd)
             except OSError:
                 pass
 
 
-def remove(paths: list[Path]) -> None:
-    """Take back files ``write`` created (only ever before anything refers to them)."""
+def clean_leftovers(sdir: Path) -> int:
+    """Remove the temp files killed passes left anywhere in a session's
+    sidecar folder (``durability.clean_stale_temps``: only txdb's own temp
+    names whose writer is gone), so a pass of any command cleans what a
+    killed pass of another left. Walked by descriptor (``os.fwalk``), never
+    through a link; the caller holds the session lock. Returns how many."""
+    try:
+        st = os.lstat(sdir)
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return 0
+    n = 0
+    for _root, _dirs, _files, fd in os.fwalk(sdir, follow_symlinks=False):
+        n += len(clean_stale_temps(fd))
+    return n
+
+
+def _remove_at(folders: _Folders, paths: list[Path]) -> None:
     for p in paths:
         try:
-            os.unlink(p)
-        except OSError:
+            os.unlink(p.name, dir_fd=folders.fd(p.parent))
+        except (OSError, SurgeryError):
             pass
+
+
+def remove(sdir: Path, paths: list[Path]) -> None:
+    """Take back files ``write`` created under ``sdir`` (only ever before
+    anything refers to them): each removed relative to its folder, opened
+    from ``sdir`` without following a link (a folder swapped for a link
+    since is left alone)."""
+    folders = _Folders(sdir, create=False)
+    try:
+        _remove_at(folders, paths)
+    finally:
+        folders.close()
 
 
 class Writes:
@@ -330,7 +473,8 @@ class Writes:
         return len(self.created)
 
     def remove_files(self) -> None:
-        remove(self.created)
+        if self.created:
+            remove(self.sdir, self.created)
 
 
 # -- markers -------------------------------------------------------------------
@@ -481,6 +625,27 @@ def range_files(obj, folder: str) -> list[str]:
     if not isinstance(names, list):
         return []
     return [str(Path(folder) / n) for n in names if isinstance(n, str) and n and safe_name(n) == n]
+
+
+def reachable(data: bytes, session_file: str | Path, session_id: str | None) -> set[Path]:
+    """The sidecar files on disk ``data``'s markers name, and those the files
+    they name name in turn (a compacted record saved whole keeps the marker of
+    a block an earlier pass persisted): every saved file ``data`` leads to."""
+    out: set[Path] = set()
+    todo = [data]
+    while todo:
+        for p in referenced(todo.pop()):
+            where = resolve(p, session_file, session_id)
+            if where is None or not where.is_file() or where in out:
+                continue
+            out.add(where)
+            if where.suffix == ".json":
+                try:
+                    with open_regular(where) as fh:
+                        todo.append(fh.read())
+                except OSError:
+                    pass
+    return out
 
 
 def missing_referenced(data: bytes, session_file: str | Path, session_id: str | None) -> set[str]:

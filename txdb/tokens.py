@@ -106,10 +106,14 @@ PDF_PAGE_TOKENS = PDF_PAGE_TEXT_TOKENS + IMAGE_TOKEN_CAP
 # recorded figure, a document of 154,272 bytes (205,696 chars of base64)
 # billed about 13,200 tokens, 4.26 pages of PDF_PAGE_TOKENS.
 PDF_BYTES_PER_PAGE = 36_000
-# A page object's dictionary (``/Type /Page``, not ``/Pages``), and the
-# object header before it that names its number.
-_PDF_PAGE_RE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-_PDF_OBJ_RE = re.compile(rb"(\d+)\s+\d+\s+obj\b")
+# The most pages the API reads of one request's PDFs (its PDF support docs:
+# 100 pages a request): a document that claims more is never billed more.
+PDF_MAX_PAGES = 100
+# In one pass: an object header (``N G obj``: its number) or a page object's
+# dictionary (``/Type /Page``, not ``/Pages``).
+# A header starts where a run of digits does, and its numbers are short: a
+# long run of digits is passed over once, never tried from each of its digits.
+_PDF_SCAN_RE = re.compile(rb"(?<!\d)(\d{1,10})\s+\d{1,5}\s+obj\b|/Type\s*/Page(?![A-Za-z])")
 
 
 def pdf_pages(data: bytes) -> int | None:
@@ -117,11 +121,13 @@ def pdf_pages(data: bytes) -> int | None:
     (an incremental update rewrites a page under the same number). None
     when none is found in the clear: pages in compressed object streams,
     or not a PDF."""
-    numbers: set[bytes] = set()
-    for m in _PDF_PAGE_RE.finditer(data):
-        start = data.rfind(b"obj", 0, m.start())
-        head = _PDF_OBJ_RE.search(data, max(0, start - 24), start + 3) if start >= 0 else None
-        numbers.add(head.group(1) if head else str(m.start()).encode())
+    numbers: set[bytes | int] = set()
+    current: bytes | int | None = None  # the object the scan is in
+    for m in _PDF_SCAN_RE.finditer(data):
+        if m.group(1) is not None:
+            current = m.group(1)
+        else:  # a page: counted once per object (a page outside any object: by where it is)
+            numbers.add(current if current is not None else m.start())
     return len(numbers) or None
 
 
@@ -141,9 +147,10 @@ def document_info(block: dict) -> dict:
         size = len(raw) if raw is not None else len(data) * 3 // 4
         info["pages"] = pdf_pages(raw) if raw else None
         if info["pages"]:
-            info["tokens"] = info["pages"] * PDF_PAGE_TOKENS
+            info["tokens"] = min(info["pages"], PDF_MAX_PAGES) * PDF_PAGE_TOKENS
         else:
-            info["tokens"] = math.ceil(max(1, size) * PDF_PAGE_TOKENS / PDF_BYTES_PER_PAGE)
+            info["tokens"] = min(math.ceil(max(1, size) * PDF_PAGE_TOKENS / PDF_BYTES_PER_PAGE),
+                                 PDF_MAX_PAGES * PDF_PAGE_TOKENS)
     elif stype == "text":
         info["tokens"] = text_tokens(data if isinstance(data, str) else "")
     elif stype == "content" and isinstance(source.get("content"), (list, str)):

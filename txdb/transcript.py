@@ -67,7 +67,7 @@ class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
     __slots__ = ("rid", "line", "later", "offset", "length", "node", "chained", "model", "attachment_type",
-                 "tokens", "thinking", "recorded", "prompt", "pos", "new", "dirty", "removed", "_buf", "_obj")
+                 "tokens", "thinking", "images", "recorded", "prompt", "pos", "new", "dirty", "removed", "_buf", "_obj")
 
     def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes, later: bool = False):
         self.rid = rid  # index in Transcript.records
@@ -86,6 +86,7 @@ class Record:
         self.attachment_type: str | None = None
         self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
         self.thinking: int | None = None  # the part of them that is thinking, filled by ops.chain_thinking
+        self.images: int | None = None  # the part that is images, filled by ops.chain_prefix_images
         self.recorded: int | None = None  # an assistant turn's recorded context (None: no usage), filled with tokens
         self.prompt: int | None = None  # a system-prompt attachment's cost, filled by ops.system_prompt_tokens
         self.pos: int | None = None  # position on the active chain
@@ -112,15 +113,15 @@ class Record:
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
         att = obj.get("attachment")
         self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
-        self.tokens = self.thinking = self.recorded = self.prompt = None
+        self.tokens = self.thinking = self.images = self.recorded = self.prompt = None
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
         r.rid, r.line, r.later, r.offset, r.length, r._buf = (self.rid, self.line, self.later, self.offset,
                                                               self.length, self._buf)
         r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
-        r.tokens, r.thinking, r.recorded, r.prompt, r.pos = (self.tokens, self.thinking, self.recorded, self.prompt,
-                                                             self.pos)
+        r.tokens, r.thinking, r.images, r.recorded, r.prompt, r.pos = (self.tokens, self.thinking, self.images,
+                                                                       self.recorded, self.prompt, self.pos)
         r.new, r.dirty, r.removed = self.new, self.dirty, self.removed
         r._obj = None
         return r
@@ -216,6 +217,7 @@ class Transcript:
 
     base: str = "original"      # what its chain positions are: "original", "pending copy" or "fork" (the engine says)
     keeps_dropped_thinking: bool = False  # the engine leaves the thinking an edit makes the API drop (it says)
+    logged_fit: tuple[float, float] | None = None  # the catalog's fit of this session (estimate.logged_fit), told by the engine
     fork_of: str | None = None  # a fork: the session id it was copied from
     fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
 

@@ -31,9 +31,14 @@ SELECT
     u.gauge_iterations_context AS iterations_context,
     -- the gauge's rule, stated once in usage_context
     coalesce(u.gauge_tokens, 0) AS gauge_tokens,
-    -- the session's window, stated once here: 1M for a model named with
-    -- [1m] or a gauge past 200k (only a 1M window holds that), else 200k
-    CASE WHEN r.model LIKE '%[1m]%' OR coalesce(u.gauge_tokens, 0) > 200000 THEN 1000000 ELSE 200000 END
+    -- the session's window, stated once here (rescue.window_of states it in
+    -- Python, held to this by tests/test_rules.py): 1M when any turn the file
+    -- records ran on a model named with [1m] or recorded a context past 200k
+    -- (only a 1M window holds that; the window is the model's, not the
+    -- current size, so a session brought back under 200k keeps it), else 200k
+    CASE WHEN EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = lt.file_id
+                      AND (w.model LIKE '%[1m]%' OR w.gauge_tokens > 200000))
+         THEN 1000000 ELSE 200000 END
         AS window_tokens,
     -- what the API recorded for that turn (differs after a usage reset)
     coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)

@@ -39,10 +39,16 @@ FROM (
         s.record_bytes - s.chain_bytes - s.journal_bytes AS off_chain_bytes,
         s.journal_bytes,
         (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens,
-        -- What this file's API messages cost in USD (billed_cost; NULL when
-        -- none is priced), and how many the price library could not price.
-        (SELECT round(sum(c.cost_usd), 6) FROM billed_cost c WHERE c.file_id = s.file_id) AS cost_usd,
-        (SELECT sum(c.cost_usd IS NULL) FROM billed_cost c WHERE c.file_id = s.file_id) AS unpriced_messages
+        -- What the session's API messages cost in USD (billed_cost; NULL when
+        -- none is priced), and how many the price library could not price:
+        -- a session's own file and its subagents' (the user paid for them;
+        -- `txdb cost --by session` groups the same files), a subagent's own.
+        (SELECT round(sum(c.cost_usd), 6) FROM billed_cost c WHERE c.file_id IN (
+            SELECT s.file_id UNION ALL SELECT a.file_id FROM sessions a
+            WHERE s.parent_session_id IS NULL AND a.parent_session_id = s.session_id)) AS cost_usd,
+        (SELECT sum(c.cost_usd IS NULL) FROM billed_cost c WHERE c.file_id IN (
+            SELECT s.file_id UNION ALL SELECT a.file_id FROM sessions a
+            WHERE s.parent_session_id IS NULL AND a.parent_session_id = s.session_id)) AS unpriced_messages
     FROM sessions s
     JOIN files f ON f.id = s.file_id
 );

@@ -1,4 +1,4 @@
--- The 5-hour billing blocks ccusage shows (`ccusage blocks`), over every
+-- The 5-hour billing blocks Claude's usage limits are counted in, over every
 -- API message once (billed_cost): a block starts at its first message's
 -- hour (UTC, floored) and holds the messages up to 5 hours after that
 -- start; the first message after it starts the next block (so a gap of

@@ -8,6 +8,7 @@ from ..surgery import pending as pend
 from ..surgery import select as sel
 from ..surgery.log import apply_logged
 from .main import command, db_option, open_catalog
+from ..chain_health import plural
 from .output import catalog_warning, echo, to_json
 from .report import print_apply as _print_apply
 from .surgery import _resolve
@@ -138,11 +139,17 @@ def undo_cmd(session, db_path, dry_run, force, as_json):
         for f in rep.verdict["findings"][:5]:
             echo(f"  {f['severity']}: {f['code']}: {f['message']}")
     passes = ", ".join(f"#{i} {c}" for i, c in zip(rep.undid, rep.commands)) or ", ".join(rep.commands)
+    kept = (f"the {plural(rep.sidecars_kept, 'sidecar file')} it wrote in {rep.sidecars_folder} "
+            if rep.sidecars_kept else "")
     if dry_run:
         echo(f"Dry run: every check passed; undo would restore {rep.restored_from} ({rep.size_before:,} -> "
              f"{rep.size_after:,} bytes), undoing {passes}.")
+        if kept:
+            echo(f"It would keep {kept}(nothing is lost; `txdb undo` again redoes the surgery).")
         return
     echo(f"Undone: {passes}\nRestored: {rep.original} ({rep.size_before:,} -> {rep.size_after:,} bytes) "
          f"from {rep.restored_from}\nThe replaced file is kept as: {rep.backup}")
+    if kept:
+        echo(f"Kept: {kept}(the replaced file names them; `txdb undo` again redoes the surgery).")
     if rep.catalog_error:
         echo(catalog_warning("undone", rep.catalog_error), err=True)

@@ -21,7 +21,7 @@ import click
 from .. import __version__, config
 from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, progress_bar, tabulate, terminal_safe, to_json, usd
+from .output import echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe, to_json, usd
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -219,12 +219,28 @@ def open_catalog(db_path, create: bool = True):
     return connect(path, create=create), path
 
 
+def stale_note(conn, path) -> None:
+    """One line on stderr while a migration's files wait for a refresh to
+    read them again (``staleness.marked_for_reread``): until then their
+    stored figures are of the older rule. A command on one session needs
+    none: it reads that file again first (``staleness.stale``)."""
+    from ..staleness import marked_for_reread
+
+    n = marked_for_reread(conn)
+    if n:
+        db = f" --db {path}" if os.path.abspath(path) != os.path.abspath(config.default_db_path()) else ""
+        echo(f"Note: figures stale for {n} session file{'s' if n != 1 else ''} (read by an older txdb): "
+             f"run `txdb refresh{db}`", err=True)
+
+
 def read_catalog(db_path, session: str | None = None):
     """``open_catalog`` for a command that only reads. Given a session
     file's path it reads that file whatever the catalog holds, so it may
     make the catalog; an id, or no session, needs an existing one."""
     if session is None:
-        return open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
+        conn, path = open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
+        stale_note(conn, path)
+        return conn, path
     from ..catalog import looks_like_path
 
     return open_catalog(db_path, create=looks_like_path(session))
@@ -388,7 +404,9 @@ def query(db_path, sql, params, fmt):
 @click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
-    """One row per session: id, project, title, dates, lines, est. context tokens, cost in USD, secrets found.
+    """One row per session: id, project, title, dates, lines, est. context tokens, the gauge as a share
+    of the session's window and its status (ok, near, over: view sessions_near_limit), cost in USD,
+    secrets found.
 
     Each row's url is its page in `txdb serve` (on its default port).
 
@@ -400,7 +418,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --gone
     """
     from .. import catalog
-    from ..web.urls import session_page_url, session_ref
+    from ..web.urls import page_ref, session_page_url
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -413,11 +431,12 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     for r in rows:
-        r["url"] = session_page_url(session_ref(r["path"], r["file_id"]))
+        r["url"] = session_page_url(page_ref(conn, r["path"], r["file_id"]))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
-                "cost_usd", "secrets"]
-        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"])} for r in rows]
+                "of_window", "status", "cost_usd", "secrets"]
+        rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"]),
+                 "of_window": of_window(r["pct_of_window"], r["window_tokens"])} for r in rows]
         emit_rows(rows, "table", cols + ["url"] if urls else cols)
     else:
         emit_rows(rows, fmt)
@@ -466,23 +485,28 @@ def analyze(db_path, session, original, as_json):
            "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
-        f"{e['factor']:g} x chars/4 + {e['overhead']:,})"
+        f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
     unsent = (s.get("chain_tokens") or 0) - (e.get("raw") or 0)
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
-        f"(chain {s.get('chain_tokens', 0):,} + system prompt {s.get('system_prompt_tokens', 0):,})"
+        + (f"(chain {s.get('chain_tokens', 0):,} + system prompt {s['system_prompt_tokens']:,})"
+           if s.get("system_prompt_tokens") else
+           f"(chain {s.get('chain_tokens', 0):,}; the file records no system prompt"
+           + (": the overhead above stands for it and the tools)" if e.get("method") != "empty" else ")"))
         + (f"; {unsent:,} of it thinking the request does not count, left out of the estimate"
            if unsent > 0 and e.get("method") != "empty" else "")
     )
-    for title, key in (("By type", "by_type"), ("By tool", "by_tool"), ("Attachments", "attachments"),
+    for title, key in (("By type (tokens add up to the estimate; raw_tokens: chars/4)", "by_type"),
+                       ("By tool", "by_tool"), ("Attachments", "attachments"),
                        ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
                        ("Chain health", "health")):
         rows = report[key]
         if rows:
             echo(f"\n{title}:")
-            echo(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+            headers = list(dict.fromkeys(k for r in rows for k in r))  # a row may lack a column (the fitted one)
+            echo(tabulate([[r.get(k) for k in headers] for r in rows], headers=headers))
     im = report.get("images") or {}
     if im.get("images"):
         echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "

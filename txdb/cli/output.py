@@ -97,11 +97,27 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
 
 def tabulate(rows, headers):
     """An aligned text table: cells made terminal-safe first (so widths are
-    those printed), columns padded by display width (CJK counts 2)."""
+    those printed), integers with thousands separators (``613,757``, as every
+    figure txdb prints in text; JSON and CSV keep the plain number), columns
+    padded by display width (CJK counts 2)."""
     from tabulate import tabulate as _tabulate  # imported when a table is printed
 
-    return _tabulate([[terminal_safe(v) for v in row] for row in rows],
-                     headers=[terminal_safe(h) for h in headers])
+    return _tabulate([[_figure(v) for v in row] for row in rows],
+                     headers=[terminal_safe(h) for h in headers], disable_numparse=True,
+                     colalign=_aligns(rows, len(headers)))
+
+
+def _figure(v):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return terminal_safe(v)
+
+
+def _aligns(rows, n: int):
+    """Numbers right-aligned (as tabulate aligns the plain ones), the rest left."""
+    numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) or r[i] is None
+                   for r in rows) and any(r[i] is not None for r in rows) for i in range(n)] if rows else []
+    return [("right" if k else "left") for k in numeric] or None
 
 
 def display_width(text: str) -> int:
@@ -138,6 +154,14 @@ def usd(v) -> str:
 
         return f"${v:.{3 - math.floor(math.log10(abs(v)))}f}"
     return f"${v:,.2f}"
+
+
+def of_window(pct, window) -> str:
+    """How full a context window is, as tables print it: ``63.4% of 1M``
+    (None when there is no window: a subagent's transcript)."""
+    if pct is None or not window:
+        return None
+    return f"{pct:g}% of " + (f"{window / 1_000_000:g}M" if window >= 1_000_000 else f"{window / 1000:g}k")
 
 
 def _cell(v):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..chain_health import plural
+from ..paths import is_subagent, parent_session_id
 from ..surgery.commands import declared
 from ..surgery.engine import SurgeryReport
 from .output import catalog_warning, clip, echo, tabulate
@@ -20,19 +21,19 @@ def _title(t: str | None, n: int = 40) -> str:
 
 def _session_label(conn, o) -> tuple[str, str | None]:
     """(session column, title) of a plan row: a subagent transcript
-    (``<session>/subagents/agent-<id>.jsonl``, whose records carry the parent's
-    sessionId) shows as ``agent-<id> of <parent>``, titled by its own title or
-    else its parent's."""
-    p = Path(o.path)
-    if p.parent.name != "subagents":
+    (``<session>/subagents/agent-<id>.jsonl``) shows as ``agent-<id> of
+    <parent>`` (the parent named by the layout, ``paths.parent_session_id``;
+    a long agent id clipped), titled by its own title or else its parent's."""
+    if not is_subagent(o.path):
         return _short(o.session_id), o.title
+    parent = parent_session_id(o.path)
     title = o.title
     if not title:
         row = conn.execute("SELECT s.title FROM sessions s JOIN files f ON f.id = s.file_id "
                            "WHERE f.kind = 'session' AND s.session_id = ? AND s.title IS NOT NULL LIMIT 1",
-                           (o.session_id,)).fetchone()
+                           (parent,)).fetchone()
         title = row[0] if row else None
-    return f"{p.stem} of {_short(o.session_id)}", title
+    return f"{clip(Path(o.path).stem, 16)} of {_short(parent)}", title
 
 
 def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
@@ -40,17 +41,24 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
         echo(f"Refreshed (changed since indexed; query re-run): {p}")
     for p in selection.gone:
         echo(f"Skipped (file no longer on disk): {p}")
+    if selection.subagents:
+        n = len(selection.subagents)
+        echo(f"Skipped {plural(n, 'subagent transcript')}: {command} takes main sessions only "
+             f"(what `claude -r` resumes; a subagent's transcript is not resumed).")
     if not outcomes:
         echo(f"No rows of {selection.view} match: nothing to do.")
         return
+    kind = declared(command).result
     rows = []
     for o in outcomes:
         tok = "" if o.tokens_before is None else f"{o.tokens_before:,} -> {o.tokens_after:,}"
         label, title = _session_label(conn, o)
         freed = "" if o.bytes_before is None else f"{o.bytes_before - o.bytes_after:,}"
-        rows.append([label, _title(title), o.targets, o.changed, tok, freed, o.status])
-    echo(tabulate(rows, headers=["session", "title", "targets", "changed", "est. tokens", "bytes removed",
-                                 "status"]))
+        res = (o.report or {}).get("result") or {}
+        status = (kind.idle(res) if not o.changed and o.status in ("dry-run", "unchanged") else None) or o.status
+        rows.append([label, _title(title), kind.targets(res, o.targets), o.changed, tok, freed, status])
+    echo(tabulate(rows, headers=["session", "title", kind.targets_header, "changed", "est. tokens",
+                                 "bytes removed", "status"]))
     ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
     saved = sum(o.tokens_before - o.tokens_after for o in ok)
     freed = sum(o.bytes_before - o.bytes_after for o in ok if o.bytes_before is not None)
@@ -80,7 +88,12 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
     res = r.result
     kind = declared(r.operation).result  # the command's declaration says how its result reads
     parts = kind.describe(res, r.dry_run)
-    echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
+    if kind.one_per_line and parts:
+        echo(f"{r.operation}: {parts[0]}")
+        for p in parts[1:]:
+            echo(f"  {p}")
+    else:
+        echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
     if r.base != "original" and kind.positional:
         echo(f"Positions are those of the {r.base}'s active chain.")
     for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:

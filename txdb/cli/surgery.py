@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import click
 
 from ..catalog import resolve_session
+from ..estimate import logged_fit_of
 from ..surgery import pending as pend
 from ..surgery.commands import COMMANDS
 from ..surgery.engine import PassOptions, run_surgery
@@ -176,7 +177,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
         return
     op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
     conn, orig = _resolve(o.db_path, o.session, index=o.apply)
-    report = run_surgery(orig, operation, op, o.pass_options())
+    report = run_surgery(orig, operation, op, o.pass_options(), logged_fit_of(conn, str(orig)))
     if report.written and report.fork_session_id:
         from ..surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
         log_fork(conn, report, o.arguments)
@@ -224,7 +225,7 @@ def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
         echo(to_json({
             "command": command, "view": selection.view, "where": selection.condition, "rows": selection.rows,
             "sessions": [x.as_dict() for x in outcomes], "refreshed": selection.refreshed,
-            "gone": selection.gone, "dry_run": o.dry_run, "applied": sum(x.status == "applied" for x in outcomes),
+            "gone": selection.gone, "subagents_skipped": selection.subagents, "dry_run": o.dry_run, "applied": sum(x.status == "applied" for x in outcomes),
             "refused": len(refused),
         }))
     else:

@@ -529,6 +529,10 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             stats.unchanged += 1
             return
         ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b), plan.from_start)
+        if not plan.from_start:  # a grown file's new lines are priced on the session's model too
+            row = conn.execute("SELECT model FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
+            if row and row[0]:
+                ing.summary.meta["model"] = row[0]
         cursor, next_line = plan.start_offset, plan.start_line
         for line in read_lines(fh, plan.start_offset, plan.start_line):
             ing.add_line(line)

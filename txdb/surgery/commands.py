@@ -24,6 +24,18 @@ class Result:
     line, ``changed`` the count of blocks / records / attachments changed."""
 
     positional: ClassVar[bool] = False  # what it reports names positions of the copy it edited
+    one_per_line: ClassVar[bool] = False  # describe's first clause heads the line, each other one a line of its own
+    targets_header: ClassVar[str] = "targets"  # the --where plan's column of what each session's pass aimed at
+
+    @staticmethod
+    def targets(res: dict, rows: int) -> int | str:
+        """A --where plan row's targets cell: the rows the condition selected."""
+        return rows
+
+    @staticmethod
+    def idle(res: dict) -> str | None:
+        """A --where plan row's status when the pass changed nothing and says why (None: the pass's status)."""
+        return None
 
     @staticmethod
     def describe(res: dict, dry_run: bool) -> list[str]:
@@ -55,6 +67,11 @@ class StripResult(Result):
             parts.append(f"{thinking['blocks']} thinking blocks removed"
                          + (f" ({thinking['records_removed']} emptied records re-parented)"
                             if thinking.get("records_removed") else ""))
+            if thinking.get("tokens_not_counted"):
+                parts.append(f"no context saved by it: the API does not count thinking on {thinking['model']}"
+                             if not thinking.get("counts_thinking", True) else
+                             f"{thinking['tokens_not_counted']:,} tokens of it written by another model, "
+                             f"which the request on {thinking['model']} leaves out: not saved")
         return parts
 
     @staticmethod
@@ -129,6 +146,7 @@ class PersistResult(Result):
         if "persisted" not in res:
             return []
         from ..chain_health import plural
+        from ..sidecar import PREVIEW_CHARS, TOOL_PREVIEW_CHARS
 
         on = res.get("on_chain") or {}
         moved = ", ".join(f"{plural(n, _PERSISTED.get(k, k))} ({on.get(k, 0)} on the active chain)"
@@ -138,7 +156,10 @@ class PersistResult(Result):
                                         if off else "")
                 + f"; {res['chars_moved']:,} chars to {plural(res['sidecars_new'], 'new sidecar file')}"
                 + (f", {res['sidecars_reused']} reused" if res["sidecars_reused"] else "")
-                + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")]
+                + (f"; {res['skipped_persisted']} already persisted" if res["skipped_persisted"] else "")
+                + (f"; {res['too_small']:,} left in place, too small to shrink (a marker keeps a preview: "
+                   f"{TOOL_PREVIEW_CHARS:,} chars of a tool result, {PREVIEW_CHARS:,} of thinking or text)"
+                   if res.get("too_small") else "")]
 
     @staticmethod
     def changed(res):
@@ -168,7 +189,9 @@ class RangesResult(Result):
                              f"user message at position {rg['at']}; originals {verb} to {rg['folder']} ({saved} "
                              f"{'file' if saved == 1 else 'files'})"
                              + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
-                                if rg.get("kept_in_place") else ""))
+                                if rg.get("kept_in_place") else "")
+                             + ("" if rg.get("summary") else f"; no --summary given: the model reads "
+                                f"{_no_summary()!r} in place of these records (pass --summary TEXT)"))
         return parts
 
     @staticmethod
@@ -191,25 +214,64 @@ class MigrateResult(Result):
         return res.get("images", 0) + res.get("tool_results_moved", 0) + res.get("markers_repointed", 0)
 
 
+_RESCUE_MOVED = {"persist-tools": "tool result", "persist-thinkings": "thinking block",
+                 "persist-texts": "text block"}
+
+
 class RescueResult(Result):
-    """rescue: its plan, step by step, each with the estimate after it."""
+    """rescue: its plan, one step a line, each with the estimate after it."""
+
+    one_per_line = True
+    targets_header = "target"
+
+    @staticmethod
+    def targets(res, rows):
+        if "target" not in res:
+            return ""
+        return f"{res['target']:,}" + (" (default)" if res.get("target_default") else "")
+
+    @staticmethod
+    def idle(res):
+        return "already under" if res.get("reached") and not res.get("steps") else None
 
     @staticmethod
     def describe(res, dry_run):
         if "steps" not in res:
             return []
+        from ..chain_health import plural
+
+        tol = res.get("tolerance")
+        aim = f"the aim (target less {tol:.0%})" if tol is not None else "the aim"
         parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
-                 + f", the estimate aimed at ~{res['aim']:,}"
-                 + ("" if res["steps"] else f": already under (~{res['tokens_start']:,})")]
-        for st in res["steps"]:
-            did = [f"{st['moved']} moved to sidecars" if st.get("moved") else "",
-                   f"{st['dropped']} dropped" if st.get("dropped") else ""]
-            parts.append(f"{st['step']}: " + ", ".join(x for x in did if x) + f" -> ~{st['tokens_after']:,} tokens")
+                 + f", {aim} ~{res['aim']:,}"
+                 + ("" if res["steps"] else f": already under (~{res['tokens_start']:,}), nothing to do")]
+        for i, st in enumerate(res["steps"], 1):
+            name = st["step"]
+            if name == "strip-attachments":
+                did = [f"{plural(st['dropped'], 'superseded attachment')} dropped"]
+            elif name == "compact-range":
+                n = len(st.get("ranges") or ()) or 1
+                did = [f"{plural(st['moved'], 'record')} compacted into "
+                       + ("one summary" if n == 1 else f"{n} summaries") + " (saved to sidecars)"]
+            else:
+                did = [f"{plural(st['moved'], _RESCUE_MOVED.get(name, 'block'))} moved to sidecars"
+                       if st.get("moved") else "",
+                       f"{plural(st['dropped'], 'empty thinking block')} dropped (a signature only: "
+                       "nothing to save)" if st.get("dropped") else ""]
+            parts.append(f"{i}. {name}: " + ", ".join(x for x in did if x) + f" -> ~{st['tokens_after']:,} tokens")
+            if name == "compact-range" and not st.get("summary"):
+                parts.append(f"   no --summary given: the model reads {_no_summary()!r} in place of the "
+                             "compacted records; pass --summary TEXT to say what they were about")
         return parts
 
     @staticmethod
     def changed(res):
         return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res.get("steps", []))
+
+
+def _no_summary() -> str:
+    from ..sidecar import NO_SUMMARY
+    return NO_SUMMARY
 
 
 @dataclass(frozen=True)
@@ -218,6 +280,7 @@ class SurgeryCommand:
     result: type[Result] = Result
     view: str | None = None  # the target view of --where; None: SESSION only
     op: str | None = None    # its op factory: a function of ``command_ops`` (None: an undeclared name)
+    main_sessions: bool = False  # its --where selects main sessions only (what `claude -r` resumes), no subagents
 
     def make_op(self, options: dict | None = None, rows: list | None = None, stats: dict | None = None):
         """The op of this command with ``options``: for a SESSION (``rows`` None;
@@ -248,7 +311,7 @@ COMMANDS: dict[str, SurgeryCommand] = _declare(
     SurgeryCommand("compact", CompactResult, op="compact"),
     *(SurgeryCommand(n, PersistResult, op="persist") for n in _PERSIST),
     SurgeryCommand("migrate-persisted", MigrateResult, op="migrate_persisted"),
-    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue"),
+    SurgeryCommand("rescue", RescueResult, "sessions_by_context", "rescue", main_sessions=True),
 )
 
 

@@ -51,6 +51,7 @@ from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
+from .. import sidecar as sc
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
 @dataclass(frozen=True)
@@ -131,12 +132,15 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
 
 
 def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript, Transcript], dict | None],
-                options: PassOptions | None = None) -> SurgeryReport:
+                options: PassOptions | None = None,
+                logged_fit: tuple[float, float] | None = None) -> SurgeryReport:
     """Run ``op`` (an ``ops.Op``, or a plain ``fn(t, original)``) on the session
     at ``path`` as ``options`` say; its ``arguments`` are remembered with the
     pass in the pending copy's sidecar (``apply`` logs them in ``surgeries``),
     its ``positions`` are checked before the op runs, so nothing is written
-    otherwise."""
+    otherwise. ``logged_fit``: the fit the catalog estimates the session
+    with after a logged surgery (``estimate.logged_fit_of``, from a caller
+    that reads the catalog), so the pass's figures are the catalog's."""
     o = options or PassOptions()
     orig = pend.original_path(path)
     if o.fork:
@@ -144,14 +148,16 @@ def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript,
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        return _run_locked(orig, operation, as_op(op), o, path)
+        return _run_locked(orig, operation, as_op(op), o, path, logged_fit)
 
 
-def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | Path) -> SurgeryReport:
+def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | Path,
+                logged_fit: tuple[float, float] | None = None) -> SurgeryReport:
     dry_run, fork = o.dry_run, o.fork
     arguments = _loggable(o.arguments)
     if not dry_run:
         clean_stale_temps(orig.parent)
+        sc.clean_leftovers(sc.session_dir(orig))
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
     report.bytes_before = t.size
@@ -162,10 +168,11 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
     # Token figures are the calibrated estimate (the one `sessions` and
-    # `analyze` show), fitted on the original's recorded turns.
+    # `analyze` show), fitted on the original's recorded turns (the catalog's
+    # logged fit while it holds: the figure it shows).
+    original.logged_fit = logged_fit
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
-    report.fit = calibrated.line
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
@@ -193,6 +200,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.lines = len(t.lines)
     report.bytes_after = t.byte_size()
     report.tokens_after = calibrated(t)
+    report.fit = calibrated.line_at(t)  # the line through that figure (images priced apart)
     removed = base_uuids - gate.uuids(t)
     if fork:
         # A fork's record that took a fresh uuid (compact) still keeps its original.

@@ -75,7 +75,7 @@ def _fallback_pass(orig: Path) -> dict:
             changed += 1
     return {"command": "apply", "arguments": {}, "records_changed": changed,
             "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after),
-            "fit": list(calibrated.line)}
+            "fit": list(calibrated.line_at(after))}
 
 
 def catalog_failed(e: BaseException) -> bool:

@@ -255,6 +255,8 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
     tools_out = {"inputs": 0, "results": 0, "kept_errors": 0, "chars_before": 0, "chars_after": 0, "records": 0,
                  "tokens_saved": 0}
     think_out = {"blocks": 0, "chars": 0, "records_removed": 0, "records": 0}
+    model = resume_model(t)
+    unsent_chars = 0  # thinking removed that the request leaves out anyway (estimate.unsent_thinking)
     names = tool_names(t) if tool_opts is not None and tool_opts.tools else {}
     wanted = {b.uuid for b in blocks} if blocks is not None else None
     empty: list[Record] = []
@@ -272,7 +274,10 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
             tools_out["records"] += 1
             changed = True
         if thinking:
+            chars = think_out["chars"]
             keep = _strip_thinking_blocks(rec, message_role(obj), content, blocks, think_out)
+            if think_out["chars"] > chars and estimate.unsent_thinking([(0, rec.model, 1)], 1, model):
+                unsent_chars += think_out["chars"] - chars
             if keep is not None:
                 think_out["records"] += 1
                 if keep:
@@ -287,7 +292,11 @@ def _strip(t: Transcript, positions: Range, tool_opts: _ToolOptions | None, *, t
             t.touch(rec, obj)
     if empty:
         think_out["records_removed"] = t.remove(empty)
-    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"])
+    # Context saved: only thinking the request counts (none on a model whose API does not count it).
+    think_out["tokens_saved"] = tokens.text_tokens(think_out["chars"] - unsent_chars)
+    think_out["tokens_not_counted"] = tokens.text_tokens(unsent_chars)
+    think_out["model"] = model
+    think_out["counts_thinking"] = estimate.counts_thinking(model) if model else True
     return tools_out, think_out
 
 
@@ -492,12 +501,13 @@ def _count(items) -> dict:
 
 # -- sizes -------------------------------------------------------------------
 
-def record_estimate(rec: Record) -> int:
+def record_estimate(rec: Record, model: str | None = None) -> int:
     """Estimated context tokens of one record: the catalog's per-record
     figure (system-prompt records count 0; they are added once per session
-    by ``system_prompt_tokens``). Kept on the record until it changes."""
+    by ``system_prompt_tokens``; an attachment priced on ``model``, the
+    session's: :func:`priced_model`). Kept on the record until it changes."""
     if rec.tokens is None:
-        _measure(rec)
+        _measure(rec, model)
     return rec.tokens
 
 
@@ -517,28 +527,51 @@ def recorded_context(rec: Record) -> int | None:
     """The context an assistant turn's recorded usage measured (the gauge,
     ``estimate.recorded_context``; 0 for none), None for a record without
     usage. Kept on the record with its size."""
+    if rec.type != "assistant":
+        return None
     if rec.tokens is None:
-        _measure(rec)
+        _measure(rec)  # an assistant turn's size does not depend on the session's model
     return rec.recorded
 
 
-def _measure(rec: Record) -> None:
-    measure(rec, rec.parse())
+def _measure(rec: Record, model: str | None = None) -> None:
+    _fill(rec, rec.parse(), model, True)
+
+
+# Attachments whose cost depends on the model they are priced on
+# (``policy.attachment_cost``): sized once that model is known.
+_MODEL_PRICED = frozenset({"task_reminder"})
 
 
 def measure(rec: Record, obj: dict) -> None:
-    """A record's size, thinking and recorded context from one parse (its
-    object ``obj``): a pass reads each record once for all three, whichever
-    transcripts it sizes (the copy's records carry them: ``Record.clone``),
-    and for the session it loads, from the load's own parse
-    (``Transcript(measure=...)``)."""
-    rec.tokens = record_tokens(obj)
+    """A record's size, thinking, images and recorded context from one parse
+    (its object ``obj``): a pass reads each record once for all of them,
+    whichever transcripts it sizes (the copy's records carry them:
+    ``Record.clone``), and for the session it loads, from the load's own
+    parse (``Transcript(measure=...)``). The session's model is not known
+    during the load: an attachment whose cost depends on it is left to
+    ``record_estimate`` (priced on :func:`priced_model`)."""
+    _fill(rec, obj, None, False)
+
+
+def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:
+    if priced or rec.attachment_type not in _MODEL_PRICED:
+        rec.tokens = record_tokens(obj, model=model)
     if rec.thinking is None and rec.type == "assistant":
         rec.thinking = records.thinking_tokens(obj) if b"thinking" in rec.raw else 0
+    if rec.images is None:
+        has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
+        rec.images = records.image_tokens(obj) if has else 0
     u = turn_usage(obj) if rec.type == "assistant" else None
     rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
     if rec.attachment_type in SYSTEM_PROMPT:
         _prompt(rec, obj)
+
+
+def priced_model(t: Transcript) -> str | None:
+    """The model ``t``'s attachments are priced on, as refresh prices them
+    (``records.session_model``: the file's first assistant turn's)."""
+    return records.session_model(r.model for r in t.live() if r.type == "assistant")
 
 
 def system_prompt_tokens(t: Transcript) -> int:
@@ -563,9 +596,24 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     """Estimated context before each chain position (system prompt included);
     one more entry at the end: the whole chain."""
     base = system_prompt_tokens(t)
+    model = priced_model(t)
     out = [base]
     for rec in t.chain:
-        out.append(out[-1] + record_estimate(rec))
+        out.append(out[-1] + record_estimate(rec, model))
+    return out
+
+
+def chain_prefix_images(t: Transcript) -> list[int]:
+    """Image tokens (``records.image_tokens``) before each chain position,
+    as :func:`chain_prefix_estimates` lists its estimates: the part of them
+    the calibration prices apart (``estimate.fit``). Each record's figure
+    is kept on it until it changes, as ``record_estimate`` keeps its size."""
+    out = [0]
+    for rec in t.chain:
+        if rec.images is None:
+            has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
+            rec.images = records.image_tokens(rec.parse()) if has else 0
+        out.append(out[-1] + rec.images)
     return out
 
 

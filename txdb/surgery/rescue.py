@@ -14,7 +14,9 @@ CLI then sends is at or under the target itself:
    (``ops.strip_attachments``; free: the CLI renders the newest of a kind);
 2. ``persist-tools``: tool results to sidecars, oldest first, the newest
    ``keep_recent`` left in place (``persist.PersistOp``);
-3. ``persist-thinkings``: thinking blocks to sidecars from the front;
+3. ``persist-thinkings``: thinking blocks to sidecars from the front; one
+   with no text (a signature only, ``redacted_thinking``: nothing to save)
+   is dropped (``ops.strip_thinking``) in the same chain order;
 4. ``persist-texts``: text blocks of at least ``persist.DEFAULT_TEXT_MIN_CHARS``
    chars, oldest first, the newest ``keep_recent`` left;
 5. ``compact-range``: the oldest closed span ``0..B`` (``B`` the smallest
@@ -61,7 +63,7 @@ from . import thinking
 from .compact_range import CompactRangeOp, stays_in_place
 from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from ..transcript import Transcript
-from .usage import context_estimator, unsent_tokens
+from .usage import chain_images, context_estimator, unsent_tokens
 
 WINDOW = 200_000
 LONG_WINDOW = 1_000_000
@@ -79,20 +81,23 @@ _KIND = {"persist-tools": "tool", "persist-thinkings": "thinking", "persist-text
 
 
 def window_of(t: Transcript) -> int:
-    """The context window of the session's model: 1M for a ``[1m]`` model or a
-    session whose recorded context passed 200k (as the ``sessions_near_limit``
-    view says), else 200k."""
-    model, peak = None, 0
-    for r in t.chain:
+    """The context window of the session's model: 1M when any turn the file
+    records ran on a ``[1m]`` model or recorded a context past 200k (only a
+    1M window holds that: the window is the model's, not the current size,
+    so a session a rescue brought under 200k keeps it), else 200k. The rule
+    of the ``context_gauge`` view's ``window_tokens`` (what
+    ``sessions_near_limit`` and ``txdb sessions`` judge by), held to it by
+    tests/test_rules.py."""
+    for r in t.records:
         if r.type != "assistant":
             continue
         msg = r.parse().get("message")
         if not isinstance(msg, dict):
             continue
-        if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-            model = msg["model"]
-        peak = max(peak, recorded_context(msg.get("usage")) or 0)
-    return LONG_WINDOW if (model and "[1m]" in model) or peak > WINDOW else WINDOW
+        if (isinstance(msg.get("model"), str) and "[1m]" in msg["model"].lower()) \
+                or (recorded_context(msg.get("usage")) or 0) > WINDOW:
+            return LONG_WINDOW
+    return WINDOW
 
 
 def default_target(t: Transcript) -> int:
@@ -134,6 +139,12 @@ class RescueOp(sc.Writes, Op):
         for op in self.ops:
             op.remove_files()
 
+    def _persist_round(self, t: Transcript, sel: per.Selection) -> dict:
+        op = self._sub(per.PersistOp(sel))
+        res = op(t, t)
+        op.files = res["files"]  # which record each planned file is for (``_unplan_compacted``)
+        return res
+
     def _sub(self, op: sc.Writes) -> sc.Writes:
         op.shared = self
         self.ops.append(op)
@@ -146,7 +157,7 @@ class RescueOp(sc.Writes, Op):
         target = self.target if self.target is not None else default_target(original)
         aim = aim_of(target)
         start = _Progress(t, original, measure).now
-        out = {"base": t.base, "target": target, "aim": aim,
+        out = {"base": t.base, "target": target, "aim": aim, "tolerance": ESTIMATE_TOLERANCE,
                "target_default": self.target is None, "tokens_start": start, "steps": [],
                "reached": start <= aim, "sidecars_new": 0, "sidecars_reused": 0, "chars_moved": 0}
         self._original = original
@@ -158,6 +169,8 @@ class RescueOp(sc.Writes, Op):
                 step = self._attachments(t, state)
             elif name == "compact-range":
                 step = self._compact(t, state, aim)
+            elif name == "persist-thinkings":
+                step = self._thinking(t, state, aim)
             else:
                 step = self._persist(t, state, aim, name)
             if step is not None:
@@ -165,13 +178,38 @@ class RescueOp(sc.Writes, Op):
                 out["sidecars_new"] += step.get("sidecars_new", 0)
                 out["sidecars_reused"] += step.get("sidecars_reused", 0)
                 out["chars_moved"] += step.get("chars_moved", 0)
+        if any(isinstance(op, CompactRangeOp) for op in self.ops):
+            self._unplan_compacted(t, out)
         out["tokens_after"] = state.now
         out["reached"] = state.now <= aim
         if not out["reached"]:
             done = ", ".join(f"{s['step']} -> {s['tokens_after']:,}" for s in out["steps"]) or "no step applies"
-            raise SurgeryError(f"rescue cannot bring the session under {target:,} tokens (an estimate of "
-                               f"{aim:,}): every step leaves ~{state.now:,} ({done}); nothing was written")
+            raise SurgeryError(f"rescue cannot bring the session under {target:,} tokens (the aim, the target "
+                               f"less {ESTIMATE_TOLERANCE:.0%}: ~{aim:,}): every step leaves ~{state.now:,} "
+                               f"({done}); nothing was written")
         return out
+
+    def _unplan_compacted(self, t: Transcript, out: dict) -> None:
+        """A block an earlier step moved whose record compact-range then saved
+        whole: that record's file holds the line as the session held it, so
+        the block's own sidecar would be named by nothing. Such files are not
+        written (a file another record's marker names still is)."""
+        named: set[str] = set()
+        for op in self.ops:
+            if isinstance(op, per.PersistOp):
+                for uuid in {f["uuid"] for f in op.files if f.get("uuid")}:
+                    rec = t.by_uuid.get(uuid)
+                    if rec is not None and not rec.removed:
+                        named |= sc.referenced(rec.raw)
+        for op in self.ops:
+            if not isinstance(op, per.PersistOp):
+                continue
+            keep = [s for s in op.sidecars if str(s.path) in named]
+            for s in op.sidecars:
+                if str(s.path) not in named:
+                    out["sidecars_reused" if s.reused else "sidecars_new"] -= 1
+                    out["sidecars_unused"] = out.get("sidecars_unused", 0) + 1
+            op.sidecars = keep
 
     # -- the steps -----------------------------------------------------------
     def _attachments(self, t: Transcript, state: "_Progress") -> dict | None:
@@ -184,32 +222,63 @@ class RescueOp(sc.Writes, Op):
 
     def _persist(self, t: Transcript, state: "_Progress", target: int, name: str) -> dict | None:
         kind = _KIND[name]
-        if kind == "thinking" and sum(n for _p, _m, n in ops.chain_thinking(t)) <= unsent_tokens(t):
-            return None  # no thinking on the chain counts (usage.unsent_tokens): moving it saves nothing
-        step = {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
-                "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
+        step = _persist_step(name, state)
         rnd = 0
         while state.now > target:
-            # The first round moves one block: the first edit of a session whose model binds
-            # thinking also drops every later thinking block, a fall no budget foresees.
-            # Past MAX_ROUNDS the budget doubles each round, so the step ends in a few more.
-            budget = 1 if rnd == 0 else state.budget(target) * 2 ** max(0, rnd + 1 - MAX_ROUNDS)
+            budget = _round_budget(state, target, rnd)
             rnd += 1
-            sel = per.Selection(kinds=(kind,), positions=self._movable(t, kind),
-                                keep_recent=0 if kind == "thinking" else self.keep_recent,
+            sel = per.Selection(kinds=(kind,), positions=ACTIVE_CHAIN, keep_recent=self.keep_recent,
                                 min_chars=per.DEFAULT_TEXT_MIN_CHARS if kind == "text" else 0, max_tokens=budget)
-            res = self._sub(per.PersistOp(sel))(t, t)
+            res = self._persist_round(t, sel)
             if not res["blocks"]:
                 break
             state.update()
-            step["rounds"] += 1
-            step["moved"] += res["blocks"]
-            step["chars_moved"] += res["chars_moved"]
-            step["sidecars_new"] += res["sidecars_new"]
-            step["sidecars_reused"] += res["sidecars_reused"]
-            step["positions"].extend(f["pos"] for f in res["files"])
-            step["tokens_after"] = state.now
+            _moved(step, res, state)
         return step if step["moved"] else None
+
+    def _thinking(self, t: Transcript, state: "_Progress", target: int) -> dict | None:
+        """The thinking step: thinking blocks from the front of the chain, each
+        readable one moved to a sidecar, each empty one (a signature only, or
+        ``redacted_thinking``: nothing a user can read back, so nothing to
+        save) dropped as strip-thinking drops it (``ops.strip_thinking``), in
+        chain order, so what goes is always a front of the thinking (which
+        the API keeps valid: docs/surgery.md, preserved thinking)."""
+        if sum(n for _p, _m, n in ops.chain_thinking(t)) <= unsent_tokens(t):
+            return None  # no thinking on the chain counts (usage.unsent_tokens): moving it saves nothing
+        step = _persist_step("persist-thinkings", state)
+        rnd = 0
+        while state.now > target:
+            budget = _round_budget(state, target, rnd)
+            rnd += 1
+            lo, hi = self._movable(t, "thinking")
+            blocks = _thinking_blocks(t, lo, hi)
+            first_empty = next((i for i, b in enumerate(blocks) if not b[2]), None)
+            moved = dropped = 0
+            if first_empty != 0 and blocks:
+                # the readable blocks before the first empty one: moved, oldest first
+                upto = hi if first_empty is None else blocks[first_empty][0] - 1
+                sel = per.Selection(kinds=("thinking",), positions=(lo, upto), keep_recent=0, max_tokens=budget)
+                res = self._persist_round(t, sel)
+                moved = res["blocks"]
+            if not moved and first_empty is not None:
+                # the run of empty blocks from the first one, up to the next readable block
+                refs, saved = set(), 0
+                for _pos, ref, readable, n in blocks[first_empty:]:
+                    if readable or saved >= budget:
+                        break
+                    refs.add(ref)
+                    saved += n
+                dropped = ops.strip_thinking(t, blocks=refs)["blocks"]
+            if not moved and not dropped:
+                break
+            state.update()
+            if moved:
+                _moved(step, res, state)
+            else:
+                step["rounds"] += 1
+                step["dropped"] += dropped
+                step["tokens_after"] = state.now
+        return step if step["moved"] or step["dropped"] else None
 
     def _movable(self, t: Transcript, kind: str) -> tuple[int | None, int | None]:
         """Chain positions a persist round may move from: the active chain; for
@@ -224,7 +293,7 @@ class RescueOp(sc.Writes, Op):
 
     def _compact(self, t: Transcript, state: "_Progress", target: int) -> dict | None:
         step = {"step": "compact-range", "tokens_after": state.now, "moved": 0, "dropped": 0, "ranges": [],
-                "sidecars_new": 0, "sidecars_reused": 0}
+                "sidecars_new": 0, "sidecars_reused": 0, "summary": self.summary}
         start = 0
         while state.now > target:
             b = _range_end(t, state.raw_needed(target) + SURVIVOR_ALLOWANCE, start, state.dropped)
@@ -249,6 +318,48 @@ class RescueOp(sc.Writes, Op):
         return step if step["ranges"] else None
 
 
+def _persist_step(name: str, state: "_Progress") -> dict:
+    return {"step": name, "tokens_after": state.now, "moved": 0, "dropped": 0, "chars_moved": 0,
+            "sidecars_new": 0, "sidecars_reused": 0, "rounds": 0, "positions": []}
+
+
+def _round_budget(state: "_Progress", target: int, rnd: int) -> int:
+    """Raw tokens a persist round moves. The first round moves one block: the
+    first edit of a session whose model binds thinking also drops every later
+    thinking block, a fall no budget foresees. Past ``MAX_ROUNDS`` the budget
+    doubles each round, so the step ends in a few more."""
+    return 1 if rnd == 0 else state.budget(target) * 2 ** max(0, rnd + 1 - MAX_ROUNDS)
+
+
+def _moved(step: dict, res: dict, state: "_Progress") -> None:
+    step["rounds"] += 1
+    step["moved"] += res["blocks"]
+    step["chars_moved"] += res["chars_moved"]
+    step["sidecars_new"] += res["sidecars_new"]
+    step["sidecars_reused"] += res["sidecars_reused"]
+    step["positions"].extend(f["pos"] for f in res["files"])
+    step["tokens_after"] = state.now
+
+
+def _thinking_blocks(t: Transcript, lo: int, hi: int | None) -> list[tuple[int, ops.BlockRef, bool, int]]:
+    """``(chain position, block, readable, raw tokens)`` of the thinking blocks
+    of the assistant messages at positions ``lo..hi``, in chain order.
+    Readable: a ``thinking`` block with text (what persist moves); the rest
+    (a signature only, ``redacted_thinking``) hold nothing to save."""
+    out = []
+    for pos, rec in enumerate(t.chain):
+        if pos < lo or (hi is not None and pos > hi):
+            continue
+        if rec.type != "assistant" or not rec.uuid or b"thinking" not in rec.raw:
+            continue
+        for idx, b in enumerate(ops.content_list(rec.parse()) or ()):
+            if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"):
+                text = b.get("thinking")
+                readable = b["type"] == "thinking" and isinstance(text, str) and bool(text)
+                out.append((pos, ops.BlockRef(rec.uuid, idx), readable, ops.block_tokens(b)))
+    return out
+
+
 class _Progress:
     """The estimate as the steps go: the calibrated figure (``now``) and the
     raw chain estimate it is fitted from, so a budget in raw tokens can be
@@ -262,7 +373,7 @@ class _Progress:
     def __init__(self, t: Transcript, original: Transcript, measure):
         self.t, self.original, self.measure = t, original, measure
         self.raw = self._raw()
-        self.now = measure.of_raw(self.raw)
+        self.now = measure.of_raw(self.raw, chain_images(t))
         # calibrated tokens per raw token: the fit's factor, then what the steps showed
         self.rate = min(4.0, max(0.25, measure.factor))
 
@@ -276,7 +387,7 @@ class _Progress:
     def update(self) -> None:
         self.t.refresh()
         raw = self._raw()
-        now = self.measure.of_raw(raw)
+        now = self.measure.of_raw(raw, chain_images(self.t))
         if self.raw - raw > 0 and self.now - now > 0:
             self.rate = min(4.0, max(0.25, (self.now - now) / (self.raw - raw)))
         self.now, self.raw = now, raw
@@ -301,13 +412,14 @@ def _range_end(t: Transcript, needed: int, start: int = 0, dropped: dict[str, in
         open_at[use] += 1
         open_at[result] -= 1
     saved, inside, best, content = 0, 0, None, False
+    model = ops.priced_model(t)
     for b in range(0, last):
         r = chain[b]
         inside += open_at[b]
         if b < start:
             continue
         if not stays_in_place(r):
-            saved += ops.record_estimate(r) - dropped.get(r.uuid or "", 0)
+            saved += ops.record_estimate(r, model) - dropped.get(r.uuid or "", 0)
             content = True
         if inside or not content:
             continue

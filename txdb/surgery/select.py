@@ -12,7 +12,9 @@
   ``compact-range``: each run of consecutive positions selected in a
   session is one range (the leaf and tool-call rules refuse that session);
 - ``sessions_by_context`` (one row per session) for ``rescue``: each
-  selected session is rescued whole.
+  selected session is rescued whole; main sessions only (the declaration's
+  ``main_sessions``: a subagent transcript is not what ``claude -r``
+  resumes), the subagents left out listed in ``Selection.subagents``.
 
 It spans every session of the catalog. The flow (no click here; the CLI is
 ``txdb/cli/surgery.py``):
@@ -65,8 +67,10 @@ from typing import Callable
 from ..catalog import stale
 from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
+from ..estimate import logged_fit_of
 from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
+from ..paths import is_subagent
 from . import pending as pend
 from .commands import COMMANDS, declared
 from .condition import check_condition
@@ -125,6 +129,7 @@ class Selection:
     gone: list[str]
     rounds: int
     not_sessions: list[str] = field(default_factory=list)  # catalog rows of copies, never targets
+    subagents: list[str] = field(default_factory=list)  # left out: the command takes main sessions only
 
 
 def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, cond: str,
@@ -134,6 +139,8 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
     cond = check_condition(cond)
     refreshed: list[str] = []
     skipped: set[str] = set()
+    subagents: set[str] = set()
+    main_only = declared(command).main_sessions
     ro = connect_readonly(db_path)
     try:
         rounds = 0
@@ -144,6 +151,9 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
             # never a target (discovery's rule says what a session is).
             skipped.update(r["path"] for r in rows if not is_session_path(r["path"]))
             rows = [r for r in rows if is_session_path(r["path"])]
+            if main_only:  # a subagent's transcript is not what `claude -r` resumes
+                subagents.update(r["path"] for r in rows if is_subagent(r["path"]))
+                rows = [r for r in rows if not is_subagent(r["path"])]
             paths = sorted({r["path"] for r in rows})
             todo = [p for p in paths if stale(conn, p)]
             if not todo:
@@ -169,7 +179,8 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
             sessions.append(s)
         else:
             gone.append(s.path)
-    return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds, sorted(skipped))
+    return Selection(view, cond, len(rows), sessions, sorted(set(refreshed)), gone, rounds, sorted(skipped),
+                     sorted(subagents))
 
 
 # -- plan and apply ----------------------------------------------------------
@@ -214,7 +225,8 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats: dict = {}
         try:
-            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats), po)
+            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats),
+                              po, logged_fit_of(conn, s.path))
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
             o.targets = stats.get("targets", 0)

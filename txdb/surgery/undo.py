@@ -37,7 +37,9 @@ from pathlib import Path
 
 import orjson
 
+from .. import sidecar
 from ..errors import SurgeryError
+from ..paths import session_stem
 from ..verify import verify_file
 from . import journal, log
 from . import pending as pend
@@ -60,6 +62,11 @@ class UndoReport:
     forced: str | None = None       # --force: what differed between the backup and the file the swap kept
     verdict: dict | None = None     # --force: verify's report on the backup restored
     catalog_error: str | None = None  # restored, but the catalog could not be updated
+    # sidecar files the undone surgery wrote (named by the file replaced, not by
+    # the backup restored): kept, as every surgery keeps what it saved (nothing
+    # lost; the replaced file, kept as a backup, names them: undo again redoes it)
+    sidecars_kept: int = 0
+    sidecars_folder: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -224,6 +231,10 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
                         [r[1] for r in undone], dry_run, forced=differs, verdict=verdict and verdict.as_dict())
     if not undone:
         report.commands = last["command"].split(", ")
+    sid = session_stem(orig)
+    wrote = sidecar.reachable(data, orig, sid) - sidecar.reachable(old, orig, sid)
+    report.sidecars_kept = len(wrote)
+    report.sidecars_folder = str(sidecar.session_dir(orig, sid)) if wrote else None
     if dry_run:
         return report
     if pend._fingerprint(os.stat(orig)) != pend._fingerprint(seen):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from .. import estimate
 from ..records import MARK, THINKING_PLACEHOLDER
-from .ops import (chain_estimate, chain_prefix_estimates, chain_thinking, recorded_context, resume_model,
-                  system_prompt_tokens, turn_usage)
+from .ops import (chain_estimate, chain_prefix_estimates, chain_prefix_images, chain_thinking, recorded_context,
+                  resume_model, system_prompt_tokens, turn_usage)
 from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
@@ -111,8 +111,9 @@ def as_sent(t: Transcript, est: list[int]):
     return lambda pos, rec: est[pos] - unsent(pos, rec.model)
 
 
-def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]:
-    """(estimate before the turn, recorded context) for the turns of ``ref``
+def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, int]]:
+    """(estimate before the turn, recorded context, image tokens within the
+    estimate: ``estimate.fit``'s third term) for the turns of ``ref``
     that no earlier strip touched (a touched record makes every later
     recorded count stale: it was lowered by txdb, it is no longer what the
     API measured)."""
@@ -122,14 +123,15 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int]]
     boundary = max((r.node.timestamp or "" for r in ref.chain
                     if r.type == "system" and b"compact_boundary" in r.raw
                     and r.parse().get("subtype") == "compact_boundary"), default="")
-    pairs: list[tuple[int, int]] = []
+    pairs: list[tuple[int, int, int]] = []
     last_pos = None
     sent = as_sent(ref, est)
+    images = chain_prefix_images(ref)
     for pos, rec, rc in _turns(ref):
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
         if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
-            pairs.append((sent(pos, rec), rc))
+            pairs.append((sent(pos, rec), rc, images[pos]))
             last_pos = pos
     return pairs
 
@@ -153,21 +155,37 @@ def context_estimator(ref: Transcript):
     """The calibrated context estimate of a transcript, fitted on ``ref``'s
     recorded turns exactly as the catalog fits a session (system prompt
     counted apart; with no recorded turn, ``estimate.prior``): the figure
-    ``sessions`` and ``analyze`` show, for the surgery reports."""
+    ``sessions`` and ``analyze`` show, for the surgery reports. While the
+    catalog's estimate is the fit of ref's latest logged surgery
+    (``ref.logged_fit``: ``estimate.logged_fit``), that fit: the turns that
+    surgery made stale would otherwise leave a different fit."""
     est = chain_prefix_estimates(ref)
     sp = system_prompt_tokens(ref)
-    pairs = [(e - sp, r) for e, r in _calibration_pairs(ref, est)]
-    overhead, factor = estimate.prior(sp)
-    fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    if ref.logged_fit is not None:
+        fit = estimate.Fit(overhead=ref.logged_fit[0], factor=ref.logged_fit[1], method="logged")
+    else:
+        pairs = [(e - sp, r, i) for e, r, i in _calibration_pairs(ref, est)]
+        overhead, factor = estimate.prior(sp)
+        fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
+
+    def raw(t: Transcript) -> int:
+        return chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t)
 
     def calibrated(t: Transcript) -> int:
         messages = any(r.type in ("user", "assistant") for r in t.chain)
-        return estimate.context(fit, chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t), messages)
+        return estimate.context(fit, raw(t), messages, chain_images(t))
 
-    calibrated.of_raw = lambda raw: estimate.predict(fit, raw)  # the same figure from a raw chain estimate
+    # the same figure from a raw chain estimate and its image tokens (chain_images)
+    calibrated.of_raw = lambda raw, images: estimate.predict(fit, raw, images)
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
-    calibrated.line = estimate.as_line(fit)  # (overhead, factor): what the log keeps (surgeries.fit_*)
+    # (overhead, factor) through the figure of ``t``: what the log keeps (surgeries.fit_*)
+    calibrated.line_at = lambda t: estimate.as_line(fit, raw(t), chain_images(t))
     return calibrated
+
+
+def chain_images(t: Transcript) -> int:
+    """Image tokens on ``t``'s chain, the third term of its calibration."""
+    return chain_prefix_images(t)[-1]
 
 
 def stale_turns(t: Transcript, original: Transcript | None = None,
@@ -218,8 +236,9 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     billed, and ``stale_from`` names the first stale turn so the catalog's
     calibration leaves the stale ones out (docs/surgery.md, reset-usage).
     A stale turn (:func:`stale_turns`) whose own recorded count is known is
-    lowered by the calibrated size of what went before it; otherwise it is
-    capped to the calibrated estimate.
+    lowered by the calibrated size of what went before it, but never below
+    the calibrated estimate of what is left; otherwise it is capped to the
+    calibrated estimate.
     """
     ref = original if original is not None else t
     fit = calibration(ref)
@@ -227,11 +246,12 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     turns = _turns(t)
     stale = stale_turns(t, original, est)
     sent = as_sent(t, est)
+    images = chain_prefix_images(t)
     last_key = _message_key(turns[-1][1]) if turns else None
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
            "method": fit.method, "turns": len(turns), "capped": 0, "stale": len(stale),
            "stale_from": first_stale_uuid(stale),
-           "estimate": estimate.predict(fit, est[-1]), "last_before": None, "last_after": None}
+           "estimate": estimate.predict(fit, est[-1], images[-1]), "last_before": None, "last_after": None}
     last_after = turns[-1][2] if turns else None
     if turns:
         out["last_before"] = last_after
@@ -240,10 +260,13 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
             continue  # billed figures stay: the CLI does not read them
         new_raw = sent(pos, rec)
         if was is not None and was[1] > 0:
-            # Its own recorded count, less the calibrated size of what went.
+            # Its own recorded count, less the calibrated size of what went;
+            # never below the calibrated estimate of what is left (a count that
+            # described less than its chain would otherwise read under it).
             target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
+            target = max(target, min(was[1], estimate.predict(fit, new_raw, images[pos])))
         else:
-            target = estimate.predict(fit, new_raw)
+            target = estimate.predict(fit, new_raw, images[pos])
         obj = rec.parse()
         u = turn_usage(obj)
         if cap_usage(u, target):

@@ -47,7 +47,10 @@ def context_over_chain(conn, file_id: int) -> dict:
     on it is one point: the context the API recorded for that turn by the
     gauge's rule (``usage_context.api_gauge``: the last ``iterations[]``
     entry when there is one; the usage row's own figures, which a usage
-    reset leaves alone).
+    reset leaves alone). It ends at the gauge: when a surgery lowered the
+    last turn's figures (``context_gauge.gauge_tokens``, what the page's
+    gauge and Claude Code on resume read), one more point, ``now``, after
+    the last turn: the context as it stands since, not a recorded turn.
     """
     history, boundaries = chain.compacted_history(conn, file_id)
     usage = {r["message_id"]: r for r in _rows(
@@ -62,4 +65,10 @@ def context_over_chain(conn, file_id: int) -> dict:
     compactions = [{"after_turn": sum(1 for p in points if p["offset"] < n.offset), "offset": n.offset,
                     "timestamp": n.timestamp}
                    for n in history if n.offset in boundaries]
+    gauge = conn.execute("SELECT message_id, gauge_tokens FROM context_gauge WHERE file_id = ?",
+                         (file_id,)).fetchone()
+    if points and gauge and gauge[0] == points[-1]["message_id"] and gauge[1] != points[-1]["context"]:
+        at = conn.execute("SELECT max(at) FROM surgeries WHERE file_id = ?", (file_id,)).fetchone()[0]
+        points.append({"turn": len(points) + 1, "offset": None, "message_id": None, "timestamp": at,
+                       "context": gauge[1], "now": True})
     return {"points": points, "compactions": compactions, "limit": CONTEXT_LIMIT}

@@ -59,13 +59,14 @@ def load_front(conn, limit: int = ROWS) -> dict:
 
 
 def _add_cost(conn, sessions: list[dict]) -> None:
-    """Each session's cost (session_usage.cost_usd), read for these files only."""
+    """Each session's cost (session_costs.cost_usd: its subagents' included, as
+    `txdb sessions` and the session page show it), read for these files only."""
     ids = sorted({s["file_id"] for s in sessions})
     if not ids:
         return
     marks = ",".join("?" * len(ids))
     cost = {r["file_id"]: r for r in _rows(
-        conn, f"SELECT file_id, cost_usd, unpriced_messages FROM session_usage WHERE file_id IN ({marks})", ids)}
+        conn, f"SELECT file_id, cost_usd, unpriced_messages FROM session_costs WHERE file_id IN ({marks})", ids)}
     for s in sessions:
         c = cost.get(s["file_id"], {})
         s["cost_usd"] = c.get("cost_usd")

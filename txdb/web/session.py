@@ -9,10 +9,10 @@ import json
 
 from ..catalog import session_matches
 from ..db import rows as _rows
-from ..estimate import FITTED, catalog_chain_tokens, scale_breakdown, session_estimate
+from ..estimate import FITTED, catalog_breakdown
 from . import charts
 from .markdown import preformatted, render as markdown
-from .urls import session_ref
+from .urls import page_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
@@ -61,7 +61,7 @@ def find_session(conn, ref: str) -> tuple[int | None, list[dict]]:
         FROM sessions s JOIN files f ON f.id = s.file_id WHERE s.file_id IN ({marks})
         ORDER BY s.last_timestamp DESC""", list(found))
     for r in rows:
-        r["ref"] = session_ref(r["path"], r["file_id"])
+        r["ref"] = page_ref(conn, r["path"], r["file_id"])
     return None, rows
 
 
@@ -154,11 +154,9 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
             b["collapse"] = bool(r["is_meta"]) and b["kind"] == "text" and (b["chars"] or 0) > META_OPEN_CHARS
             if b["collapse"]:
                 b["gist"] = next((ln.strip() for ln in b["text"].splitlines() if ln.strip()), "")[:120]
-    # The breakdown restated to add up to the headline estimate (estimate.scale_breakdown).
+    # The breakdown restated to add up to the headline estimate (estimate.catalog_breakdown).
     if gauge and gauge[0]["est_context_tokens"] is not None and session["est_method"]:
-        fitted = session_estimate(conn, file_id)
-        unsent = max(0, catalog_chain_tokens(conn, file_id) - fitted["raw"])  # thinking left out
-        by_type = scale_breakdown(by_type, session["est_context_tokens"], fitted["factor"], unsent)
+        by_type = catalog_breakdown(conn, file_id, by_type)
     else:
         for t in by_type:
             t["raw_tokens"] = t["tokens"]

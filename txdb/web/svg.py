@@ -195,12 +195,23 @@ def context_over_chain(data: dict) -> str:
             body.append(f'<text class="compaction-lbl" x="{_n(anchor[1])}" y="{top - 12}" '
                         f'text-anchor="{anchor[0]}">compacted</text>')
             label_end = begin + w
-    path = " ".join(f"{_n(x(p['turn']))},{_n(y(p['context']))}" for p in points)
+    recorded = [p for p in points if not p.get("now")]
+    path = " ".join(f"{_n(x(p['turn']))},{_n(y(p['context']))}" for p in recorded)
     body.append(f'<polyline class="line" points="{path}"/>')
+    now = points[-1] if points[-1].get("now") and recorded else None
+    if now:  # the gauge since a surgery: dashed from the last recorded turn
+        last = recorded[-1]
+        body.append(f'<line class="line now" x1="{_n(x(last["turn"]))}" y1="{_n(y(last["context"]))}" '
+                    f'x2="{_n(x(now["turn"]))}" y2="{_n(y(now["context"]))}"/>')
     for p in points:
-        body.append(f'<circle class="pt" data-turn="{p["turn"]}" data-value="{p["context"]}" cx="{_n(x(p["turn"]))}" '
-                    f'cy="{_n(y(p["context"]))}" r="{3 if n <= 200 else 1.5}"><title>turn {p["turn"]}'
-                    f'{" · " + escape(p["timestamp"]) if p["timestamp"] else ""}: {p["context"]:,} tokens</title></circle>')
+        what = (f'now, the gauge{" since the surgery of " + escape(p["timestamp"]) if p["timestamp"] else ""}'
+                if p.get("now") else
+                f'turn {p["turn"]}{" · " + escape(p["timestamp"]) if p["timestamp"] else ""}')
+        body.append(f'<circle class="pt{" now" if p.get("now") else ""}" data-turn="{p["turn"]}" '
+                    f'data-value="{p["context"]}" cx="{_n(x(p["turn"]))}" '
+                    f'cy="{_n(y(p["context"]))}" r="{3 if n <= 200 else 1.5}"><title>{what}: '
+                    f'{p["context"]:,} tokens</title></circle>')
     body.append(f'<text class="sub" x="{left}" y="{height - 8}">turn 1</text>'
-                f'<text class="sub" x="{WIDTH - right}" y="{height - 8}" text-anchor="end">turn {n}</text>')
+                f'<text class="sub" x="{WIDTH - right}" y="{height - 8}" text-anchor="end">'
+                f'{"now" if now else f"turn {n}"}</text>')
     return _svg(height, "Context over the chain: recorded per assistant turn, compactions marked", body)

@@ -1,6 +1,7 @@
 """Where txdb's pages are: the one statement of the session page's path,
 read by the plugin's links and by `txdb sessions --urls`. Plain strings:
-no Datasette import, so the CLI can print a URL without loading it."""
+no Datasette import, so the CLI can print a URL without loading it. A
+page's reference names one session file (``page_ref``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ def session_ref(path: str, file_id: int) -> str | int:
     take, or is all digits (the page reads digits as a file's number first)."""
     stem = session_stem(path)
     return stem if re.fullmatch(REF, stem) and not stem.isdigit() else int(file_id)
+
+
+def page_ref(conn, path: str, file_id: int) -> str | int:
+    """``session_ref`` of a catalogued file when that stem names this file
+    alone (as the page resolves it: ``catalog.session_matches``), else its
+    number: two files both named ``full.jsonl`` get one page each."""
+    from ..catalog import session_matches  # the catalog's reader, loaded only with a catalog open
+
+    ref = session_ref(path, file_id)
+    if isinstance(ref, str) and [r[0] for r in session_matches(conn, ref)] != [file_id]:
+        return int(file_id)
+    return ref
 
 
 def session_path(ref: str | int) -> str:

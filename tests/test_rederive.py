@@ -1,0 +1,94 @@
+"""Stored figures of a catalog an older txdb built follow the current rules
+once a command opens it (docs/architecture.md, "Re-deriving stored
+figures"): the estimates are computed again from the catalog at that open,
+once; a file whose sizes need reading again is read by a command on its
+session, and the commands over the whole catalog say so in one line until a
+refresh has read it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from conftest import copy_fixture_sessions, run
+from rewind import rewind
+from sessions import assistant, pdf_block, pdf_bytes, user, write
+from txdb import db
+from txdb.ingest.store import refresh
+
+ESTIMATES = "SELECT session_id, est_context_tokens, est_method, est_turns FROM sessions ORDER BY file_id"
+
+
+def shown(r) -> dict:
+    """session id -> est. context tokens, as `txdb sessions --json` shows them."""
+    assert r.exit_code == 0, r.output
+    return {s["session_id"]: s["est_context_tokens"] for s in json.loads(r.stdout)}
+
+
+def test_an_older_catalogs_estimates_are_computed_again_when_it_is_opened(tmp_path):
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [projects])
+    fresh = conn.execute(ESTIMATES).fetchall()
+    assert len(fresh) > 5 and all(e is not None for _s, e, _m, _t in fresh)
+    # As an older txdb left it: before migration 026, each session's estimate
+    # by the rules of its day (here: all of them off), its files unchanged.
+    rewind(conn, "026")
+    conn.execute("UPDATE sessions SET est_context_tokens = est_context_tokens * 3 + 1000, est_method = 'older',"
+                 " est_turns = 0")
+    conn.close()
+
+    r = run("sessions", "--db", path, "--json", "--subagents", "--limit", 1000)
+    assert shown(r) == {s: e for s, e, _m, _t in fresh}
+    assert "stale" not in r.stderr  # nothing left to do: no notice
+    raw = sqlite3.connect(path)
+    assert raw.execute(ESTIMATES).fetchall() == fresh  # stored, method and turns too
+    # A second open does no work: a figure set behind txdb's back stays.
+    raw.execute("UPDATE sessions SET est_context_tokens = 7 WHERE file_id = (SELECT min(file_id) FROM sessions)")
+    raw.commit()
+    raw.close()
+    assert 7 in shown(run("sessions", "--db", path, "--json", "--subagents", "--limit", 1000)).values()
+
+
+SID = "44444444-0000-0000-0000-000000000001"
+OTHER = "44444444-0000-0000-0000-000000000002"
+
+
+def test_a_file_an_older_rule_sized_is_read_again_or_named_stale(tmp_path, monkeypatch):
+    """A document sized by its base64 (before migration 025): `analyze` of its
+    session reads the file again first and shows a fresh refresh's figures;
+    `sessions` says in one line that a refresh is due, until one has read it."""
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    proj = tmp_path / "claude" / "projects" / "-home-me-app"
+    u0 = user([pdf_block(pdf_bytes(3, pad_to=60_000)), {"type": "text", "text": "Summarise this"}], session=SID)
+    write(proj / f"{SID}.jsonl", [u0, assistant("A summary.", u0["uuid"], session=SID)])
+    u1 = user("no document here", session=OTHER)
+    write(proj / f"{OTHER}.jsonl", [u1, assistant("Fine.", u1["uuid"], session=OTHER)])
+    run("refresh", ok=True)
+    fresh = json.loads(run("analyze", SID, "--json", ok=True).stdout)
+    fresh_list = shown(run("sessions", "--json"))
+
+    # As the older rule left it: the document sized as its base64 (chars/4).
+    raw = sqlite3.connect(tmp_path / "catalog.db")
+    raw.execute("UPDATE blocks SET tokens = tokens + 15000 WHERE type = 'document'")
+    raw.execute("UPDATE records SET tokens = tokens + 15000 WHERE type = 'user' AND raw LIKE '%\"document\"%'")
+    raw.execute("UPDATE sessions SET chain_tokens = chain_tokens + 15000,"
+                " est_context_tokens = est_context_tokens + 15000 WHERE session_id = ?", (SID,))
+    raw.execute("DELETE FROM _txdb_migrations WHERE name LIKE '025%'")
+    raw.commit()
+    raw.close()
+
+    r = run("sessions", "--json")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == ["Note: figures stale for 1 session file (read by an older txdb): "
+                                     "run `txdb refresh`"]
+    json.loads(r.stdout)  # the listing itself is untouched by the note
+
+    now = json.loads(run("analyze", SID, "--json", ok=True).stdout)
+    assert now["estimate"] == fresh["estimate"]
+    assert now["session"]["chain_tokens"] == fresh["session"]["chain_tokens"]
+    r = run("sessions", "--json")
+    assert shown(r) == fresh_list
+    assert r.stderr == ""  # the one marked file was read again: no notice

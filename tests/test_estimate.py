@@ -333,6 +333,29 @@ def test_scaled_breakdown_adds_up_to_the_headline(chain, snapshot, headline, fac
         assert not fitted
 
 
+_MODELS = st.sampled_from([None, "", "<synthetic>", "claude-sonnet-4-5-20250929", "claude-opus-4-7",
+                           "claude-3-7-sonnet-20250219", "some-other-model"])
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), _MODELS, st.integers(0, 500)), max_size=12),
+       st.lists(st.tuples(st.integers(-1, 45), _MODELS), max_size=8))
+def test_unsent_thinking_at_many_positions_is_the_rule(thinking, asks):
+    """``unsent_thinking_at`` (running sums, for a pass that asks at every
+    turn) gives what the rule says, read off the list: before a request on a
+    model that does not count thinking, all of it; on one that does, the
+    thinking another model wrote (a synthetic or unnamed writer aside)."""
+    at = estimate.unsent_thinking_at(thinking)
+    for before, model in asks:
+        if not model:
+            want = 0
+        elif not estimate.counts_thinking(model):
+            want = sum(t for pos, _m, t in thinking if pos < before)
+        else:
+            want = sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
+        assert at(before, model) == want
+        assert estimate.unsent_thinking(thinking, before, model) == want
+
+
 def test_images_billed_otherwise_do_not_set_the_factor():
     """A fake API billed each image at its base64's chars/4 (240 tokens for
     a 4x4 PNG txdb prices at 13, as the API does, by pixels): fitted on the

@@ -183,3 +183,11 @@ def test_a_grown_files_attachments_are_priced_on_the_sessions_model(tmp_path):
     conn.close()
     t = Transcript.load(f)
     assert context_estimator(t)(t) == est  # what a surgery's plan starts from
+    # a pass sizes the records from the load's parse (ops.measure), before the
+    # session's model is known: the reminder is priced on it all the same
+    from txdb.surgery import ops
+    measured = Transcript.load(f, measure=ops.measure)
+    assert ops.chain_prefix_estimates(measured) == ops.chain_prefix_estimates(t)
+    reminder = next(rec for rec in measured.records if rec.uuid == r["uuid"])
+    assert ops.record_estimate(reminder) == grown
+    assert context_estimator(measured)(measured) == est

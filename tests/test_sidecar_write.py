@@ -80,7 +80,7 @@ def test_many_batches_start_the_fsync_threads_once(tmp_path, monkeypatch):
         started.append(self.name)
         real_start(self)
     monkeypatch.setattr(threading.Thread, "start", start)
-    monkeypatch.setattr(durability, "_pool", None, raising=False)  # as in a fresh process
+    monkeypatch.setattr(durability, "_jobs", None)  # as in a fresh process
     for n in range(2):
         sdir = tmp_path / f"sess{n}"
         sides = _plans(sdir, 3 * sc.WRITE_BATCH + 5)
@@ -111,6 +111,62 @@ def test_a_pass_checks_each_folder_for_links_once(tmp_path, monkeypatch):
     (tmp_path / "sess" / "persisted" / "thinking").symlink_to(outside)
     with pytest.raises(SurgeryError, match="is a symlink"):
         w.plan(sc.relative_path("thinking", "uuid-1"), b"x")
+
+
+def test_a_pass_opens_only_the_names_its_folder_holds(tmp_path, monkeypatch):
+    """Planning a thousand records' files (compact-range) lists each folder
+    once and opens only the names already in it: a free name is not looked
+    up one by one. A name that is there is still read: the same bytes are
+    reused, other bytes get the content-addressed name beside it."""
+    sdir = tmp_path / "sess"
+    folder = sdir / "persisted" / "message"
+    folder.mkdir(parents=True)
+    (folder / "uuid-00001.json").write_bytes(b"{}")  # the same bytes: reused
+    (folder / "uuid-00002.json").write_bytes(b"other")  # other bytes: another name
+    opened: list[str] = []
+    real = sc.open_regular
+
+    def counted(path, *a, **k):
+        opened.append(Path(path).name)
+        return real(path, *a, **k)
+    monkeypatch.setattr(sc, "open_regular", counted)
+    w = sc.Writes()
+    w.plan_files(sdir)
+    sides = [w.plan(sc.relative_path("message", f"uuid-{i:05d}"), b"{}") for i in range(1000)]
+    assert sorted(opened) == ["uuid-00001.json", "uuid-00002.json"]
+    assert sides[1].reused and sides[1].path == folder / "uuid-00001.json"
+    assert not sides[2].reused and sides[2].path.name.startswith("uuid-00002.") and sides[2].path.parent == folder
+    assert [s.path.name for s in sides[3:5]] == ["uuid-00003.json", "uuid-00004.json"]
+    # a file that appears after the folder was listed is never replaced (write's link)
+    late = sides[7].path
+    late.write_bytes(b"someone else's")
+    with pytest.raises(SurgeryError, match="appeared with other content"):
+        sc.write(sdir, [s for s in sides if not s.reused and s.path.name != "uuid-00002.json"])
+    assert late.read_bytes() == b"someone else's"
+    assert sorted(os.listdir(folder)) == ["uuid-00001.json", "uuid-00002.json", "uuid-00007.json"]
+
+
+def test_a_small_batch_starts_no_more_fsync_threads_than_it_has_files(tmp_path, monkeypatch):
+    """persist-tools often writes two or three files: their fsyncs start as
+    many threads as files (up to FSYNC_THREADS), not the whole pool."""
+    import threading
+
+    from txdb import durability
+
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        real_start(self)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(durability, "_jobs", None, raising=False)  # as in a fresh process
+    monkeypatch.setattr(durability, "_pool", None, raising=False)
+    sdir = tmp_path / "sess"
+    sides = _plans(sdir, 3)
+    assert sc.write(sdir, sides) == [s.path for s in sides]
+    assert all(s.path.read_bytes() == s.data for s in sides)
+    assert len(started) == 3
 
 
 # -- no write follows a link (issue B3: a folder swapped for a symlink mid-write) --

@@ -13,8 +13,7 @@ from .errors import AmbiguousSession, NotASession, SessionNotFound
 from .ingest.discover import is_session_path
 from .paths import (SESSION_SUFFIX, archived_from, is_backup_name, is_pending_name, is_session_name, is_side_file, is_subagent,
                     original_path, pending_of, session_of_copy, session_stem, working_file)
-from .ingest.store import catalogued_path, refresh_path
-from .staleness import stale  # noqa: F401 - its home is a module the hook can import cheaply
+from .staleness import catalogued_path, stale  # noqa: F401 - stale: its home is a module the hook can import cheaply
 
 
 @dataclass
@@ -134,6 +133,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
             if p is not None:
                 if not index:
                     return _unindexed(p)
+                from .ingest.store import refresh_path  # only to index: a pass that only reads the file loads no ingest
                 refresh_path(conn, p, str(root))
                 return _ref(conn, catalogued_path(conn, p))
         if len(ref) < MIN_PREFIX:
@@ -185,6 +185,7 @@ def _refresh_stale(conn: sqlite3.Connection, path: str) -> None:
     """Refresh a catalogued file that changed; a catalog that cannot be
     written (full disk, read-only) keeps its older rows, which still name the
     file (apply and undo work on the file, and log through the swap journal)."""
+    from .ingest.store import refresh_path
     try:
         refresh_path(conn, path)
     except sqlite3.OperationalError as e:
@@ -258,6 +259,7 @@ def _resolve_path(conn, ref: str, mutating: bool, index: bool = True) -> Session
     if not index:
         return _ref(conn, path) if path is not None else _unindexed(p)
     if path is None:
+        from .ingest.store import refresh_path
         refresh_path(conn, p)
         path = catalogued_path(conn, p)
     elif stale(conn, path):
@@ -422,6 +424,7 @@ def reading(conn: sqlite3.Connection, ref: SessionRef):
         db.register_functions(scratch)
         db.migrate(scratch)
         db.ensure_views(scratch)
+        from .ingest.store import refresh_path
         refresh_path(scratch, ref.path, sidecars=False)
         (file_id,) = scratch.execute("SELECT id FROM files").fetchone()
         yield scratch, file_id

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
+import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -90,11 +90,24 @@ TEMP_SUFFIX = ".txdb-tmp"
 _TEMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX) + "$")
 
 
+_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
 def temp_file(path: Path) -> tuple[int, str]:
-    """(descriptor, name) of a new temp file beside ``path``, named so that
+    """(descriptor, name) of a new temp file beside ``path`` (mode 0600,
+    created exclusively, as ``tempfile.mkstemp`` makes one, without its
+    imports and per-call work: compact-range makes thousands), named so that
     ``clean_stale_temps`` removes it once its writer is gone: every temp
     file txdb writes (session copies; sidecars through ``temp_file_at``) is made here."""
-    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=str(path.parent))
+    folder = os.fspath(path.parent)
+    head = f".{path.name}.{os.getpid()}."
+    for _ in range(100):
+        name = os.path.join(folder, head + os.urandom(6).hex() + TEMP_SUFFIX)
+        try:
+            return os.open(name, _TEMP_FLAGS, FILE_MODE), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name beside {path}")
 
 
 def temp_file_at(dir_fd: int, name: str, mode: int = FILE_MODE) -> tuple[int, str]:
@@ -189,23 +202,63 @@ def clean_stale_temps(folder: str | Path | int) -> list[str]:
 
 
 FSYNC_THREADS = 16
-_pool = None
+_jobs = None  # the fsync threads' queue: (descriptor, batch)
+_threads = 0  # how many serve it
+
+
+class _Batch:
+    """One ``fsync_all`` call: how many of its files are left, the first error."""
+
+    def __init__(self, n: int):
+        self.left = n
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def finished(self, error: BaseException | None) -> None:
+        with self.lock:
+            if error is not None and self.error is None:
+                self.error = error
+            self.left -= 1
+            if self.left == 0:
+                self.done.set()
+
+
+def _fsync_worker(jobs) -> None:
+    while True:
+        fd, batch = jobs.get()
+        try:
+            os.fsync(fd)
+        except BaseException as e:  # handed to the caller, which raises it
+            batch.finished(e)
+        else:
+            batch.finished(None)
 
 
 def fsync_all(fds: list[int]) -> None:
     """fsync many open files, together: from threads, so that the filesystem
     commits them in a few journal flushes rather than one flush per file
     (ext4 and xfs group concurrent fsyncs; one after another, each waits for
-    its own). The threads are started once per process and serve every
-    later call (a pass writes its sidecars in several batches). Returns once
-    every file is on disk; the first error is raised."""
-    global _pool
+    its own). The threads are started once per process (no more than a
+    call has files) and serve every later call (a pass writes its sidecars
+    in several batches); plain threads and a queue (concurrent.futures
+    would cost a pass ~4 ms of imports). Returns once every file is on
+    disk; the first error is raised."""
+    global _jobs, _threads
     if len(fds) < 2:
         for fd in fds:
             os.fsync(fd)
         return
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="txdb-fsync")
-    for done in [_pool.submit(os.fsync, fd) for fd in fds]:
-        done.result()
+    if _jobs is None:
+        import queue
+
+        _jobs, _threads = queue.SimpleQueue(), 0
+    while _threads < min(len(fds), FSYNC_THREADS):  # as many as the batch can use, started once
+        threading.Thread(target=_fsync_worker, args=(_jobs,), name=f"txdb-fsync-{_threads}", daemon=True).start()
+        _threads += 1
+    batch = _Batch(len(fds))
+    for fd in fds:
+        _jobs.put((fd, batch))
+    batch.done.wait()
+    if batch.error is not None:
+        raise batch.error

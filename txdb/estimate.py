@@ -27,6 +27,7 @@ untouched turns, then ``predict(f, raw_estimate_after_strip)``).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -383,12 +384,40 @@ def unsent_thinking(thinking: Iterable[tuple[int, str | None, int]], before: int
     position ``before``. Subtracted from the raw estimate of each
     calibration turn (on its own model) and of the session (on its current
     model: the last assistant turn's); the stored per-record figures keep
-    it. The one statement of that rule."""
-    if not model:
-        return 0
-    if not counts_thinking(model):
-        return sum(t for pos, _m, t in thinking if pos < before)
-    return sum(t for pos, m, t in thinking if pos < before and m and m != model and m != "<synthetic>")
+    it. The one statement of that rule (:func:`unsent_thinking_at` is it
+    for many positions of one chain)."""
+    return unsent_thinking_at(thinking)(before, model)
+
+
+def unsent_thinking_at(thinking: Iterable[tuple[int, str | None, int]]):
+    """``(before, model) -> unsent_thinking(thinking, before, model)``, each
+    call a lookup in running sums (per model, made on first use), not a
+    walk of the chain's thinking: a pass asks it for every turn."""
+    rows = sorted(thinking, key=lambda x: x[0])
+    positions = [pos for pos, _m, _t in rows]
+    every = [0]  # thinking before each row
+    carried = [0]  # of it, the rows a model wrote (the ones another model's request leaves out)
+    for _pos, m, t in rows:
+        every.append(every[-1] + t)
+        carried.append(carried[-1] + (t if m and m != "<synthetic>" else 0))
+    own: dict[str, list[int]] = {}
+    counts: dict[str, bool] = {}
+
+    def at(before: int, model: str | None) -> int:
+        if not model or not rows:
+            return 0
+        i = bisect.bisect_left(positions, before)
+        if model not in counts:
+            counts[model] = counts_thinking(model)
+        if not counts[model]:
+            return every[i]
+        mine = own.get(model)
+        if mine is None:
+            mine = own[model] = [0]
+            for _pos, m, t in rows:
+                mine.append(mine[-1] + (t if m == model and m != "<synthetic>" else 0))
+        return carried[i] - mine[i]
+    return at
 
 
 # Thinking on the chain, per record: (position, model, tokens with envelopes).
@@ -472,6 +501,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
         turns = turns[-last:]
     images = catalog_images(conn, file_id, turns[0][1]) if turns else []
     pairs = []
+    unsent = unsent_thinking_at(thinking)
     for mid, _pos in turns:
         row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
         if row is None:
@@ -485,7 +515,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(total - after[mid] - unsent_thinking(thinking, _pos, models[mid])), rc,
+            pairs.append((int(total - after[mid] - unsent(_pos, models[mid])), rc,
                           -sum(n for p, n in images if p >= _pos)))
     return pairs
 

@@ -137,24 +137,33 @@ class Sidecar:
 
 
 def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = None,
-         checked: set[Path] | None = None) -> Sidecar:
+         checked: dict[Path, set[str] | None] | None = None) -> Sidecar:
     """Where ``data`` goes (no write): the name, or an existing file with the same bytes,
     or a new content-addressed name beside a different existing file. ``planned``:
     the files this pass has already planned (path -> bytes), which count as
     existing files; ``checked``: the folders this pass has already checked
-    for links (each is checked once; ``write`` opens them without following one).
-    A symlink at a name is never a sidecar: the name counts as taken."""
+    for links (each is checked once; ``write`` opens them without following one),
+    with the names each held then: a name not among them is free without
+    opening it (a file or link that appears later is caught by ``write``'s
+    link, which never replaces one nor follows one). A symlink at a name is
+    never a sidecar: the name counts as taken."""
     path = sdir / rel
-    if checked is None or path.parent not in checked:
-        _no_links(sdir, path.parent)
+    folder = path.parent
+    if checked is None or folder not in checked:
+        _no_links(sdir, folder)
         if checked is not None:
-            checked.add(path.parent)
-    for candidate in (path, path.with_name(f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")):
+            checked[folder] = _names(folder)
+    names = checked.get(folder) if checked is not None else None
+    for n in range(2):  # the name, then (only when it is taken) the content-addressed one beside it
+        candidate = path if n == 0 else path.with_name(
+            f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix}")
         held = planned.get(candidate) if planned else None
         if held is not None:
             if held == data:
                 return Sidecar(candidate, data, False)
             continue
+        if names is not None and candidate.name not in names:
+            return Sidecar(candidate, data, False)
         try:
             with open_regular(candidate, follow=False) as fh:
                 same = fh.read(len(data) + 1) == data
@@ -169,6 +178,17 @@ def plan(sdir: Path, rel: str, data: bytes, planned: dict[Path, bytes] | None = 
         if same:
             return Sidecar(candidate, data, True)
     raise SurgeryError(f"{path.name}: two different files already hold other content for this block")
+
+
+def _names(folder: Path) -> set[str] | None:
+    """The names in ``folder`` (none when it does not exist yet); None when it
+    cannot be listed (each name is then looked up on its own)."""
+    try:
+        return set(os.listdir(folder))
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
 
 
 def _no_links(sdir: Path, folder: Path) -> None:
@@ -425,7 +445,7 @@ class Writes:
         self.sidecars: list[Sidecar] = []
         self.created: list[Path] = []
         self._planned: dict[Path, bytes] = {}
-        self._checked: set[Path] = set()
+        self._checked: dict[Path, set[str] | None] = {}
         # An op run inside another (rescue's steps): the names the pass has
         # planned are the outer op's, so two steps never plan one name twice.
         self.shared = shared
@@ -435,7 +455,7 @@ class Writes:
         self.sdir = sdir
         self.sidecars = []
         self._planned = self.shared._planned if self.shared is not None else {}
-        self._checked = set()
+        self._checked = {}
 
     def plan(self, rel: str, data: bytes) -> Sidecar:
         """``plan`` for this pass: a name it already gave other bytes is taken too."""

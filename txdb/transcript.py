@@ -5,7 +5,8 @@ The file's bytes stay in one buffer. Lines come from
 catalog reads them; each object becomes a ``Record``: where its bytes lie
 (offset and length in the buffer, the catalog's key), its chain fields (a
 ``txdb.chain.Node``), its model and attachment type, and a cached token
-estimate. No parsed object is kept: ``Record.parse()`` parses the bytes
+estimate (with its thinking and, for an assistant turn, its recorded
+context, read from the same parse). No parsed object is kept: ``Record.parse()`` parses the bytes
 when an operation asks, and an operation that changes a record hands the
 object to ``touch``, which stores it at once as compact JSON (like Claude
 Code's own) and reads the chain fields again from it. The chain (uuid ->
@@ -66,7 +67,7 @@ class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
     __slots__ = ("rid", "line", "later", "offset", "length", "node", "chained", "model", "attachment_type",
-                 "tokens", "thinking", "images", "pos", "new", "dirty", "removed", "_buf", "_obj")
+                 "tokens", "thinking", "images", "recorded", "prompt", "pos", "new", "dirty", "removed", "_buf", "_obj")
 
     def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes, later: bool = False):
         self.rid = rid  # index in Transcript.records
@@ -86,6 +87,8 @@ class Record:
         self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
         self.thinking: int | None = None  # the part of them that is thinking, filled by ops.chain_thinking
         self.images: int | None = None  # the part that is images, filled by ops.chain_prefix_images
+        self.recorded: int | None = None  # an assistant turn's recorded context (None: no usage), filled with tokens
+        self.prompt: int | None = None  # a system-prompt attachment's cost, filled by ops.system_prompt_tokens
         self.pos: int | None = None  # position on the active chain
 
     def describe(self, obj: dict, names: dict[str, str] | None = None) -> None:
@@ -110,14 +113,15 @@ class Record:
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
         att = obj.get("attachment")
         self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
-        self.tokens = self.thinking = self.images = None
+        self.tokens = self.thinking = self.images = self.recorded = self.prompt = None
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
         r.rid, r.line, r.later, r.offset, r.length, r._buf = (self.rid, self.line, self.later, self.offset,
                                                               self.length, self._buf)
         r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
-        r.tokens, r.thinking, r.images, r.pos = self.tokens, self.thinking, self.images, self.pos
+        r.tokens, r.thinking, r.images, r.recorded, r.prompt, r.pos = (self.tokens, self.thinking, self.images,
+                                                                       self.recorded, self.prompt, self.pos)
         r.new, r.dirty, r.removed = self.new, self.dirty, self.removed
         r._obj = None
         return r
@@ -217,7 +221,10 @@ class Transcript:
     fork_of: str | None = None  # a fork: the session id it was copied from
     fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
 
-    def __init__(self, data: bytes, path: str | Path | None = None):
+    def __init__(self, data: bytes, path: str | Path | None = None, measure=None):
+        """``measure(rec, obj)``, when given, is called with each chained
+        record's object as the load parses it (a surgery pass sizes the
+        chain from it instead of parsing each record again)."""
         self.path = Path(path) if path is not None else None
         self.data = data
         self.size = len(data)
@@ -239,6 +246,8 @@ class Transcript:
                     if parsed.recovered:
                         rec.new = _stored(obj)  # what the forgiving parse made of it
                     rec.describe(obj, names)
+                    if measure is not None and rec.chained:
+                        measure(rec, obj)
                     line.count += 1
                     self._rid_at[rec.offset] = rec.rid
                     self.records.append(rec)
@@ -248,13 +257,13 @@ class Transcript:
 
     # -- loading -----------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "Transcript":
+    def load(cls, path: str | Path, measure=None) -> "Transcript":
         with open_regular(path) as fh:
-            return cls(fh.read(), path)
+            return cls(fh.read(), path, measure)
 
     @classmethod
-    def from_bytes(cls, data: bytes, path: str | Path | None = None) -> "Transcript":
-        return cls(data, path)
+    def from_bytes(cls, data: bytes, path: str | Path | None = None, measure=None) -> "Transcript":
+        return cls(data, path, measure)
 
     def copy(self, path: str | Path | None = None) -> "Transcript":
         """Another transcript of the same bytes (nothing parsed again)."""
@@ -376,11 +385,21 @@ class Transcript:
                 gone[r.uuid] = r.parent_uuid
             r.removed = True
 
+        found: dict[str | None, str | None] = {}  # removed uuid -> its survivor, once each
+
         def survivor(u: str | None) -> str | None:
+            path = []
             seen = set()
-            while u in gone and u not in seen:
+            while u in gone and u not in seen and u not in found:
                 seen.add(u)
+                path.append(u)
                 u = gone[u]
+            if u in seen:
+                return u  # a loop of removed records: nothing survives it (not cached)
+            if u in found:
+                u = found[u]
+            for v in path:
+                found[v] = u
             return u
 
         for r in self.records:

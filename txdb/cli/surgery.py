@@ -15,10 +15,8 @@ import click
 from ..catalog import resolve_session
 from ..estimate import logged_fit_of
 from ..surgery import pending as pend
-from ..surgery import select as sel
 from ..surgery.commands import COMMANDS
 from ..surgery.engine import PassOptions, run_surgery
-from ..surgery.log import apply_logged, log_fork
 from .main import db_option, open_catalog, read_catalog
 from .output import echo, to_json
 from .report import print_apply as _print_apply
@@ -181,8 +179,10 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
     conn, orig = _resolve(o.db_path, o.session, index=o.apply)
     report = run_surgery(orig, operation, op, o.pass_options(), logged_fit_of(conn, str(orig)))
     if report.written and report.fork_session_id:
+        from ..surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
         log_fork(conn, report, o.arguments)
     if o.apply and report.written and not report.fork_session_id:
+        from ..surgery.log import apply_logged
         rep, ids = apply_logged(conn, orig, backup=o.backup)
         if o.as_json:
             echo(to_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
@@ -201,6 +201,8 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
 
 def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
     """The bulk path: select, plan (one pending copy per session), optionally apply."""
+    from ..surgery import select as sel  # only --where selects
+    from ..surgery.log import log_fork
     conn, path = open_catalog(o.db_path)
     selection = sel.select_targets(conn, path, command, o.where)
     outcomes = sel.plan(conn, selection, command, options,

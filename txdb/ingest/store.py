@@ -38,6 +38,7 @@ from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_s
 from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
 from ..records import pick_title
+from ..staleness import catalogued_path, same_file
 from .rows import FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
@@ -717,14 +718,6 @@ def _vanished(path: str) -> bool:
     return False
 
 
-def _same_file(path: str, st: os.stat_result) -> bool:
-    try:
-        other = os.stat(path)
-    except OSError:
-        return False
-    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
-
-
 def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
     """One row per real file: a path discovery found that the catalog lacks,
     but whose file the catalog has under another path (the link's target
@@ -744,7 +737,7 @@ def _follow_links(conn, found: list[Found], existing: dict[str, tuple]) -> None:
         candidates = [real] if real != f.path and real in existing else []
         candidates += by_inode.get(f.stat.st_ino, ())
         for old in candidates:
-            if old in found_paths or not _same_file(old, f.stat):
+            if old in found_paths or not same_file(old, f.stat):
                 continue
             file_id = existing[old][0]
             with transaction(conn):
@@ -787,30 +780,6 @@ def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
         done += plan.found.stat.st_size
         if progress:
             progress(done, total)
-
-
-def catalogued_path(conn: sqlite3.Connection, path: str | Path, st: os.stat_result | None = None) -> str | None:
-    """The path under which the catalog has the file at ``path``: that path,
-    its real path, or another path to the same file (a symlink to it, or
-    its target); None when the catalog lacks the file."""
-    p = Path(path)
-    real = os.path.realpath(p)
-    for candidate in dict.fromkeys((str(p), real)):
-        if conn.execute("SELECT 1 FROM files WHERE path = ?", (candidate,)).fetchone():
-            return candidate
-    try:
-        st = st or os.stat(p)
-    except OSError:
-        return None
-    for (other,) in conn.execute("SELECT path FROM files WHERE inode = ?", (st.st_ino,)).fetchall():
-        if _same_file(other, st):
-            return other
-    # A link whose target was replaced since (a surgery wrote through it):
-    # its row still has the old inode. Only paths the catalog lacks get here.
-    for (other,) in conn.execute("SELECT path FROM files").fetchall():
-        if os.path.realpath(other) == real and _same_file(other, st):
-            return other
-    return None
 
 
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None,

@@ -14,12 +14,19 @@ a missing one takes the command's default.
 from __future__ import annotations
 
 from . import ops
-from . import where_ops as wo
+
+
+def _where():
+    """``where_ops`` (and the image ops it imports): loaded by a ``--where``
+    pass only."""
+    from . import where_ops
+
+    return where_ops
 
 
 def strip_tools(command: str, options: dict, rows: list | None, stats: dict):
     if rows is not None:
-        return wo.rows_op(command, rows, options, stats)
+        return _where().rows_op(command, rows, options, stats)
     return lambda t, _o: ops.strip_tools(
         t, tools=options.get("tools"), only_inputs=bool(options.get("only_inputs")),
         only_results=bool(options.get("only_results")), keep_last_lines=options.get("keep_last_lines"),
@@ -28,13 +35,13 @@ def strip_tools(command: str, options: dict, rows: list | None, stats: dict):
 
 def strip_thinking(command: str, options: dict, rows: list | None, stats: dict):
     if rows is not None:
-        return wo.rows_op(command, rows, options, stats)
+        return _where().rows_op(command, rows, options, stats)
     return lambda t, _o: ops.strip_thinking(t, positions=options.get("positions"))
 
 
 def strip_all(command: str, options: dict, rows: list | None, stats: dict):
     if rows is not None:
-        return wo.rows_op(command, rows, options, stats)
+        return _where().rows_op(command, rows, options, stats)
     return lambda t, _o: ops.strip_all(t, tools=options.get("tools"), keep_last_lines=options.get("keep_last_lines"),
                                        positions=options.get("positions"))
 
@@ -43,7 +50,7 @@ def strip_attachments(command: str, options: dict, rows: list | None, stats: dic
     """SESSION: the policy (the newest ``keep_recent``, default 1, of each superseded
     type); --where: the rows it chose (``keep_recent`` 0, ``include_free`` implied)."""
     if rows is not None:
-        return wo.rows_op(command, rows, options, stats)
+        return _where().rows_op(command, rows, options, stats)
     kw = attachment_options(options)
     return lambda t, _o: ops.strip_attachments(t, **kw)
 
@@ -59,7 +66,7 @@ def attachment_options(options: dict) -> dict:
 
 def replace_images(command: str, options: dict, rows: list | None, stats: dict):
     if rows is not None:
-        return wo.rows_op(command, rows, options, stats)
+        return _where().rows_op(command, rows, options, stats)
     from . import images
 
     return lambda t, _o: images.replace_images(t, options["dir"], drop_missing=bool(options.get("drop_missing")),
@@ -95,7 +102,7 @@ def compact(command: str, options: dict, rows: list | None, stats: dict):
 def compact_range(command: str, options: dict, rows: list | None, stats: dict):
     """SESSION: the range ``positions`` (--from/--to); --where: each run of selected rows."""
     if rows is not None:
-        return wo.compact_range_op(command, rows, options, stats)
+        return _where().compact_range_op(command, rows, options, stats)
     from .compact_range import CompactRangeOp
 
     frm, to = options.get("positions") or (None, None)
@@ -113,7 +120,7 @@ def persist(command: str, options: dict, rows: list | None, stats: dict):
     (persist-range), ``min_chars``, ``keep_recent``, ``positions``, ``summary`` (the
     marker's, for one target) and ``summaries`` (a table, as ``load_summaries`` reads)."""
     if rows is not None:
-        return wo.persist_op(command, rows, options, stats)
+        return _where().persist_op(command, rows, options, stats)
     from . import persist as per
 
     if command == "persist-message":

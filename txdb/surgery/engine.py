@@ -47,7 +47,7 @@ from . import fork as forkmod
 from . import gate
 from . import pending as pend
 from ..lock import session_lock
-from .ops import Op, as_op, chain_prefix_estimates, chain_thinking
+from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
@@ -116,15 +116,16 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
         with open(orig, "rb") as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
-        original = Transcript.from_bytes(data[: meta["size"]], orig)
+        original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure)
         del data
-        return Transcript.load(base), original, True, meta
+        return Transcript.load(base, measure=measure), original, True, meta
     data, meta = pend.take_snapshot(orig)
-    original = Transcript.from_bytes(data, orig)
-    # Each record's size (and its thinking's) is estimated before the copy is
-    # made, so the copy's records carry it (Record.clone): the pass sizes both
+    # Each record's size (its thinking's, its recorded usage) is estimated
+    # as the load parses it (``ops.measure``), before the copy is made, so
+    # the copy's records carry it (Record.clone): the pass sizes both
     # transcripts (the calibration on the original, the report and the usage
-    # reset on the copy) and parses each record for it once.
+    # reset on the copy) and parses each record for it once, at the load.
+    original = Transcript.from_bytes(data, orig, measure=measure)
     chain_prefix_estimates(original)
     chain_thinking(original)
     return original.copy(pend.pending_path(orig)), original, False, meta

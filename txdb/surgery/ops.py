@@ -507,8 +507,65 @@ def record_estimate(rec: Record, model: str | None = None) -> int:
     by ``system_prompt_tokens``; an attachment priced on ``model``, the
     session's: :func:`priced_model`). Kept on the record until it changes."""
     if rec.tokens is None:
-        rec.tokens = record_tokens(rec.parse(), model=model)
+        _measure(rec, model)
     return rec.tokens
+
+
+def turn_usage(obj: dict) -> dict | None:
+    """The usage object of an assistant turn the API billed (a synthetic
+    message has none): what the gauge and the usage reset read."""
+    msg = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(msg, dict):
+        return None
+    if msg.get("model") == "<synthetic>":
+        return None
+    u = msg.get("usage")
+    return u if isinstance(u, dict) else None
+
+
+def recorded_context(rec: Record) -> int | None:
+    """The context an assistant turn's recorded usage measured (the gauge,
+    ``estimate.recorded_context``; 0 for none), None for a record without
+    usage. Kept on the record with its size."""
+    if rec.type != "assistant":
+        return None
+    if rec.tokens is None:
+        _measure(rec)  # an assistant turn's size does not depend on the session's model
+    return rec.recorded
+
+
+def _measure(rec: Record, model: str | None = None) -> None:
+    _fill(rec, rec.parse(), model, True)
+
+
+# Attachments whose cost depends on the model they are priced on
+# (``policy.attachment_cost``): sized once that model is known.
+_MODEL_PRICED = frozenset({"task_reminder"})
+
+
+def measure(rec: Record, obj: dict) -> None:
+    """A record's size, thinking, images and recorded context from one parse
+    (its object ``obj``): a pass reads each record once for all of them,
+    whichever transcripts it sizes (the copy's records carry them:
+    ``Record.clone``), and for the session it loads, from the load's own
+    parse (``Transcript(measure=...)``). The session's model is not known
+    during the load: an attachment whose cost depends on it is left to
+    ``record_estimate`` (priced on :func:`priced_model`)."""
+    _fill(rec, obj, None, False)
+
+
+def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:
+    if priced or rec.attachment_type not in _MODEL_PRICED:
+        rec.tokens = record_tokens(obj, model=model)
+    if rec.thinking is None and rec.type == "assistant":
+        rec.thinking = records.thinking_tokens(obj) if b"thinking" in rec.raw else 0
+    if rec.images is None:
+        has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
+        rec.images = records.image_tokens(obj) if has else 0
+    u = turn_usage(obj) if rec.type == "assistant" else None
+    rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
+    if rec.attachment_type in SYSTEM_PROMPT:
+        _prompt(rec, obj)
 
 
 def priced_model(t: Transcript) -> str | None:
@@ -518,8 +575,21 @@ def priced_model(t: Transcript) -> str | None:
 
 
 def system_prompt_tokens(t: Transcript) -> int:
-    # Only system-prompt attachments are parsed (the model parses on demand).
-    return records.system_prompt_tokens(r.parse() for r in t.live() if r.attachment_type in SYSTEM_PROMPT)
+    """``records.system_prompt_tokens`` of the transcript: the latest record
+    of each system-prompt type (file order) counts, each one's cost read
+    once and kept on it (``Record.prompt``), like its size: a pass asks for
+    it every time it sizes a transcript."""
+    latest: dict[str, Record] = {}
+    for r in t.live():
+        if r.attachment_type in SYSTEM_PROMPT:
+            latest[r.attachment_type] = r
+    return sum(_prompt(r) for r in latest.values())
+
+
+def _prompt(rec: Record, obj: dict | None = None) -> int:
+    if rec.prompt is None:
+        rec.prompt = records.system_prompt_tokens([rec.parse() if obj is None else obj])
+    return rec.prompt
 
 
 def chain_prefix_estimates(t: Transcript) -> list[int]:

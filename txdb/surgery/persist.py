@@ -297,6 +297,8 @@ class PersistOp(sc.Writes, Op):
         summary)``, or None (``obj`` as it was) when the marker would not be
         smaller and no one named the target."""
         text = _text(obj, tg)
+        if not self.sel.named and _marker_is_larger(obj, tg, text):
+            return None  # known without planning its file or building its marker
         data = text.encode("utf-8", "surrogatepass")
         rel = sc.relative_path("message" if tg.kind == "message" else tg.kind, tg.key, tg.idx)
         side = self.plan(rel, data)
@@ -453,6 +455,18 @@ def outline(content) -> str:
             elif bt:
                 parts.append(f"[{bt}]")
     return "\n".join(parts)
+
+
+def _marker_is_larger(obj: dict, tg: _Target, text: str) -> bool:
+    """Whether a tool result's marker is surely larger than the result: a
+    string, or one text block, that the marker's preview holds whole
+    (``sc.TOOL_PREVIEW_CHARS``) beside its head and path (which outweigh one
+    block's envelope). The most common result of a long session (most are
+    short): ``_trial``'s answer for it without a sidecar plan or a marker."""
+    if tg.kind != "tool" or len(text) > sc.TOOL_PREVIEW_CHARS:
+        return False
+    content = obj["message"]["content"][tg.idx].get("content")
+    return isinstance(content, str) or (isinstance(content, list) and len(content) == 1)
 
 
 def _part(obj: dict, tg: _Target):

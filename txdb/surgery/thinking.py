@@ -63,6 +63,8 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
     surviving_before = False
     for pos, o in enumerate(original.chain):
         r = result.by_uuid.get(o.uuid) if o.uuid else None
+        if r is not None and o.same_bytes(r) and b"think" not in o.raw:
+            continue  # unchanged and no thinking block in it (nor a <think> text): nothing to compare
         oo = o.parse()
         if r is None:
             content = content_list(oo)

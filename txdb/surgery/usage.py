@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from .. import estimate
 from ..records import MARK, THINKING_PLACEHOLDER
-from .ops import chain_estimate, chain_prefix_estimates, chain_prefix_images, chain_thinking, resume_model, system_prompt_tokens
+from .ops import (chain_estimate, chain_prefix_estimates, chain_prefix_images, chain_thinking, recorded_context,
+                  resume_model, system_prompt_tokens, turn_usage)
 from ..transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
@@ -69,16 +70,6 @@ def cap_usage(u: dict, target: int) -> bool:
     return changed
 
 
-def _usage(obj: dict) -> dict | None:
-    msg = obj.get("message")
-    if obj.get("type") != "assistant" or not isinstance(msg, dict):
-        return None
-    if msg.get("model") == "<synthetic>":
-        return None
-    u = msg.get("usage")
-    return u if isinstance(u, dict) else None
-
-
 def _message_key(rec: Record) -> str:
     mid = rec.node.message_id
     return mid if mid is not None else f"rid:{rec.rid}"
@@ -90,19 +81,21 @@ def _touched(rec: Record) -> bool:
     return rec.dirty or MARK.encode() in raw or THINKING_PLACEHOLDER.encode() in raw
 
 
-def _turns(t: Transcript) -> list[tuple[int, Record, dict]]:
-    """(chain position of the message's first line, record, usage) for the chain's assistant turns."""
+def _turns(t: Transcript) -> list[tuple[int, Record, int]]:
+    """(chain position of the message's first line, record, recorded
+    context) for the chain's assistant turns; the context is read with each
+    record's size (``ops.recorded_context``), not parsed again per use."""
     first: dict[str, int] = {}
     out = []
     for pos, rec in enumerate(t.chain):
         if rec.type != "assistant" or rec.model == "<synthetic>":
             continue
-        u = _usage(rec.parse())
-        if u is None:
+        rc = recorded_context(rec)
+        if rc is None:
             continue
         key = _message_key(rec)
         first.setdefault(key, pos)
-        out.append((first[key], rec, u))
+        out.append((first[key], rec, rc))
     return out
 
 
@@ -114,7 +107,8 @@ def as_sent(t: Transcript, est: list[int]):
     thinking = chain_thinking(t)
     if not thinking:
         return lambda pos, rec: est[pos]
-    return lambda pos, rec: est[pos] - estimate.unsent_thinking(thinking, pos, rec.model)
+    unsent = estimate.unsent_thinking_at(thinking)
+    return lambda pos, rec: est[pos] - unsent(pos, rec.model)
 
 
 def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, int]]:
@@ -127,13 +121,13 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, 
     # Turns recorded before the latest compaction on the chain (a preserved
     # segment relinked below the summary) measured the old context.
     boundary = max((r.node.timestamp or "" for r in ref.chain
-                    if r.type == "system" and r.parse().get("subtype") == "compact_boundary"), default="")
+                    if r.type == "system" and b"compact_boundary" in r.raw
+                    and r.parse().get("subtype") == "compact_boundary"), default="")
     pairs: list[tuple[int, int, int]] = []
     last_pos = None
     sent = as_sent(ref, est)
     images = chain_prefix_images(ref)
-    for pos, rec, u in _turns(ref):
-        rc = gauge_context(u)
+    for pos, rec, rc in _turns(ref):
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
         if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
@@ -195,8 +189,8 @@ def chain_images(t: Transcript) -> int:
 
 
 def stale_turns(t: Transcript, original: Transcript | None = None,
-                est: list[int] | None = None) -> list[tuple[int, Record, dict, tuple[int, int] | None]]:
-    """(position, record, usage, (estimate, recorded) in the original or
+                est: list[int] | None = None) -> list[tuple[int, Record, int, tuple[int, int] | None]]:
+    """(position, record, recorded context, (estimate, recorded) in the original or
     None) for every assistant turn of ``t`` whose recorded usage no longer
     describes the context before it. With ``original`` (the session before
     this surgery), a turn whose estimated context before it shrank (or that
@@ -206,15 +200,15 @@ def stale_turns(t: Transcript, original: Transcript | None = None,
     before: dict[str, tuple[int, int]] = {}  # uuid -> (estimate, recorded) in the original
     if original is not None:
         o_sent = as_sent(original, chain_prefix_estimates(original))
-        for pos, rec, u in _turns(original):
+        for pos, rec, rc in _turns(original):
             if rec.uuid and rec.uuid not in before:
-                before[rec.uuid] = (o_sent(pos, rec), gauge_context(u))
+                before[rec.uuid] = (o_sent(pos, rec), rc)
     sent = as_sent(t, est)
     turns = _turns(t)
     touched_from = next((i for i, r in enumerate(t.chain) if _touched(r)), None)
     last_key = _message_key(turns[-1][1]) if turns else None
     out = []
-    for pos, rec, u in turns:
+    for pos, rec, rc in turns:
         if original is not None:
             was = before.get(rec.uuid or "")
             stale = was is None or sent(pos, rec) < was[0]
@@ -222,7 +216,7 @@ def stale_turns(t: Transcript, original: Transcript | None = None,
             was = None
             stale = (touched_from is not None and touched_from < pos) or _message_key(rec) == last_key
         if stale:
-            out.append((pos, rec, u, was))
+            out.append((pos, rec, rc, was))
     return out
 
 
@@ -258,10 +252,10 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
            "method": fit.method, "turns": len(turns), "capped": 0, "stale": len(stale),
            "stale_from": first_stale_uuid(stale),
            "estimate": estimate.predict(fit, est[-1], images[-1]), "last_before": None, "last_after": None}
-    last_usage = turns[-1][2] if turns else None
+    last_after = turns[-1][2] if turns else None
     if turns:
-        out["last_before"] = gauge_context(last_usage)
-    for pos, rec, u, was in stale:
+        out["last_before"] = last_after
+    for pos, rec, _rc, was in stale:
         if _message_key(rec) != last_key:
             continue  # billed figures stay: the CLI does not read them
         new_raw = sent(pos, rec)
@@ -274,12 +268,12 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
         else:
             target = estimate.predict(fit, new_raw, images[pos])
         obj = rec.parse()
-        u = _usage(obj)
+        u = turn_usage(obj)
         if cap_usage(u, target):
             t.touch(rec, obj)
             out["capped"] += 1
             if rec is turns[-1][1]:
-                last_usage = u
+                last_after = gauge_context(u)
     if turns:
-        out["last_after"] = gauge_context(last_usage)
+        out["last_after"] = last_after
     return out

@@ -501,14 +501,32 @@ def _count(items) -> dict:
 
 # -- sizes -------------------------------------------------------------------
 
-def record_estimate(rec: Record, model: str | None = None) -> int:
+def record_estimate(rec: Record, model: str | None = None, opens: bool = False) -> int:
     """Estimated context tokens of one record: the catalog's per-record
     figure (system-prompt records count 0; they are added once per session
     by ``system_prompt_tokens``; an attachment priced on ``model``, the
-    session's: :func:`priced_model`). Kept on the record until it changes."""
+    session's: :func:`priced_model`), with its message's wrapper when it
+    ``opens`` one (:func:`chain_opens`). Kept on the record, without the
+    wrapper, until it changes."""
     if rec.tokens is None:
-        rec.tokens = record_tokens(rec.parse(), model=model)
-    return rec.tokens
+        rec.tokens = record_tokens(rec.parse(), model=model, opens=False)
+    return rec.tokens + records.message_wrapper(rec.type, rec.tokens) if opens else rec.tokens
+
+
+def chain_opens(t: Transcript) -> list[bool]:
+    """Per chain position, whether its record opens a message of the
+    request (``records.message_link``, against the record its parentUuid
+    names, as refresh reads it)."""
+    out = []
+    links: dict[str, tuple] = {}
+    calls: dict[str, bool] = {}
+    for rec in t.chain:
+        obj = rec.parse() if rec.type in ("user", "assistant") else {"type": rec.type}
+        opens, link = records.message_link(obj, links.get(rec.node.parent_uuid or ""), calls)
+        out.append(opens)
+        if rec.uuid:
+            links[rec.uuid] = link
+    return out
 
 
 def priced_model(t: Transcript) -> str | None:
@@ -528,8 +546,8 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     base = system_prompt_tokens(t)
     model = priced_model(t)
     out = [base]
-    for rec in t.chain:
-        out.append(out[-1] + record_estimate(rec, model))
+    for rec, opens in zip(t.chain, chain_opens(t)):
+        out.append(out[-1] + record_estimate(rec, model, opens))
     return out
 
 

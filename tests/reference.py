@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from txdb import estimate
-from txdb.records import message_link, record_tokens  # the library's one per-record rule
+from txdb.records import message_facts, message_link, record_tokens  # the library's one per-record rule
 
 
 def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
@@ -21,7 +21,7 @@ def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
     links: dict = {}
     calls: dict = {}
     for rec in chain:
-        opens, link = message_link(rec, links.get(rec.get("parentUuid") or ""), calls)
+        opens, link = message_link(message_facts(rec), links.get(rec.get("parentUuid") or ""), calls)
         if isinstance(rec.get("uuid"), str):
             links[rec["uuid"]] = link
         if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":

@@ -261,7 +261,8 @@ def test_stored_record_tokens_and_system_prompt_are_the_records_rules(catalog):
             except orjson.JSONDecodeError:
                 continue  # a line of several objects: each stored record lies inside it
             objs.append((off, obj))
-            opens, link = records.message_link(obj, links.get(obj.get("parentUuid") or ""), calls)
+            parent = links.get(obj.get("parentUuid") or "")
+            opens, link = records.message_link(records.message_facts(obj), parent, calls)
             if isinstance(obj.get("uuid"), str):
                 links[obj["uuid"]] = link
             assert tokens == records.record_tokens(obj, opens=opens), (path, off)

@@ -300,31 +300,44 @@ def message_wrapper(rtype: str | None, tokens_: int) -> int:
     return tokens.MESSAGE_TOKENS.get(rtype, 0) if tokens_ else 0
 
 
-def message_link(obj: dict, parent: tuple | None, calls: dict) -> tuple[bool, tuple]:
-    """Whether a record opens a message of the request (and costs its
-    ``tokens.MESSAGE_TOKENS`` wrapper), and what its children read of it:
-    ``(opens, link)``. ``parent``: the link of the record its
-    ``parentUuid`` names (None when there is none); ``calls``: tool call id
-    -> whether it is its message's first, which the call adds to. The CLI
-    sends the lines of one assistant message (one message id) as one
-    message, consecutive user lines as one, and the results of one
-    message's calls as one, however they hang (below the one before, below
-    their own call, in the order they finished): the result of the
-    message's first call opens it."""
+def message_facts(obj: dict) -> tuple:
+    """What :func:`message_link` reads of a record: ``(type, message id,
+    its tool call ids, the call ids its tool results answer)``."""
     rtype = obj.get("type")
     msg = obj.get("message")
-    mid = msg.get("id") if isinstance(msg, dict) else None
-    mid = mid if isinstance(mid, str) else None
-    content = msg.get("content") if isinstance(msg, dict) else None
-    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else ()
+    if not isinstance(msg, dict):
+        return rtype, None, (), ()
+    mid = msg.get("id")
+    content = msg.get("content")
+    calls = answers = ()
+    if isinstance(content, list):
+        if rtype == "assistant":
+            calls = tuple(b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+                          and isinstance(b.get("id"), str))
+        else:
+            answers = tuple(b.get("tool_use_id") for b in content
+                            if isinstance(b, dict) and b.get("type") == "tool_result")
+    return rtype, mid if isinstance(mid, str) else None, calls, answers
+
+
+def message_link(facts: tuple, parent: tuple | None, calls: dict) -> tuple[bool, tuple]:
+    """Whether a record opens a message of the request (and costs its
+    ``tokens.MESSAGE_TOKENS`` wrapper), and what its children read of it:
+    ``(opens, link)``. ``facts``: :func:`message_facts` of the record;
+    ``parent``: the link of the record its ``parentUuid`` names (None when
+    there is none); ``calls``: tool call id -> whether it is its message's
+    first, which the call adds to. The CLI sends the lines of one assistant
+    message (one message id) as one message, consecutive user lines as one,
+    and the results of one message's calls as one, however they hang
+    (below the one before, below their own call, in the order they
+    finished): the result of the message's first call opens it."""
+    rtype, mid, ids, answers = facts
     if rtype == "assistant":
         same = parent is not None and parent[0] == "assistant" and mid is not None and parent[1] == mid
-        ids = [b.get("id") for b in blocks if b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
         first = not (same and parent[2])  # the message's first line with a call
         for k, tid in enumerate(ids):
             calls[tid] = first and k == 0
         return not same, (rtype, mid, bool(ids) or (same and parent[2]))
-    answers = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
     known = [calls[a] for a in answers if a in calls]
     if known:
         return any(known), (rtype, mid, False)

@@ -16,8 +16,8 @@ import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import (JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_link, note_title, record_kind,
-                       record_tokens)
+from ..records import (JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts, message_link, note_title,
+                       record_kind, record_tokens)
 from . import deep
 from .census import Census
 from .lines import Line, parse_line
@@ -173,7 +173,7 @@ class FileIngest:
         else:
             msg = role = model = message_id = None
         args = (obj, rtype, subtype, offset, session_id, role, ts, msg, message_id, uuid, request_id, model)
-        self.opens, link = message_link(obj, self.links.get(parent) if parent else None, self.calls)
+        self.opens, link = message_link(message_facts(obj), self.links.get(parent) if parent else None, self.calls)
         if uuid:
             self.links[uuid] = link
         try:
@@ -335,9 +335,8 @@ class FileIngest:
         id, parent uuid, tool call ids joined by spaces)`` rows of the
         stored records, in file order)."""
         for uuid, rtype, mid, parent, ids in rows:
-            content = [{"type": "tool_use", "id": i} for i in (ids or "").split()]
-            obj = {"type": rtype, "message": {"id": mid, "content": content}}
-            self.links[uuid] = message_link(obj, self.links.get(parent) if parent else None, self.calls)[1]
+            facts = (rtype, mid, tuple((ids or "").split()), ())
+            self.links[uuid] = message_link(facts, self.links.get(parent) if parent else None, self.calls)[1]
 
     def finish(self) -> FileSummary:
         """Flush, and for a file read from its start, derive its dangling

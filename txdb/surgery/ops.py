@@ -521,8 +521,15 @@ def chain_opens(t: Transcript) -> list[bool]:
     links: dict[str, tuple] = {}
     calls: dict[str, bool] = {}
     for rec in t.chain:
-        obj = rec.parse() if rec.type in ("user", "assistant") else {"type": rec.type}
-        opens, link = records.message_link(obj, links.get(rec.node.parent_uuid or ""), calls)
+        if rec.facts is None:  # kept on the record until it changes, as its size is
+            if rec.type in ("user", "assistant"):
+                obj = rec.parse()
+                rec.facts = records.message_facts(obj)
+                if rec.tokens is None:  # from the same parse (a message's size needs no model)
+                    rec.tokens = record_tokens(obj, opens=False)
+            else:
+                rec.facts = (rec.type, None, (), ())
+        opens, link = records.message_link(rec.facts, links.get(rec.node.parent_uuid or ""), calls)
         out.append(opens)
         if rec.uuid:
             links[rec.uuid] = link

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from txdb import estimate
-from txdb.records import record_tokens  # the library's one per-record rule
+from txdb.records import message_facts, message_link, record_tokens  # the library's one per-record rule
 
 
 def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
@@ -18,7 +18,12 @@ def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
     seen: set[str] = set()
     running = 0
     boundary = ""  # timestamp of the latest compact boundary on the chain
+    links: dict = {}
+    calls: dict = {}
     for rec in chain:
+        opens, link = message_link(message_facts(rec), links.get(rec.get("parentUuid") or ""), calls)
+        if isinstance(rec.get("uuid"), str):
+            links[rec["uuid"]] = link
         if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
             boundary = max(boundary, rec.get("timestamp") or "")
         if rec.get("type") == "assistant":
@@ -31,5 +36,5 @@ def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:
                 rc = estimate.recorded_context(msg.get("usage"))
                 if rc:
                     pairs.append((running, rc))
-        running += record_tokens(rec)  # system-prompt snapshots count 0: the overhead the fit learns
+        running += record_tokens(rec, opens=opens)  # system-prompt snapshots count 0: the overhead the fit learns
     return pairs

@@ -104,3 +104,93 @@ def test_compact_before_new_session_is_estimated_as_the_cli_sends_it(tmp_path, r
     assert r.loaded and not r.compacted, r.summary()
     sent = _sent(r.main_request)
     assert 0.98 * sent <= rep["tokens_after"] <= 1.05 * sent, (rep["tokens_after"], sent, rep["tokens_after"] / sent)
+
+
+def _identity(block) -> tuple | None:
+    """What finds a request block's record: a tool call's id, a tool
+    result's tool_use_id, a thinking signature, a text."""
+    if not isinstance(block, dict):
+        return None
+    for k in ("tool_use_id", "id", "signature", "text"):
+        if isinstance(block.get(k), str) and block[k]:
+            return (k, block[k])
+    return None
+
+
+# Real sessions: their tool ids are the API's (a CLI-made session's come from the fake API, shorter).
+ENVELOPE_CASES = [
+    "real/bradymholt-dotfiles/-Users-bholt-dev-scratch-ynab-recurring-charges-finder/"
+    "63b159ef-a6e5-4d4d-b078-bc1e65f38e74.jsonl",
+    "real/bradymholt-dotfiles/-Users-bholt-dev-evergreen/354b2588-2a5c-43d7-b678-e95a4a87bd2a.jsonl",
+    "real/4thehalibit-omarchy-backup/-home-vwestberg-Claude/1fb5e404-604d-4a2b-baf1-3beb42a67371.jsonl",
+]
+
+
+@pytest.mark.parametrize("rel", ENVELOPE_CASES, ids=["63b159ef", "354b2588", "1fb5e404"])
+def test_each_message_is_priced_as_the_cli_sends_it(tmp_path, rel):
+    """Every message of the resumed request that the CLI sends as the session
+    holds it (an assistant turn's lines, whole; a tool result; a prompt sent
+    as a string) costs, in the catalog's stored ``records.tokens``, what its
+    JSON costs on the wire (compact, as the CLI sends it, chars/4, with the
+    comma after it) to about a token: each block's envelope as its kind has
+    it (a text block's is 6, a tool call's or result's about 20, a key such
+    as a tool call's ``caller`` as written), a prompt sent as a string none,
+    and each message its role wrapper (about 8), once for the lines of one
+    assistant message. With a fixed 20 a block and no wrapper, the stored
+    sizes grew by other steps than the request did, and the fit's factor
+    carried the difference into every prediction after a surgery
+    (63b159ef's strip-all read 0.976 in bench/bench_truth.py)."""
+    src = CORPUS_DIR / rel
+    if not src.is_file():
+        pytest.skip("corpus not present")
+    binary = claude_binary()
+    proj = tmp_path / "projects" / src.parent.name
+    proj.mkdir(parents=True)
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    db = tmp_path / "c.db"
+    _txdb("analyze", str(path), "--db", str(db), cwd=tmp_path)
+    with sqlite3.connect(db) as conn:
+        stored = {u: (t, mid) for u, t, mid in conn.execute(
+            "SELECT r.uuid, r.tokens, r.message_id FROM records r"
+            " JOIN chain c ON c.file_id = r.file_id AND c.offset = r.offset WHERE r.type IN ('user', 'assistant')")}
+    lines_of: dict = {}  # message id -> its chain records
+    for u, (_t, mid) in stored.items():
+        lines_of.setdefault(mid, set()).add(u)
+    owner: dict = {}  # block identity -> (uuid of the chain record holding it, the block)
+    prompts: dict = {}  # a prompt's string -> its record
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        if obj.get("uuid") not in stored:
+            continue
+        content = (obj.get("message") or {}).get("content")
+        if isinstance(content, str):
+            prompts[content] = obj["uuid"]
+        for b in content if isinstance(content, list) else ():
+            if (ident := _identity(b)) is not None:
+                owner.setdefault(ident, (obj["uuid"], b))
+    r = resume(path, binary=binary, workdir=tmp_path / "resume")
+    assert r.loaded and not r.compacted, r.summary()
+    misses = []
+    for m in r.main_request["messages"][:-1]:  # the last: today's reminders and the ping
+        content = m["content"]
+        if isinstance(content, str):
+            uuids = {prompts.get(content)}
+        else:
+            found = [owner.get(_identity(b)) for b in content]
+            if None in found or '"image"' in json.dumps(content):
+                continue  # text the CLI rendered (attachments); images are priced by their pixels
+            if any(b.get("content") != rec_b.get("content") for b, (_u, rec_b) in zip(content, found)):
+                continue  # a reminder the CLI appended to a tool result: priced by its own rule
+            uuids = {u for u, _b in found}
+            mid = stored[next(iter(uuids))][1]
+            if m["role"] == "assistant" and mid and lines_of[mid] != uuids:
+                continue  # not sent whole (thinking of another model left out)
+        if None in uuids:
+            continue
+        wire = (len(json.dumps(m, ensure_ascii=False, separators=(",", ":"))) + 1) / 4
+        misses.append(sum(stored[u][0] for u in uuids) - wire)
+    assert len(misses) >= 50
+    mean = sum(misses) / len(misses)
+    worst = max(misses, key=abs)
+    assert abs(mean) <= 1 and abs(worst) <= 3, (len(misses), mean, worst)

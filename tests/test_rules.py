@@ -252,14 +252,20 @@ def test_stored_record_tokens_and_system_prompt_are_the_records_rules(catalog):
     for fid, path in catalog.execute("SELECT id, path FROM files WHERE gone = 0").fetchall():
         data = Path(path).read_bytes()
         objs = []
-        for off, tokens in catalog.execute("SELECT offset, tokens FROM records WHERE file_id = ?", (fid,)):
+        links, calls = {}, {}  # what opens a message: records.message_link, in file order
+        for off, tokens in catalog.execute("SELECT offset, tokens FROM records WHERE file_id = ? ORDER BY offset",
+                                           (fid,)):
             end = data.index(b"\n", off) if b"\n" in data[off:] else len(data)
             try:
                 obj = orjson.loads(data[off:end])
             except orjson.JSONDecodeError:
                 continue  # a line of several objects: each stored record lies inside it
             objs.append((off, obj))
-            assert tokens == records.record_tokens(obj), (path, off)
+            parent = links.get(obj.get("parentUuid") or "")
+            opens, link = records.message_link(records.message_facts(obj), parent, calls)
+            if isinstance(obj.get("uuid"), str):
+                links[obj["uuid"]] = link
+            assert tokens == records.record_tokens(obj, opens=opens), (path, off)
             n += 1
         sp = catalog.execute("SELECT coalesce(sum(tokens), 0) FROM system_prompt WHERE file_id = ?",
                              (fid,)).fetchone()[0]
@@ -560,3 +566,71 @@ def test_the_window_view_is_the_python_rule_on_every_shipped_session(tmp_path):
         assert rescue.window_of(Transcript.load(path)) == window, path
         seen.add(window)
     assert seen == {200_000, 1_000_000}
+
+
+EVERGREEN = (Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real" / "bradymholt-dotfiles"
+             / "-Users-bholt-dev-evergreen" / "354b2588-2a5c-43d7-b678-e95a4a87bd2a.jsonl")
+
+
+def test_a_message_wrapper_is_counted_once_however_the_file_is_read(tmp_path):
+    """The results of parallel tool calls go as one user message, the lines
+    of one assistant message as one (records.message_link): a file read in
+    two refreshes (grown) stores the same per-record tokens as one read from
+    the start, and a surgery's transcript the same chain sizes."""
+    if not EVERGREEN.is_file():
+        pytest.skip("corpus not present")
+    lines = EVERGREEN.read_bytes().splitlines(keepends=True)
+    whole, grown = tmp_path / "whole" / "p", tmp_path / "grown" / "p"
+    for d in (whole, grown):
+        d.mkdir(parents=True)
+    (whole / EVERGREEN.name).write_bytes(b"".join(lines))
+    path = grown / EVERGREEN.name
+    # cut between two results of one parallel call (a user line below a user line)
+    cut = next(i for i in range(len(lines) // 2, len(lines)) if b'"tool_result"' in lines[i]
+               and b'"tool_result"' in lines[i - 1] and b'"type":"user"' in lines[i])
+    path.write_bytes(b"".join(lines[:cut]))
+    conns = {}
+    for name, root in (("whole", whole.parent), ("grown", grown.parent)):
+        conns[name] = db.connect(tmp_path / f"{name}.db")
+        refresh(conns[name], [root])
+    path.write_bytes(b"".join(lines))
+    refresh(conns["grown"], [grown.parent])
+    sql = ("SELECT r.offset, r.tokens FROM records r JOIN chain c ON c.file_id = r.file_id AND c.offset = r.offset"
+           " ORDER BY c.pos")
+    stored = {name: conn.execute(sql).fetchall() for name, conn in conns.items()}
+    assert stored["grown"] == stored["whole"]
+    # the transcript a surgery reads sizes the chain as the catalog stored it
+    t = Transcript.load(path)
+    prefix = ops.chain_prefix_estimates(t)
+    steps = [b - a for a, b in zip(prefix, prefix[1:])]
+    assert steps == [tok for _o, tok in stored["whole"]]
+    for conn in conns.values():
+        conn.close()
+
+
+def test_the_migration_re_reads_files_sized_by_the_older_envelope(tmp_path):
+    """Migration 027 marks every file holding conversation lines for a
+    re-read, so an older catalog's stored sizes (20 tokens a block, no
+    message wrapper) follow the rule, and the estimate stored with them."""
+    if not EVERGREEN.is_file():
+        pytest.skip("corpus not present")
+    proj = tmp_path / "projects" / "p"
+    proj.mkdir(parents=True)
+    shutil.copyfile(EVERGREEN, proj / EVERGREEN.name)
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    right = conn.execute("SELECT sum(tokens) FROM records").fetchone()[0]
+    est = conn.execute("SELECT est_context_tokens FROM sessions").fetchone()[0]
+    # as the older rule left them: each block's 20, no wrapper
+    conn.execute("UPDATE records SET tokens = (SELECT sum(b.tokens) + 20 * count(*) FROM blocks b"
+                 " WHERE b.file_id = records.file_id AND b.offset = records.offset)"
+                 " WHERE type IN ('user', 'assistant')")
+    conn.execute("UPDATE sessions SET est_context_tokens = est_context_tokens - 500")
+    conn.execute("DELETE FROM _txdb_migrations WHERE name LIKE '027%'")
+    conn.close()
+    conn = db.connect(tmp_path / "c.db")
+    assert conn.execute("SELECT inode IS NULL FROM files").fetchone()[0] == 1
+    refresh(conn, [tmp_path / "projects"])
+    assert conn.execute("SELECT sum(tokens) FROM records").fetchone()[0] == right
+    assert conn.execute("SELECT est_context_tokens FROM sessions").fetchone()[0] == est
+    conn.close()

@@ -151,7 +151,7 @@ def block_rows(content, role: str | None) -> list[dict]:
         if not isinstance(block, dict):
             continue
         btype = block.get("type")
-        row = {"idx": idx, "type": btype, "kind": "other"}
+        row = {"idx": idx, "type": btype, "kind": "other", "envelope": tokens.envelope_chars(block)}
         if btype == "text":
             text = block.get("text")
             text = text if isinstance(text, str) else ""
@@ -267,11 +267,15 @@ def is_system_prompt(obj: dict) -> bool:
     return isinstance(att, dict) and att.get("type") in SYSTEM_PROMPT
 
 
-def record_tokens(obj: dict, blocks: list[dict] | None = None, model: str | None = None) -> int:
+def record_tokens(obj: dict, blocks: list[dict] | None = None, model: str | None = None,
+                  opens: bool = True) -> int:
     """Estimated context tokens a record costs when it is on the chain: the
     one per-record rule (stored as ``records.tokens``; the surgery plan and
-    the calibration add the same figures): its blocks' tokens plus
-    ``tokens.block_envelope`` per block (the envelope each is sent in); an
+    the calibration add the same figures): its blocks' tokens plus the
+    envelope each is sent in (``tokens.envelope_chars``, none for a string
+    sent as one), and its message's wrapper (``tokens.MESSAGE_TOKENS``)
+    when it ``opens`` one (:func:`message_link`: refresh and a surgery
+    tell it from the record its parentUuid names); an
     attachment as ``policy.attachment_cost`` prices it on ``model``, the
     session's model (:func:`session_model`: refresh and a surgery price it
     alike). A system-prompt record costs 0 here: it counts once per
@@ -279,10 +283,65 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None, model: str | None
     rtype = obj.get("type")
     if rtype == "attachment":
         return 0 if is_system_prompt(obj) else attachment_cost(obj, model)[0]
+    content = message_content(obj)
     if blocks is None:
-        content = message_content(obj)
         blocks = block_rows(content, None) if content is not None else []
-    return sum(b.get("tokens", 0) + tokens.block_envelope(b.get("type")) for b in blocks)
+    n = sum(b.get("tokens", 0) for b in blocks)
+    if not isinstance(content, str):  # a string is sent as one: no block envelope
+        chars = sum(b.get("envelope", tokens.CHARS_PER_TOKEN * tokens.block_envelope(b.get("type")))
+                    for b in blocks)
+        n += (chars + tokens.CHARS_PER_TOKEN // 2) // tokens.CHARS_PER_TOKEN
+    return n + message_wrapper(rtype, n) if opens else n
+
+
+def message_wrapper(rtype: str | None, tokens_: int) -> int:
+    """The wrapper (``tokens.MESSAGE_TOKENS``) a user or assistant record of
+    ``tokens_`` tokens adds when it opens a message (:func:`message_link`)."""
+    return tokens.MESSAGE_TOKENS.get(rtype, 0) if tokens_ else 0
+
+
+def message_facts(obj: dict) -> tuple:
+    """What :func:`message_link` reads of a record: ``(type, message id,
+    its tool call ids, the call ids its tool results answer)``."""
+    rtype = obj.get("type")
+    msg = obj.get("message")
+    if not isinstance(msg, dict):
+        return rtype, None, (), ()
+    mid = msg.get("id")
+    content = msg.get("content")
+    calls = answers = ()
+    if isinstance(content, list):
+        if rtype == "assistant":
+            calls = tuple(b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+                          and isinstance(b.get("id"), str))
+        else:
+            answers = tuple(b.get("tool_use_id") for b in content
+                            if isinstance(b, dict) and b.get("type") == "tool_result")
+    return rtype, mid if isinstance(mid, str) else None, calls, answers
+
+
+def message_link(facts: tuple, parent: tuple | None, calls: dict) -> tuple[bool, tuple]:
+    """Whether a record opens a message of the request (and costs its
+    ``tokens.MESSAGE_TOKENS`` wrapper), and what its children read of it:
+    ``(opens, link)``. ``facts``: :func:`message_facts` of the record;
+    ``parent``: the link of the record its ``parentUuid`` names (None when
+    there is none); ``calls``: tool call id -> whether it is its message's
+    first, which the call adds to. The CLI sends the lines of one assistant
+    message (one message id) as one message, consecutive user lines as one,
+    and the results of one message's calls as one, however they hang
+    (below the one before, below their own call, in the order they
+    finished): the result of the message's first call opens it."""
+    rtype, mid, ids, answers = facts
+    if rtype == "assistant":
+        same = parent is not None and parent[0] == "assistant" and mid is not None and parent[1] == mid
+        first = not (same and parent[2])  # the message's first line with a call
+        for k, tid in enumerate(ids):
+            calls[tid] = first and k == 0
+        return not same, (rtype, mid, bool(ids) or (same and parent[2]))
+    known = [calls[a] for a in answers if a in calls]
+    if known:
+        return any(known), (rtype, mid, False)
+    return parent is None or parent[0] != "user", (rtype, mid, False)
 
 
 def session_model(models: Iterable[str | None]) -> str | None:

@@ -9,9 +9,10 @@ The base rule is chars/4 of the text as a request carries it, JSON-escaped
 at 1600, as the API bills them; base64 length says nothing about that.
 A PDF document is billed per page (:func:`document_info`), a text document
 as its text.
-Every content block also costs a fixed :data:`BLOCK_TOKENS` on the chain:
-the request wraps it in a JSON envelope (type, ids, its message's role),
-which a strip that keeps the block (a marker for a tool result) keeps.
+Every content block also costs its envelope on the chain, the JSON the
+request wraps it in (type, ids: :func:`envelope_chars`), and each message
+its role wrapper (:data:`MESSAGE_TOKENS`); a strip that keeps the block (a
+marker for a tool result) keeps both.
 Calibrating these raw estimates against the usage the API recorded is
 ``txdb.estimate``'s job (used by ``analyze`` and ``reset-usage`` alike).
 """
@@ -29,24 +30,66 @@ import orjson
 CHARS_PER_TOKEN = 4
 IMAGE_TOKEN_CAP = 1600
 IMAGE_PIXELS_PER_TOKEN = 750
-# The fixed cost of one content block in a request, whatever its size: the
-# JSON envelope the CLI sends it in (a tool_result's type and tool_use_id
-# alone are about 20 tokens of chars/4), which a strip that leaves a marker
-# keeps. Without it the fixed part is folded into the calibration's factor,
-# and a strip that shrinks the content but keeps the blocks was predicted
-# 9-21% below what the CLI sends (bench/bench_truth.py).
+# The fixed cost of a content block whose envelope is not measured below
+# (an image, a document, a server tool's result), whatever its size: the
+# JSON it is sent in, which a strip that leaves a marker keeps.
 BLOCK_TOKENS = 20
-# A thinking block's envelope is shorter: {"type":"thinking","thinking":"",
+# A thinking block's envelope: {"type":"thinking","thinking":"",
 # "signature":""} is 48 characters, 12 tokens of chars/4 (its signature is
-# in its own tokens). Priced at 20, the thinking a pass drops was
-# over-counted by 8 tokens a block (compact --before on a model that binds
-# thinking drops all of it from the kept part: 2.4% under, bench_truth).
+# in its own tokens), what the thinking a pass drops takes with it.
 THINKING_BLOCK_TOKENS = 12
+# The characters of a block's envelope as the CLI sends it (compact JSON,
+# the comma after it included), measured on the requests the real CLI
+# sends on resume (bench/bench_truth.py; tests/test_estimate_realcli.py):
+# {"type":"text","text":""} 25; {"type":"tool_use","id":"","name":"",
+# "input":} 46 and {"type":"tool_result","tool_use_id":"","content":""} 52,
+# each with its id as the API issues them (toolu_01 and 22 more: 30
+# characters); any other key as written (``,"is_error":false``, a tool
+# call's ``caller``); 26 for each item of a tool result's list (an image's 80).
+ENVELOPE_CHARS = {"text": 26, "tool_use": 77, "server_tool_use": 77, "tool_result": 83,
+                  "thinking": 4 * THINKING_BLOCK_TOKENS, "redacted_thinking": 4 * THINKING_BLOCK_TOKENS}
+RESULT_ITEM_CHARS = {"text": 26, "image": 80}
+# The keys those envelopes hold; any other a block has is sent as written.
+_BLOCK_KEYS = {"text": {"type", "text"}, "tool_use": {"type", "id", "name", "input"},
+               "server_tool_use": {"type", "id", "name", "input"},
+               "tool_result": {"type", "tool_use_id", "content"},
+               "thinking": {"type", "thinking", "signature"}, "redacted_thinking": {"type", "data"}}
+# Each message of a request wraps its blocks (or its string, a prompt sent
+# as one) in {"role":"user","content":...}: 29 characters with its comma,
+# 34 for an assistant message (8.5: 8, as the blocks' own tokens are rounded
+# up), once for the lines of one message.
+MESSAGE_TOKENS = {"user": 7, "assistant": 8}
 
 
 def block_envelope(block_type: str | None) -> int:
-    """The fixed tokens one content block of ``block_type`` costs on the chain."""
+    """The fixed tokens of a content block of ``block_type`` before its ids
+    are known: :data:`THINKING_BLOCK_TOKENS` for thinking, else
+    :data:`BLOCK_TOKENS` (a block's own figure: :func:`envelope_chars`)."""
     return THINKING_BLOCK_TOKENS if block_type in ("thinking", "redacted_thinking") else BLOCK_TOKENS
+
+
+def envelope_chars(block: dict) -> int:
+    """Characters of the JSON a content block is sent in beyond its content
+    (its text, input, result, signature): by kind (:data:`ENVELOPE_CHARS`),
+    with any other key it holds as written and a tool result's list items;
+    a kind not measured, :data:`BLOCK_TOKENS` of them."""
+    btype = block.get("type")
+    n = ENVELOPE_CHARS.get(btype)
+    if n is None:
+        return CHARS_PER_TOKEN * BLOCK_TOKENS
+    known = _BLOCK_KEYS[btype]
+    if not block.keys() <= known:  # a key sent as written: a tool call's caller, is_error
+        for key in block.keys() - known:
+            try:
+                n += len(orjson.dumps({key: block[key]}))  # ,"key":value
+            except (orjson.JSONEncodeError, TypeError):
+                n += CHARS_PER_TOKEN * BLOCK_TOKENS
+    if btype == "tool_result":
+        content = block.get("content")
+        if isinstance(content, list):  # [..] in place of "", each item in its own envelope
+            n += sum(RESULT_ITEM_CHARS.get(i.get("type"), CHARS_PER_TOKEN * BLOCK_TOKENS) if isinstance(i, dict) else 0
+                     for i in content)
+    return n
 
 
 # Characters JSON writes as a two-character escape; other control

@@ -67,7 +67,8 @@ class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
     __slots__ = ("rid", "line", "later", "offset", "length", "node", "chained", "model", "attachment_type",
-                 "tokens", "thinking", "images", "recorded", "prompt", "pos", "new", "dirty", "removed", "_buf", "_obj")
+                 "tokens", "thinking", "images", "recorded", "prompt", "facts", "pos", "new", "dirty", "removed",
+                 "_buf", "_obj")
 
     def __init__(self, rid: int, line: int, offset: int, length: int, buf: bytes, later: bool = False):
         self.rid = rid  # index in Transcript.records
@@ -89,6 +90,7 @@ class Record:
         self.images: int | None = None  # the part that is images, filled by ops.chain_prefix_images
         self.recorded: int | None = None  # an assistant turn's recorded context (None: no usage), filled with tokens
         self.prompt: int | None = None  # a system-prompt attachment's cost, filled by ops.system_prompt_tokens
+        self.facts: tuple | None = None  # what opens a message (records.message_facts), filled by ops.chain_opens
         self.pos: int | None = None  # position on the active chain
 
     def describe(self, obj: dict, names: dict[str, str] | None = None) -> None:
@@ -113,15 +115,15 @@ class Record:
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
         att = obj.get("attachment")
         self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
-        self.tokens = self.thinking = self.images = self.recorded = self.prompt = None
+        self.tokens = self.thinking = self.images = self.recorded = self.prompt = self.facts = None
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)
         r.rid, r.line, r.later, r.offset, r.length, r._buf = (self.rid, self.line, self.later, self.offset,
                                                               self.length, self._buf)
         r.node, r.chained, r.model, r.attachment_type = self.node, self.chained, self.model, self.attachment_type
-        r.tokens, r.thinking, r.images, r.recorded, r.prompt, r.pos = (self.tokens, self.thinking, self.images,
-                                                                       self.recorded, self.prompt, self.pos)
+        r.tokens, r.thinking, r.images, r.recorded, r.prompt, r.facts, r.pos = (
+            self.tokens, self.thinking, self.images, self.recorded, self.prompt, self.facts, self.pos)
         r.new, r.dirty, r.removed = self.new, self.dirty, self.removed
         r._obj = None
         return r

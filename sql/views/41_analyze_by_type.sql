@@ -15,8 +15,9 @@ JOIN chain c ON c.file_id = a.file_id AND c.offset = a.offset
 WHERE a.policy <> 'system-prompt'
 GROUP BY a.file_id
 UNION ALL
--- The envelope each content block is sent in (txdb.tokens.BLOCK_TOKENS a
--- block): what a message record's tokens hold beyond its blocks' own.
+-- The envelope each content block is sent in (txdb.tokens.envelope_chars)
+-- and its message's wrapper: what a message record's tokens hold beyond
+-- its blocks' own.
 SELECT r.file_id, r.session_id, 'envelope', count(*), NULL, NULL,
        sum(r.tokens - (SELECT coalesce(sum(b.tokens), 0) FROM blocks b
                        WHERE b.file_id = r.file_id AND b.offset = r.offset))

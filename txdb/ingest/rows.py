@@ -10,13 +10,14 @@ in the catalog, and the writer works that out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, note_title, record_kind, record_tokens
+from ..records import (JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts, message_link, note_title,
+                       record_kind, record_tokens)
 from . import deep
 from .census import Census
 from .lines import Line, parse_line
@@ -108,6 +109,9 @@ class FileIngest:
         self.nodes: list[chainmod.Node] = []
         self.local_tools: dict[str, str] = {}  # tool_uses of the lines read now
         self.uuids: set[str] = set()  # every uuid of the lines read now
+        self.opens = True  # whether the record being derived opens a message
+        self.links: dict[str, tuple] = {}  # uuid -> what its children read of it (records.message_link)
+        self.calls: dict[str, bool] = {}  # tool call id -> its message's first (records.message_link)
         self.parent_candidates: list[tuple[int, str]] = []  # parent not seen before the child
         self.last_line = 0  # line number of the last object added
 
@@ -169,6 +173,9 @@ class FileIngest:
         else:
             msg = role = model = message_id = None
         args = (obj, rtype, subtype, offset, session_id, role, ts, msg, message_id, uuid, request_id, model)
+        self.opens, link = message_link(message_facts(obj), self.links.get(parent) if parent else None, self.calls)
+        if uuid:
+            self.links[uuid] = link
         try:
             tokens = self._derive(*args)
         except Exception as e:
@@ -207,7 +214,7 @@ class FileIngest:
             append = blocks.append
             local_tools = self.local_tools
             brows = block_rows(content, role)
-            tokens = record_tokens(obj, brows)  # the one per-record rule
+            tokens = record_tokens(obj, brows, opens=self.opens)  # the one per-record rule
             for b in brows:
                 kind = b["kind"]
                 tool_name = b.get("tool_name")
@@ -321,6 +328,15 @@ class FileIngest:
         self.markers = []
         self.batch_bytes = 0
         self.sink(batch)
+
+    def seed_links(self, rows: Iterable[tuple]) -> None:
+        """A grown file: what its new lines' parents and calls, stored
+        before, tell :func:`records.message_link` (``(uuid, type, message
+        id, parent uuid, tool call ids joined by spaces)`` rows of the
+        stored records, in file order)."""
+        for uuid, rtype, mid, parent, ids in rows:
+            facts = (rtype, mid, tuple((ids or "").split()), ())
+            self.links[uuid] = message_link(facts, self.links.get(parent) if parent else None, self.calls)[1]
 
     def finish(self) -> FileSummary:
         """Flush, and for a file read from its start, derive its dangling

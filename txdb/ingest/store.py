@@ -533,6 +533,13 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             row = conn.execute("SELECT model FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
             if row and row[0]:
                 ing.summary.meta["model"] = row[0]
+            # and open a message as they would read from the start (records.message_link)
+            ing.seed_links(reversed(conn.execute(
+                "SELECT r.uuid, r.type, r.message_id, r.parent_uuid, (SELECT group_concat(tool_use_id, ' ') FROM"
+                " (SELECT b.tool_use_id FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset"
+                " AND b.kind = 'tool_use' ORDER BY b.idx))"
+                " FROM records r WHERE r.file_id = ? AND r.uuid IS NOT NULL"
+                " ORDER BY r.offset DESC LIMIT 2000", (file_id,)).fetchall()))  # the lines a new one hangs below
         cursor, next_line = plan.start_offset, plan.start_line
         for line in read_lines(fh, plan.start_offset, plan.start_line):
             ing.add_line(line)

@@ -501,14 +501,39 @@ def _count(items) -> dict:
 
 # -- sizes -------------------------------------------------------------------
 
-def record_estimate(rec: Record, model: str | None = None) -> int:
+def record_estimate(rec: Record, model: str | None = None, opens: bool = False) -> int:
     """Estimated context tokens of one record: the catalog's per-record
     figure (system-prompt records count 0; they are added once per session
     by ``system_prompt_tokens``; an attachment priced on ``model``, the
-    session's: :func:`priced_model`). Kept on the record until it changes."""
+    session's: :func:`priced_model`), with its message's wrapper when it
+    ``opens`` one (:func:`chain_opens`). Kept on the record, without the
+    wrapper, until it changes."""
     if rec.tokens is None:
         _measure(rec, model)
-    return rec.tokens
+    return rec.tokens + records.message_wrapper(rec.type, rec.tokens) if opens else rec.tokens
+
+
+def chain_opens(t: Transcript) -> list[bool]:
+    """Per chain position, whether its record opens a message of the
+    request (``records.message_link``, against the record its parentUuid
+    names, as refresh reads it)."""
+    out = []
+    links: dict[str, tuple] = {}
+    calls: dict[str, bool] = {}
+    for rec in t.chain:
+        if rec.facts is None:  # kept on the record until it changes, as its size is
+            if rec.type in ("user", "assistant"):
+                obj = rec.parse()
+                rec.facts = records.message_facts(obj)
+                if rec.tokens is None:  # from the same parse (a message's size needs no model)
+                    measure(rec, obj)
+            else:
+                rec.facts = (rec.type, None, (), ())
+        opens, link = records.message_link(rec.facts, links.get(rec.node.parent_uuid or ""), calls)
+        out.append(opens)
+        if rec.uuid:
+            links[rec.uuid] = link
+    return out
 
 
 def turn_usage(obj: dict) -> dict | None:
@@ -556,7 +581,7 @@ def measure(rec: Record, obj: dict) -> None:
 
 def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:
     if priced or rec.attachment_type not in _MODEL_PRICED:
-        rec.tokens = record_tokens(obj, model=model)
+        rec.tokens = record_tokens(obj, model=model, opens=False)  # its message's wrapper: record_estimate
     if rec.thinking is None and rec.type == "assistant":
         rec.thinking = records.thinking_tokens(obj) if b"thinking" in rec.raw else 0
     if rec.images is None:
@@ -598,8 +623,8 @@ def chain_prefix_estimates(t: Transcript) -> list[int]:
     base = system_prompt_tokens(t)
     model = priced_model(t)
     out = [base]
-    for rec in t.chain:
-        out.append(out[-1] + record_estimate(rec, model))
+    for rec, opens in zip(t.chain, chain_opens(t)):
+        out.append(out[-1] + record_estimate(rec, model, opens))
     return out
 
 

@@ -413,13 +413,14 @@ def _range_end(t: Transcript, needed: int, start: int = 0, dropped: dict[str, in
         open_at[result] -= 1
     saved, inside, best, content = 0, 0, None, False
     model = ops.priced_model(t)
+    opens = ops.chain_opens(t)
     for b in range(0, last):
         r = chain[b]
         inside += open_at[b]
         if b < start:
             continue
         if not stays_in_place(r):
-            saved += ops.record_estimate(r, model) - dropped.get(r.uuid or "", 0)
+            saved += ops.record_estimate(r, model, opens[b]) - dropped.get(r.uuid or "", 0)
             content = True
         if inside or not content:
             continue

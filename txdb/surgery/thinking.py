@@ -124,8 +124,8 @@ def dropped_tokens(result: Transcript, info: DroppedThinking) -> dict[str, int]:
             continue
         obj = rec.parse()
         keep = [b for i, b in enumerate(content_list(obj) or ()) if i not in idxs]
-        after = record_tokens(dict(obj, message=dict(obj["message"], content=keep))) if keep else 0
-        out[uuid] = max(0, record_estimate(rec) - after)
+        after = record_tokens(dict(obj, message=dict(obj["message"], content=keep)), opens=False) if keep else 0
+        out[uuid] = max(0, record_estimate(rec) - after)  # neither with its message's wrapper
     return out
 
 

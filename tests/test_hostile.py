@@ -471,8 +471,8 @@ def test_the_plan_table_names_subagents_and_aligns_wide_titles(tmp_path):
     lines = r.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("session"))
     table = lines[header:header + 2 + 3]
-    agent_row = next(line for line in table if line.startswith(Path(agent).stem))
-    assert agent_row.startswith(f"{Path(agent).stem} of {parent_id[:8]}")
+    agent_row = next(line for line in table if line.startswith(Path(agent).stem[:12]))  # its name, clipped
+    assert f" of {parent_id[:8]}" in agent_row.split("  ")[0]
     assert parent_title == "delegate the search"
     # the transcript's own title (one rule: its first prompt, as it has no set title), not its parent's
     assert "SUBAGENT-TASK: list the project files" in agent_row and parent_title not in agent_row

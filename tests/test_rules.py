@@ -32,7 +32,7 @@ from txdb.surgery.log import apply_logged
 from txdb.transcript import Transcript
 
 from rewind import rewind
-from sessions import CORPUS, shipped_files
+from sessions import CORPUS, assistant, shipped_files, user, write
 
 
 def _line(obj) -> str:
@@ -559,6 +559,14 @@ def test_the_window_view_is_the_python_rule_on_every_shipped_session(tmp_path):
         d = root / f"p{i}"
         d.mkdir(parents=True)
         shutil.copy(f, d / f.name)
+    # and the two ways onto a 1M window, which no shipped session takes: a
+    # turn on a [1m] model, and a turn that recorded past 200k
+    big = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 250_000,
+           "cache_creation_input_tokens": 0}
+    for name, model, usage in (("1m-model", "claude-opus-5[1m]", None), ("past-200k", "claude-opus-5", big)):
+        u = user("hello")
+        write(root / name / ("5e55e55e-0000-4000-8000-00000000000%d.jsonl" % len(name)),
+              [u, assistant("hi", u["uuid"], model=model, usage=usage)])
     conn = db.connect(tmp_path / "catalog.db")
     refresh(conn, [root])
     seen = set()

@@ -16,6 +16,17 @@ CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 TARGET = 0.10  # issue 4: within 10% of the recorded tokens
 
 
+
+def _catalogued(tmp_path, lines: list[dict]):
+    """(the session file of ``lines``, a catalog that has read it)."""
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    return f, conn
+
 def test_exact_linear_data_recovers_the_fit():
     pairs = [(e, 12_000 + 1.5 * e) for e in (1_000, 4_000, 9_000, 20_000, 35_000)]
     f = estimate.fit(pairs)
@@ -82,12 +93,7 @@ def test_transcript_and_catalog_pairs_agree(tmp_path):
         parent = f"a{i}"
     pairs = reference.transcript_pairs(lines)
     assert len(pairs) == 6 and all(r > e for e, r in pairs)
-    proj = tmp_path / "projects" / "-p"
-    proj.mkdir(parents=True)
-    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
-    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
-    conn = db.connect(tmp_path / "c.db")
-    refresh(conn, [tmp_path / "projects"])
+    f, conn = _catalogued(tmp_path, lines)
     fid = conn.execute("SELECT id FROM files").fetchone()[0]
     assert estimate.catalog_pairs(conn, fid) == [(e, r, 0) for e, r in pairs]  # no image: 0
     rep = catalog.analyze(conn, fid)["estimate"]
@@ -171,12 +177,7 @@ def test_thinking_is_sized_with_its_signature(tmp_path):
         lines += _turn(i, "question " * 20, 5_000 + 1_000 * i, parent)
         lines[-1]["message"]["content"].insert(0, {"type": "thinking", "thinking": "", "signature": "S" * 4_000})
         parent = f"a{i}"
-    proj = tmp_path / "projects" / "-p"
-    proj.mkdir(parents=True)
-    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
-    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
-    conn = db.connect(tmp_path / "c.db")
-    refresh(conn, [tmp_path / "projects"])
+    f, conn = _catalogued(tmp_path, lines)
     assert conn.execute("SELECT sum(tokens) FROM blocks WHERE kind = 'thinking'").fetchone()[0] == 4 * 1_000
     rep = run_surgery(f, "strip-thinking", lambda t, _o: ops.strip_thinking(t), PassOptions(dry_run=True))
     assert rep.tokens_after < rep.tokens_before
@@ -285,12 +286,7 @@ def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
         parent = f"a{i}"
     lines += _turn(4, "now on the other model", 9_000, parent)
     lines[-1]["message"]["model"] = "claude-other"
-    proj = tmp_path / "projects" / "-p"
-    proj.mkdir(parents=True)
-    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
-    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
-    conn = db.connect(tmp_path / "c.db")
-    refresh(conn, [tmp_path / "projects"])
+    f, conn = _catalogued(tmp_path, lines)
     fid = conn.execute("SELECT id FROM files").fetchone()[0]
     unsent = 4 * (1_000 + tokens.THINKING_BLOCK_TOKENS)
     assert conn.execute("SELECT sum(tokens) FROM blocks WHERE type = 'thinking'").fetchone()[0] == 4 * 1_000
@@ -413,12 +409,7 @@ def test_catalog_and_surgery_fit_images_apart_alike(tmp_path):
         lines += turn
         text += records.record_tokens(turn[1])
         parent = f"a{i}"
-    proj = tmp_path / "projects" / "-p"
-    proj.mkdir(parents=True)
-    f = proj / "0b8c3e2a-1111-4222-8333-944455556666.jsonl"
-    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
-    conn = db.connect(tmp_path / "c.db")
-    refresh(conn, [tmp_path / "projects"])
+    f, conn = _catalogued(tmp_path, lines)
     fid = conn.execute("SELECT id FROM files").fetchone()[0]
     rep = estimate.session_estimate(conn, fid)
     conn.close()

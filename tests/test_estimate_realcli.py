@@ -55,8 +55,9 @@ def _case_id(case) -> str:
     return f"{rel.split('/')[2][:8]}-{'-'.join(c)}"
 
 
-@pytest.mark.parametrize("rel, command", CASES, ids=[_case_id(c) for c in CASES])
-def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, command):
+
+def _copy(tmp_path, rel: str):
+    """(a copy of the corpus session ``rel`` in a projects folder, the real CLI)."""
     src = CORPUS_DIR / rel
     if not src.is_file():
         pytest.skip("corpus not present")
@@ -65,6 +66,11 @@ def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, co
     proj.mkdir(parents=True)
     path = proj / src.name
     shutil.copyfile(src, path)
+    return path, binary
+
+@pytest.mark.parametrize("rel, command", CASES, ids=[_case_id(c) for c in CASES])
+def test_predicted_context_after_surgery_is_what_the_cli_sends(tmp_path, rel, command):
+    path, binary = _copy(tmp_path, rel)
     db = str(tmp_path / "c.db")
     rep = _txdb(command[0], str(path), "--db", db, *command[1:], cwd=tmp_path)
     assert rep["changed_lines"] > 0
@@ -90,16 +96,9 @@ def test_compact_before_new_session_is_estimated_as_the_cli_sends_it(tmp_path, r
     block of the kept part; priced at the generic 20-token envelope each,
     the new session was predicted 2.4% under (0.976 on 668e6b90): a thinking
     block's envelope is 12 (tokens.THINKING_BLOCK_TOKENS)."""
-    src = CORPUS_DIR / rel
-    if not src.is_file():
-        pytest.skip("corpus not present")
-    binary = claude_binary()
-    proj = tmp_path / "projects" / src.parent.name
-    proj.mkdir(parents=True)
-    path = proj / src.name
-    shutil.copyfile(src, path)
+    path, binary = _copy(tmp_path, rel)
     rep = _txdb("compact", str(path), "--db", str(tmp_path / "c.db"), "--before", str(before), cwd=tmp_path)
-    new = proj / f"{rep['fork_session_id']}.jsonl"
+    new = path.parent / f"{rep['fork_session_id']}.jsonl"
     r = resume(new, binary=binary, workdir=tmp_path / "resume")
     assert r.loaded and not r.compacted, r.summary()
     sent = _sent(r.main_request)
@@ -140,14 +139,7 @@ def test_each_message_is_priced_as_the_cli_sends_it(tmp_path, rel):
     sizes grew by other steps than the request did, and the fit's factor
     carried the difference into every prediction after a surgery
     (63b159ef's strip-all read 0.976 in bench/bench_truth.py)."""
-    src = CORPUS_DIR / rel
-    if not src.is_file():
-        pytest.skip("corpus not present")
-    binary = claude_binary()
-    proj = tmp_path / "projects" / src.parent.name
-    proj.mkdir(parents=True)
-    path = proj / src.name
-    shutil.copyfile(src, path)
+    path, binary = _copy(tmp_path, rel)
     db = tmp_path / "c.db"
     _txdb("analyze", str(path), "--db", str(db), cwd=tmp_path)
     with sqlite3.connect(db) as conn:

@@ -113,9 +113,9 @@ def _usable(pairs: Iterable[tuple]) -> list[tuple[float, float, float]]:
     return out
 
 
-def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float] | None:
     """``recorded ~ a + factor * (estimate - images) + image_factor * images``
-    by least squares: ``(a, factor, image_factor)``, or None when the two
+    by least squares: ``(factor, image_factor)`` (the caller anchors ``a``), or None when the two
     terms cannot be told apart or a factor is out of range."""
     n = len(usable)
     xs = [(e - i, i, r) for e, r, i in usable]
@@ -132,7 +132,7 @@ def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float,
     g = (s11 * s2y - s12 * s1y) / det
     if not (MIN_FACTOR <= b <= MAX_FACTOR) or g < 0:
         return None
-    return my - b * m1 - g * m2, b, g
+    return b, g
 
 
 def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
@@ -164,7 +164,7 @@ def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
     if sum(a[2] != b[2] for a, b in zip(usable, usable[1:])) >= MIN_IMAGE_STEPS:
         two = _fit_images(usable)
         if two is not None:
-            _a, b, g = two
+            b, g = two
             return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq", image_factor=g, **anchor)
     sxx = sum((e - mx) ** 2 for e, _, _ in usable)
     sxy = sum((e - mx) * (r - my) for e, r, _ in usable)

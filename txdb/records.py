@@ -288,8 +288,7 @@ def record_tokens(obj: dict, blocks: list[dict] | None = None, model: str | None
         blocks = block_rows(content, None) if content is not None else []
     n = sum(b.get("tokens", 0) for b in blocks)
     if not isinstance(content, str):  # a string is sent as one: no block envelope
-        chars = sum(b.get("envelope", tokens.CHARS_PER_TOKEN * tokens.block_envelope(b.get("type")))
-                    for b in blocks)
+        chars = sum(b["envelope"] for b in blocks)
         n += (chars + tokens.CHARS_PER_TOKEN // 2) // tokens.CHARS_PER_TOKEN
     return n + message_wrapper(rtype, n) if opens else n
 

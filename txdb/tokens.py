@@ -61,13 +61,6 @@ _BLOCK_KEYS = {"text": {"type", "text"}, "tool_use": {"type", "id", "name", "inp
 MESSAGE_TOKENS = {"user": 7, "assistant": 8}
 
 
-def block_envelope(block_type: str | None) -> int:
-    """The fixed tokens of a content block of ``block_type`` before its ids
-    are known: :data:`THINKING_BLOCK_TOKENS` for thinking, else
-    :data:`BLOCK_TOKENS` (a block's own figure: :func:`envelope_chars`)."""
-    return THINKING_BLOCK_TOKENS if block_type in ("thinking", "redacted_thinking") else BLOCK_TOKENS
-
-
 def envelope_chars(block: dict) -> int:
     """Characters of the JSON a content block is sent in beyond its content
     (its text, input, result, signature): by kind (:data:`ENVELOPE_CHARS`),

@@ -76,9 +76,9 @@ USAGE_UPSERT = (
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
-REFRESH_CHECKPOINT_PAGES = 10000
+REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 GONE_AT = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"  # when refresh found a file gone: ISO 8601 UTC, as the records'
-BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)  # ~40 MB of WAL between checkpoints
+BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)
 
 
 def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPLACE",

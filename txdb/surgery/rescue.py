@@ -55,7 +55,6 @@ from __future__ import annotations
 import math
 
 from ..errors import SurgeryError
-from ..estimate import recorded_context
 from . import ops
 from . import persist as per
 from .. import sidecar as sc
@@ -88,14 +87,8 @@ def window_of(t: Transcript) -> int:
     of the ``context_gauge`` view's ``window_tokens`` (what
     ``sessions_near_limit`` and ``txdb sessions`` judge by), held to it by
     tests/test_rules.py."""
-    for r in t.records:
-        if r.type != "assistant":
-            continue
-        msg = r.parse().get("message")
-        if not isinstance(msg, dict):
-            continue
-        if (isinstance(msg.get("model"), str) and "[1m]" in msg["model"].lower()) \
-                or (recorded_context(msg.get("usage")) or 0) > WINDOW:
+    for r in t.records:  # each turn's model and recorded context are kept on it (no parse here)
+        if r.type == "assistant" and ("[1m]" in (r.model or "").lower() or (ops.recorded_context(r) or 0) > WINDOW):
             return LONG_WINDOW
     return WINDOW
 

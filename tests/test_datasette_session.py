@@ -311,6 +311,14 @@ async def test_two_files_of_one_name_get_a_url_each_that_opens_that_session(tmp_
     assert r.exit_code == 0, r.output
     urls = {row["session_id"]: row["url"] for row in json.loads(r.output)}
     assert sorted(urls) == sids and len(set(urls.values())) == 2
+    # the listing reads the files once (catalog.file_stem_matcher): what it matches is session_matches'
+    from txdb import catalog, db as txdb_db
+    from txdb.paths import session_stem
+    conn = txdb_db.connect(tmp_path / "c.db")
+    matches = catalog.file_stem_matcher(conn)
+    stems = {session_stem(p) for (p,) in conn.execute("SELECT path FROM files")} | set(sids)
+    assert all(matches(s) == catalog.session_matches(conn, s) for s in stems)
+    conn.close()
     d = make_datasette(tmp_path / "c.db")
     await d.invoke_startup()
     for sid, url in urls.items():

@@ -93,10 +93,35 @@ def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
             "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
             (len(ref), ref),
         ).fetchall()
+    return _preferred(rows)
+
+
+def _preferred(rows: list[tuple]) -> list[tuple]:
     # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays,
     # and a gone file's path is judged by its name (a link may stand there now)
     rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
     return [r for r in rows if r[3] == "session" and not r[4]] or rows
+
+
+def file_stem_matcher(conn: sqlite3.Connection):
+    """:func:`session_matches` for many file stems at once (``txdb sessions
+    --urls`` names each row's page): the files read once, each stem then
+    looked up by id and by file name as that function does (a catalogued
+    file's own stem always matches it, so its prefix branch is never taken)."""
+    from collections import defaultdict
+
+    by_sid: dict[str, list[tuple]] = defaultdict(list)
+    by_stem: dict[str, list[tuple]] = defaultdict(list)
+    for r in conn.execute("SELECT f.id, f.path, f.session_id, f.kind, f.gone FROM files f"):
+        by_sid[r[2]].append(r)
+        name = os.path.basename(r[1])
+        if name.endswith(SESSION_SUFFIX):
+            by_stem[name[:-len(SESSION_SUFFIX)]].append(r)
+
+    def matches(stem: str) -> list[tuple]:
+        rows = {r[0]: r for r in by_sid.get(stem, []) + by_stem.get(stem, [])}.values()
+        return _preferred(sorted(rows, key=lambda r: (r[3] != "session", r[4], -r[0])))
+    return matches
 
 
 def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,

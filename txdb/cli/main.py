@@ -430,8 +430,9 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
             emit_rows(rows, fmt)
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
+    matches = catalog.file_stem_matcher(conn)  # the files read once, not once a row
     for r in rows:
-        r["url"] = session_page_url(page_ref(conn, r["path"], r["file_id"]))
+        r["url"] = session_page_url(page_ref(conn, r["path"], r["file_id"], matches))
     if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "of_window", "status", "cost_usd", "secrets"]

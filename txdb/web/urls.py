@@ -23,14 +23,15 @@ def session_ref(path: str, file_id: int) -> str | int:
     return stem if re.fullmatch(REF, stem) and not stem.isdigit() else int(file_id)
 
 
-def page_ref(conn, path: str, file_id: int) -> str | int:
+def page_ref(conn, path: str, file_id: int, matches=None) -> str | int:
     """``session_ref`` of a catalogued file when that stem names this file
-    alone (as the page resolves it: ``catalog.session_matches``), else its
-    number: two files both named ``full.jsonl`` get one page each."""
+    alone (as the page resolves it: ``catalog.session_matches``, or
+    ``matches``, its ``file_stem_matcher`` for many rows), else its number:
+    two files both named ``full.jsonl`` get one page each."""
     from ..catalog import session_matches  # the catalog's reader, loaded only with a catalog open
 
     ref = session_ref(path, file_id)
-    if isinstance(ref, str) and [r[0] for r in session_matches(conn, ref)] != [file_id]:
+    if isinstance(ref, str) and [r[0] for r in (matches or (lambda s: session_matches(conn, s)))(ref)] != [file_id]:
         return int(file_id)
     return ref
 

@@ -95,3 +95,21 @@ def test_a_file_an_older_rule_sized_is_read_again_or_named_stale(tmp_path, monke
     r = run("sessions", "--json")
     assert shown(r) == fresh_list
     assert r.stderr == ""  # the one marked file was read again: no notice
+
+
+def test_the_notice_names_the_root_a_refresh_needs_and_that_refresh_clears_it(tmp_path):
+    # Files catalogued under a root refresh is not given by default: `txdb refresh`
+    # alone never read them again, and the notice came back after it.
+    projects = copy_fixture_sessions(tmp_path / "elsewhere")
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [projects])
+    conn.execute("UPDATE files SET inode = NULL WHERE id = (SELECT min(id) FROM files WHERE gone = 0)")
+    conn.commit()
+    conn.close()
+    r = run("sessions", "--db", path, "--json")
+    (note,) = r.stderr.splitlines()
+    command = note.split("run `", 1)[1].rstrip("`")
+    assert f"--root {projects}" in command
+    assert run(*command.split()[1:]).exit_code == 0
+    assert "stale" not in run("sessions", "--db", path, "--json").stderr

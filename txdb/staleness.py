@@ -24,10 +24,12 @@ def stale(conn, path: str) -> bool:
     return row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns or row[2] is None
 
 
-def marked_for_reread(conn) -> int:
+def marked_for_reread(conn) -> tuple[int, list[str]]:
     """How many catalogued files a migration marked to be read again (their
-    stored figures are of an older rule until a refresh reads them)."""
-    return conn.execute("SELECT count(*) FROM files WHERE inode IS NULL AND gone = 0").fetchone()[0]
+    stored figures are of an older rule until a refresh reads them), and
+    the projects roots they were found under (what that refresh must be given)."""
+    rows = conn.execute("SELECT root, count(*) FROM files WHERE inode IS NULL AND gone = 0 GROUP BY root").fetchall()
+    return sum(n for _r, n in rows), sorted(r for r, _n in rows if r)
 
 
 def same_file(path: str, st: os.stat_result) -> bool:

@@ -226,11 +226,16 @@ def stale_note(conn, path) -> None:
     none: it reads that file again first (``staleness.stale``)."""
     from ..staleness import marked_for_reread
 
-    n = marked_for_reread(conn)
+    n, roots = marked_for_reread(conn)
     if n:
         db = f" --db {path}" if os.path.abspath(path) != os.path.abspath(config.default_db_path()) else ""
+        import shlex
+
+        defaults = {os.path.abspath(r) for r in config.projects_roots()}
+        # refresh reads only the roots it is given: name any other the marked files are under
+        extra = "".join(f" --root {shlex.quote(r)}" for r in roots if os.path.abspath(r) not in defaults)
         echo(f"Note: figures stale for {n} session file{'s' if n != 1 else ''} (read by an older txdb): "
-             f"run `txdb refresh{db}`", err=True)
+             f"run `txdb refresh{db}{extra}`", err=True)
 
 
 def read_catalog(db_path, session: str | None = None):

@@ -553,8 +553,8 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     accuracy check."""
     # a fit uses the last MAX_TURNS turns; leave-last-out one more
     pairs = catalog_pairs(conn, file_id, last=MAX_TURNS + 1)
-    raw = catalog_chain_tokens(conn, file_id) - unsent_thinking(
-        catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
+    unsent = unsent_thinking(catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
+    raw = catalog_chain_tokens(conn, file_id) - unsent
     overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
     f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
     logged = logged_fit(conn, file_id)
@@ -566,6 +566,7 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         f = Fit(method="empty")
     return {
         "raw": raw,
+        "unsent": unsent,  # thinking on the chain the request does not count, left out of raw
         "calibrated": context(f, raw, messages),
         "overhead": round(f.overhead),
         "factor": round(f.factor, 4),
@@ -629,8 +630,7 @@ def catalog_breakdown(conn: sqlite3.Connection, file_id: int, rows: Sequence[dic
     estimate (``est``: :func:`session_estimate`), so they add up to the
     figure above them; each keeps its chars/4 as ``raw_tokens``."""
     e = est if est is not None else session_estimate(conn, file_id)
-    unsent = max(0, catalog_chain_tokens(conn, file_id) - e["raw"])  # thinking the estimate leaves out
-    return scale_breakdown(rows, e["calibrated"], e["factor"], unsent)
+    return scale_breakdown(rows, e["calibrated"], e["factor"], max(0, e["unsent"]))
 
 
 def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:

@@ -494,7 +494,7 @@ def analyze(db_path, session, original, as_json):
         f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
-    unsent = (s.get("chain_tokens") or 0) - (e.get("raw") or 0)
+    unsent = e.get("unsent") or 0
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
         + (f"(chain {s.get('chain_tokens', 0):,} + system prompt {s['system_prompt_tokens']:,})"

@@ -133,6 +133,22 @@ def backup_of(session: str | Path, n: int = 0) -> Path:
     return s.with_name(s.name + BACKUP_SUFFIX + (f".{n}" if n else ""))
 
 
+_BACKUP_N = re.compile(r"\.[1-9][0-9]{0,8}", re.ASCII)
+
+
+def backup_number(session: str | Path, path: str | Path) -> int | None:
+    """``n`` when ``path`` is ``backup_of(session, n)`` (the session's folder,
+    the name txdb gives), None for any other path: a path read from a file
+    in the tree (a journal entry, a log row) is only taken as a backup then."""
+    s, p = Path(session), Path(path)
+    if p.parent != s.parent or not p.name.startswith(s.name + BACKUP_SUFFIX):
+        return None
+    rest = p.name[len(s.name) + len(BACKUP_SUFFIX):]
+    if not rest:
+        return 0
+    return int(rest[1:]) if _BACKUP_N.fullmatch(rest) else None
+
+
 def swaps_of(session: str | Path) -> Path:
     s = Path(session)
     return s.with_name(s.name + SWAPS_SUFFIX)

@@ -137,6 +137,8 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
 
 
 def print_apply(rep, dry_run: bool) -> None:
+    for w in getattr(rep, "warnings", None) or ():
+        echo(f"Warning: {w}", err=True)
     if dry_run:
         echo(f"Dry run: every check passed; {rep.original} would go from {rep.size_before:,} to "
                    f"{rep.size_after:,} bytes.")

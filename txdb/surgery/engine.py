@@ -51,6 +51,7 @@ from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
+from ..regular import open_regular
 from .. import sidecar as sc
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
@@ -108,12 +109,13 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
+    pend.check_pending_kind(orig)
     base = pend.working_file(orig)
     meta = pend.read_meta(orig)
     if base != orig and meta is None:
         raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
     if base != orig:
-        with open(orig, "rb") as fh:
+        with open_regular(orig) as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure)

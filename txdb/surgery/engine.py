@@ -99,6 +99,7 @@ class SurgeryReport:
     tokens_after: int = 0
     tokens_base: int = 0  # estimate of the copy this pass started from (the pending copy on a later pass)
     base: str = "original"  # what positions mean: "original", "pending copy" or "fork"
+    leftover_removed: bool = False  # a pending copy its apply had swapped in already (killed after it), removed
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -160,8 +161,11 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     if not dry_run:
         clean_stale_temps(orig.parent)
         sc.clean_leftovers(sc.session_dir(orig))
+    # An apply killed after its swap: this pass starts from what it wrote.
+    leftover = not dry_run and pend.drop_applied_copy(orig)
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
+    report.leftover_removed = leftover
     report.bytes_before = t.size
     if fork:
         # Beside the session as named: claude -r looks in the project folder, where a link lives.

@@ -32,7 +32,6 @@ from ..errors import SurgeryError
 from . import journal
 from . import pending as pend
 from .engine import SurgeryReport
-from ..durability import prefix_sha256
 from ..lock import session_lock
 from ..regular import open_regular
 from .usage import context_estimator
@@ -180,19 +179,8 @@ def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = No
 
 
 def applied_pending(orig: Path, e: dict | None) -> bool:
-    """Whether the pending copy beside ``orig`` is the one journal entry
-    ``e``'s apply swapped in already (killed before it removed the copy):
-    the copy is what the session became, taken of what the backup holds."""
-    pending, meta = pend.pending_path(orig), pend.read_meta(orig)
-    if not e or e.get("command") != "apply" or meta is None or not e.get("backup") or not pending.is_file():
-        return False
-    try:
-        with open_regular(pending, follow=False) as fh:
-            if pend.sha256(fh.read()) != e["result_sha256"]:
-                return False
-        return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
-    except OSError:
-        return False
+    """``pending.applied_copy``: the copy beside ``orig`` is what journal entry ``e``'s apply swapped in."""
+    return pend.applied_copy(orig, e)
 
 
 def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, backup: bool = True,
@@ -214,6 +202,10 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
             warnings = journal.load(orig)[1]  # refuses a journal the apply could not write over
         elif (standing := catch_up(conn, orig, warnings)) is None:
             journal.load(orig)  # raises: the journal cannot be read, so no swap can be recorded
+        elif pend.drop_applied_copy(orig):
+            raise SurgeryError(f"the pending copy of {orig.name} was applied already (an apply killed before it "
+                               f"removed the copy; the swap journal records it): the leftover copy is removed, "
+                               "nothing is left to apply")
         rep, ids = _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing)
         rep.warnings = warnings
         return rep, ids

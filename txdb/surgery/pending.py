@@ -229,6 +229,41 @@ def unreadable_meta(orig: Path) -> SurgeryError:
                         f"run `txdb snapshot --refresh {orig}` to start again from the session")
 
 
+def applied_copy(orig: Path, e: dict | None) -> bool:
+    """Whether the pending copy beside ``orig`` is the one journal entry
+    ``e``'s apply swapped in already (killed before it removed the copy):
+    the copy is what the session became, taken of what the backup holds."""
+    pending, meta = pending_path(orig), read_meta(orig)
+    if not e or e.get("command") != "apply" or meta is None or not e.get("backup") or not pending.is_file():
+        return False
+    try:
+        with open_regular(pending, follow=False) as fh:
+            if sha256(fh.read()) != e["result_sha256"]:
+                return False
+        return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
+    except OSError:
+        return False
+
+
+def drop_applied_copy(orig: Path) -> bool:
+    """Remove a pending copy (and its record) that its apply swapped in
+    already, killed before it removed them (``applied_copy`` of the
+    journal's newest entry): a later pass starts from the session, as it
+    would have. Call it under the session lock. Whether it removed one."""
+    try:
+        entries = journal.read(orig)
+    except SurgeryError:
+        return False
+    if not entries or not applied_copy(orig, entries[-1]):
+        return False
+    for p in (pending_path(orig), meta_path(orig)):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    return True
+
+
 def check_pending_kind(orig: Path) -> None:
     """Refuse a pending copy's name held by anything but a regular file (a
     link, a FIFO, a folder): never txdb's, and never read through."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 SESSION_SUFFIX = ".jsonl"
@@ -206,6 +207,11 @@ def original_path(path: str | Path) -> Path:
 def working_file(path: str | Path) -> Path:
     """The file the next surgery pass edits, so the one whose chain
     positions ``--from/--to/--pos`` name: the pending copy when there is
-    one, else the session file. Commands that show positions read it too."""
+    one, else the session file. Commands that show positions read it too.
+    Only a regular file there counts (never a link, a FIFO, a folder: the
+    engine refuses those)."""
     p = pending_of(original_path(path))
-    return p if p.is_file() else original_path(path)
+    try:
+        return p if stat.S_ISREG(os.lstat(p).st_mode) else original_path(path)
+    except OSError:
+        return original_path(path)

@@ -198,7 +198,7 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
         raise SurgeryError(f"the log does not record what {what} wrote (an older txdb): undo cannot tell that "
                            f"{orig.name} is unchanged since; restore {bak} by hand if you are sure")
     stale = log.applied_pending(orig, standing[-1] if standing else None)  # an apply killed before removing it
-    if pend.pending_path(orig).exists() and not stale:
+    if os.path.lexists(pend.pending_path(orig)) and not stale:
         raise SurgeryError(f"a pending copy ({pend.pending_path(orig).name}) was taken of the file undo would "
                            f"replace: apply it or delete it (and its .json) first")
     st1 = pend.file_state(orig)

@@ -399,8 +399,8 @@ def test_an_unreadable_snapshot_record_beside_a_pending_copy_is_refused(tmp_path
     run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True))
     pend.meta_path(f).write_bytes(b'{"size": "not a number"')
     state = _state(f.parent)
-    msg = (f"the snapshot record {f.name}.pending.json of the pending copy {f.name}.pending is missing or "
-           f"unreadable: run `txdb snapshot --refresh {f}` to start again from the session")
+    msg = (f"the snapshot record {f.name}.pending.json of the pending copy {f.name}.pending is not one txdb "
+           f"wrote (not JSON): run `txdb snapshot --refresh {f}` to start again from the session")
     for attempt in (lambda: run_surgery(f, "strip-thinking", lambda t, o: ops.strip_thinking(t)),
                     lambda: pend.snapshot(f), lambda: pend.apply(f, settle=0.0)):
         with pytest.raises(SurgeryError) as e:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .lock import lock_replacement
+from .regular import open_regular
 
 FILE_MODE = 0o600
 HASH_CHUNK = 1 << 18
@@ -75,7 +76,7 @@ def prefix_sha256(orig: Path, size: int) -> str | None:
     h = hashlib.sha256()
     view = memoryview(bytearray(HASH_CHUNK))
     left = size
-    with open(orig, "rb", buffering=0) as fh:
+    with open_regular(orig, buffering=0) as fh:
         while left > 0:
             n = fh.readinto(view[:min(HASH_CHUNK, left)])
             if not n:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 SESSION_SUFFIX = ".jsonl"
@@ -133,6 +134,22 @@ def backup_of(session: str | Path, n: int = 0) -> Path:
     return s.with_name(s.name + BACKUP_SUFFIX + (f".{n}" if n else ""))
 
 
+_BACKUP_N = re.compile(r"\.[1-9][0-9]{0,8}", re.ASCII)
+
+
+def backup_number(session: str | Path, path: str | Path) -> int | None:
+    """``n`` when ``path`` is ``backup_of(session, n)`` (the session's folder,
+    the name txdb gives), None for any other path: a path read from a file
+    in the tree (a journal entry, a log row) is only taken as a backup then."""
+    s, p = Path(session), Path(path)
+    if p.parent != s.parent or not p.name.startswith(s.name + BACKUP_SUFFIX):
+        return None
+    rest = p.name[len(s.name) + len(BACKUP_SUFFIX):]
+    if not rest:
+        return 0
+    return int(rest[1:]) if _BACKUP_N.fullmatch(rest) else None
+
+
 def swaps_of(session: str | Path) -> Path:
     s = Path(session)
     return s.with_name(s.name + SWAPS_SUFFIX)
@@ -190,6 +207,11 @@ def original_path(path: str | Path) -> Path:
 def working_file(path: str | Path) -> Path:
     """The file the next surgery pass edits, so the one whose chain
     positions ``--from/--to/--pos`` name: the pending copy when there is
-    one, else the session file. Commands that show positions read it too."""
+    one, else the session file. Commands that show positions read it too.
+    Only a regular file there counts (never a link, a FIFO, a folder: the
+    engine refuses those)."""
     p = pending_of(original_path(path))
-    return p if p.is_file() else original_path(path)
+    try:
+        return p if stat.S_ISREG(os.lstat(p).st_mode) else original_path(path)
+    except OSError:
+        return original_path(path)

@@ -8,6 +8,12 @@ blocking (``O_NONBLOCK``), then checked with ``fstat`` on the open file
 (no window between a check and the open), and refused as
 ``NotRegularFile``, an ``OSError`` naming what the file is, so every
 caller's handling of an unreadable file names it and goes on.
+
+That holds for every file txdb opens in a session's folder, its own ones
+included (the swap journal, the snapshot record, the pending copy, the
+backups), since anyone who can write there may have put anything at those
+names: txdb's own small files are read with ``read_regular``, which also
+refuses a file over a size limit (``TooLarge``) rather than reading it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ class NotRegularFile(OSError):
     def __init__(self, path, mode: int):
         super().__init__(None, f"{kind(mode)}, not a regular file", str(path))
         self.mode = mode
+
+
+class TooLarge(OSError):
+    """The file is larger than any txdb writes at that name."""
+
+    def __init__(self, path, size: int, limit: int):
+        super().__init__(errno.EFBIG, f"{size:,} bytes, over the {limit:,} bytes txdb ever writes there", str(path))
 
 
 def kind(mode: int) -> str:
@@ -69,3 +82,19 @@ def open_fd(path, dir_fd: int | None = None, follow: bool = True) -> int:
 def open_regular(path, buffering: int = -1, dir_fd: int | None = None, follow: bool = True) -> BinaryIO:
     """``open(path, "rb")`` for a regular file only (see ``open_fd``)."""
     return os.fdopen(open_fd(path, dir_fd, follow), "rb", buffering=buffering)
+
+
+def read_regular(path, limit: int | None = None, dir_fd: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of the regular file at ``path`` (see ``open_fd``); with
+    ``limit``, ``TooLarge`` for a file over it (checked on the open file, and
+    on what the read returns: it may grow meanwhile)."""
+    with open_regular(path, dir_fd=dir_fd, follow=follow) as fh:
+        if limit is None:
+            return fh.read()
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise TooLarge(path, size, limit)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(path, len(data), limit)
+    return data

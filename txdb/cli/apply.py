@@ -87,6 +87,8 @@ def _apply_all(db_path, *, dry_run, no_backup, as_json):
         if not outs:
             echo("No pending copies.")
         for o in outs:
+            for w in o.warnings:
+                echo(f"Warning: {w}", err=True)
             if o.error:
                 continue
             verb = "Checked (dry run)" if dry_run else "Applied"
@@ -131,6 +133,8 @@ def undo_cmd(session, db_path, dry_run, force, as_json):
     if as_json:
         echo(to_json(rep.as_dict()))
         return
+    for w in rep.warnings:
+        echo(f"Warning: {w}", err=True)
     if rep.forced:
         c = rep.verdict["counts"]
         echo(f"--force: {rep.forced}")

@@ -314,7 +314,7 @@ def refresh(db_path, roots, prune, watch, as_json):
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
-    stats.swaps_logged = _catch_up_journals(db_path)
+    stats.swaps_logged = _catch_up_journals(db_path, stats.warnings)
     if as_json:
         d = dict(stats.__dict__)
         d["mb_per_s"] = stats.mb_per_s
@@ -323,6 +323,8 @@ def refresh(db_path, roots, prune, watch, as_json):
         for r in stats.roots_missing:
             echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
         echo(stats.summary())
+        for w in stats.warnings:
+            echo(f"Warning: {w}", err=True)
     if watch:
         from ..watch import watch as watch_roots
 
@@ -330,7 +332,7 @@ def refresh(db_path, roots, prune, watch, as_json):
                     report=watch_reporter(as_json))
 
 
-def _catch_up_journals(db_path) -> int:
+def _catch_up_journals(db_path, warnings: list[str]) -> int:
     """Log the swaps an apply or undo could not (killed after its rename, or
     its catalog full): the surgery code loads only when a journal is there."""
     from ..ingest.store import journalled_sessions
@@ -342,7 +344,7 @@ def _catch_up_journals(db_path) -> int:
             return 0
         from ..surgery.log import catch_up_journals
 
-        return catch_up_journals(conn, todo)
+        return catch_up_journals(conn, todo, warnings)
     finally:
         conn.close()
 

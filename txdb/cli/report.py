@@ -85,6 +85,9 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
 
 
 def print_report(r: SurgeryReport, applied: bool = False) -> None:
+    if r.leftover_removed:
+        echo(f"The pending copy beside {r.original} had been applied already (an apply killed before it "
+             "removed the copy; the swap journal records it): removed, this pass starts from the session.")
     res = r.result
     kind = declared(r.operation).result  # the command's declaration says how its result reads
     parts = kind.describe(res, r.dry_run)
@@ -137,6 +140,8 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
 
 
 def print_apply(rep, dry_run: bool) -> None:
+    for w in getattr(rep, "warnings", None) or ():
+        echo(f"Warning: {w}", err=True)
     if dry_run:
         echo(f"Dry run: every check passed; {rep.original} would go from {rep.size_before:,} to "
                    f"{rep.size_after:,} bytes.")

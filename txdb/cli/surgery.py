@@ -181,13 +181,18 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
     if report.written and report.fork_session_id:
         from ..surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
         log_fork(conn, report, o.arguments)
-    if o.apply and report.written and not report.fork_session_id:
+    # A pass with nothing new to change on a pending copy earlier passes left (a run
+    # killed before its apply, say): --apply applies that copy, as --where does.
+    earlier = not report.written and report.base == "pending copy" and not o.dry_run
+    if o.apply and (report.written or earlier) and not report.fork_session_id:
         from ..surgery.log import apply_logged
         rep, ids = apply_logged(conn, orig, backup=o.backup)
         if o.as_json:
             echo(to_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
             return
         _print_report(report, applied=True)
+        if earlier:
+            echo("--apply: applying the pending copy earlier passes left.")
         _print_apply(rep, False)
         return
     if o.as_json:

@@ -145,6 +145,9 @@ class RefreshStats:
     # Files and folders that could not be read ({"path", "error"}): their
     # rows stay as they were.
     unreadable: list[dict] = field(default_factory=list)
+    # txdb's own files in the tree it could not use (a swap journal, or an
+    # entry of one, that is not txdb's): named, never stopping the refresh.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def mb_per_s(self) -> float:
@@ -827,11 +830,6 @@ def journalled_sessions(conn: sqlite3.Connection) -> list[Path]:
     asked here so that ``txdb refresh`` loads the surgery code only when
     there is one."""
     rows = conn.execute("SELECT path FROM files WHERE gone = 0 AND kind = 'session'").fetchall()
-    return [Path(p) for (p,) in rows if _is_file(swaps_of(p))]
+    # Anything at the name (a FIFO, a folder too): catch-up names what it cannot read.
+    return [Path(p) for (p,) in rows if os.path.lexists(swaps_of(p))]
 
-
-def _is_file(p: Path) -> bool:
-    try:
-        return p.is_file()
-    except OSError:  # a folder that cannot be searched: refresh has named it unreadable
-        return False

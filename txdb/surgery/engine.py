@@ -51,6 +51,7 @@ from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
 from .thinking import dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
+from ..regular import open_regular
 from .. import sidecar as sc
 from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
@@ -98,6 +99,7 @@ class SurgeryReport:
     tokens_after: int = 0
     tokens_base: int = 0  # estimate of the copy this pass started from (the pending copy on a later pass)
     base: str = "original"  # what positions mean: "original", "pending copy" or "fork"
+    leftover_removed: bool = False  # a pending copy its apply had swapped in already (killed after it), removed
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -108,12 +110,13 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     orig = pend.original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
+    pend.check_pending_kind(orig)
     base = pend.working_file(orig)
     meta = pend.read_meta(orig)
     if base != orig and meta is None:
         raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
     if base != orig:
-        with open(orig, "rb") as fh:
+        with open_regular(orig) as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure)
@@ -158,8 +161,11 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     if not dry_run:
         clean_stale_temps(orig.parent)
         sc.clean_leftovers(sc.session_dir(orig))
+    # An apply killed after its swap: this pass starts from what it wrote.
+    leftover = not dry_run and pend.drop_applied_copy(orig)
     t, original, had_pending, meta = load_base(orig)
     report = SurgeryReport(operation, str(orig), str(pend.pending_path(orig)), dry_run)
+    report.leftover_removed = leftover
     report.bytes_before = t.size
     if fork:
         # Beside the session as named: claude -r looks in the project folder, where a link lives.

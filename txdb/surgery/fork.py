@@ -32,6 +32,7 @@ from ..errors import SurgeryError
 from ..paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
 from ..records import CHAIN_TYPES, SESSION_BOUND_TYPES, TITLE_KEY, note_title, now_timestamp, pick_title
 from ..transcript import Transcript, dumps
+from ..regular import open_regular
 
 TOOL = "txdb"
 # The fields a fork puts on every conversation envelope.
@@ -66,7 +67,7 @@ def _sibling_titles(folder: Path, exclude: set[str]) -> set[str]:
         if p.name in exclude:
             continue
         try:
-            with open(p, "rb") as fh:
+            with open_regular(p) as fh:
                 for line in fh:
                     if b'"custom-title"' in line:
                         try:

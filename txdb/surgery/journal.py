@@ -24,45 +24,136 @@ disregarded are dropped and, when every earlier entry is in the catalog,
 only the newest is kept (what the next ``undo`` reads), so a refusal never
 changes it. The name ends in ``.json``, never
 ``.jsonl``: discovery never takes it for a session.
+
+Anyone who can write the projects tree can write this file too, so it is
+read as hostile input (``load``): only a regular file (never a FIFO, a link,
+a folder) of at most ``MAX_BYTES``, and each entry checked for the fields
+and types txdb writes and for naming the session's own files (the session
+itself, a backup by the name txdb gives it, in its folder: ``paths``). An
+entry that fails is named in one warning and disregarded (the next swap
+writes the journal without it); a file that is not a journal at all is
+refused by the session's own apply and undo, and named by refresh.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
 import orjson
 
 from ..errors import SurgeryError
-from ..paths import swaps_of
+from ..paths import backup_number, swaps_of
 from ..records import now_timestamp
 from ..durability import owner_of, prefix_sha256, write_atomic
+from ..regular import read_regular
+
+# A journal holds the few swaps the catalog lacks (kilobytes): a larger file is not one txdb wrote.
+MAX_BYTES = 64 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_INT64 = 1 << 63  # what an SQLite integer holds
 
 def journal_path(orig: str | Path) -> Path:
     return swaps_of(orig)
 
 
-def read(orig: str | Path) -> list[dict]:
-    """The journal's entries, oldest first ([] when there is none). One
-    that cannot be read is refused: writing over it would lose what it holds."""
+def _count(v, nullable: bool = True) -> bool:
+    """A count txdb writes: an int an SQLite column holds (or None)."""
+    if v is None:
+        return nullable
+    return isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
+
+
+def _sha(v, nullable: bool = False) -> bool:
+    return (v is None and nullable) or (isinstance(v, str) and _SHA256.fullmatch(v) is not None)
+
+
+def _opt_str(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _row_problem(r) -> str | None:
+    if not isinstance(r, dict):
+        return "a row is not an object"
+    if not _opt_str(r.get("command")) or not isinstance(r.get("arguments") or {}, dict):
+        return "a row's command or arguments are not ones txdb writes"
+    for k in ("records_changed", "tokens_before", "tokens_after"):
+        if not _count(r.get(k)):
+            return f"a row's {k} is not a count"
+    if not _opt_str(r.get("stale_from")):
+        return "a row's stale_from is not a uuid"
+    return None
+
+
+def problem(orig: str | Path, e) -> str | None:
+    """Why ``e`` is not an entry txdb wrote for the session ``orig`` (its
+    real path), None when it is: the fields and types ``entry`` writes, the
+    session itself and a backup of its own (``paths.backup_number``)."""
+    if not isinstance(e, dict):
+        return "not an object"
+    if not isinstance(e.get("id"), str) or not 0 < len(e["id"]) <= 64:
+        return "no id"
+    if not isinstance(e.get("at"), str):
+        return "no time ('at')"
+    if e.get("command") not in ("apply", "undo"):
+        return "its command is neither apply nor undo"
+    if e.get("session") != str(orig):
+        return "it names another session file" if isinstance(e.get("session"), str) else "no session"
+    if not _count(e.get("result_size"), False) or e["result_size"] < 0 or not _sha(e.get("result_sha256")):
+        return "no size and sha256 of the file it wrote"
+    bak = e.get("backup")
+    if bak is not None:
+        if not isinstance(bak, str) or backup_number(orig, bak) is None:
+            return "its backup is not one of the session's own (a .bak beside it)"
+        if not _count(e.get("backup_size"), False) or e["backup_size"] < 0 or not _sha(e.get("backup_sha256"), True) \
+                or not _count(e.get("backup_lines")):
+            return "no size and sha256 of its backup"
+    rows = e.get("rows")
+    if not isinstance(rows, list):
+        return "its rows are not a list"
+    for r in rows:
+        if (why := _row_problem(r)) is not None:
+            return why
+    return None
+
+
+def load(orig: str | Path) -> tuple[list[dict], list[str]]:
+    """(the journal's entries that are txdb's, oldest first; a warning for
+    each other one, by place and id). ([], []) when there is none. A file
+    that is no journal (not a regular file, over ``MAX_BYTES``, not JSON,
+    no list of swaps) is refused: writing over it would lose what it holds."""
+    orig = Path(os.path.realpath(orig))
     p = journal_path(orig)
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read()
+        raw = read_regular(p, MAX_BYTES, follow=False)
     except FileNotFoundError:
-        return []
+        return [], []
     except OSError as e:
-        raise SurgeryError(f"the swap journal {p.name} cannot be read ({e.strerror}): move it away first") from None
+        raise SurgeryError(f"the swap journal {p} cannot be read ({e.strerror}): move it away first") from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         doc = None
     entries = doc.get("swaps") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
-                                                for e in entries):
-        raise SurgeryError(f"the swap journal {p.name} is not one txdb wrote (unreadable): move it away first")
-    return entries
+    if not isinstance(entries, list):
+        raise SurgeryError(f"the swap journal {p} is not one txdb wrote (no list of swaps): move it away first")
+    good, warnings = [], []
+    for i, e in enumerate(entries, 1):
+        why = problem(orig, e)
+        if why is None:
+            good.append(e)
+            continue
+        ident = e.get("id") if isinstance(e, dict) and isinstance(e.get("id"), str) else None
+        warnings.append(f"entry {i} of the swap journal {p}" + (f" ({ident[:64]!r})" if ident else "")
+                        + f" is not one txdb wrote ({why}): disregarded (the next swap drops it)")
+    return good, warnings
+
+
+def read(orig: str | Path) -> list[dict]:
+    """The journal's entries txdb wrote (``load`` without its warnings)."""
+    return load(orig)[0]
 
 
 def write(orig: str | Path, entries: list[dict]) -> None:

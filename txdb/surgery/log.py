@@ -32,8 +32,8 @@ from ..errors import SurgeryError
 from . import journal
 from . import pending as pend
 from .engine import SurgeryReport
-from ..durability import prefix_sha256
 from ..lock import session_lock
+from ..regular import open_regular
 from .usage import context_estimator
 from ..transcript import Transcript
 
@@ -63,7 +63,7 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
 def _fallback_pass(orig: Path) -> dict:
     """Figures for a pending copy no command recorded (``txdb snapshot`` alone)."""
     meta = pend.read_meta(orig) or {}
-    with open(orig, "rb") as fh:
+    with open_regular(orig) as fh:
         before = Transcript.from_bytes(fh.read()[: meta.get("size", 0)], orig)
     after = Transcript.load(pend.pending_path(orig))
     kept = collections.Counter(ln.raw for ln in after.lines)
@@ -108,7 +108,7 @@ def log_entry(conn: sqlite3.Connection, orig: Path, e: dict) -> list[int]:
     return _insert(conn, rows)
 
 
-def catch_up(conn: sqlite3.Connection, orig: str | Path) -> list[dict] | None:
+def catch_up(conn: sqlite3.Connection, orig: str | Path, warnings: list[str] | None = None) -> list[dict] | None:
     """Log the swaps of ``orig``'s journal the catalog lacks. Returns the
     entries that stand, for the next ``journal.record``: the newest entry
     is left out when its swap never happened (killed before its rename: the
@@ -116,12 +116,15 @@ def catch_up(conn: sqlite3.Connection, orig: str | Path) -> list[dict] | None:
     once every entry is logged, only the newest. Writes only the catalog,
     best effort (one that cannot be written keeps every entry for next
     time); None when the journal cannot be read (``record`` refuses it).
+    Entries that are not txdb's are disregarded, each named in ``warnings``.
     Call it under the session lock."""
     orig = Path(orig)
     try:
-        entries = journal.read(orig)
+        entries, bad = journal.load(orig)
     except SurgeryError:
         return None
+    if warnings is not None:
+        warnings.extend(bad)
     if not entries:
         return []
     try:
@@ -144,18 +147,28 @@ def catch_up(conn: sqlite3.Connection, orig: str | Path) -> list[dict] | None:
     return keep[-1:]
 
 
-def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = None) -> int:
+def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = None,
+                      warnings: list[str] | None = None) -> int:
     """``catch_up`` every catalogued session (or those of ``sessions``) whose
     swap journal holds a swap the ``surgeries`` log lacks (an apply or undo killed after its rename, or
     one whose catalog could not be written): what ``txdb refresh`` runs
     after reading the files. A session another txdb command holds is left
-    for next time. Returns how many log rows it wrote."""
+    for next time; a journal that cannot be read, or an entry of one that
+    is not txdb's, is named in ``warnings`` and never stops the others.
+    Returns how many log rows it wrote."""
     from ..errors import TxdbError
 
     before = conn.execute("SELECT count(*) FROM surgeries").fetchone()[0]
     for orig in journalled_sessions(conn) if sessions is None else sessions:
         try:
-            entries = journal.read(orig)
+            entries, bad = journal.load(orig)
+        except SurgeryError as e:
+            if warnings is not None:
+                warnings.append(str(e))
+            continue
+        if warnings is not None:
+            warnings.extend(bad)
+        try:
             if not entries or {e["id"] for e in entries} <= logged_swaps(conn, orig):
                 continue
             with session_lock(orig):
@@ -166,19 +179,8 @@ def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = No
 
 
 def applied_pending(orig: Path, e: dict | None) -> bool:
-    """Whether the pending copy beside ``orig`` is the one journal entry
-    ``e``'s apply swapped in already (killed before it removed the copy):
-    the copy is what the session became, taken of what the backup holds."""
-    pending, meta = pend.pending_path(orig), pend.read_meta(orig)
-    if not e or e.get("command") != "apply" or meta is None or not e.get("backup") or not pending.is_file():
-        return False
-    try:
-        with open(pending, "rb") as fh:
-            if pend.sha256(fh.read()) != e["result_sha256"]:
-                return False
-        return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
-    except OSError:
-        return False
+    """``pending.applied_copy``: the copy beside ``orig`` is what journal entry ``e``'s apply swapped in."""
+    return pend.applied_copy(orig, e)
 
 
 def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, backup: bool = True,
@@ -194,8 +196,19 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        standing = None if dry_run else catch_up(conn, orig)
-        return _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing)
+        warnings: list[str] = []
+        if dry_run:
+            standing = None
+            warnings = journal.load(orig)[1]  # refuses a journal the apply could not write over
+        elif (standing := catch_up(conn, orig, warnings)) is None:
+            journal.load(orig)  # raises: the journal cannot be read, so no swap can be recorded
+        elif pend.drop_applied_copy(orig):
+            raise SurgeryError(f"the pending copy of {orig.name} was applied already (an apply killed before it "
+                               f"removed the copy; the swap journal records it): the leftover copy is removed, "
+                               "nothing is left to apply")
+        rep, ids = _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing)
+        rep.warnings = warnings
+        return rep, ids
 
 
 def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup: bool,
@@ -241,7 +254,7 @@ def _fit(value) -> tuple[float | None, float | None]:
 
 def _size_sha(path: str | Path) -> tuple[int | None, str | None]:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             data = fh.read()
     except OSError:
         return None, None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import sidecar as sc
 from ..paths import LEGACY_TOOL_RESULTS, TOOL_RESULTS
+from ..regular import open_regular
 from ..transcript import Transcript
 from .ops import content_list
 from .persist import PersistOp, Selection
@@ -39,7 +40,7 @@ class MigrateOp(PersistOp):
             for e in sorted(os.scandir(old_dir), key=lambda e: e.name):
                 if not e.is_file(follow_symlinks=False):
                     continue
-                with open(e.path, "rb") as fh:
+                with open_regular(e.path, follow=False) as fh:
                     data = fh.read()
                 side = self.plan(f"{TOOL_RESULTS}/{sc.safe_name(e.name)}", data)
                 self.add(side)

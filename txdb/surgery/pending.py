@@ -39,9 +39,10 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
+import re
 import stat
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -54,11 +55,13 @@ from ..lock import session_lock
 from . import gate, journal
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
+from ..regular import kind, open_fd, open_regular, read_regular
 
 if TYPE_CHECKING:
     from ..verify import Report
 
 SETTLE_SECONDS = 0.4
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 READ_CHUNK = 1 << 20
 
 # Tests set this to a callable(step) to act at each step of apply
@@ -109,15 +112,69 @@ class Snapshot:
         return asdict(self)
 
 
-def read_meta(path: str | Path) -> dict | None:
+# A snapshot record holds the passes' arguments and removed uuids (megabytes
+# for a session of a million records): a larger file is not one txdb wrote.
+MAX_META_BYTES = 256 << 20
+
+
+def _pass_problem(p) -> str | None:
+    if not isinstance(p, dict):
+        return "a pass is not an object"
+    if not isinstance(p.get("command") or "", str) or not isinstance(p.get("arguments") or {}, dict) \
+            or not isinstance(p.get("at") or "", str):
+        return "a pass's command, arguments or time are not ones txdb writes"
+    if not isinstance(p.get("removed") or [], list):
+        return "a pass's removed records are not a list"
+    for k in ("records_changed", "tokens_before", "tokens_after"):
+        v = p.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or abs(v) >= 1 << 63):
+            return f"a pass's {k} is not a count"
+    if not isinstance(p.get("stale_from") or "", str):
+        return "a pass's stale_from is not a uuid"
+    return None
+
+
+def load_meta(path: str | Path) -> tuple[dict | None, str | None]:
+    """(the snapshot record beside the session, None: why there is none
+    txdb can use). Read as hostile input (anyone who can write the folder
+    can write it): a regular file only, never a FIFO, a link or a folder, of
+    at most ``MAX_META_BYTES``, with the fields and types txdb writes, naming
+    this session as its original."""
+    orig = original_path(path)
     try:
-        with open(meta_path(path), "rb") as fh:
-            meta = orjson.loads(fh.read())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("size"), int) or not isinstance(meta.get("sha256"), str):
-        return None
-    return meta
+        raw = read_regular(meta_path(orig), MAX_META_BYTES, follow=False)
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as e:
+        return None, f"cannot be read: {e.strerror}"
+    try:
+        meta = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, "not JSON"
+    if not isinstance(meta, dict):
+        return None, "not an object"
+    size, digest_ = meta.get("size"), meta.get("sha256")
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 1 << 63 \
+            or not isinstance(digest_, str) or not _SHA256.fullmatch(digest_):
+        return None, "no size and sha256 of the snapshot"
+    if meta.get("original", str(orig)) != str(orig):
+        return None, "it names another session file as its original"
+    left = meta.get("left_out_bytes", 0)
+    if not isinstance(left, int) or isinstance(left, bool) or left < 0:
+        return None, "its left_out_bytes is not a count"
+    passes = meta.get("passes")
+    if passes is not None:
+        if not isinstance(passes, list):
+            return None, "its passes are not a list"
+        for p in passes:
+            if (why := _pass_problem(p)) is not None:
+                return None, why
+    return meta, None
+
+
+def read_meta(path: str | Path) -> dict | None:
+    """The snapshot record (``load_meta``), None when there is none txdb can use."""
+    return load_meta(path)[0]
 
 
 def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
@@ -125,7 +182,7 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
     orig = original_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
-    with open(orig, "rb") as fh:
+    with open_regular(orig) as fh:
         data = fh.read()
     size = complete_prefix(data)
     meta = {"original": str(orig), "size": size, "sha256": sha256(data[:size]),
@@ -166,9 +223,57 @@ def unreadable_meta(orig: Path) -> SurgeryError:
     """The refusal when a pending copy lies beside a snapshot record that is
     missing or unreadable: the copy's passes cannot be checked, and taking a
     new snapshot over it would lose them."""
+    why = load_meta(orig)[1] or "missing or unreadable"
     return SurgeryError(f"the snapshot record {meta_path(orig).name} of the pending copy "
-                        f"{pending_path(orig).name} is missing or unreadable: "
+                        f"{pending_path(orig).name} is not one txdb wrote ({why}): "
                         f"run `txdb snapshot --refresh {orig}` to start again from the session")
+
+
+def applied_copy(orig: Path, e: dict | None) -> bool:
+    """Whether the pending copy beside ``orig`` is the one journal entry
+    ``e``'s apply swapped in already (killed before it removed the copy):
+    the copy is what the session became, taken of what the backup holds."""
+    pending, meta = pending_path(orig), read_meta(orig)
+    if not e or e.get("command") != "apply" or meta is None or not e.get("backup") or not pending.is_file():
+        return False
+    try:
+        with open_regular(pending, follow=False) as fh:
+            if sha256(fh.read()) != e["result_sha256"]:
+                return False
+        return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
+    except OSError:
+        return False
+
+
+def drop_applied_copy(orig: Path) -> bool:
+    """Remove a pending copy (and its record) that its apply swapped in
+    already, killed before it removed them (``applied_copy`` of the
+    journal's newest entry): a later pass starts from the session, as it
+    would have. Call it under the session lock. Whether it removed one."""
+    try:
+        entries = journal.read(orig)
+    except SurgeryError:
+        return False
+    if not entries or not applied_copy(orig, entries[-1]):
+        return False
+    for p in (pending_path(orig), meta_path(orig)):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    return True
+
+
+def check_pending_kind(orig: Path) -> None:
+    """Refuse a pending copy's name held by anything but a regular file (a
+    link, a FIFO, a folder): never txdb's, and never read through."""
+    try:
+        st = os.lstat(pending_path(orig))
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise SurgeryError(f"{pending_path(orig).name} is {kind(st.st_mode)}, not a pending copy txdb wrote: "
+                           "remove it and redo the surgery")
 
 
 def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
@@ -178,6 +283,8 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
+        if not refresh:
+            check_pending_kind(orig)
         meta = read_meta(orig)
         if pend.exists() and meta is None and not refresh:
             raise unreadable_meta(orig)
@@ -244,6 +351,7 @@ class ApplyReport:
     swap: str | None = None  # its entry in the swap journal
     catalog_error: str | None = None  # the swap is done but the catalog could not be updated
     entry: dict | None = None  # the swap journal's entry (not in as_dict)
+    warnings: list[str] = field(default_factory=list)  # journal entries disregarded (not txdb's)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -346,10 +454,9 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     pend = pending_path(orig)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
+    check_pending_kind(orig)
     if not pend.is_file():
         raise SurgeryError(f"no pending copy for {orig.name}: a surgery command (strip-*, persist-*, compact-range, ...) makes one first")
-    if pend.is_symlink():
-        raise SurgeryError(f"{pend.name} is a symlink, not a pending copy txdb wrote: remove it and redo the surgery")
     meta = read_meta(orig)
     if meta is None:
         raise unreadable_meta(orig)
@@ -363,7 +470,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     # check is taken first (its verify report, chain and missing sidecars),
     # then its bytes go and the pending copy is read.
     size = meta["size"]
-    with open(orig, "rb") as fh:
+    with open_regular(orig) as fh:
         data = fh.read(size)  # the snapshot's part; what was appended after it is only counted
         discarded_lines, discarded_bytes = _tail(fh.fileno(), len(data))
         seen = os.fstat(fh.fileno())
@@ -377,7 +484,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     original_chain = gate.original_chain(original)
     had_missing = _missing_sidecars(orig, data)
     del original, data
-    with open(pend, "rb") as fh:
+    with open_regular(pend, follow=False) as fh:
         new = fh.read()
     whole = complete_prefix(new)
     if whole != len(new):
@@ -404,7 +511,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     owner = owner_of(seen)
     mode = stat.S_IMODE(seen.st_mode)
     bak = None
-    old = os.open(orig, os.O_RDONLY)  # the old inode: what it holds at the rename is what is discarded
+    old = open_fd(orig)  # the old inode: what it holds at the rename is what is discarded
 
     def last_check():
         _step("temp")

@@ -270,6 +270,7 @@ class ApplyOutcome:
     discarded_lines: int = 0
     surgery_ids: list[int] = field(default_factory=list)
     catalog_error: str | None = None  # applied, but the catalog could not be updated
+    warnings: list[str] = field(default_factory=list)  # journal entries disregarded (not txdb's)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -305,6 +306,7 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
         o.applied = rep.applied
         o.backup, o.size_before, o.size_after = rep.backup, rep.size_before, rep.size_after
         o.discarded_lines, o.surgery_ids, o.catalog_error = rep.discarded_lines, ids, rep.catalog_error
+        o.warnings = rep.warnings
         out.append(o)
     return out
 

@@ -39,7 +39,8 @@ import orjson
 
 from .. import sidecar
 from ..errors import SurgeryError
-from ..paths import session_stem
+from ..paths import backup_number, session_stem
+from ..regular import open_regular
 from ..verify import verify_file
 from . import journal, log
 from . import pending as pend
@@ -67,6 +68,7 @@ class UndoReport:
     # lost; the replaced file, kept as a backup, names them: undo again redoes it)
     sidecars_kept: int = 0
     sidecars_folder: str | None = None
+    warnings: list[str] = field(default_factory=list)  # journal entries disregarded (not txdb's)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -141,19 +143,18 @@ def _lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _check_backup(bak: Path, old: bytes, last: dict, what: str) -> str | None:
-    """What differs between the backup now and the file the swap kept (None: the same)."""
+def _check_backup(bak: Path, sha: str, lines: int, size: int, last: dict, what: str) -> str | None:
+    """What differs between the backup now (its sha256, lines, size) and the file the swap kept (None: the same)."""
     if last.get("backup_sha256") is None:
         return (f"the log does not record the sha256 of the backup {bak.name} (an older txdb applied {what}), "
                 "so undo cannot tell it is the file that was replaced")
-    sha = pend.sha256(old)
-    if len(old) == last["backup_size"] and sha == last["backup_sha256"]:
+    if size == last["backup_size"] and sha == last["backup_sha256"]:
         return None
     then = (f"{last['backup_lines']:,} lines, " if last.get("backup_lines") is not None else "") + \
         f"{last['backup_size']:,} bytes"
-    how = "it is empty" if not old else "it was changed"
-    return (f"the backup {bak.name} is not the file {what} replaced: {how} ({_lines(old):,} lines, "
-            f"{len(old):,} bytes, sha256 {sha[:12]} now; {then}, sha256 {last['backup_sha256'][:12]} then)")
+    how = "it is empty" if not size else "it was changed"
+    return (f"the backup {bak.name} is not the file {what} replaced: {how} ({lines:,} lines, "
+            f"{size:,} bytes, sha256 {sha[:12]} now; {then}, sha256 {last['backup_sha256'][:12]} then)")
 
 
 def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, force: bool = False,
@@ -162,10 +163,13 @@ def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, f
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        standing = log.catch_up(conn, orig)
+        warnings: list[str] = []
+        standing = log.catch_up(conn, orig, warnings)
         if standing is None:
             journal.read(orig)  # raises: the journal cannot be read
-        return _undo(conn, orig, standing, dry_run=dry_run, force=force, settle=settle)
+        report = _undo(conn, orig, standing, dry_run=dry_run, force=force, settle=settle)
+        report.warnings = warnings
+        return report
 
 
 def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run: bool, force: bool,
@@ -185,20 +189,23 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
                                + ")")
         raise SurgeryError(f"the last {what} kept no backup (--no-backup): nothing to restore")
     bak = Path(last["backup_path"])
+    if backup_number(orig, bak) is None:  # a forged journal or log row: never read a file from elsewhere
+        raise SurgeryError(f"the backup {what} names ({bak}) is not one of {orig.name}'s own (a .bak beside it): "
+                           "undo restores only those; nothing was changed")
     if bak.is_symlink() or not bak.is_file():
         raise SurgeryError(f"the backup of {what} is gone ({bak}): nothing to restore")
     if last["result_size"] is None or last["result_sha256"] is None:
         raise SurgeryError(f"the log does not record what {what} wrote (an older txdb): undo cannot tell that "
                            f"{orig.name} is unchanged since; restore {bak} by hand if you are sure")
     stale = log.applied_pending(orig, standing[-1] if standing else None)  # an apply killed before removing it
-    if pend.pending_path(orig).exists() and not stale:
+    if os.path.lexists(pend.pending_path(orig)) and not stale:
         raise SurgeryError(f"a pending copy ({pend.pending_path(orig).name}) was taken of the file undo would "
                            f"replace: apply it or delete it (and its .json) first")
     st1 = pend.file_state(orig)
     time.sleep(settle)
     if pend.file_state(orig) != st1:
         raise pend.being_written(orig, settle)
-    with open(orig, "rb") as fh:
+    with open_regular(orig) as fh:
         data = fh.read()
         seen = os.fstat(fh.fileno())
     size, sha = last["result_size"], last["result_sha256"]
@@ -208,9 +215,12 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
                                f"wrote to it): undo would lose them; nothing was changed")
         raise SurgeryError(f"{orig.name} is no longer the file {what} wrote ({len(data):,} bytes now, "
                            f"{size:,} then): it was changed since; nothing was changed")
-    with open(bak, "rb") as fh:
-        old = fh.read()
-    differs = _check_backup(bak, old, last, what)
+    with open_regular(bak, follow=False) as fh:
+        # The backup is hashed as it is read in chunks: one that is not the file kept (a huge one
+        # planted at its name, say) is refused without being held in memory.
+        kept = os.fstat(fh.fileno()).st_size
+        differs = _check_backup(bak, *pend.digest(fh.fileno(), kept), kept, last, what)
+        old = fh.read() if differs is None or force else b""
     verdict = None
     if differs is not None:
         if not force:

@@ -59,6 +59,7 @@ COMMANDS: dict[str, Entry] = {
     **_in("serve", serve="Browse the catalog in Datasette (read-only, bound to 127.0.0.1)."),
     **_in("export", export="Export the catalog's tables as Parquet, partitioned by project and month."),
     **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),
+    **_in("waste", waste="What sessions paid for that they did not need, and the command that reclaims it."),
     **_in("statusline", statusline="One line for Claude Code's status bar: model, context, cost, block time left."),
     **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog."),
     **_in("secrets", secrets="Secrets in the catalog: scan new text for keys, tokens and passwords."),

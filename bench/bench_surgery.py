@@ -77,7 +77,7 @@ from txdb.surgery.engine import PassOptions, run_surgery  # noqa: E402
 from txdb.transcript import Transcript  # noqa: E402
 
 BULK = [
-    ("strip-attachments", ["--where", "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"]),
+    ("strip-attachments", ["--where", "type = 'task_reminder' and age_days > 7"]),
     ("strip-tools", ["--where", "tool_name = 'Read' and result_tokens > 10000", "--only-results"]),
     ("strip-all", ["--where", "kind in ('tool_result', 'thinking') and tokens > 1000"]),
 ]

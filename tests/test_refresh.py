@@ -520,7 +520,7 @@ def test_target_views_compare_exactly_with_sqlite_datetimes(conn, tmp_path):
     refresh(conn, [tmp_path / "projects"])
     picked = conn.execute(
         "SELECT offset FROM attachment_targets WHERE type = 'task_reminder' "
-        "AND timestamp < datetime('now', '-7 days')").fetchall()
+        "AND age_days > 7").fetchall()
     first = conn.execute("SELECT offset FROM records WHERE uuid = ?", (old["uuid"],)).fetchone()
     assert picked == [first]
 

@@ -83,3 +83,17 @@ def test_a_table_with_no_hits_says_so(catalog):
     out = txdb("search", "qwertyuiopnothere", "--db", catalog, "--table", ok=True).output
     assert out == "No matches.\n"
     assert txdb("search", "qwertyuiopnothere", "--db", catalog, "--json", ok=True).output.strip() == "[]"
+
+
+def test_words_in_quotes_are_a_phrase(catalog):
+    """`"kept in"` finds the one block where the words stand together, in that
+    order; the same words unquoted also find the block where they are apart."""
+    apart = search(catalog, "zanzibar kept", "--kind", "messages")
+    assert len(apart) == 2  # the prompt ("... zanzibar-config file kept?") and the answer ("kept ... zanzibar")
+    phrase = search(catalog, '"kept in /etc"', "--kind", "messages")
+    assert [h["role"] for h in phrase] == ["assistant"]
+    assert search(catalog, '"zanzibar kept"', "--kind", "messages") == []
+    # a phrase and a word together: both required
+    assert [h["role"] for h in search(catalog, '"is kept" zanzibar', "--kind", "messages")] == ["assistant"]
+    # an unmatched quote is a character, never a syntax error
+    assert search(catalog, 'zanzibar "kept', "--kind", "messages") == apart

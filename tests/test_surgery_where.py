@@ -31,7 +31,7 @@ EDGE = DATA / "surgery" / "edge.jsonl"
 TOOLS = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))
 EF = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
 EDGE_ID = "11111111-2222-3333-4444-555555555555"
-EXAMPLE_ATT = "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"
+EXAMPLE_ATT = "type = 'task_reminder' and age_days > 7"
 EXAMPLE_READ = "tool_name = 'Read' and result_tokens > 10000"
 
 

@@ -267,6 +267,19 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True)
     return conn
 
 
+def view_columns(view: str) -> list[str]:
+    """The columns of one of txdb's views, as a blank catalog has them (built
+    in memory: for help texts, which then cannot drift from the SQL)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        register_functions(conn)
+        migrate(conn)
+        ensure_views(conn)
+        return [r[1] for r in conn.execute("SELECT * FROM pragma_table_info(?)", (view,))]
+    finally:
+        conn.close()
+
+
 def rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
     """The rows of a query as dicts keyed by column name. (sqlite-utils'
     ``Database.query`` does the same, but importing it would double the

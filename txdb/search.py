@@ -23,13 +23,30 @@ EXCERPT_TOKENS = 24
 
 
 def fts_query(text: str) -> str:
-    """Each word of ``text`` as a quoted FTS5 string, all of them required:
-    what Datasette's search box does (``searchmode: escaped``), so punctuation
-    (``foo-bar``, a lone quote) is searched for, never an FTS5 syntax error."""
-    words = text.split()
-    if not words:
+    """``text`` as an FTS5 query: each word a quoted string, all of them
+    required, and a part in double quotes (``"prompt is too long"``) one
+    phrase, its words next to each other in that order. Punctuation
+    (``foo-bar``, a lone quote) is searched for as typed, never an FTS5
+    syntax error: an unmatched quote counts as a character."""
+    terms = []
+    parts = text.split('"')
+    if len(parts) % 2 == 0:  # an odd number of quotes: the last one is text
+        parts[-2:] = ['"'.join(parts[-2:])]
+    for i, part in enumerate(parts):
+        words = part.split()
+        if not words:
+            continue
+        if i % 2:  # inside quotes
+            terms.append(_fts_string(" ".join(words)))
+        else:
+            terms.extend(_fts_string(w) for w in words)
+    if not terms:
         raise QueryError("search: give a word to look for")
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return " ".join(terms)
+
+
+def _fts_string(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
 
 
 def search(conn: sqlite3.Connection, text: str, kind: str | None = None, limit: int | None = 20) -> list[dict]:

@@ -14,8 +14,9 @@ SELECT
     a.offset,
     c.pos,
     CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain,
-    -- SQLite's own format (UTC), so `timestamp < datetime('now', '-7 days')` is exact
-    strftime('%Y-%m-%d %H:%M:%f', a.timestamp) AS timestamp,
+    -- ISO 8601 in UTC as every view gives it (2026-11-23T08:00:01.000Z); age_days compares with now in any format
+    strftime('%Y-%m-%dT%H:%M:%fZ', a.timestamp) AS timestamp,
+    round(julianday('now') - julianday(a.timestamp), 4) AS age_days,
     a.type,
     a.policy,
     a.tokens,

@@ -17,7 +17,9 @@ SELECT
     b.idx,
     c.pos,
     CASE WHEN c.pos IS NOT NULL THEN 1 ELSE 0 END AS on_chain,
-    strftime('%Y-%m-%d %H:%M:%f', r.timestamp) AS timestamp,
+    -- ISO 8601 in UTC as every view gives it (2026-11-23T08:00:01.000Z); age_days compares with now in any format
+    strftime('%Y-%m-%dT%H:%M:%fZ', r.timestamp) AS timestamp,
+    round(julianday('now') - julianday(r.timestamp), 4) AS age_days,
     CASE b.kind WHEN 'image' THEN 'message' ELSE 'tool_result' END AS "where",
     CASE b.kind WHEN 'image' THEN 1 ELSE b.images END AS images,
     b.tool_use_id,

@@ -14,7 +14,9 @@ SELECT
     r.offset,
     c.pos,
     CASE WHEN c.pos = (SELECT max(c2.pos) FROM chain c2 WHERE c2.file_id = c.file_id) THEN 1 ELSE 0 END AS is_leaf,
-    strftime('%Y-%m-%d %H:%M:%f', r.timestamp) AS timestamp,
+    -- ISO 8601 in UTC as every view gives it (2026-11-23T08:00:01.000Z); age_days compares with now in any format
+    strftime('%Y-%m-%dT%H:%M:%fZ', r.timestamp) AS timestamp,
+    round(julianday('now') - julianday(r.timestamp), 4) AS age_days,
     r.type,
     r.subtype,
     r.role,

@@ -8,13 +8,14 @@ import click
 from ..surgery import images
 from ..surgery.engine import load_base
 from .main import command, db_option
-from .output import echo, tabulate, to_json
+from .output import echo, tabulate, to_json, wide_option
 from .surgery import SurgeryOptions, _resolve, _run, surgery_options
 
 @command("list-images")
 @click.argument("session")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the images as JSON.")
+@wide_option
 def list_images_cmd(session, db_path, as_json):
     """Every image of a session: chain position, where it sits, media type,
     pixel size, tokens ((w*h)/750, at most 1600), base64 size, sha256.

@@ -21,7 +21,8 @@ import click
 from .. import __version__, config
 from ..errors import NotASession, QueryRefused, TxdbError
 from .commands import COMMANDS
-from .output import echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe, to_json, usd
+from .output import (echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe, to_json, usd,
+                     wide_option)
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -263,15 +264,18 @@ def command(name: str, *, group: bool = False):
     return decorate
 
 
-@click.group(cls=TxdbGroup)
+@click.group(cls=TxdbGroup, invoke_without_command=True)
 @click.version_option(__version__, prog_name="txdb")
-def cli():
+@click.pass_context
+def cli(ctx):
     """txdb: every Claude Code session in SQLite, and safe surgery on them.
 
     Example:
 
         txdb refresh && txdb sessions
     """
+    if ctx.invoked_subcommand is None:  # `txdb` alone asked for the help: on stdout, exit 0
+        echo(ctx.get_help())
 
 
 @cli.command()
@@ -445,7 +449,10 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
                 "of_window", "status", "cost_usd", "secrets"]
         rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"]),
                  "of_window": of_window(r["pct_of_window"], r["window_tokens"])} for r in rows]
-        emit_rows(rows, "table", cols + ["url"] if urls else cols)
+        # at a narrow terminal the id, title, estimate, gauge and cost stay longest
+        emit_rows(rows, "table", cols + ["url"] if urls else cols,
+                  drop=["secrets", "lines", "gauge_tokens", "project", "last_timestamp", "status"],
+                  shrink={"session_id": 12, "project": 12, "title": 16})
     else:
         emit_rows(rows, fmt)
 
@@ -455,6 +462,7 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
 @click.argument("session")
 @original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@wide_option
 def analyze(db_path, session, original, as_json):
     """Token breakdown of a session's active chain, by type, tool and attachment.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 
@@ -69,7 +70,12 @@ def to_json(value, indent: bool = True) -> str:
 _JSON_RAW = re.compile("[\x7f-\x9f]")
 
 
-def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None) -> None:
+def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = None,
+              drop: list[str] = (), shrink: list[str] | dict[str, int] | None = None) -> None:
+    """``rows`` as ``fmt``; a table fitted to the terminal drops the
+    columns in ``drop`` first, in that order, and cuts only those in
+    ``shrink`` (default: every text column; a dict gives each its
+    narrowest width; ``fit_table``)."""
     if fmt is None:
         fmt = "table" if sys.stdout.isatty() else "json"
     if columns is None:
@@ -92,19 +98,90 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
             w.writerow([terminal_safe(r.get(c)) for c in columns])
         click.echo(buf.getvalue(), nl=False)
     else:
-        echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns))
+        echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns, drop=drop,
+                      shrink=shrink))
 
 
-def tabulate(rows, headers):
+def tabulate(rows, headers, width: int | None = None, drop=(), shrink=None):
     """An aligned text table: cells made terminal-safe first (so widths are
     those printed), integers with thousands separators (``613,757``, as every
     figure txdb prints in text; JSON and CSV keep the plain number), columns
-    padded by display width (CJK counts 2)."""
+    padded by display width (CJK counts 2), fitted to the terminal
+    (``fit_table``; ``width`` overrides the terminal's, 0 never fits)."""
     from tabulate import tabulate as _tabulate  # imported when a table is printed
 
-    return _tabulate([[_figure(v) for v in row] for row in rows],
-                     headers=[terminal_safe(h) for h in headers], disable_numparse=True,
-                     colalign=_aligns(rows, len(headers)))
+    cells = [[_figure(v) for v in row] for row in rows]
+    heads = [terminal_safe(h) for h in headers]
+    aligns = _aligns(rows, len(headers))
+    width = table_width() if width is None else width
+    if width:
+        floors = shrink if isinstance(shrink, dict) else dict.fromkeys(shrink or (), MIN_TEXT_WIDTH)
+        cells, heads, aligns = fit_table(cells, heads, aligns, width, [headers.index(c) for c in drop if c in headers],
+                                         None if shrink is None else
+                                         {headers.index(c): w for c, w in floors.items() if c in headers})
+    return _tabulate(cells, headers=heads, disable_numparse=True, colalign=aligns)
+
+
+# A text column is never cut narrower than this (nor than its header).
+MIN_TEXT_WIDTH = 8
+COLUMN_GAP = 2  # tabulate's "simple" format puts two spaces between columns
+
+
+def table_width() -> int:
+    """The columns a table may take: the terminal's when stdout is one (or
+    $COLUMNS says), else 0 (piped text is not cut); 0 too under --wide."""
+    import shutil
+
+    ctx = click.get_current_context(silent=True)
+    if (ctx is not None and ctx.meta.get("txdb.wide")) or not (sys.stdout.isatty() or os.environ.get("COLUMNS")):
+        return 0
+    return shutil.get_terminal_size().columns
+
+
+def fit_table(cells: list[list], headers: list[str], aligns, width: int, drop: list[int] = (),
+              shrink: dict[int, int] | None = None):
+    """The table cut to ``width`` columns. Columns go first, one at a time
+    (those in ``drop``, indexes in that order, then the rightmost) until
+    the rest fit with each shrinkable column at its floor (``shrink`` maps
+    a column to its floor; default every text column, at
+    ``MIN_TEXT_WIDTH``). An id is then cut to its floor, as a prefix with
+    no ellipsis (what every command takes); the other shrinkable columns
+    share what is left, the narrow ones whole, the wide ones cut alike,
+    an ellipsis ending a cut cell. Numbers are never cut."""
+    from tabulate import MIN_PADDING  # a header is padded by this much in the simple format
+
+    n = len(headers)
+    aligns = list(aligns or ["left"] * n)
+    widths = [max([display_width(headers[i]) + MIN_PADDING] +
+                  [display_width(str(r[i])) for r in cells if r[i] is not None]) for i in range(n)]
+    if sum(widths) + COLUMN_GAP * (n - 1) <= width:
+        return cells, headers, aligns
+    flexible = set(range(n) if shrink is None else shrink) & {i for i in range(n) if aligns[i] == "left"}
+    floor = {i: min(widths[i], max((shrink or {}).get(i, MIN_TEXT_WIDTH), display_width(headers[i]) + MIN_PADDING))
+             for i in flexible}
+    keep = list(range(n))
+
+    def least():
+        return sum(floor.get(i, widths[i]) for i in keep) + COLUMN_GAP * (len(keep) - 1)
+
+    while least() > width and len(keep) > 1:
+        keep.remove(next((i for i in drop if i in keep), keep[-1]))
+    prefixes = {i for i in keep if i in flexible and headers[i].endswith("_id")}
+    for i in prefixes:
+        widths[i] = floor[i]
+    room = width - COLUMN_GAP * (len(keep) - 1) - sum(widths[i] for i in keep if i not in flexible - prefixes)
+    share = sorted((i for i in keep if i in flexible - prefixes), key=lambda i: widths[i])
+    for k, i in enumerate(share):  # narrowest first: its width or an even share, leaving the rest their floors
+        spare = room - sum(floor[j] for j in share[k + 1:])
+        widths[i] = max(floor[i], min(widths[i], room // (len(share) - k), spare))
+        room -= widths[i]
+
+    def cut(i, v):
+        if i not in flexible or v is None:
+            return v
+        return str(v)[:widths[i]] if i in prefixes else clip(str(v), widths[i])
+
+    return [[cut(i, r[i]) for i in keep] for r in cells], [headers[i] for i in keep], [aligns[i] for i in keep]
 
 
 def _figure(v):
@@ -172,8 +249,17 @@ def _cell(v):
     return v
 
 
+def _set_wide(ctx, param, value):
+    ctx.meta["txdb.wide"] = value  # read by table_width, for every table this command prints
+
+
+wide_option = click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                           help="Tables keep every column whole (default: cut to the terminal's width).")
+
+
 def format_options(f):
     for opt in reversed([
+        wide_option,
         click.option("--table", "fmt", flag_value="table", help="Aligned table (default on a terminal)."),
         click.option("--json", "fmt", flag_value="json", help="JSON array (default when piped)."),
         click.option("--nl", "fmt", flag_value="nl", help="Newline-delimited JSON."),

@@ -22,14 +22,15 @@ def search_cmd(db_path, text, kind, limit, fmt):
     """Find TEXT in messages, thinking, tool output and tool input.
 
     Every word of TEXT must appear (punctuation is searched as typed, as in
-    Datasette's search box); hits come best first, each with its session
+    Datasette's search box); words in double quotes inside TEXT are a phrase,
+    next to each other in that order; hits come best first, each with its session
     and an excerpt around the words (marked with » «). The same index as
     the search_* views of `txdb serve`.
 
     Example:
 
     \b
-        txdb search "prompt is too long" --limit 5
+        txdb search '"prompt is too long"' --limit 5
         txdb search pytest --kind tool-output --json | jq -r '.[].session_id' | sort -u
     """
     conn, _ = read_catalog(db_path)
@@ -38,6 +39,7 @@ def search_cmd(db_path, text, kind, limit, fmt):
         if not rows:
             echo("No matches.")
             return
-        emit_rows(rows, "table", ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"])
+        emit_rows(rows, "table", ["session_id", "timestamp", "kind", "tool_name", "title", "excerpt"],
+                  drop=["tool_name", "title", "timestamp"], shrink={"session_id": 12, "title": 16, "excerpt": 30})
     else:
         emit_rows(rows, fmt)

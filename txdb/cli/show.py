@@ -9,7 +9,7 @@ import click
 from .. import show
 from ..catalog import resolve_positions
 from .main import command, db_option, original_option, positions_note, read_catalog
-from .output import echo, tabulate, to_json
+from .output import echo, tabulate, to_json, wide_option
 
 
 def _resolve(db_path, session, original):
@@ -46,6 +46,7 @@ def _persisted_note(marker: dict | None) -> str:
               help="With --id: chain positions to show before the call and after its result.")
 @original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@wide_option
 def show_tool(db_path, session, as_list, tool_use_id, context, original, as_json):
     """Tool calls on a session's active chain: sizes, or one call in full.
 
@@ -123,6 +124,7 @@ def _state(call: dict) -> str:
               help="With --pos: chain positions to show either side.")
 @original_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@wide_option
 def show_thinking(db_path, session, pos, context, original, as_json):
     """Thinking blocks on a session's active chain: sizes, or one in full.
 

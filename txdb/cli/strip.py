@@ -98,7 +98,7 @@ def strip_attachments_cmd(o: SurgeryOptions, types, keep_recent, drop_all, inclu
     \b
         txdb strip-attachments SESSION --list
         txdb strip-attachments SESSION --types task_reminder,hook_success --keep-recent 3
-        txdb strip-attachments --where "type = 'task_reminder' and timestamp < datetime('now', '-7 days')"
+        txdb strip-attachments --where "type = 'task_reminder' and age_days > 7"
     """
     type_list = _csv(types)
     if drop_all and not type_list:

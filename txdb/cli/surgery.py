@@ -55,9 +55,24 @@ class SurgeryOptions:
                            arguments=self.arguments, positions=self.positions)
 
 
+class WhereOption(click.Option):
+    """--where, whose help names the command's target view and its columns
+    (read from the view itself, so the help cannot drift from it)."""
+
+    def get_help_record(self, ctx):
+        record = super().get_help_record(ctx)
+        from ..db import view_columns
+        from ..surgery.select import VIEWS
+
+        view = VIEWS.get(ctx.command.name) if record else None
+        if view is None:
+            return record
+        return record[0], f"{record[1]} The view {view} has the columns: {', '.join(view_columns(view))}."
+
+
 # The shared options, in groups a command takes or leaves (see surgery_options).
 _WHERE = [
-    click.option("--where", "where", default=None, metavar="SQL",
+    click.option("--where", "where", default=None, metavar="SQL", cls=WhereOption,
                  help="Instead of SESSION: an SQL condition over the target view, across every "
                       "session in the catalog (see docs/surgery.md)."),
     click.option("--apply", "do_apply", is_flag=True,

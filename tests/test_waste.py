@@ -1,0 +1,127 @@
+"""`txdb waste`: each kind of waste found where it is, priced, and a
+reclaim command whose plan (a real dry run) removes it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import run as txdb
+from sessions import assistant, attachment, user, write
+
+BIG = "x" * 40000  # ~10k tokens
+
+
+def _session(root):
+    """Reads a file twice, gets one large result, a superseded reminder, and idles 20 minutes."""
+    objs, parent, i = [], None, 0
+
+    def turn(content_blocks, result=None, minute=0):
+        nonlocal parent, i
+        i += 1
+        ts = f"2026-11-01T10:{minute:02d}:{i:02d}.000Z"
+        a = assistant(content_blocks, parent, session="s-waste", msg_id=f"msg_w{i}", timestamp=ts,
+                      requestId=f"req_w{i}", model="claude-sonnet-4-5",
+                      usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 1000 * i,
+                             "cache_creation_input_tokens": 50000 if minute >= 30 else 100})
+        objs.append(a)
+        parent = a["uuid"]
+        if result is not None:
+            u = user([result], parent, session="s-waste", timestamp=ts)
+            objs.append(u)
+            parent = u["uuid"]
+
+    u0 = user("read the file twice", session="s-waste", timestamp="2026-11-01T10:00:00.000Z")
+    objs.append(u0)
+    parent = u0["uuid"]
+    for n, (tid, path, body) in enumerate([("toolu_r1", "/app/a.py", "old " * 3000),
+                                           ("toolu_big", "/app/big.log", BIG),
+                                           ("toolu_r2", "/app/a.py", "new " * 3000)]):
+        turn([{"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": path}}],
+             {"type": "tool_result", "tool_use_id": tid, "content": body}, minute=n)
+        if n == 0:
+            for k in range(2):
+                att = attachment({"type": "task_reminder", "content": [{"id": str(k), "subject": "todo " * 50}],
+                                  "itemCount": 1}, parent, session="s-waste")
+                objs.append(att)
+                parent = att["uuid"]
+    turn("done", minute=3)
+    turn("after lunch", minute=30)  # 27 minutes idle: the cache is written again
+    write(root / "-app" / "s-waste.jsonl", objs)
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    root = tmp_path / "projects"
+    _session(root)
+    db = tmp_path / "c.db"
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    return db
+
+
+def test_each_kind_is_found_where_it_is(catalog):
+    conn = sqlite3.connect(catalog)
+    items = conn.execute("SELECT kind, item, detail, resent_turns, usd FROM waste_items ORDER BY kind, pos").fetchall()
+    kinds = {k for k, *_ in items}
+    assert kinds == {"large_result", "repeated_read", "reminder", "cache_rebuild"}
+    reads = [r for r in items if r[0] == "repeated_read"]
+    assert [(r[1], r[2]) for r in reads] == [("toolu_r1", "/app/a.py")]  # the older copy only
+    assert [r[1] for r in items if r[0] == "large_result"] == ["toolu_big"]
+    assert len([r for r in items if r[0] == "reminder"]) == 1  # the newest reminder stays
+    (rebuild,) = [r for r in items if r[0] == "cache_rebuild"]
+    assert rebuild[2] == "27 min idle"
+    # priced at the model's cache prices: a re-sent item per later turn, a rebuild at the write premium
+    (read_p, write_p) = conn.execute("SELECT cache_read_mtok, cache_write_5m_mtok FROM prices WHERE model = "
+                                     "'claude-sonnet-4-5' AND above_tokens = 0 ORDER BY valid_from DESC").fetchone()
+    (tok, turns, usd) = conn.execute("SELECT tokens, resent_turns, usd FROM waste_items WHERE item = 'toolu_big'"
+                                     ).fetchone()
+    assert turns == 3 and usd == pytest.approx(tok * turns * read_p / 1e6, rel=1e-6)
+    assert rebuild[4] == pytest.approx(50000 * (write_p - read_p) / 1e6, rel=1e-6)
+
+
+def test_the_reclaim_commands_plans_remove_what_the_rows_name(catalog):
+    rows = json.loads(txdb("waste", "s-waste", "--plan", "--db", catalog, "--json", ok=True).output)
+    by_kind = {r["kind"]: r for r in rows}
+    for kind in ("large_result", "repeated_read", "reminder"):
+        assert by_kind[kind]["plan_saves"] > 0, by_kind[kind]
+        assert "plan_error" not in by_kind[kind]
+    # the plan of the large result saves about what the item costs a request (it keeps a marker)
+    assert by_kind["large_result"]["plan_saves"] >= 0.8 * by_kind["large_result"]["tokens"]
+    # dry runs: nothing written beside the session
+    conn = sqlite3.connect(catalog)
+    (path,) = conn.execute("SELECT path FROM files WHERE session_id = 's-waste'").fetchone()
+    from pathlib import Path
+
+    assert sorted(p.name for p in Path(path).parent.iterdir()) == ["s-waste.jsonl"]
+
+
+def test_reports_by_project_and_kind_and_errors(catalog):
+    by_project = json.loads(txdb("waste", "--by", "project", "--db", catalog, "--json", ok=True).output)
+    assert {r["project"] for r in by_project} == {"-app"}
+    total = sum(r["usd"] for r in by_project)
+    by_kind = json.loads(txdb("waste", "--by", "kind", "--db", catalog, "--json", ok=True).output)
+    assert sum(r["usd"] for r in by_kind) == pytest.approx(total)
+    out = txdb("waste", "--db", catalog, "--table", ok=True).output
+    assert out.splitlines()[-1].startswith("Total: $")
+    r = txdb("waste", "--plan", "--db", catalog)
+    assert r.exit_code == 2 and "--plan takes a SESSION" in r.output
+    r = txdb("waste", "nope-none", "--db", catalog)
+    assert r.exit_code == 1 and r.output.startswith("Error: ")
+
+
+def test_a_hostile_file_name_cannot_reach_the_reclaim_command(tmp_path):
+    """The commands name sessions by file_id: a session id taken from a file
+    name with quotes and a shell substitution never enters them."""
+    root = tmp_path / "projects"
+    _session(root)
+    evil = root / "-app" / "x' or 1=1 or '$(touch pwned)\".jsonl"
+    (root / "-app" / "s-waste.jsonl").rename(evil)
+    db = tmp_path / "c.db"
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    rows = json.loads(txdb("waste", "--db", db, "--json", ok=True).output)
+    assert rows
+    for r in rows:
+        assert "'" not in r["reclaim"].split("--where", 1)[1].replace("''tool_result''", "").replace(
+            "'tool_result'", "") and "$(" not in r["reclaim"]

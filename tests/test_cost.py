@@ -107,7 +107,8 @@ def test_an_unknown_model_is_unpriced_never_free(tmp_path):
     assert len(day) == 2 and all(c is None or c > 0 for c, _ in day)
     report = json.loads(run("cost", "--db", str(tmp_path / "c.db"), "--by", "day", "--json", ok=True).output)
     assert report["rows"][0]["unpriced_messages"] == 1 and report["rows"][0]["cost_usd"] > 0
-    assert report["unpriced_models"] == [{"model": "qwen3:8b", "api_messages": 1, "total_tokens": 2_400}]
+    assert report["unpriced_models"] == [{"model": "qwen3:8b", "api_messages": 1, "total_tokens": 2_400,
+                                          "resembles": None, "why": "not a model the price library knows"}]
 
 
 def test_a_new_library_version_reprices_every_figure_without_a_reingest(priced):

@@ -42,7 +42,7 @@ from txdb.ingest.store import refresh
 
 VERSION = "20.0.24"
 CACHE = Path(os.environ.get("TXDB_TEST_CACHE", Path.home() / ".cache" / "txdb-tests")) / f"ccusage-{VERSION}"
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from sessions import CORPUS  # noqa: E402
 FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 CCUSAGE_FIELDS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens")
 

@@ -453,8 +453,9 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
     whose last message is less than 5 hours old is active: it carries its
     burn rate (tokens a minute, dollars an hour, over its first to last
     message), the projection to its end at that rate and the minutes left.
-    ``token_limit`` (a count, or 'max': the largest past block's tokens)
-    adds each block's share of it. One pass over the messages in time order."""
+    ``token_limit`` (a count, or 'max': the largest tokens of a block not
+    active) adds each block's share of it (``percent_of_limit``; the active
+    block's projection has its own). One pass over the messages in time order."""
     now = now or _dt.datetime.now(_dt.UTC)
     span = _dt.timedelta(hours=BLOCK_HOURS)
     rows: list[dict] = []
@@ -497,7 +498,9 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
                 r["priced_messages"] += model != "<synthetic>"
         m["api_messages"] += 1
         m["total_tokens"] += total
-    past = [r["total_tokens"] for r in rows if _parse_ts(r["block_end"]) <= now]
+    for r in rows:
+        r["is_active"] = now < _parse_ts(r["block_end"]) and now - _parse_ts(r["last_timestamp"]) < span
+    past = [r["total_tokens"] for r in rows if not r["is_active"]]
     limit = (max(past) if past else None) if token_limit == "max" else token_limit
     for r in rows:
         r["sessions"] = len(r.pop("_sessions"))
@@ -514,7 +517,6 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
             r["model_rows"] = models
         last = _parse_ts(r["last_timestamp"])
         block_end = _parse_ts(r["block_end"])
-        r["is_active"] = now < block_end and now - last < span
         if zone is not None:
             r["block_start_local"] = _parse_ts(r["block_start"]).astimezone(zone).isoformat()
         if limit:

@@ -172,3 +172,14 @@ def test_every_report_prints_a_table(catalog):
         r = run("cost", "--db", db_path, "--by", by, "--table", "--breakdown")
         assert r.exit_code == 0 and "Total: $" in r.output, (by, r.output[-500:])
     assert Path(db_path).exists()
+
+
+def test_csv_keeps_a_rows_nested_figures_as_json(catalog):
+    import csv
+    import io
+
+    db_path, *_ = catalog
+    out = run("cost", "--db", db_path, "--by", "month", "--breakdown", "--csv", ok=True).output
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and all(json.loads(r["models"]) for r in rows)
+    assert sum(m["api_messages"] for m in json.loads(rows[0]["models"])) == int(rows[0]["api_messages"])

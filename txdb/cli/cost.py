@@ -84,7 +84,10 @@ def cost(db_path, by, since, until, tz, order, sort, breakdown, token_limit, fmt
         echo(to_json(result))
         return
     if fmt != "table":
-        emit_rows(result["rows"], fmt)
+        rows = result["rows"]
+        if fmt == "csv":  # a nested figure (models, burn rate) as one JSON cell
+            rows = [{k: to_json(v, indent=False) if isinstance(v, (dict, list)) else v for k, v in r.items()} for r in rows]
+        emit_rows(rows, fmt)
         return
     if by == "block":
         _block_table(result, breakdown)

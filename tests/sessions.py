@@ -16,6 +16,7 @@ session is shipped.
 from __future__ import annotations
 
 import itertools
+import os
 import uuid as uuidlib
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import orjson
 from realcli.scenarios import pdf_bytes  # noqa: F401  (one PDF generator: the CLI scenarios use it too)
 
 DATA = Path(__file__).resolve().parent / "data"
-CORPUS = DATA.parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("TXDB_CORPUS") or DATA.parents[2] / "shared" / "corpus")  # TXDB_CORPUS: a worktree elsewhere
 _SHIPPED = {"cli": ("cli",), "generated": ("generated",), "real": ("projects", "real")}
 
 

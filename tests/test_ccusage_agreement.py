@@ -1,4 +1,5 @@
-"""Per-session usage totals agree with `ccusage session --json` (ccusage 20.0.24).
+"""`txdb cost` and the usage views agree with ccusage 20.0.24's `session`,
+`daily`, `monthly` and `blocks` (--json, --offline) on the same files.
 
 ccusage is installed once with npm into ~/.cache/txdb-tests/ccusage-20.0.24
 (its native binary comes from the optional package @ccusage/ccusage-<os>-<arch>);
@@ -11,18 +12,30 @@ How ccusage 20.0.24 counts, and how the comparison follows it:
   ``<stem>``, and ``projects/<project>/<uuid>/subagents/agent-*.jsonl`` counts
   toward session ``<uuid>``; the JSON row names only the session (``period``),
   so two projects holding the same stem give two rows with one name.
-- It dedupes lines by (message.id, requestId, the line's sessionId) across
-  all files, keeping the duplicate with the larger token total; lines with
-  no message.id are never deduped.
-- txdb counts each API message once per (sessionId, message.id, requestId)
-  across the files of a session (the billed_usage view), with its last
-  line's figures (what the API billed). Summing txdb's rows over the files
-  of each ccusage session gives the figure to compare.
+- It dedupes lines by (message.id, requestId) across all files (a fork or
+  a copy under another sessionId included), keeping the duplicate with the
+  larger token total; lines with no message.id are never deduped.
+- txdb counts each API message once per (message.id, requestId) across
+  every file (the billed_usage view), with its last line's figures (what
+  the API billed). Summing txdb's rows over the files of each ccusage
+  session gives the figure to compare.
 Where a session disagrees, the test names it and the reason it found (a
 message whose last line is not its largest: ccusage keeps the largest, an
 early partial line; or one message.id under two requestIds in one file:
 ccusage counts each) and fails otherwise. ``ccusage daily`` per day and
 model agrees wherever no such message falls.
+
+`txdb cost --by day|month|session|block` against ccusage's reports: the
+same rows (days, months, block starts and ends), the same four token
+figures wherever no such message falls, and the cost within 1% wherever
+the tokens agree and ccusage prices the model. Where ccusage reports $0 for
+tokens, its offline prices lack the model (claude-opus-5-5, a local
+qwen3:8b): txdb prices it from genai-prices or calls it unpriced, never $0.
+The active block's burn rate and projection follow ccusage's formulas
+(tokens over the minutes from the block's first to last message, all four
+kinds counted; cost per hour likewise; projected to the block's end);
+ccusage's `percentUsed` is the projection's share of --token-limit (txdb's
+`projection.percent_of_limit`), txdb's `percent_of_limit` the share used so far.
 """
 
 from __future__ import annotations
@@ -42,7 +55,7 @@ from txdb.ingest.store import refresh
 
 VERSION = "20.0.24"
 CACHE = Path(os.environ.get("TXDB_TEST_CACHE", Path.home() / ".cache" / "txdb-tests")) / f"ccusage-{VERSION}"
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from sessions import CORPUS  # noqa: E402
 FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 CCUSAGE_FIELDS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens")
 
@@ -113,7 +126,7 @@ def ccusage_session_key(path: Path, projects: Path) -> tuple[str, str]:
     return "/".join(rel[:-2]) or "Unknown Project", rel[-2]
 
 
-def run_ccusage(cmd: list[str], tmp: Path, report: str = "session") -> dict:
+def run_ccusage(cmd: list[str], tmp: Path, report: str = "session", *extra: str) -> dict:
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     env = {
@@ -124,7 +137,7 @@ def run_ccusage(cmd: list[str], tmp: Path, report: str = "session") -> dict:
         "NO_COLOR": "1",
         "TZ": "UTC",
     }
-    proc = subprocess.run([*cmd, report, "--json", "--offline"], capture_output=True, text=True,
+    proc = subprocess.run([*cmd, report, "--json", "--offline", *extra], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -218,7 +231,7 @@ def compared(tmp_path_factory):
         "SELECT day, model, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens "
         "FROM usage_by_day WHERE model <> '<synthetic>'")}
     conn.close()
-    return report, totals, files, view, daily, by_day
+    return report, totals, files, view, daily, by_day, tmp
 
 
 def _mismatches(compared) -> dict[str, tuple[list, list, list]]:
@@ -258,7 +271,7 @@ def test_ccusage_sessions_match_txdb_or_differ_for_a_known_reason(compared):
 def test_ccusage_daily_matches_usage_by_day_where_no_message_differs(compared):
     """``ccusage daily`` per (day, model) equals usage_by_day, except where a
     message of that day and model is one the docstring names."""
-    _, _, files, _, daily, by_day = compared
+    _, _, files, _, daily, by_day, _ = compared
     flagged = {w for fs in files.values() for _, _, w in explain(fs)}
     theirs = {(d["period"], m["modelName"]): tuple(m[k] for k in CCUSAGE_FIELDS)
               for d in daily["daily"] for m in d["modelBreakdowns"] if m["modelName"] != "<synthetic>"}
@@ -273,3 +286,156 @@ def test_session_usage_view_adds_up_to_the_usage_table(compared):
     _, totals, _, view = compared[:4]
     summed = tuple(sum(t[i] for t in totals.values()) for i in range(4))
     assert summed == tuple(view)
+
+
+# -- txdb cost's reports against ccusage's -----------------------------------
+
+def _cost_json(db_path: Path, *args) -> dict:
+    from conftest import run
+
+    return json.loads(run("cost", "--db", db_path, "--json", *args, ok=True).output)
+
+
+def _tokens(m: dict) -> tuple:
+    return tuple(m.get(k, 0) for k in CCUSAGE_FIELDS)
+
+
+def _ours(r: dict) -> tuple:
+    return (r["input_tokens"], r["output_tokens"], r["cache_creation_input_tokens"], r["cache_read_input_tokens"])
+
+
+def _check_cost(key, our_cost, their_cost, tokens, checked: list, free: list) -> None:
+    if not any(tokens):
+        return
+    if their_cost == 0:  # ccusage's offline prices lack the model
+        free.append((key, our_cost))
+        assert our_cost is None or our_cost > 0, key
+        return
+    checked.append(key)
+    assert our_cost == pytest.approx(their_cost, rel=0.01), (key, our_cost, their_cost)
+
+
+@pytest.mark.parametrize("by,report,width", [("day", "daily", 10), ("month", "monthly", 7)])
+def test_txdb_cost_by_day_and_month_agree_with_ccusage(compared, by, report, width):
+    """Each (day or month, model) of `txdb cost --breakdown` against ccusage's
+    modelBreakdowns: the same periods; the same tokens where no message the
+    docstring names falls; the cost within 1% where ccusage prices it."""
+    files, tmp = compared[2], compared[6]
+    flagged = {(d[:width], m) for fs in files.values() for _, _, (d, m) in explain(fs)}
+    theirs = run_ccusage(ccusage_command(), tmp, report)[report]
+    ours = _cost_json(tmp / "catalog.db", "--by", by, "--breakdown")
+    assert [r[by] for r in ours["rows"]] == [t["period"] for t in theirs]
+    mine = {(r[by], m["model"]): m for r in ours["rows"] for m in r["models"]}
+    checked, free, differ = [], [], []
+    for t in theirs:
+        for m in t["modelBreakdowns"]:
+            key = (t["period"], m["modelName"])
+            if key not in mine:
+                assert m["modelName"] == "<synthetic>" or key in flagged, key
+                continue
+            if _tokens(m) != _ours(mine[key]):
+                assert key in flagged, (key, _tokens(m), _ours(mine[key]))
+                differ.append(key)
+                continue
+            _check_cost(key, mine[key]["cost_usd"], m["cost"], _tokens(m), checked, free)
+    assert len(checked) >= (20 if by == "day" else 8) and free and differ
+
+
+def test_txdb_cost_by_session_agrees_with_ccusage(compared):
+    """`txdb cost --by session` per session against `ccusage session`:
+    tokens equal where no named message falls, cost within 1% where ccusage
+    prices every model of it."""
+    report, _, files, *_, tmp = compared
+    mismatched = set(_mismatches(compared))
+    ours = {r["session"]: r for r in _cost_json(tmp / "catalog.db", "--by", "session")["rows"]}
+    checked, free = [], []
+    names = defaultdict(list)
+    for s in report["session"]:
+        names[s["period"]].append(s)
+    for name, rows in names.items():
+        if len(rows) != 1 or name in mismatched or name not in ours:
+            continue  # one name in two projects, or a difference the docstring names
+        t = rows[0]
+        assert _tokens(t) == _ours(ours[name]), name
+        if any(b["cost"] == 0 and any(_tokens(b)) for b in t.get("modelBreakdowns", ())):
+            free.append(name)  # a model ccusage cannot price: its total is short of it
+            continue
+        _check_cost(name, ours[name]["cost_usd"], t["totalCost"], _tokens(t), checked, free)
+    assert len(checked) >= 10
+
+
+def test_txdb_cost_by_block_agrees_with_ccusage(compared):
+    """`txdb cost --by block` against `ccusage blocks` (its gap rows aside):
+    the same starts and ends, the same messages and tokens where no named
+    message falls in the block, the cost within 1% where ccusage prices it;
+    `--token-limit max` is the largest block's tokens."""
+    files, tmp = compared[2], compared[6]
+    flagged_days = {d for fs in files.values() for _, _, (d, _) in explain(fs)}
+    theirs = [b for b in run_ccusage(ccusage_command(), tmp, "blocks")["blocks"] if not b["isGap"]]
+    ours = _cost_json(tmp / "catalog.db", "--by", "block", "--token-limit", "max")
+    assert [(r["block_start"], r["block_end"]) for r in ours["rows"]] == [(b["startTime"], b["endTime"])
+                                                                          for b in theirs]
+    checked, free = [], []
+    for r, b in zip(ours["rows"], theirs):
+        days = {r["block_start"][:10], r["block_end"][:10]}
+        t = b["tokenCounts"]
+        tokens = (t["inputTokens"], t["outputTokens"], t["cacheCreationInputTokens"], t["cacheReadInputTokens"])
+        if tokens != _ours(r):
+            assert days & flagged_days, (r["block_start"], tokens, _ours(r))
+            continue
+        assert r["api_messages"] == b["entries"] and r["total_tokens"] == b["totalTokens"]
+        _check_cost(r["block_start"], r["cost_usd"], b["costUSD"], tokens, checked, free)
+        assert r["percent_of_limit"] == pytest.approx(100 * r["total_tokens"] / ours["token_limit"], abs=0.05)
+    assert len(checked) >= 30
+    assert ours["token_limit"] == max(r["total_tokens"] for r in ours["rows"])
+
+
+def _shift_to_now(projects: Path, minutes_ago: float = 5) -> None:
+    """Move every timestamp of the files so the last is ``minutes_ago`` old."""
+    import datetime as dt
+
+    def parse(s):
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+    files = sorted(projects.rglob("*.jsonl"))
+    stamps = [o["timestamp"] for f in files for o in map(orjson.loads, f.read_bytes().splitlines())
+              if isinstance(o, dict) and isinstance(o.get("timestamp"), str)]
+    shift = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes_ago) - parse(max(stamps))
+    for f in files:
+        out = []
+        for raw in f.read_bytes().splitlines():
+            o = orjson.loads(raw)
+            if isinstance(o, dict) and isinstance(o.get("timestamp"), str):
+                at = parse(o["timestamp"]) + shift
+                o["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+            out.append(orjson.dumps(o))
+        f.write_bytes(b"\n".join(out) + b"\n")
+
+
+def test_the_active_block_burns_and_projects_as_ccusage_does(tmp_path):
+    """A copy of a real session (and its subagent) moved to end 5 minutes
+    ago: one active block, whose burn rate, projection and time left equal
+    ccusage's (within the seconds between the two runs)."""
+    from conftest import run
+
+    cmd = ccusage_command()
+    projects = tmp_path / "cfg" / "projects"
+    src = Path(__file__).resolve().parent / "data" / "real" / "-src-experiments-claude_p"
+    shutil.copytree(src, projects / src.name)
+    _shift_to_now(projects)
+    theirs = run_ccusage(cmd, tmp_path, "blocks", "--token-limit", "500000")["blocks"][-1]
+    db_path = tmp_path / "c.db"
+    run("refresh", "--db", db_path, "--root", projects, ok=True)
+    ours = _cost_json(db_path, "--by", "block", "--token-limit", "500000")
+    a = ours["active_block"]
+    assert theirs["isActive"] and a is not None and a["block_start"] == theirs["startTime"]
+    assert a["total_tokens"] == theirs["totalTokens"] and a["api_messages"] == theirs["entries"]
+    assert a["burn_rate"]["tokens_per_minute"] == pytest.approx(theirs["burnRate"]["tokensPerMinute"], rel=1e-3)
+    assert a["burn_rate"]["cost_usd_per_hour"] == pytest.approx(theirs["burnRate"]["costPerHour"], rel=0.01)
+    p = theirs["projection"]
+    assert a["minutes_left"] == pytest.approx(p["remainingMinutes"], abs=1.5)
+    assert a["projection"]["total_tokens"] == pytest.approx(p["totalTokens"], rel=0.01)
+    assert a["projection"]["cost_usd"] == pytest.approx(p["totalCost"], rel=0.01)
+    assert a["projection"]["percent_of_limit"] == pytest.approx(theirs["tokenLimitStatus"]["percentUsed"], rel=0.01)
+    text = run("cost", "--db", db_path, "--by", "block", "--table", "--token-limit", "500000", ok=True).output
+    assert "ACTIVE" in text and "Active block: " in text and "tokens/min" in text and "/h" in text

@@ -20,6 +20,12 @@ from txdb.ingest.store import refresh
 SID = "c0570000-0000-4000-8000-000000000001"
 
 
+def _tag(session: str) -> str:
+    """Another session's API messages have their own ids (an id is one API
+    call whichever file holds it)."""
+    return "" if session == SID else f"_{session[-4:]}"
+
+
 def _msg(i: int, model: str, when: str, inp: int, out: int, read: int = 0, write: int = 0, write_1h: int = 0,
          session: str = SID) -> list[dict]:
     """A prompt and one API message with these figures (the 1-hour part of
@@ -31,8 +37,8 @@ def _msg(i: int, model: str, when: str, inp: int, out: int, read: int = 0, write
         {"type": "user", "uuid": f"u{i}", "parentUuid": f"a{i - 1}" if i else None, "sessionId": session,
          "timestamp": when, "message": {"role": "user", "content": f"question {i}"}},
         {"type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}", "sessionId": session,
-         "requestId": f"req_{i}", "timestamp": when,
-         "message": {"id": f"msg_{i}", "role": "assistant", "model": model,
+         "requestId": f"req_{i}{_tag(session)}", "timestamp": when,
+         "message": {"id": f"msg_{i}{_tag(session)}", "role": "assistant", "model": model,
                      "content": [{"type": "text", "text": "ok"}], "usage": usage}},
     ]
 
@@ -107,7 +113,8 @@ def test_an_unknown_model_is_unpriced_never_free(tmp_path):
     assert len(day) == 2 and all(c is None or c > 0 for c, _ in day)
     report = json.loads(run("cost", "--db", str(tmp_path / "c.db"), "--by", "day", "--json", ok=True).output)
     assert report["rows"][0]["unpriced_messages"] == 1 and report["rows"][0]["cost_usd"] > 0
-    assert report["unpriced_models"] == [{"model": "qwen3:8b", "api_messages": 1, "total_tokens": 2_400}]
+    assert report["unpriced_models"] == [{"model": "qwen3:8b", "api_messages": 1, "total_tokens": 2_400,
+                                          "resembles": None, "why": "not a model the price library knows"}]
 
 
 def test_a_new_library_version_reprices_every_figure_without_a_reingest(priced):

@@ -36,7 +36,7 @@ TABLES = {
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
                "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",
-               "data_date"],
+               "data_date", "provider", "resembles"],
     "secret_scans": ["file_id", "scanned_to", "scanned_at"],
     "secret_findings": ["file_id", "offset", "idx", "field", "start", "length", "line", "col", "type", "secret_sha256"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
@@ -55,7 +55,7 @@ TABLES = {
               "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
               "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
               "gauge_input_tokens", "gauge_cache_read_input_tokens", "gauge_cache_creation_input_tokens",
-              "gauge_iterations", "in_file", "rewritten"],
+              "gauge_iterations", "in_file", "rewritten", "invalid"],
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",

@@ -21,7 +21,7 @@ from rewind import rewind
 from txdb import db
 from txdb.ingest.store import refresh, refresh_path
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from sessions import CORPUS  # noqa: E402
 SID = "5e55e55e-0000-4000-8000-000000000001"
 FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
@@ -115,8 +115,8 @@ def test_the_count_stays_once_as_both_files_grow_in_either_order(tmp_path):
 
 
 def test_other_sessions_repeating_a_message_id_still_count(tmp_path):
-    """Only the same (sessionId, message id, request id) merges: a message id
-    under another request id is another API call."""
+    """Only the same (message id, request id) merges: a message id under
+    another request id is another API call."""
     projects, parent, sub = _session_with_fork(tmp_path)
     sub.write_text(sub.read_text().replace('"requestId":"req_msg_0"', '"requestId":"req_other"'))
     conn = db.connect(tmp_path / "c.db")
@@ -214,4 +214,55 @@ def test_a_catalog_from_before_the_last_line_rule_takes_the_final_figures(tmp_pa
     assert _figures(conn, "msg_a") == (2_050, 420, 2_050)
     assert conn.execute("SELECT rewritten FROM usage").fetchone()[0] == 0
     assert refresh(conn, [tmp_path / "projects"]).unchanged == 1
+    conn.close()
+
+
+# -- forks and copies of a real session --------------------------------------
+
+REAL = Path(__file__).resolve().parent / "data" / "real" / "-src-experiments-claude_p"
+
+
+def _cost(db_path) -> dict:
+    from conftest import run
+
+    return json.loads(run("cost", "--db", db_path, "--json", ok=True).output)
+
+
+def test_forks_and_copies_of_a_real_session_add_no_api_call(tmp_path):
+    """Three `txdb fork`s of a copied real session (with its subagent) and
+    a plain copy of its file under another name: the same API calls, billed
+    once (they raised `txdb cost` by each fork's figures), in the cost and
+    the usage views alike, and the original keeps them."""
+    from conftest import run
+
+    projects = tmp_path / "projects"
+    shutil.copytree(REAL, projects / REAL.name)
+    db_path = tmp_path / "c.db"
+    run("refresh", "--db", db_path, "--root", projects, ok=True)
+    before = _cost(db_path)
+    assert before["total"]["api_messages"] > 10 and before["total"]["cost_usd"] > 0
+    sid = "29ccd257-68b1-427f-ae5f-6524b7cb6f20"
+    for n in range(3):
+        r = run("fork", sid, "--db", db_path, "--fork-title", f"fork {n}")
+        assert r.exit_code == 0, r.output
+    copy = projects / REAL.name / "0c0c0c0c-0000-4000-8000-000000000001.jsonl"
+    copy.write_bytes((projects / REAL.name / f"{sid}.jsonl").read_bytes())
+    run("refresh", "--db", db_path, "--root", projects, ok=True)
+    conn = db.connect(db_path)
+    files = conn.execute("SELECT count(*) FROM files WHERE kind = 'session' AND gone = 0").fetchone()[0]
+    assert files == 5  # the original, three forks, the copy
+    forks = conn.execute("SELECT count(*) FROM records WHERE instr(raw, '\"forkedFrom\":{')").fetchone()[0]
+    assert forks > 0
+    after = _cost(db_path)
+    assert after["total"] == before["total"]
+    for view in ("usage_by_day", "usage_by_model"):
+        assert conn.execute(f"SELECT sum(api_messages), sum(total_tokens), round(sum(cost_usd), 6) FROM {view}"
+                            ).fetchone() == (before["total"]["api_messages"], before["total"]["total_tokens"],
+                                             pytest.approx(before["total"]["cost_usd"], abs=1e-5))
+    by_session = {r["session"]: r for r in json.loads(run("cost", "--db", db_path, "--by", "session", "--json",
+                                                          ok=True).output)["rows"]}
+    assert list(by_session) == [sid]  # the forks and the copy made no API call
+    assert by_session[sid]["api_messages"] == before["total"]["api_messages"]
+    assert conn.execute("SELECT sum(api_messages) FROM session_usage").fetchone()[0] == \
+        before["total"]["api_messages"]
     conn.close()

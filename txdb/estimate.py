@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from .ingest import deep
-from .records import image_tokens
+from .records import MAX_COUNT, image_tokens
 from .tokens import THINKING_BLOCK_TOKENS
 
 
@@ -233,12 +233,14 @@ CONTEXT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_inp
 
 
 def field_count(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+    # a count out of range (records.MAX_COUNT) is invalid, as the catalog stores it
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_COUNT else 0
 
 
 def context_sum(usage: dict) -> int:
     """input + cache read + cache creation of one usage object (or one of
-    its ``iterations[]``), non-numbers and negatives as 0."""
+    its ``iterations[]``), non-numbers, negatives and counts above
+    ``records.MAX_COUNT`` as 0."""
     return sum(field_count(usage.get(k)) for k in CONTEXT_FIELDS)
 
 

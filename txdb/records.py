@@ -468,3 +468,52 @@ def pick_title(titles: dict, current: tuple[str | None, str | None] = (None, Non
         if rank > cur or (rank == cur and src not in FIRST_WINS):
             title, source = value, src
     return title, source
+
+
+# A usage count txdb stores and prices: a JSON integer from 0 to this (a
+# billion million tokens; far above any API figure, low enough that sums of
+# a whole catalog never overflow SQLite's 64-bit integers).
+MAX_COUNT = 999_999_999_999_999
+# The count fields of an API usage object (each also inside
+# cache_creation, iterations[] entries and server_tool_use, when present).
+_COUNT_OBJECTS = ("cache_creation", "server_tool_use")
+
+
+def usage_count(v) -> int | None:
+    """A usage count as txdb stores it: the integer when it is one in range
+    (0 to MAX_COUNT), else None (absent or invalid: see usage_problems)."""
+    return v if type(v) is int and 0 <= v <= MAX_COUNT else None
+
+
+def _problem(where: str, v) -> str | None:
+    if v is None or (type(v) is int and 0 <= v <= MAX_COUNT):
+        return None
+    shown = dumps_text(v) if not isinstance(v, (dict, list)) else type(v).__name__
+    if type(v) is int:
+        why = "negative" if v < 0 else "out of range"
+    else:
+        why = "not an integer"
+    return f"{where}={shown[:40]} ({why})"
+
+
+def usage_problems(usage: dict) -> str | None:
+    """The invalid counts of one API usage object (a negative, one above
+    MAX_COUNT, a float, a string, a boolean), each named with its field and
+    value as written, '; '-joined; None when every count is valid. A null
+    or absent count is not invalid. Such a record is never priced."""
+    out = []
+    for k, v in usage.items():
+        if k.endswith("_tokens"):
+            out.append(_problem(k, v))
+    for name in _COUNT_OBJECTS:
+        obj = usage.get(name)
+        if type(obj) is dict:
+            out += [_problem(f"{name}.{k}", v) for k, v in obj.items() if not isinstance(v, (dict, list, str))
+                    or k.endswith("_tokens") or k.endswith("_requests")]
+    its = usage.get("iterations")
+    if type(its) is list:
+        for i, it in enumerate(its):
+            if type(it) is dict:
+                out += [_problem(f"iterations[{i}].{k}", v) for k, v in it.items() if k.endswith("_tokens")]
+    found = [p for p in out if p]
+    return "; ".join(found) if found else None

@@ -1,7 +1,7 @@
 -- The context one usage row records, by the gauge's rule
 -- (estimate.recorded_context, held to it by tests/test_rules.py): the three
--- context fields (input + cache read + cache creation, positive integers
--- only) of the last usage.iterations[] entry when it is an object, else of
+-- context fields (input + cache read + cache creation, integers from 1 to
+-- records.MAX_COUNT only) of the last usage.iterations[] entry when it is an object, else of
 -- the totals. Stated once here, over both sets of figures a row keeps:
 --   gauge_tokens: the file's current figures (usage.gauge_*, lowered by a
 --                 usage reset): what Claude Code reads on resume;
@@ -20,12 +20,12 @@ FROM (
         max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
             + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS gauge_totals_context,
         CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
-            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value BETWEEN 1 AND 999999999999999 THEN j.value END), 0)
              FROM json_each(u.gauge_iterations, '$[#-1]') j
              WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
         END AS gauge_iterations_context,
         CASE WHEN json_type(u.iterations, '$[#-1]') = 'object' THEN
-            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value > 0 THEN j.value END), 0)
+            (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value BETWEEN 1 AND 999999999999999 THEN j.value END), 0)
              FROM json_each(u.iterations, '$[#-1]') j
              WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
         ELSE

@@ -4,12 +4,16 @@
 -- long-context tier (the tier whose above_tokens its input, cached or not,
 -- exceeds). Cache writes are 5-minute ones except the 1-hour part
 -- (ephemeral_1h_input_tokens). cost_usd is NULL for a model the library
--- does not price (priced_as NULL), never 0; a message with no tokens costs 0.
+-- does not price (priced_as NULL), never 0, and for a row with an invalid
+-- count (usage.invalid: a negative, an out-of-range number, a float or a
+-- string, stored as NULL), which is never priced; a message with no tokens
+-- costs 0.
 -- usage_by_day, usage_by_model, session_usage, session_costs and
 -- usage_blocks read this view.
 CREATE VIEW billed_cost AS
 SELECT u.*, p.priced_as,
        CASE
+           WHEN u.invalid IS NOT NULL THEN NULL
            WHEN u.billed_tokens = 0 THEN 0.0
            WHEN p.priced_as IS NULL THEN NULL
            ELSE (coalesce(u.input_tokens, 0) * p.input_mtok

@@ -17,7 +17,7 @@ import orjson
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
 from ..records import (JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts, message_link, note_title,
-                       record_kind, record_tokens)
+                       record_kind, record_tokens, usage_count, usage_problems)
 from . import deep
 from .census import Census
 from .lines import Line, parse_line
@@ -49,7 +49,7 @@ def recorded_size(obj: dict) -> int | None:
 
 
 def _int(v):
-    return v if type(v) is int else None
+    return usage_count(v)  # an invalid count is stored as NULL and named in usage.invalid
 
 
 def _str(v):
@@ -263,6 +263,7 @@ class FileIngest:
                 _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens")),
                 _str(u.get("service_tier")),
                 deep.dumps_text(iterations) if type(iterations) is list else None,
+                usage_problems(u),
             )
         census = self.summary.census
         if markers:

@@ -60,15 +60,15 @@ from .rows import FileIngest, FileSummary, RowBatch
 _TOTAL = ("coalesce({t}.input_tokens, 0) + coalesce({t}.output_tokens, 0) + "
           "coalesce({t}.cache_read_input_tokens, 0) + coalesce({t}.cache_creation_input_tokens, 0)")
 _API_FIGURES = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
-                "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations")
+                "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "iterations", "invalid")
 _TAKES = f"NOT usage.rewritten OR {_TOTAL.format(t='excluded')} > {_TOTAL.format(t='usage')}"
 USAGE_UPSERT = (
     "INSERT INTO usage (file_id, message_id, offset, request_id, session_id, timestamp, model, "
     "input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, "
     "ephemeral_5m_input_tokens, ephemeral_1h_input_tokens, service_tier, iterations, "
     "gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, "
-    "gauge_iterations, in_file) "
-    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,1) "
+    "gauge_iterations, invalid, in_file) "
+    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,?16,1) "
     "ON CONFLICT (file_id, message_id) DO UPDATE SET "
     + ", ".join(f"{c} = CASE WHEN {_TAKES} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
     + ", offset = CASE WHEN usage.in_file THEN usage.offset ELSE excluded.offset END, in_file = 1, "

@@ -65,7 +65,7 @@ VIEWS = {
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "secrets", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "sidecars_by_session", "surgery_log", "system_prompt",
-    "usage_blocks", "usage_by_day", "usage_by_model", "usage_context",
+    "repeated_reads", "usage_blocks", "usage_by_day", "usage_by_model", "usage_context", "waste", "waste_items",
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",

@@ -6,6 +6,8 @@ Layout (Hive-style partitions, one file per partition)::
 
     DIR/_txdb_export.json                      what was exported, row counts
     DIR/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet
+                                               (part-1, ...: two projects
+                                               whose names --redact made one)
 
 ``project`` is the project folder (percent-encoded in the folder name) and
 ``month`` the month of the row's record (a record without a timestamp, a
@@ -165,8 +167,7 @@ class _Partitions:
             for name, value in zip(("project", "month"), key):
                 folder = folder / f"{name}={partition_name(value)}"
                 _private_dir(folder)
-            path = folder / "part-0.parquet"
-            fh = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+            fh, path = _new_part(folder)
             w = self.writers[key] = (self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path)
         return w[0]
 
@@ -179,6 +180,19 @@ class _Partitions:
             self.report.files += 1
             self.report.bytes += path.stat().st_size
         self.writers.clear()
+
+
+def _new_part(folder: Path):
+    """A new part file in ``folder``: part-0, or the next free number when
+    an earlier project wrote there (two project names that read the same
+    once redacted)."""
+    n = 0
+    while True:
+        path = folder / f"part-{n}.parquet"
+        try:
+            return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), path
+        except FileExistsError:
+            n += 1
 
 
 def _private_dir(path: Path) -> None:
@@ -210,10 +224,12 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
 
     ``replace``: an earlier txdb export at ``out`` is replaced (only once
     the new one is whole). ``redact``: the catalog's text no scan has read
-    yet is scanned first (txdb.secrets.scan_catalog), then every secret
-    found in a file is masked as ``[REDACTED:<type>]`` in every text of
-    that file's rows (raw JSON, block text, title, ...); the rows
-    themselves are not changed. ``progress(files_done, files_total)``.
+    yet is scanned first (txdb.secrets.scan_catalog; text a refresh added
+    since is scanned by the redactor, in the export's snapshot), then every
+    secret found in a file is masked as ``[REDACTED:<type>]`` in every text
+    of that file's rows (raw JSON, block text, title, path, project and its
+    partition folder) and of its surgeries; the rows themselves are not
+    changed. ``progress(files_done, files_total)``.
     """
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
@@ -251,7 +267,15 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 progress(done, len(files))
         for t in PER_FILE:
             parts[t].close()
+        file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
+        masks: dict[int, Callable[[str], str] | None] = {}
         for row in ro.execute(SURGERIES):
+            if redact:  # with its file's secrets masked (a file the catalog lost has none)
+                fid = row[file_col]
+                if fid not in masks:
+                    masks[fid] = secrets.redactor(ro, fid) if fid is not None else None
+                if masks[fid] is not None:
+                    row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
             parts["surgeries"].add((row[-2], row[-1]), row)
         parts["surgeries"].close()
         ro.execute("COMMIT")
@@ -279,6 +303,8 @@ def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
     each text through ``mask`` when given (--redact)."""
     names = [d[0] for d in cur.description]
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
+    if mask is not None and project is not None:
+        project = mask(project)  # its partition's folder name too
     while rows := cur.fetchmany(1000):
         for row in rows:
             month = row[-1]

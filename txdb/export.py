@@ -76,6 +76,9 @@ PER_FILE = {
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
 TABLES = (*PER_FILE, "surgeries")
+# A column that holds the start of a longer text (a session titled by its
+# first prompt): --redact also masks a secret cut off at its end.
+TRUNCATED = {"sessions": "title"}
 # Columns an export adds to a table's own: usage.cost_usd is the message's
 # cost in USD (the billed_cost view) on the row that counts it, NULL on a
 # row another file's copy of the message stands for, or when unpriced.
@@ -260,15 +263,15 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 for t in PER_FILE:
                     parts[t].close()
                 current = project
-            mask = secrets.redactor(ro, fid) if redact else None
+            mask = (secrets.redactor(ro, fid) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask)
+                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t))
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
             parts[t].close()
         file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
-        masks: dict[int, Callable[[str], str] | None] = {}
+        masks: dict[int, secrets.Redactor | None] = {}
         for row in ro.execute(SURGERIES):
             if redact:  # with its file's secrets masked (a file the catalog lost has none)
                 fid = row[file_col]
@@ -297,12 +300,14 @@ def _schema(pa, conn, table: str):
 
 
 def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
-            mask: Callable[[str], str] | None = None) -> None:
+            mask: secrets.Redactor | None = None, truncated: str | None = None) -> None:
     """Rows of one file's query into their partitions: the table's own
     columns (a table's own ``project`` is the file's), then project, month;
-    each text through ``mask`` when given (--redact)."""
+    each text through ``mask`` when given (--redact), the ``truncated``
+    column through ``mask.truncated``."""
     names = [d[0] for d in cur.description]
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
+    cut = [names[i] for i in own].index(truncated) if truncated in names else -1
     if mask is not None and project is not None:
         project = mask(project)  # its partition's folder name too
     while rows := cur.fetchmany(1000):
@@ -310,7 +315,10 @@ def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
             month = row[-1]
             values = tuple(row[i] for i in own)
             if mask is not None:
-                values = tuple(mask(v) if isinstance(v, str) else v for v in values)
+                # A blob is left out (files.sha_state: a hash's state, which
+                # holds the file's last bytes as they are).
+                values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
+                               else None if isinstance(v, bytes) else v for i, v in enumerate(values))
             parts.add((project, month), values + (project, month))
 
 

@@ -64,6 +64,7 @@ FILE_OFFSET = -1
 FILE_FIELDS = ("path", "root", "project")
 SELECT_RAWS = "SELECT offset, raw FROM records WHERE file_id = ? AND offset >= ? ORDER BY offset"
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
+MIN_TAIL = 6  # a cut-off secret's start this long, or longer, is masked (Redactor.truncated)
 CHUNK_CHARS = 16 << 20  # a file's texts are scanned this many characters at a time
 PRIVATE_KEY_TYPE = "Private Key"  # detect-secrets' PrivateKeyDetector
 # A private key's whole extent: its header, then its lines (base64, or
@@ -116,7 +117,8 @@ def _detector() -> _Detector:
 
     plugins = [{"name": c.__name__} for c in get_mapping_from_secret_type_to_class().values()
                if c.__name__ not in SKIPPED_PLUGINS]
-    plugins.append({"name": "GoogleApiKeyDetector", "path": Path(__file__).with_name("secret_plugins.py").as_uri()})
+    own = Path(__file__).with_name("secret_plugins.py").as_uri()
+    plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
     settings = {"plugins_used": plugins}
     prefilters: list[re.Pattern] = []
     lowered: list[re.Pattern] = []
@@ -260,6 +262,10 @@ def _line_at(text: str, pos: int) -> tuple[int, str]:
 
 
 def _locate(line: str, number: int, line_start: int, kind: str, value: str):
+    # A plugin's value may run on to the line's end (npm's `npm_.+`): in a
+    # line's raw JSON or a call's input, a quote there may end the string,
+    # and masking it would break the JSON; the secret stops before it.
+    value = value.split('"', 1)[0]
     if not value:
         return
     for m in re.finditer(re.escape(value), line):
@@ -363,8 +369,9 @@ def _findings(conn: sqlite3.Connection, file_id: int, start_offset: int):
     """The file's findings from ``start_offset`` on, a chunk of texts at a
     time: (rows for secret_findings, texts, characters). A raw line's
     finding of a secret its record's block or attachment already gave is
-    left out (the same secret, in the same place)."""
-    seen: dict[int, set[str]] = {}  # offset -> the secrets its blocks and attachment hold
+    left out (the same secret, in the same place), as is one another raw
+    line gave (cwd and gitBranch are on every line)."""
+    seen: dict[int, set[str]] = {}  # offset -> the secrets its blocks and attachment hold; -2: raw lines
     chunk: list[tuple[int, int, str, str]] = []
     size = 0
     for row in _texts(conn, file_id, start_offset):
@@ -382,8 +389,10 @@ def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]]) -> list[tup
     for (offset, idx, field, _), fs in zip(rows, scan_texts([r[3] for r in rows])):
         for f in fs:
             if idx == RAW_IDX:
-                if f.sha256 in seen.get(offset, ()):
+                in_raws = seen.setdefault(RAW_IDX, set())
+                if f.sha256 in seen.get(offset, ()) or f.sha256 in in_raws:
                     continue
+                in_raws.add(f.sha256)
             elif idx != FILE_IDX:
                 seen.setdefault(offset, set()).add(f.sha256)
             values.append((file_id, offset, idx, field, f.start, f.length, f.line, f.col, f.type, f.sha256))
@@ -420,11 +429,33 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
                 for f in fs:
                     masks.setdefault(text[f.start:f.start + f.length], f"[REDACTED:{f.type}]")
     masks.pop("", None)
-    if not masks:
-        return None
-    secrets = sorted(masks, key=len, reverse=True)
-    pattern = re.compile("|".join(f"({_spelled(s)})" for s in secrets))
-    return lambda value: pattern.sub(lambda m: masks[secrets[m.lastindex - 1]], value)
+    return Redactor(masks) if masks else None
+
+
+class Redactor:
+    """Masks each of a file's secrets, in any spelling (_spelled)."""
+
+    def __init__(self, masks: dict[str, str]):
+        self.masks = masks
+        self.secrets = sorted(masks, key=len, reverse=True)
+        self.pattern = re.compile("|".join(f"({_spelled(s)})" for s in self.secrets)) if masks else None
+        # As a title made of a prompt holds them: whitespace collapsed.
+        self.collapsed = [(" ".join(s.split()), masks[s]) for s in self.secrets]
+
+    def __call__(self, value: str) -> str:
+        if self.pattern is None:
+            return value
+        return self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+
+    def truncated(self, value: str) -> str:
+        """``value`` masked, and a secret it was cut in (a title is a
+        prompt's first 60 characters) masked from where it starts."""
+        value = self(value)
+        for form, mask in self.collapsed:
+            for k in range(min(len(form), len(value)), MIN_TAIL - 1, -1):
+                if value.endswith(form[:k]):
+                    return value[:-k] + mask
+        return value
 
 
 def _unscanned(conn: sqlite3.Connection, file_id: int, start_offset: int):

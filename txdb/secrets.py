@@ -64,6 +64,7 @@ FILE_OFFSET = -1
 FILE_FIELDS = ("path", "root", "project")
 SELECT_RAWS = "SELECT offset, raw FROM records WHERE file_id = ? AND offset >= ? ORDER BY offset"
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
+LONG_LINE, WINDOW = 2000, 600  # a candidate line longer than this is read WINDOW characters about each hit
 MIN_TAIL = 6  # a cut-off secret's start this long, or longer, is masked (Redactor.truncated)
 CHUNK_CHARS = 16 << 20  # a file's texts are scanned this many characters at a time
 PRIVATE_KEY_TYPE = "Private Key"  # detect-secrets' PrivateKeyDetector
@@ -82,7 +83,11 @@ _KEY_STARTS = (re.compile(r"BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"), re.compile(r"PuTT
 # Plugin expressions that are slow to search (no literal to skip ahead to),
 # each replaced by a cheaper one matching on every line it does (a
 # prefilter only picks the lines detect-secrets then decides on).
-_CHEAPER = {r"[0-9a-z]{32}-us[0-9]{1,2}": r"-us[0-9]", r"(?:r|s)k_live_[0-9a-zA-Z]{24}": r"k_live_"}
+_CHEAPER = {r"[0-9a-z]{32}-us[0-9]{1,2}": r"-us[0-9]", r"(?:r|s)k_live_[0-9a-zA-Z]{24}": r"k_live_",
+            r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": r"/:_authToken="}
+# A base64 body in a raw line (an image's or document's data, a thinking
+# block's signature): binary, where no detector can see a secret; not read.
+_OPAQUE = re.compile(r'("(?:data|signature)":")[A-Za-z0-9+/=]{256,}(?=")')
 FINDINGS_INSERT = ("INSERT OR REPLACE INTO secret_findings "
                    "(file_id, offset, idx, field, start, length, line, col, type, secret_sha256) "
                    "VALUES (?,?,?,?,?,?,?,?,?,?)")
@@ -169,20 +174,22 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
 
         ends = [0, *accumulate(map(len, lines))] if unique is not joined else None
         with transient_settings(det.settings):
-            for number, start, line in candidates:
+            for number, start, line, hits in candidates:
                 if ends is not None:  # back to the line's first place in `joined`
                     g = first[line]
                     number, start = g + 1, ends[g] + g
                 i = bisect_right(starts, start) - 1
                 number, start = number - first_lines[i], start - starts[i]
                 found = out[i]
-                name = _CONFIG_NAME if _CONFIG_LINE.match(line) else _CODE_NAME
-                for secret in _process_line_based_plugins([(number, line)], name):
-                    for f in _locate(line, number, start, secret.type, secret.secret_value or ""):
-                        # A plugin naming the secret's kind wins over the keyword plugin.
-                        held = found.get((f.start, f.length))
-                        if held is None or held.type == KEYWORD_TYPE:
-                            found[(f.start, f.length)] = f
+                for a, b in _windows(len(line), hits):
+                    part = line[a:b]
+                    name = _CONFIG_NAME if a == 0 and _CONFIG_LINE.match(line) else _CODE_NAME
+                    for secret in _process_line_based_plugins([(number, part)], name):
+                        for f in _locate(part, number, start + a, secret.type, secret.secret_value or "", a):
+                            # A plugin naming the secret's kind wins over the keyword plugin.
+                            held = found.get((f.start, f.length))
+                            if held is None or held.type == KEYWORD_TYPE:
+                                found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
     return [sorted(found.values(), key=lambda f: f.start) for found in out]
 
@@ -217,8 +224,25 @@ def scan_text(text: str) -> list[Finding]:
     return scan_texts([text])[0]
 
 
-def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str]]:
-    """(line number from 1, start, line) of each line a plugin's expression hits."""
+def _windows(length: int, hits: list[int] | None) -> list[tuple[int, int]]:
+    """The parts of a candidate line detect-secrets reads: all of it, or of
+    a long one (a raw line's JSON around a string) the stretch around each
+    hit (its expressions over a long line cost more than all the rest)."""
+    if length <= LONG_LINE or not hits:
+        return [(0, length)]
+    out: list[tuple[int, int]] = []
+    for h in hits:
+        a, b = max(0, h - WINDOW), min(length, h + WINDOW)
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str, list[int] | None]]:
+    """(line number from 1, start, line, hits in it or None: anywhere) of
+    each line a plugin's expression hits."""
     # A match's first and last character: one may start on the newline before its line.
     hits = {i for p in det.prefilters for m in p.finditer(text) for i in (m.start(), max(m.start(), m.end() - 1))}
     lowered = text.lower()  # keeps every newline; most often every position too
@@ -228,17 +252,22 @@ def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str]]:
         hits.update(words)
     elif words:  # a character that lowers to two: count the lowered text's lines
         word_lines = _line_numbers(lowered, words)
-    lines: dict[int, tuple[int, str]] = {}
+    lines: dict[int, tuple[int, str, list[int] | None]] = {}
     for number, p in zip(_line_numbers_list(text, sorted(hits)), sorted(hits)):
         if number not in lines:
-            lines[number] = _line_at(text, p)
+            lines[number] = (*_line_at(text, p), [])
+        if lines[number][2] is not None:
+            lines[number][2].append(p - lines[number][0])
+    for number in word_lines:  # where in the line is not known: all of it
+        if number in lines:
+            lines[number] = (*lines[number][:2], None)
     if word_lines - set(lines):
         start = 0
         for number, line in enumerate(text.split("\n")):
             if number in word_lines and number not in lines:
-                lines[number] = (start, line)
+                lines[number] = (start, line, None)
             start += len(line) + 1
-    return [(n + 1, start, line) for n, (start, line) in sorted(lines.items())]
+    return [(n + 1, start, line, at) for n, (start, line, at) in sorted(lines.items())]
 
 
 def _line_numbers_list(text: str, positions: list[int]) -> list[int]:
@@ -261,7 +290,7 @@ def _line_at(text: str, pos: int) -> tuple[int, str]:
     return start, text[start:end if end >= 0 else len(text)]
 
 
-def _locate(line: str, number: int, line_start: int, kind: str, value: str):
+def _locate(line: str, number: int, line_start: int, kind: str, value: str, col: int = 0):
     # A plugin's value may run on to the line's end (npm's `npm_.+`): in a
     # line's raw JSON or a call's input, a quote there may end the string,
     # and masking it would break the JSON; the secret stops before it.
@@ -271,7 +300,7 @@ def _locate(line: str, number: int, line_start: int, kind: str, value: str):
     for m in re.finditer(re.escape(value), line):
         end = _TOKEN_REST.match(line, m.end()).end() if _TOKEN_REST.fullmatch(value) else m.end()
         secret = line[m.start():end]
-        yield Finding(kind, line_start + m.start(), len(secret), number, m.start(),
+        yield Finding(kind, line_start + m.start(), len(secret), number, col + m.start(),
                       hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
 
 
@@ -311,6 +340,7 @@ def _decoded(raw) -> str:
     in Python per escape."""
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
+    raw = _OPAQUE.sub(r"\1", raw)
     if "\\" not in raw:
         return raw
     s = raw.replace("\\\\", "\x00")  # an escaped backslash, kept out of the way (JSON text holds no NUL)

@@ -53,7 +53,7 @@ _TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 _CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
 _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
-SELECT_TEXTS = ("SELECT offset, idx, text FROM blocks WHERE file_id = ? AND offset >= ? "
+SELECT_TEXTS = ("SELECT offset, idx, text, kind FROM blocks WHERE file_id = ? AND offset >= ? "
                 "AND text IS NOT NULL AND text <> ''")
 SELECT_ATTACHMENTS = ("SELECT a.offset, r.raw FROM attachments a JOIN records r "
                       "ON r.file_id = a.file_id AND r.offset = a.offset WHERE a.file_id = ? AND a.offset >= ?")
@@ -61,6 +61,7 @@ ATTACHMENT_IDX = -1  # secret_findings.idx of a finding in an attachment's text
 RAW_IDX = -2  # in a record's raw line, decoded (_decoded): every string it holds, keys too
 FILE_IDX = -3  # in the file's own names (offset FILE_OFFSET; field: path, root or project)
 FILE_OFFSET = -1
+DECODED = "decoded"  # field of a finding in a tool call's input JSON as decoded (_decoded), not as stored
 FILE_FIELDS = ("path", "root", "project")
 SELECT_RAWS = "SELECT offset, raw FROM records WHERE file_id = ? AND offset >= ? ORDER BY offset"
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
@@ -313,8 +314,11 @@ def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int):
     every other string and key it holds) and, from the start, the file's
     own path, root and project folder name (FILE_OFFSET, FILE_IDX, field
     the column). Yielded, not listed: a file is scanned a chunk at a time."""
-    for offset, idx, text in conn.execute(SELECT_TEXTS, (file_id, start_offset)):
-        yield offset, idx, "", text
+    for offset, idx, text, kind in conn.execute(SELECT_TEXTS, (file_id, start_offset)):
+        if kind == "tool_use":  # its input's JSON, decoded: the lines its raw line holds too
+            yield offset, idx, DECODED, _decoded(text)
+        else:
+            yield offset, idx, "", text
     for offset, raw in conn.execute(SELECT_ATTACHMENTS, (file_id, start_offset)):
         for field, text in _strings(_attachment(raw)):
             yield offset, ATTACHMENT_IDX, field, text
@@ -443,7 +447,9 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
     sources: dict[tuple[int, int], dict[str, str]] = {}  # (offset, idx) -> field -> text
     masks: dict[str, str] = {}  # secret -> its mask
     for kind, start, length, offset, idx, field, text in rows:
-        if idx < 0:
+        if field == DECODED and idx >= 0 and text is not None:
+            text = _decoded(text)
+        elif idx < 0:
             if (offset, idx) not in sources:
                 sources[(offset, idx)] = _source(conn, file_id, offset, idx)
             text = sources[(offset, idx)].get(field)

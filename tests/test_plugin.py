@@ -226,3 +226,33 @@ def test_the_hook_catalogues_what_refresh_does_not_past_a_symlinked_folder(home,
     assert r.exit_code == 0, r.output
     refreshed = {p for (p,) in sqlite3.connect(tmp_path / "full.db").execute("SELECT path FROM files")}
     assert hooked == refreshed
+
+
+def test_the_hook_catalogues_a_symlinked_subagent_file_where_refresh_does(home, tmp_path):
+    """A subagent transcript that is a link to a file outside the projects
+    tree is catalogued under the link's own path (as refresh lists it),
+    never under the outside path it points at; and a link beside its target
+    (both in the tree) under the target, as refresh does."""
+    session = session_of(home)
+    subagents = session.parent / session.stem / "subagents"
+    agent = next(subagents.glob("*.jsonl"))
+    outside = tmp_path / "outside" / agent.name
+    outside.parent.mkdir()
+    shutil.move(agent, outside)
+    os.symlink(outside, agent)
+    twin = subagents / "agent-a0000000000000001.jsonl"
+    os.symlink(agent.with_name("agent-real-copy.jsonl"), twin)
+    shutil.copy(outside, agent.with_name("agent-real-copy.jsonl"))
+    assert hook(home, {"transcript_path": str(session)}).returncode == 0
+    hooked = {p for (p,) in sqlite3.connect(home / "catalog.db").execute("SELECT path FROM files")}
+    assert str(outside) not in hooked
+    r = CliRunner().invoke(cli, ["refresh", "--db", str(tmp_path / "full.db"),
+                                 "--root", str(home / "home" / ".claude" / "projects")])
+    assert r.exit_code == 0, r.output
+    refreshed = {p for (p,) in sqlite3.connect(tmp_path / "full.db").execute("SELECT path FROM files")}
+    assert hooked == refreshed == {str(session), str(agent), str(agent.with_name("agent-real-copy.jsonl"))}
+    # The next refresh of the hook's catalog finds nothing to move.
+    r = CliRunner().invoke(cli, ["refresh", "--db", str(home / "catalog.db"),
+                                 "--root", str(home / "home" / ".claude" / "projects")])
+    assert r.exit_code == 0, r.output
+    assert {p for (p,) in sqlite3.connect(home / "catalog.db").execute("SELECT path FROM files")} == hooked

@@ -145,11 +145,13 @@ def test_a_scan_reads_only_new_text(leaky):
     last = orjson.loads((root / "-home-me-app" / "leaky.jsonl").read_bytes().splitlines()[-1])
     other = "AKIAZ9YW8V7UTESTFAKE"
     text = f"and this one: key {other}"
-    append(root / "-home-me-app" / "leaky.jsonl", user(text, last["uuid"], session="leaky"))
+    line = user(text, last["uuid"], session="leaky")
+    append(root / "-home-me-app" / "leaky.jsonl", line)
     assert refresh(conn, [root]).grown == 1
     assert len(findings(conn, "leaky")) == 4  # refresh itself does not scan
-    assert scan(path) | {"seconds": 0} == {"files": 1, "texts": 1, "chars": len(text), "findings": 1,
-                                            "seconds": 0}
+    # The new block's text, and its line's raw JSON (every string it holds).
+    assert scan(path) | {"seconds": 0} == {"files": 1, "texts": 2, "chars": len(text) + len(orjson.dumps(line)),
+                                            "findings": 1, "seconds": 0}
     types = sorted(r["type"] for r in findings(conn, "leaky"))
     assert types == ["AWS Access Key", "AWS Access Key", "JSON Web Token", "Secret Keyword", "Secret Keyword"]
     # A rewritten file loses its findings with its blocks and is scanned whole again.

@@ -328,8 +328,22 @@ class QueryConnection(sqlite3.Connection):
         return self.refusals[0] if self.refusals else None
 
 
+# Functions no query may call: fts3_tokenizer hands out (one argument) and
+# replaces (two) a tokenizer's C function pointer, a known way from SQL to
+# reading memory and running code.
+REFUSED_FUNCTIONS = frozenset({"fts3_tokenizer"})
+
+
+def refuses_function(action: int, name: str | None) -> bool:
+    """Whether an authorizer call is a call of a refused function."""
+    return action == sqlite3.SQLITE_FUNCTION and (name or "").lower() in REFUSED_FUNCTIONS
+
+
 def _query_authorizer(refusals: list[str]):
     def authorize(action, arg1, arg2, _db, _trigger):
+        if refuses_function(action, arg2):
+            refusals.append(f"{arg2}()")
+            return sqlite3.SQLITE_DENY
         if action in _QUERY_ACTIONS:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and (

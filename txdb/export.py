@@ -6,6 +6,8 @@ Layout (Hive-style partitions, one file per partition)::
 
     DIR/_txdb_export.json                      what was exported, row counts
     DIR/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet
+                                               (part-1, ...: two projects
+                                               whose names --redact made one)
 
 ``project`` is the project folder (percent-encoded in the folder name) and
 ``month`` the month of the row's record (a record without a timestamp, a
@@ -74,6 +76,9 @@ PER_FILE = {
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
 TABLES = (*PER_FILE, "surgeries")
+# A column that holds the start of a longer text (a session titled by its
+# first prompt): --redact also masks a secret cut off at its end.
+TRUNCATED = {"sessions": "title"}
 # Columns an export adds to a table's own: usage.cost_usd is the message's
 # cost in USD (the billed_cost view) on the row that counts it, NULL on a
 # row another file's copy of the message stands for, or when unpriced.
@@ -165,8 +170,7 @@ class _Partitions:
             for name, value in zip(("project", "month"), key):
                 folder = folder / f"{name}={partition_name(value)}"
                 _private_dir(folder)
-            path = folder / "part-0.parquet"
-            fh = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+            fh, path = _new_part(folder)
             w = self.writers[key] = (self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path)
         return w[0]
 
@@ -179,6 +183,19 @@ class _Partitions:
             self.report.files += 1
             self.report.bytes += path.stat().st_size
         self.writers.clear()
+
+
+def _new_part(folder: Path):
+    """A new part file in ``folder``: part-0, or the next free number when
+    an earlier project wrote there (two project names that read the same
+    once redacted)."""
+    n = 0
+    while True:
+        path = folder / f"part-{n}.parquet"
+        try:
+            return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), path
+        except FileExistsError:
+            n += 1
 
 
 def _private_dir(path: Path) -> None:
@@ -210,10 +227,12 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
 
     ``replace``: an earlier txdb export at ``out`` is replaced (only once
     the new one is whole). ``redact``: the catalog's text no scan has read
-    yet is scanned first (txdb.secrets.scan_catalog), then every secret
-    found in a file is masked as ``[REDACTED:<type>]`` in every text of
-    that file's rows (raw JSON, block text, title, ...); the rows
-    themselves are not changed. ``progress(files_done, files_total)``.
+    yet is scanned first (txdb.secrets.scan_catalog; text a refresh added
+    since is scanned by the redactor, in the export's snapshot), then every
+    secret found in a file is masked as ``[REDACTED:<type>]`` in every text
+    of that file's rows (raw JSON, block text, title, path, project and its
+    partition folder) and of its surgeries; the rows themselves are not
+    changed. ``progress(files_done, files_total)``.
     """
     pa, pq = _pyarrow()
     t0 = time.perf_counter()
@@ -244,14 +263,22 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 for t in PER_FILE:
                     parts[t].close()
                 current = project
-            mask = secrets.redactor(ro, fid) if redact else None
+            mask = (secrets.redactor(ro, fid) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask)
+                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t))
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
             parts[t].close()
+        file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
+        masks: dict[int, secrets.Redactor | None] = {}
         for row in ro.execute(SURGERIES):
+            if redact:  # with its file's secrets masked (a file the catalog lost has none)
+                fid = row[file_col]
+                if fid not in masks:
+                    masks[fid] = secrets.redactor(ro, fid) if fid is not None else None
+                if masks[fid] is not None:
+                    row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
             parts["surgeries"].add((row[-2], row[-1]), row)
         parts["surgeries"].close()
         ro.execute("COMMIT")
@@ -273,18 +300,25 @@ def _schema(pa, conn, table: str):
 
 
 def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
-            mask: Callable[[str], str] | None = None) -> None:
+            mask: secrets.Redactor | None = None, truncated: str | None = None) -> None:
     """Rows of one file's query into their partitions: the table's own
     columns (a table's own ``project`` is the file's), then project, month;
-    each text through ``mask`` when given (--redact)."""
+    each text through ``mask`` when given (--redact), the ``truncated``
+    column through ``mask.truncated``."""
     names = [d[0] for d in cur.description]
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
+    cut = [names[i] for i in own].index(truncated) if truncated in names else -1
+    if mask is not None and project is not None:
+        project = mask(project)  # its partition's folder name too
     while rows := cur.fetchmany(1000):
         for row in rows:
             month = row[-1]
             values = tuple(row[i] for i in own)
             if mask is not None:
-                values = tuple(mask(v) if isinstance(v, str) else v for v in values)
+                # A blob is left out (files.sha_state: a hash's state, which
+                # holds the file's last bytes as they are).
+                values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
+                               else None if isinstance(v, bytes) else v for i, v in enumerate(values))
             parts.add((project, month), values + (project, month))
 
 

@@ -15,3 +15,11 @@ class GoogleApiKeyDetector(RegexBasedDetector):
     secret_type = "Google API Key"
     # The literal first (no look-behind before it), so the search skips ahead to each "AIza".
     denylist = [re.compile(r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")]
+
+
+class AnthropicApiKeyDetector(RegexBasedDetector):
+    """Anthropic API keys and OAuth tokens (sk-ant-api03-..., sk-ant-oat01-...),
+    the keys a Claude Code session is most likely to show."""
+
+    secret_type = "Anthropic API Key"
+    denylist = [re.compile(r"sk-ant-[a-z]{2,8}\d{2}-[A-Za-z0-9_-]{32,}")]

@@ -33,7 +33,7 @@ from ..cost import sync_prices
 from ..db import transaction
 from ..regular import open_regular
 from ..paths import archived_path, is_side_file, session_stem, swaps_of
-from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, session_folder,
+from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, reached, session_folder,
                        session_sidecars)
 from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
@@ -800,7 +800,7 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
     too (``refresh_sidecars``)."""
     given = Path(path).expanduser().absolute()
     st = given.stat()
-    p = Path(catalogued_path(conn, given, st) or given.resolve())
+    p = Path(catalogued_path(conn, given, st) or _discovered_as(given, root))
     if root is None:
         row = conn.execute("SELECT root FROM files WHERE path = ?", (str(p),)).fetchone()
         root = row[0] if row else None
@@ -814,6 +814,16 @@ def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = 
         refresh_sidecars(conn, found_sidecars, [str(session_folder(p))], False, stats)
     sync_prices(conn)
     return plan.status
+
+
+def _discovered_as(given: Path, root: str | None) -> Path:
+    """The path discovery would catalogue a file under: a link the walk of
+    ``root`` reaches under its own path (its target outside the tree), else
+    the real path (a link beside its target: the target wins)."""
+    real = given.resolve()
+    if root is not None and real != given and reached(given, root) and not reached(real, root):
+        return given
+    return real
 
 
 def _existing_one(conn, path: str):

@@ -22,6 +22,7 @@ import contextvars
 import html
 import json
 import re
+import sqlite3
 from importlib import resources
 from urllib.parse import parse_qs, urlencode
 
@@ -29,6 +30,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
+from ..db import refuses_function
 from . import charts, front, svg
 from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
@@ -155,6 +157,17 @@ def database_actions(datasette, database):
         return []
 
     return links
+
+
+def _refuse_functions(action, _arg1, arg2, _db, _trigger):
+    return sqlite3.SQLITE_DENY if refuses_function(action, arg2) else sqlite3.SQLITE_OK
+
+
+@hookimpl
+def prepare_connection(conn):
+    # Every served database's connections, as `txdb query`'s: no SQL may
+    # reach fts3_tokenizer (txdb.db.REFUSED_FUNCTIONS).
+    conn.set_authorizer(_refuse_functions)
 
 
 @hookimpl

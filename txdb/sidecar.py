@@ -63,6 +63,7 @@ from pathlib import Path
 from .durability import clean_stale_temps, fsync_all, fsync_dir, open_dir, temp_file_at
 from .errors import SurgeryError
 from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
+from .records import DROPPED_FIELD  # noqa: F401 (a record's own markers: sidecar.referenced reads them)
 from .regular import NotRegularFile, kind, open_regular
 
 MAX_NAME = 120

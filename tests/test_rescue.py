@@ -133,6 +133,8 @@ def test_compact_range_last_keeps_tool_calls_whole_and_the_leaf(env):
     t = Transcript.load(pending(env))
     assert estimate(pending(env), env) <= target
     survivor = t.chain[0].parse()["message"]["content"]
+    assert survivor[1]["text"] == "prompt 0"  # the session's first prompt, carried: its title stays
+    survivor = survivor[0]["text"]
     assert survivor.startswith('<persisted-range from="0"') and "Summary: early turns" in survivor
     assert t.chain[-1].uuid == Transcript.load(env).chain[-1].uuid          # the leaf is still the leaf
     # every tool_use left on the chain still has its result
@@ -445,11 +447,11 @@ def test_the_plan_is_one_step_a_line_and_says_what_compacting_without_a_summary_
     n = re.search(r"compact-range: (\d+) records compacted into one summary \(saved to sidecars\) -> ~", steps[-1])
     assert n and int(n.group(1)) > 0, steps[-1]
     hint = lines[lines.index(next(x for x in lines if "5. compact-range" in x)) + 1]
-    assert "no --summary given" in hint and "[no summary provided]" in hint and "--summary TEXT" in hint
+    assert "no --summary given" in hint and "summary extracted" in hint and "--summary TEXT" in hint
     # with a summary, no hint; and compact-range alone says the same
     assert "no --summary" not in run("rescue", env, "--target", target, "--dry-run", "--summary", "early").output
     alone = run("compact-range", env, "--from", 0, "--to", 3, "--dry-run").output
-    assert "no --summary given" in alone and "[no summary provided]" in alone, alone
+    assert "no --summary given" in alone and "summary extracted" in alone, alone
     assert "no --summary" not in run("compact-range", env, "--from", 0, "--to", 3, "--dry-run",
                                      "--summary", "x").output
 

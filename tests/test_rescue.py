@@ -209,13 +209,47 @@ def test_one_surgeries_row_lists_every_step(env):
     assert json.loads(rows[0][1])["target"] == target
 
 
-def test_default_target_is_the_window_less_the_clis_margin(env):
-    t = Transcript.load(env)
+def test_default_target_is_the_window_less_the_clis_margin_and_the_room_releases_need(env):
+    # what each known release sends beside the conversation, measured with the real CLI
+    assert rescue.RELEASE_OVERHEAD["2.1.300"] - rescue.RELEASE_OVERHEAD["2.1.328"] == 5_027
+    assert rescue.release_room("2.1.328") == (5_027, "2.1.300", "2.1.328")
+    assert rescue.release_room("2.1.300")[0] == 0 and rescue.release_room("2.1.331")[2] == "2.1.328"
+    assert rescue.release_room(None)[0] == rescue.release_room("2.0.1")[0] == 5_027  # unknown: the smallest
+    t = Transcript.load(env)  # written by 2.1.300 (the test sessions' version): no room needed
+    assert rescue.last_release(t) == "2.1.300"
     assert rescue.default_target(t) == 200_000 - 20_000 - 13_000
     objs = heavy(turns=2)
+    for o in objs:
+        o["version"] = "2.1.328"
+    f = write(env.parent / "v328.jsonl", objs)
+    assert rescue.default_target(Transcript.load(f)) == 200_000 - 33_000 - 5_027 == 161_973
     objs[-1]["message"]["model"] = "claude-opus-5[1m]"
     f = write(env.parent / "other.jsonl", objs)
-    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - 33_000
+    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - 33_000 - 5_027
+    assert rescue.default_target(Transcript.load(f), rescue.parse_window("200k")) == 161_973
+
+
+def test_the_window_is_said_and_can_be_chosen(env):
+    # A turn that recorded 250k ran on a 1M window, but a resume on a model that is not
+    # [1m] runs in 200k: the default rescues for 200k, says why, and --window 1m keeps 1M.
+    objs = heavy()
+    turns = [o for o in objs if o["type"] == "assistant"]
+    turns[0]["message"]["usage"] = {"input_tokens": 10, "cache_read_input_tokens": 250_000, "output_tokens": 5}
+    turns[-1]["message"]["usage"] = {"input_tokens": 10, "cache_read_input_tokens": 30_000, "output_tokens": 5}
+    write(env, objs)
+    r = run("rescue", env, "--dry-run")
+    assert r.exit_code == 0, r.output
+    line = r.output.splitlines()[1]
+    assert line.strip().startswith("= window 200,000 (") and "a turn recorded 250,010" in line and "--window 1m" in line
+    assert "the session last ran on 2.1.300" in line
+    out = json.loads(run("rescue", env, "--dry-run", "--json").output)["result"]
+    assert out["window"] == 200_000 and out["target"] == 167_000 and out["release"] == "2.1.300"
+    out = json.loads(run("rescue", env, "--dry-run", "--json", "--window", "1m").output)["result"]
+    assert out["window"] == 1_000_000 and out["window_reason"] == "--window" and out["target"] == 967_000
+    assert json.loads(run("rescue", env, "--dry-run", "--json", "--window", "300000").output)["result"][
+        "target"] == 267_000
+    bad = run("rescue", env, "--window", "lots")
+    assert bad.exit_code != 0 and "Error: --window lots: give 200k, 1m or a number" in bad.output
 
 
 def test_where_over_sessions_by_context(env):

@@ -245,6 +245,11 @@ class RescueResult(Result):
         parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
                  + f", {aim} ~{res['aim']:,}"
                  + ("" if res["steps"] else f": already under (~{res['tokens_start']:,}), nothing to do")]
+        if res.get("target_default") and res.get("window"):
+            parts.append(f"   = window {res['window']:,} ({res['window_reason']}) less {res['margin']:,} (Claude "
+                         f"Code's output reserve and auto-compact buffer) less {res['release_room']:,} (room for "
+                         f"{res['release_worst']}'s system prompt and tools over {res['release_base']}'s; the "
+                         f"session last ran on {res['release'] or 'an unknown release'})")
         for i, st in enumerate(res["steps"], 1):
             name = st["step"]
             if name == "strip-attachments":

@@ -35,6 +35,13 @@ def _pending(f: Path) -> Path:
     return Path(str(f) + ".pending")
 
 
+def _text(o: dict) -> str:
+    """A user record's text: a survivor's marker (the first block when it also
+    carries the session's first prompt, compact_range._survivor)."""
+    c = o["message"]["content"]
+    return c if isinstance(c, str) else c[0].get("text", "") if c and isinstance(c[0], dict) else ""
+
+
 def _folder(f: Path, sid: str = SID) -> Path:
     return f.parent / sid / "persisted" / "message"
 
@@ -240,8 +247,8 @@ def test_a_range_over_a_survivor_compacts_again(env):
     rng = json.loads(r.output)["result"]["ranges"][0]
     assert rng["count"] == 9 and len(rng["files"]) == 9
     new = _objs(_pending(f))
-    assert new[0]["message"]["content"].startswith('<persisted-range from="0" to="8" count="9">')
-    assert "Summary: second" in new[0]["message"]["content"]
+    assert _text(new[0]).startswith('<persisted-range from="0" to="8" count="9">')
+    assert "Summary: second" in _text(new[0])
     # the first survivor is saved too, beside (not over) the file of the record it replaced
     saved = [Path(p) for p in rng["files"]]
     mine = [p for p in saved if p.name.startswith(first["uuid"])]
@@ -318,8 +325,7 @@ def test_where_compacts_each_run_of_selected_positions(env):
     r = run("compact-range", "--where", f"session_id = '{SID}' and pos in (0, 1, 2, 3, 9, 10, 11, 12)",
             "--apply")
     assert r.exit_code == 0, r.output
-    contents = [o["message"]["content"] for o in _objs(f) if o["type"] == "user"
-                and isinstance(o["message"]["content"], str)]
+    contents = [_text(o) for o in _objs(f) if o["type"] == "user"]
     assert [c.split("\n")[0] for c in contents if c.startswith("<persisted-range")] == [
         '<persisted-range from="0" to="3" count="4">', '<persisted-range from="4" to="7" count="4">',
         '<persisted-range from="6" to="9" count="4">']

@@ -133,6 +133,8 @@ def test_compact_range_last_keeps_tool_calls_whole_and_the_leaf(env):
     t = Transcript.load(pending(env))
     assert estimate(pending(env), env) <= target
     survivor = t.chain[0].parse()["message"]["content"]
+    assert survivor[1]["text"] == "prompt 0"  # the session's first prompt, carried: its title stays
+    survivor = survivor[0]["text"]
     assert survivor.startswith('<persisted-range from="0"') and "Summary: early turns" in survivor
     assert t.chain[-1].uuid == Transcript.load(env).chain[-1].uuid          # the leaf is still the leaf
     # every tool_use left on the chain still has its result
@@ -207,13 +209,47 @@ def test_one_surgeries_row_lists_every_step(env):
     assert json.loads(rows[0][1])["target"] == target
 
 
-def test_default_target_is_the_window_less_the_clis_margin(env):
-    t = Transcript.load(env)
+def test_default_target_is_the_window_less_the_clis_margin_and_the_room_releases_need(env):
+    # what each known release sends beside the conversation, measured with the real CLI
+    assert rescue.RELEASE_OVERHEAD["2.1.300"] - rescue.RELEASE_OVERHEAD["2.1.328"] == 5_027
+    assert rescue.release_room("2.1.328") == (5_027, "2.1.300", "2.1.328")
+    assert rescue.release_room("2.1.300")[0] == 0 and rescue.release_room("2.1.331")[2] == "2.1.328"
+    assert rescue.release_room(None)[0] == rescue.release_room("2.0.1")[0] == 5_027  # unknown: the smallest
+    t = Transcript.load(env)  # written by 2.1.300 (the test sessions' version): no room needed
+    assert rescue.last_release(t) == "2.1.300"
     assert rescue.default_target(t) == 200_000 - 20_000 - 13_000
     objs = heavy(turns=2)
+    for o in objs:
+        o["version"] = "2.1.328"
+    f = write(env.parent / "v328.jsonl", objs)
+    assert rescue.default_target(Transcript.load(f)) == 200_000 - 33_000 - 5_027 == 161_973
     objs[-1]["message"]["model"] = "claude-opus-5[1m]"
     f = write(env.parent / "other.jsonl", objs)
-    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - 33_000
+    assert rescue.default_target(Transcript.load(f)) == 1_000_000 - 33_000 - 5_027
+    assert rescue.default_target(Transcript.load(f), rescue.parse_window("200k")) == 161_973
+
+
+def test_the_window_is_said_and_can_be_chosen(env):
+    # A turn that recorded 250k ran on a 1M window, but a resume on a model that is not
+    # [1m] runs in 200k: the default rescues for 200k, says why, and --window 1m keeps 1M.
+    objs = heavy()
+    turns = [o for o in objs if o["type"] == "assistant"]
+    turns[0]["message"]["usage"] = {"input_tokens": 10, "cache_read_input_tokens": 250_000, "output_tokens": 5}
+    turns[-1]["message"]["usage"] = {"input_tokens": 10, "cache_read_input_tokens": 30_000, "output_tokens": 5}
+    write(env, objs)
+    r = run("rescue", env, "--dry-run")
+    assert r.exit_code == 0, r.output
+    line = r.output.splitlines()[1]
+    assert line.strip().startswith("= window 200,000 (") and "a turn recorded 250,010" in line and "--window 1m" in line
+    assert "the session last ran on 2.1.300" in line
+    out = json.loads(run("rescue", env, "--dry-run", "--json").output)["result"]
+    assert out["window"] == 200_000 and out["target"] == 167_000 and out["release"] == "2.1.300"
+    out = json.loads(run("rescue", env, "--dry-run", "--json", "--window", "1m").output)["result"]
+    assert out["window"] == 1_000_000 and out["window_reason"] == "--window" and out["target"] == 967_000
+    assert json.loads(run("rescue", env, "--dry-run", "--json", "--window", "300000").output)["result"][
+        "target"] == 267_000
+    bad = run("rescue", env, "--window", "lots")
+    assert bad.exit_code != 0 and "Error: --window lots: give 200k, 1m or a number" in bad.output
 
 
 def test_where_over_sessions_by_context(env):
@@ -445,11 +481,11 @@ def test_the_plan_is_one_step_a_line_and_says_what_compacting_without_a_summary_
     n = re.search(r"compact-range: (\d+) records compacted into one summary \(saved to sidecars\) -> ~", steps[-1])
     assert n and int(n.group(1)) > 0, steps[-1]
     hint = lines[lines.index(next(x for x in lines if "5. compact-range" in x)) + 1]
-    assert "no --summary given" in hint and "[no summary provided]" in hint and "--summary TEXT" in hint
+    assert "no --summary given" in hint and "summary extracted" in hint and "--summary TEXT" in hint
     # with a summary, no hint; and compact-range alone says the same
     assert "no --summary" not in run("rescue", env, "--target", target, "--dry-run", "--summary", "early").output
     alone = run("compact-range", env, "--from", 0, "--to", 3, "--dry-run").output
-    assert "no --summary given" in alone and "[no summary provided]" in alone, alone
+    assert "no --summary given" in alone and "summary extracted" in alone, alone
     assert "no --summary" not in run("compact-range", env, "--from", 0, "--to", 3, "--dry-run",
                                      "--summary", "x").output
 

@@ -32,7 +32,7 @@ TABLES = {
     "file_formats": ["file_id", "version", "kind", "name", "n"],
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
               "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at"],
-    "markers": ["file_id", "offset", "idx", "recorded_size"],
+    "markers": ["file_id", "offset", "idx", "recorded_size", "text"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
                "cache_read_mtok", "cache_write_5m_mtok", "cache_write_1h_mtok", "library", "library_version",

@@ -393,7 +393,7 @@ def test_a_catalog_from_before_the_markers_table_finds_its_markers(tools):
     before = rows(conn, "SELECT * FROM persisted ORDER BY line")
     assert len(before) == 5
     conn.execute("DROP TABLE markers")  # the catalog as migration 018 left it
-    conn.execute("DELETE FROM _txdb_migrations WHERE name = '020_markers'")
+    conn.execute("DELETE FROM _txdb_migrations WHERE name IN ('020_markers', '034_dropped_thinking_markers')")
     conn.commit()
     conn.close()
     conn = db.connect(db_path)

@@ -181,7 +181,11 @@ def _audit(event: str, args) -> None:
     (before any file is made), or the first of the second batch (the first
     batch linked). Audit hooks cannot be removed: outside these tests it
     does nothing."""
-    if _SWAP.get("at") is None or event != "open" or not str(args[0]).endswith(TEMP_SUFFIX):
+    if _SWAP.get("at") is None or event != "open":
+        return
+    nameless = isinstance(args[2], int) and getattr(os, "O_TMPFILE", 0) \
+        and args[2] & os.O_TMPFILE == os.O_TMPFILE  # a file made with no name (durability.nameless_file_at)
+    if not (str(args[0]).endswith(TEMP_SUFFIX) or nameless):
         return
     _SWAP["temps"] = _SWAP.get("temps", 0) + 1
     if _SWAP["temps"] < _SWAP["at"]:

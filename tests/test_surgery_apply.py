@@ -39,7 +39,8 @@ def _strip(f: Path):
 
 
 def _state(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    """Every file below ``folder`` (the sidecars of a session's folder too) and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _line(n: int) -> bytes:

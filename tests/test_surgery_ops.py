@@ -200,7 +200,8 @@ def test_preserved_thinking_reports_and_removes(tmp_path):
     assert d["count"] == 3 and d["first_pos"] is not None and d["chars"] > 1000
     assert rep.dropped_thinking_removed == 3
     out = pend.pending_path(f).read_bytes()
-    assert b"final thought" not in out
+    sent = b"".join(orjson.dumps(o.get("message")) for o in _objs(out))
+    assert b"final thought" not in sent  # (saved to a sidecar, named where the CLI sends nothing)
     assert b"Let me think" in out  # before the edit: kept
     # --keep-dropped-thinking keeps them
     pend.pending_path(f).unlink()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from txdb import sidecar as sc
 from click.testing import CliRunner
 
 from txdb import db
@@ -78,6 +80,7 @@ def _norm(o: dict) -> dict:
     o = json.loads(json.dumps(o))
     o.pop("parentUuid", None)
     o.pop("leafUuid", None)
+    o.pop("persistedThinking", None)  # where the dropped thinking's markers go (saved, never sent)
     m = o.get("message")
     if isinstance(m, dict):
         m.pop("usage", None)
@@ -190,7 +193,12 @@ def test_task_reminder_example_removes_exactly_the_old_ones(tree, flags):
     for p, data in before.items():
         assert now[p] == data, p
     new = sorted(str(p.relative_to(projects)) for p in set(now) - set(before))
-    assert new == sorted(str(p.relative_to(projects)) for p in (
+    # (and the thinking the edit makes the API drop, saved: each file one the pending copy names)
+    named = {str(Path(p).relative_to(projects)) for f in (edge, ef) if pend.pending_path(f).exists()
+             for p in sc.referenced(pend.pending_path(f).read_bytes())}
+    saved = [p for p in new if "/persisted/thinking/" in p]
+    assert set(saved) <= named
+    assert [p for p in new if p not in saved] == sorted(str(p.relative_to(projects)) for p in (
         pend.pending_path(edge), pend.meta_path(edge), pend.pending_path(ef), pend.meta_path(ef)))
     assert _surgeries(dbp) == []
 

@@ -60,6 +60,9 @@ BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "server_tool
 # What txdb's strips leave in a record: a stripped tool result or input starts
 # with MARK (``[stripped by txdb: N chars]``), a stripped thinking block holds
 # THINKING_PLACEHOLDER. Written by surgery (ops), read by show and usage.
+# A record's markers of the thinking the API dropped after an edit, saved to
+# sidecars (surgery/thinking.py): a field the CLI never sends.
+DROPPED_FIELD = "persistedThinking"
 MARK = "[stripped by txdb"
 THINKING_PLACEHOLDER = "[thinking stripped by txdb]"
 

@@ -139,7 +139,33 @@ def _thinking_rows(conn, file_id: int, extra: str = "", params: dict | None = No
         r["persisted"] = marker
         r.pop("no_text", None)
         out.append(r)
+    out += _saved_thinking_rows(conn, file_id, marks, extra, params, keep_text)
+    out.sort(key=lambda r: (r["pos"], r["idx"] < 0, abs(r["idx"])))
     return out
+
+
+_SAVED_THINKING = """
+SELECT c.pos, r.line, r.uuid, p.block AS idx, 'saved' AS type, p.original_chars AS chars, 0 AS signature_chars,
+       p.original_chars AS total_chars, 0 AS tokens, {texts}
+FROM persisted p
+JOIN chain c ON c.file_id = p.file_id AND c.pos = p.pos
+JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
+WHERE p.file_id = :f AND p.block < 0 AND p.kind = 'thinking' {extra}
+"""
+
+
+def _saved_thinking_rows(conn, file_id: int, marks: dict, extra: str, params: dict | None,
+                         keep_text: bool) -> list[dict]:
+    """The thinking the API dropped after an edit, saved to sidecars: a marker
+    each in its record's ``persistedThinking`` (block -1 - n; it costs no
+    context: the CLI never sends it)."""
+    texts = "NULL AS text" if keep_text else "1 AS no_text"
+    rows = _rows(conn, _SAVED_THINKING.format(extra=extra, texts=texts),
+                 {"f": file_id, **(params or {})})
+    for r in rows:
+        r["persisted"] = marks.get((r["line"], r["idx"]))
+        r.pop("no_text", None)
+    return rows
 
 
 def list_thinking(conn: sqlite3.Connection, ref: SessionRef) -> dict:

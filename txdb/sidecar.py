@@ -60,9 +60,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .durability import clean_stale_temps, fsync_all, fsync_dir, open_dir, temp_file_at
+from .durability import (clean_stale_temps, fsync_all, fsync_dir, link_nameless, nameless_file_at, open_dir,
+                         temp_file_at)
 from .errors import SurgeryError
 from .paths import SESSION_SUFFIX, TOOL_RESULTS, session_folder, session_stem
+from .records import DROPPED_FIELD  # noqa: F401 (a record's own markers: sidecar.referenced reads them)
 from .regular import NotRegularFile, kind, open_regular
 
 MAX_NAME = 120
@@ -355,11 +357,15 @@ def _same_there(folders: _Folders, sc: Sidecar) -> bool:
 
 def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int] | None,
                  created: list[Path]) -> None:
-    temps: list[tuple[Sidecar, int, int, str]] = []
+    temps: list[tuple[Sidecar, int, int, str | None]] = []
     try:
         for sc in batch:
             dfd = folders.fd(sc.path.parent)
-            fd, tmp = temp_file_at(dfd, sc.path.name, FILE_MODE)
+            fd = nameless_file_at(dfd, FILE_MODE)  # no temp name to make, link and remove
+            if fd is not None:
+                tmp = None
+            else:
+                fd, tmp = temp_file_at(dfd, sc.path.name, FILE_MODE)
             temps.append((sc, dfd, fd, tmp))
             if owner is not None:
                 os.fchown(fd, *owner)
@@ -368,10 +374,13 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
             while view:
                 view = view[os.write(fd, view):]
         fsync_all([fd for _sc, _dfd, fd, _tmp in temps])
-        for sc, dfd, _fd, tmp in temps:
+        for sc, dfd, fd, tmp in temps:
             try:
                 # never replaces an existing file, never follows a link
-                os.link(tmp, sc.path.name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+                if tmp is None:
+                    link_nameless(fd, dfd, sc.path.name)
+                else:
+                    os.link(tmp, sc.path.name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
             except FileExistsError:
                 try:
                     with open_regular(sc.path.name, dir_fd=dfd, follow=False) as fh:
@@ -388,6 +397,8 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
     finally:
         for _sc, dfd, fd, tmp in temps:
             os.close(fd)
+            if tmp is None:
+                continue  # a nameless file is gone with its descriptor unless linked
             try:
                 os.unlink(tmp, dir_fd=dfd)
             except OSError:

@@ -11,13 +11,20 @@
 -- ingest/rows.py is_marker) and the recorded size come from the markers
 -- table refresh fills: scanning every block's text and reading raw JSON
 -- here cost 0.6 s on a catalog of 200k lines.
+-- A record's persistedThinking list (the thinking the API dropped after an
+-- edit, saved: surgery/thinking.py) gives one row per marker, block -1 - n.
 -- A range marker names a folder ("(N files)"): its original_chars is NULL.
 CREATE VIEW persisted AS
 WITH m AS (
-    SELECT b.file_id, b.offset, b.idx, b.session_id, b.kind AS block_kind, b.tool_use_id,
-           b.chars AS marker_chars, ltrim(b.text, ' ' || char(9, 10, 13)) AS t, k.recorded_size
-    FROM markers k
-    CROSS JOIN blocks b ON b.file_id = k.file_id AND b.offset = k.offset AND b.idx = k.idx  -- markers first
+    -- a block's marker (its text the block's), or a record's own (persistedThinking, idx < 0: markers.text)
+    SELECT k.file_id, k.offset, k.idx, coalesce(b.session_id, r.session_id) AS session_id,
+           coalesce(b.kind, 'record') AS block_kind, b.tool_use_id,
+           coalesce(b.chars, length(k.text)) AS marker_chars,
+           ltrim(coalesce(b.text, k.text), ' ' || char(9, 10, 13)) AS t, k.recorded_size
+    FROM markers k  -- markers first
+    LEFT JOIN blocks b ON b.file_id = k.file_id AND b.offset = k.offset AND b.idx = k.idx
+    LEFT JOIN records r ON k.text IS NOT NULL AND r.file_id = k.file_id AND r.offset = k.offset
+    WHERE b.idx IS NOT NULL OR k.text IS NOT NULL
 ), h AS (
     SELECT m.*,
            CASE WHEN instr(t, char(10) || char(10) || 'Preview') > 0

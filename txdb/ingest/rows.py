@@ -16,8 +16,8 @@ import orjson
 
 from .. import chain as chainmod
 from ..policy import attachment_cost, policy_class
-from ..records import (JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts, message_link, note_title,
-                       record_kind, record_tokens, usage_count, usage_problems)
+from ..records import (DROPPED_FIELD, JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts,
+                       message_link, note_title, record_kind, record_tokens, usage_count, usage_problems)
 from . import deep
 from .census import Census
 from .lines import Line, parse_line
@@ -228,7 +228,7 @@ class FileIngest:
                 btokens = b.get("tokens", 0)
                 text = b.get("text")
                 if kind in MARKER_KINDS and type(text) is str and is_marker(text):
-                    markers.append((fid, offset, b["idx"], recorded_size(obj)))
+                    markers.append((fid, offset, b["idx"], recorded_size(obj), None))
                 append((
                     fid, offset, b["idx"], session_id, role or rtype, b.get("type"), kind,
                     tool_name, tuid, b.get("is_error"), b.get("chars", 0),
@@ -265,6 +265,10 @@ class FileIngest:
                 deep.dumps_text(iterations) if type(iterations) is list else None,
                 usage_problems(u),
             )
+        dropped = obj.get(DROPPED_FIELD)
+        if type(dropped) is list:  # markers of the thinking the API dropped (never sent): a negative idx each
+            markers.extend((fid, offset, -1 - k, None, m) for k, m in enumerate(dropped)
+                           if type(m) is str and is_marker(m))
         census = self.summary.census
         if markers:
             self.markers.extend(markers)

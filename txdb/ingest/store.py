@@ -100,7 +100,7 @@ BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind
 ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
                       "from_rendered", "free", "hook_event")
 PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
-MARKER_COLUMNS = ("file_id", "offset", "idx", "recorded_size")
+MARKER_COLUMNS = ("file_id", "offset", "idx", "recorded_size", "text")
 
 # A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
 RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})

@@ -141,12 +141,13 @@ def migrate_persisted(command: str, options: dict, rows: list | None, stats: dic
 
 
 def rescue(command: str, options: dict, rows: list | None, stats: dict):
-    """``options``: ``target`` (None: the model's window less the margin),
-    ``summary``, ``keep_recent``. --where over ``sessions_by_context``: a row is
+    """``options``: ``target`` (None: the resume's window less the margin),
+    ``summary``, ``keep_recent``, ``window`` (None: ``rescue.resume_window``'s). --where over ``sessions_by_context``: a row is
     a whole session, rescued whole, so the op is the same."""
     from .rescue import DEFAULT_KEEP_RECENT, RescueOp
 
     if rows is not None:
         stats.update({"rows": len(rows), "targets": len(rows), "not_strippable": 0, "after_snapshot": 0})
     kr = options.get("keep_recent")
-    return RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr)
+    return RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr,
+                    options.get("window"))

@@ -190,8 +190,8 @@ class RangesResult(Result):
                              f"{'file' if saved == 1 else 'files'})"
                              + (f"; {rg['kept_in_place']} announcement and system-prompt records left in place"
                                 if rg.get("kept_in_place") else "")
-                             + ("" if rg.get("summary") else f"; no --summary given: the model reads "
-                                f"{_no_summary()!r} in place of these records (pass --summary TEXT)"))
+                             + ("" if rg.get("summary") else "; no --summary given: the model reads a summary extracted "
+                                "from these records (prompts, files, commands, tools; pass --summary TEXT)"))
         return parts
 
     @staticmethod
@@ -245,6 +245,11 @@ class RescueResult(Result):
         parts = [f"target {res['target']:,}" + (" (default)" if res.get("target_default") else "")
                  + f", {aim} ~{res['aim']:,}"
                  + ("" if res["steps"] else f": already under (~{res['tokens_start']:,}), nothing to do")]
+        if res.get("target_default") and res.get("window"):
+            parts.append(f"   = window {res['window']:,} ({res['window_reason']}) less {res['margin']:,} (Claude "
+                         f"Code's output reserve and auto-compact buffer) less {res['release_room']:,} (room for "
+                         f"{res['release_worst']}'s system prompt and tools over {res['release_base']}'s; the "
+                         f"session last ran on {res['release'] or 'an unknown release'})")
         for i, st in enumerate(res["steps"], 1):
             name = st["step"]
             if name == "strip-attachments":
@@ -260,18 +265,13 @@ class RescueResult(Result):
                        "nothing to save)" if st.get("dropped") else ""]
             parts.append(f"{i}. {name}: " + ", ".join(x for x in did if x) + f" -> ~{st['tokens_after']:,} tokens")
             if name == "compact-range" and not st.get("summary"):
-                parts.append(f"   no --summary given: the model reads {_no_summary()!r} in place of the "
-                             "compacted records; pass --summary TEXT to say what they were about")
+                parts.append("   no --summary given: the model reads a summary extracted from the compacted "
+                             "records (prompts, files, commands, tools); pass --summary TEXT to say what they were about")
         return parts
 
     @staticmethod
     def changed(res):
         return sum(st.get("moved", 0) + st.get("dropped", 0) for st in res.get("steps", []))
-
-
-def _no_summary() -> str:
-    from ..sidecar import NO_SUMMARY
-    return NO_SUMMARY
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,21 @@ from typing import Callable
 
 from ..errors import SurgeryError
 from ..policy import is_state
+from ..records import TITLE_KEY, human_prompt
 from .. import sidecar as sc
 from .fork import FORK_FIELDS
 from .ops import Op, check_positions, tool_spans
 from .persist import one_line, outline
-from ..transcript import Record, Transcript
+from ..transcript import Record, Transcript, load_object
 
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200
+# The extractive summary (no --summary): what it lists at most, so its cost stays bounded.
+SUMMARY_PROMPTS, SUMMARY_PROMPT_CHARS = 8, 200
+SUMMARY_FILES, SUMMARY_COMMANDS, SUMMARY_COMMAND_CHARS = 12, 8, 100
+SUMMARY_MAX_CHARS = 3_000
+READS = ("Read", "NotebookRead")
+WRITES = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 # The session envelope a survivor carries (Claude Code's user-record keys).
 ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug")
 RANGE_FIELD = sc.RANGE_FIELD
@@ -136,14 +143,15 @@ class CompactRangeOp(sc.Writes, Op):
             head = sc.range_head(marker)
             count = head[2] if head else 1
             text = sc.with_summary(marker, self.summary) if self.summary else marker
+            title = _carried_title(fobj)
             if _plain_user(fobj, marker):
                 if text == marker:
                     out["already"] += 1
                     return dict(base, status="already", count=count, files=[])
-                t.touch(first, _survivor([fobj], text))
+                t.touch(first, _survivor([fobj], text, title=title))
                 out["resummarised"] += 1
                 return dict(base, status="resummarised", count=count, summary=self.summary, files=[])
-            t.touch(first, _survivor([fobj], text))
+            t.touch(first, _survivor([fobj], text, title=title))
             out["converted"] += 1
             return dict(base, status="converted", count=count, was=_kind(fobj), files=[])
         nxt = chain[b + 1]  # _check: the leaf is never in the range
@@ -158,11 +166,15 @@ class CompactRangeOp(sc.Writes, Op):
                 o = r.parse()
                 if len(objs) < ENVELOPE_RECORDS:
                     objs.append(o)  # where the survivor's envelope comes from
-                line = _preview_line(r, o)
+                # The preview quotes the record as its file holds it: a marker this
+                # pass left in it names a file the saved record supersedes.
+                line = _preview_line(r, o if r.new is None else load_object(r.source))
                 if line and len(preview) < PREVIEW_MESSAGES:
                     preview.append(line)
-        text = sc.range_marker(a, b, folder, self.summary, preview, len(recs))
-        t.touch(first, _survivor(objs, text, [Path(p).name for p in files]))
+        title = _title_prompt(t, recs)
+        summary = self.summary or extract_summary(recs, files)
+        text = sc.range_marker(a, b, folder, summary, preview, len(recs))
+        t.touch(first, _survivor(objs, text, [Path(p).name for p in files], title))
         t.remove(recs[1:], pairs_checked=True)  # _check: no tool call of the chain is cut
         # The record after the range hangs off the last one left of it (also
         # when only Claude Code's bridge over a missing parent joined them).
@@ -255,7 +267,8 @@ def _survivor_marker(obj: dict) -> str | None:
     msg = obj.get("message")
     if isinstance(msg, dict):
         c = msg.get("content")
-        if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and c[0].get("type") == "text":
+        if isinstance(c, list) and 1 <= len(c) <= 2 and isinstance(c[0], dict) and c[0].get("type") == "text" \
+                and (len(c) == 1 or _carried_title(obj) is not None):
             c = c[0].get("text")
         return c if sc.range_head(c) is not None else None
     for holder in (obj, obj.get("attachment")):
@@ -271,8 +284,9 @@ def _plain_user(obj: dict, marker: str) -> bool:
     if any(obj.get(k) for k in NOT_PLAIN):
         return False
     content = msg.get("content")
-    return content == marker or (isinstance(content, list) and len(content) == 1
-                                 and isinstance(content[0], dict) and content[0].get("text") == marker)
+    return content == marker or (isinstance(content, list) and 1 <= len(content) <= 2
+                                 and isinstance(content[0], dict) and content[0].get("text") == marker
+                                 and (len(content) == 1 or _carried_title(obj) is not None))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -293,13 +307,16 @@ def _kind(obj: dict) -> str:
     return f"{obj.get('type')}/{sub}" if isinstance(sub, str) and sub else str(obj.get("type"))
 
 
-def _survivor(objs: list[dict], marker: str, files: list[str] | None = None) -> dict:
+def _survivor(objs: list[dict], marker: str, files: list[str] | None = None, title: str | None = None) -> dict:
     """The plain user record that stands for the range (module doc). ``files``:
     the names of the saved records in the marker's folder, in chain order, kept
-    as ``persistedRange.files`` (a survivor rebuilt keeps its list)."""
+    as ``persistedRange.files`` (a survivor rebuilt keeps its list). ``title``:
+    the session's first prompt, when the range held it, carried as a second
+    text block (``_title_prompt``), so the title rule picks the same title."""
     first = objs[0]
+    content = marker if title is None else [{"type": "text", "text": marker}, {"type": "text", "text": title}]
     out = {"parentUuid": first.get("parentUuid"), "isSidechain": bool(first.get("isSidechain", False)),
-           "type": "user", "message": {"role": "user", "content": marker}, "uuid": first.get("uuid"),
+           "type": "user", "message": {"role": "user", "content": content}, "uuid": first.get("uuid"),
            "timestamp": first.get("timestamp")}
     for key in ENVELOPE:
         value = next((o[key] for o in objs if isinstance(o.get(key), str) and o[key]), None)
@@ -345,3 +362,94 @@ def contiguous(positions: list[int]) -> list[tuple[int, int]]:
         else:
             runs.append((p, p))
     return runs
+
+
+def _title_prompt(t: Transcript, recs: list[Record]) -> str | None:
+    """The first human prompt of the file (in file order: the title rule's
+    last fallback, ``records.note_title``) when it is among ``recs``, whitespace
+    folded and cut to ``SUMMARY_PROMPT_CHARS``; None when the range does not
+    hold it (or it is no fallback: a title line of a kind that outranks it)."""
+    if getattr(t, "fork_of", None) or any(r.type in TITLE_KEY for r in t.live()):
+        return None  # a fork has its own title line; so has a session a title line outranks the prompt in
+    inside = {r.rid for r in recs}
+    for r in t.records:
+        if r.removed or r.type != "user":
+            continue
+        p = human_prompt(load_object(r.source) if r.rid in inside else r.parse())
+        if p is None:
+            continue
+        if r.rid not in inside:
+            return None
+        return " ".join(p.split())[:SUMMARY_PROMPT_CHARS] or None
+    return None
+
+
+def _carried_title(obj: dict) -> str | None:
+    """The first prompt a survivor carries as its second text block (``_survivor``)."""
+    msg = obj.get("message")
+    c = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(c, list) and len(c) == 2 and all(isinstance(b, dict) and b.get("type") == "text" for b in c) \
+            and sc.range_head(c[0].get("text")) is not None and isinstance(c[1].get("text"), str) \
+            and not sc.is_marker(c[1]["text"]):
+        return c[1]["text"]
+    return None
+
+
+def extract_summary(recs: list[Record], files: list[str]) -> str:
+    """What a range held, from the records as saved (no --summary given): the
+    prompts typed (the first ``SUMMARY_PROMPT_CHARS`` each, with the file each
+    record is saved to), the files read and written, the commands run, the
+    tools called and how often. One line, at most ``SUMMARY_MAX_CHARS``."""
+    prompts: list[str] = []
+    n_prompts = 0
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    commands: list[str] = []
+    n_commands = 0
+    tools: dict[str, int] = {}
+    for r, path in zip(recs, files):
+        raw = r.source
+        if r.type == "user" and b'"tool_result"' not in raw:
+            p = human_prompt(load_object(raw))
+            if p is not None:
+                n_prompts += 1
+                if len(prompts) < SUMMARY_PROMPTS:
+                    text = _clean(p)
+                    text = text if len(text) <= SUMMARY_PROMPT_CHARS else text[:SUMMARY_PROMPT_CHARS].rstrip() + "..."
+                    prompts.append(f'"{text}" ({Path(path).name})')
+        elif r.type == "assistant" and b'"tool_use"' in raw:
+            for b in load_object(raw).get("message", {}).get("content") or ():
+                if not isinstance(b, dict) or b.get("type") != "tool_use":
+                    continue
+                name = b.get("name") if isinstance(b.get("name"), str) else "?"
+                tools[name] = tools.get(name, 0) + 1
+                inp = b.get("input") if isinstance(b.get("input"), dict) else {}
+                if name in READS and isinstance(inp.get("file_path"), str):
+                    reads[inp["file_path"]] = None
+                elif name in WRITES and isinstance(inp.get(WRITES[name]), str):
+                    writes[inp[WRITES[name]]] = None
+                elif name == "Bash" and isinstance(inp.get("command"), str):
+                    n_commands += 1
+                    if len(commands) < SUMMARY_COMMANDS:
+                        cmd = _clean(inp["command"])
+                        commands.append(cmd if len(cmd) <= SUMMARY_COMMAND_CHARS
+                                        else cmd[:SUMMARY_COMMAND_CHARS].rstrip() + "...")
+    parts = []
+    if prompts:
+        parts.append(f"{n_prompts} prompt{'s' if n_prompts != 1 else ''}: " + "; ".join(prompts)
+                     + (f" (+{n_prompts - len(prompts)} more)" if n_prompts > len(prompts) else ""))
+    for label, names in (("read", list(reads)), ("wrote", list(writes))):
+        if names:
+            parts.append(f"{label} {len(names)} file{'s' if len(names) != 1 else ''}: "
+                         + ", ".join(_clean(n) for n in names[:SUMMARY_FILES])
+                         + (f" (+{len(names) - SUMMARY_FILES} more)" if len(names) > SUMMARY_FILES else ""))
+    if commands:
+        parts.append(f"ran {n_commands} command{'s' if n_commands != 1 else ''}: " + "; ".join(f"`{c}`" for c in commands)
+                     + (f" (+{n_commands - len(commands)} more)" if n_commands > len(commands) else ""))
+    if tools:
+        parts.append("tools: " + ", ".join(f"{k} x{v}" for k, v in sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))))
+    parts.append(f"each of the {len(recs)} records saved whole as <uuid>.json in the folder above")
+    text = "Extracted (no summary given): " + " | ".join(parts)
+    if len(text) > SUMMARY_MAX_CHARS:
+        text = text[:SUMMARY_MAX_CHARS - 4].rstrip() + " ..."
+    return _clean(text)

@@ -8,8 +8,9 @@
 2. with ``fork``: base becomes a fork (new session id, stamped);
 3. ``op(t, original)`` mutates the transcript; in a fork, the records it
    created are stamped like the copied ones (``fork.stamp_created``);
-4. preserved thinking: later thinking blocks the API will drop are counted
-   and removed (unless ``keep_dropped_thinking``);
+4. preserved thinking: later thinking blocks the API will drop are counted,
+   their text saved to sidecars (``thinking.SavedThinking``: a marker the
+   CLI never sends) and removed (unless ``keep_dropped_thinking``);
 5. usage reset (unless ``usage_reset=False``);
 6. nothing lost (``gate``): the result must keep every record of the
    original's active chain that a pass removed on purpose, in order (a fork
@@ -48,7 +49,7 @@ from . import gate
 from . import pending as pend
 from ..lock import session_lock
 from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
-from .thinking import dropped_thinking, remove_dropped
+from .thinking import SavedThinking, dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
 from ..regular import open_regular
@@ -88,6 +89,7 @@ class SurgeryReport:
     result: dict = field(default_factory=dict)
     dropped_thinking: dict = field(default_factory=dict)
     dropped_thinking_removed: int = 0
+    dropped_thinking_saved: dict = field(default_factory=dict)  # the sidecars their text went to
     usage: dict | None = None
     stale_from: str | None = None  # the first turn whose recorded usage the pass made stale
     fit: tuple[float, float] | None = None  # (overhead, factor) the token figures used (surgeries.fit_*)
@@ -193,8 +195,12 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     changed = t.changed_lines()
     info = dropped_thinking(original, t)
     report.dropped_thinking = info.as_dict()
+    saved = SavedThinking(shared=op if isinstance(op, sc.Writes) else None)
     if info.count and not o.keep_dropped_thinking:
+        saved.plan_dropped(t, info)
         report.dropped_thinking_removed = remove_dropped(t, info).get("blocks", 0)
+        saved.place(t)
+        report.dropped_thinking_saved = saved.as_dict()
         t.refresh()
     if o.usage_reset and (changed or fork):
         report.usage = reset_usage(t, original)
@@ -220,11 +226,14 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     if not fork and report.changed_lines == 0:
         # Nothing (new) to change: no pending copy is made, an existing one stays.
         return report
-    op.write_files(owner=owner_of(os.stat(orig)))
+    owner = owner_of(os.stat(orig))
+    op.write_files(owner=owner)
     try:
+        saved.write_files(owner=owner)
         _write_result(t, orig, report, fork, had_pending, meta, operation, arguments, removed)
     except BaseException:
         # Nothing refers to the files this pass created: take them back.
+        saved.remove_files()
         op.remove_files()
         raise
     return report

@@ -43,11 +43,20 @@ Already under the aim: nothing changes (no pending copy). When even step
 5 leaves the estimate above the aim, ``SurgeryError``: the engine writes
 nothing.
 
-Default target (``default_target``): the model's window less what Claude
-Code 2.1.x keeps free before it auto-compacts: the output reserve
-(``min(max output tokens, 20,000)``) and the auto-compact buffer (13,000),
-so 167,000 for a 200k window and 967,000 for a 1M one (a model named
-``[1m]``, or a session whose recorded context already passed 200k).
+Default target (``default_target``): the window a resume runs in
+(``resume_window``: ``--window``, else 1M for a model named ``[1m]``, else
+200k, even when a turn once recorded more than 200k: that turn ran on a 1M
+window, but a resume on the session's model without ``[1m]`` runs in 200k,
+and Claude Code then auto-compacts it) less what Claude Code 2.1.x keeps
+free before it auto-compacts: the output reserve (``min(max output tokens,
+20,000)``) and the auto-compact buffer (13,000); less the room the largest
+system prompt and tools among the releases txdb knows
+(``RELEASE_OVERHEAD``, measured with each real CLI) need over those of the
+release the session last ran on (its records' ``version``), whose the
+estimate already counts: so 161,973 for a 200k window on 2.1.328, and a
+rescued session loads whole on each of those releases. The result says the
+window, why, and the release (``window``, ``window_reason``, ``release``,
+``release_room``).
 """
 
 from __future__ import annotations
@@ -75,6 +84,12 @@ ACTIVE_CHAIN = (0, None)     # persist only what the estimate (and the CLI) coun
 SURVIVOR_ALLOWANCE = 300     # raw tokens of a compact-range survivor's marker
 ESTIMATE_TOLERANCE = 0.02    # the most the estimate reads under what the CLI sends (bench_truth's bound)
 
+# What each release sends beside the conversation (system prompt and tools),
+# as the fake API bills it (request chars / 4), resuming one CLI-made session
+# (5a73f7d9) with each real CLI: 2.1.300 sends 5,027 more than 2.1.328.
+RELEASE_OVERHEAD = {"2.1.250": 14_122, "2.1.300": 14_688, "2.1.328": 9_661, "2.1.332": 9_661}
+WINDOWS = {"200k": WINDOW, "1m": LONG_WINDOW}
+
 STEPS = ("strip-attachments", "persist-tools", "persist-thinkings", "persist-texts", "compact-range")
 _KIND = {"persist-tools": "tool", "persist-thinkings": "thinking", "persist-texts": "text"}
 
@@ -93,8 +108,87 @@ def window_of(t: Transcript) -> int:
     return WINDOW
 
 
-def default_target(t: Transcript) -> int:
-    return window_of(t) - MARGIN
+def parse_window(text: str | int | None) -> int | None:
+    """``--window``: ``200k``, ``1m`` or a number of tokens (``k``/``m`` suffixes too)."""
+    if text is None or isinstance(text, int):
+        return text
+    v = str(text).strip().lower().replace(",", "").replace("_", "")
+    if v in WINDOWS:
+        return WINDOWS[v]
+    scale = {"k": 1_000, "m": 1_000_000}.get(v[-1:], 1)
+    num = v[:-1] if scale != 1 else v
+    try:
+        n = int(float(num) * scale) if num else 0
+    except ValueError:
+        n = 0
+    if n <= MARGIN:
+        raise SurgeryError(f"--window {text}: give 200k, 1m or a number of tokens above {MARGIN:,}")
+    return n
+
+
+def last_release(t: Transcript) -> str | None:
+    """The CLI release the session last ran on: the ``version`` of its last record that has one."""
+    for r in reversed(t.records):
+        if r.removed or r.type not in ("user", "assistant", "system", "attachment"):
+            continue
+        v = r.parse().get("version")
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _release_key(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+
+
+def release_room(release: str | None) -> tuple[int, str, str]:
+    """(tokens, the release that sends the most beside the conversation, the
+    known release taken for ``release``): how much more than ``release`` the
+    largest of ``RELEASE_OVERHEAD`` sends. A release txdb does not know is
+    taken as the newest known one at or before it (before all of them: the
+    smallest)."""
+    worst = max(RELEASE_OVERHEAD, key=lambda k: RELEASE_OVERHEAD[k])
+    known = sorted(RELEASE_OVERHEAD, key=_release_key)
+    base = None
+    if release:
+        at = [k for k in known if _release_key(k) <= _release_key(release)]
+        base = at[-1] if at else None
+    if base is None:
+        base = min(RELEASE_OVERHEAD, key=lambda k: RELEASE_OVERHEAD[k])
+    return RELEASE_OVERHEAD[worst] - RELEASE_OVERHEAD[base], worst, base
+
+
+def resume_window(t: Transcript, window: int | None = None) -> tuple[int, str]:
+    """(the window a resume runs in, why): ``window`` (``--window``); else 1M
+    for a ``[1m]`` model; else 200k, saying so when a turn recorded more."""
+    if window is not None:
+        return window, "--window"
+    peak, model = 0, None
+    for r in t.records:
+        if r.type != "assistant":
+            continue
+        model = r.model or model
+        if "[1m]" in (r.model or "").lower():
+            return LONG_WINDOW, f"the model {r.model} has a 1M window"
+        peak = max(peak, ops.recorded_context(r) or 0)
+    why = f"the model {model or 'of the session'} runs in 200k unless resumed as [1m]"
+    if peak > WINDOW:
+        why += (f"; a turn recorded {peak:,} (it ran on a 1M window), but Claude Code auto-compacts a resume "
+                "that is not [1m] (pass --window 1m to keep 1M)")
+    return WINDOW, why
+
+
+def default_target(t: Transcript, window: int | None = None) -> int:
+    return target_plan(t, window)["target"]
+
+
+def target_plan(t: Transcript, window: int | None = None) -> dict:
+    """The default target and what it is made of (module doc)."""
+    win, why = resume_window(t, window)
+    release = last_release(t)
+    room, worst, base = release_room(release)
+    return {"target": win - MARGIN - room, "window": win, "window_reason": why, "release": release,
+            "release_room": room, "release_worst": worst, "release_base": base, "margin": MARGIN}
 
 
 def aim_of(target: int) -> int:
@@ -108,11 +202,12 @@ class RescueOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery`` (module doc). ``target`` None: ``default_target``."""
 
     def __init__(self, target: int | None = None, summary: str | None = None,
-                 keep_recent: int = DEFAULT_KEEP_RECENT):
+                 keep_recent: int = DEFAULT_KEEP_RECENT, window: int | str | None = None):
         super().__init__()
         if target is not None and target <= 0:
             raise SurgeryError(f"--target {target}: give a positive number of tokens")
         self.target = target
+        self.window = parse_window(window)
         self.summary = summary
         self.keep_recent = keep_recent
         self.ops: list[sc.Writes] = []
@@ -147,11 +242,13 @@ class RescueOp(sc.Writes, Op):
         self.plan_files(sc.session_dir(t.path))
         self.ops = []
         measure = context_estimator(original)
-        target = self.target if self.target is not None else default_target(original)
+        plan = target_plan(original, self.window)
+        target = self.target if self.target is not None else plan["target"]
         aim = aim_of(target)
         start = _Progress(t, original, measure).now
         out = {"base": t.base, "target": target, "aim": aim, "tolerance": ESTIMATE_TOLERANCE,
-               "target_default": self.target is None, "tokens_start": start, "steps": [],
+               "target_default": self.target is None, **{k: v for k, v in plan.items() if k != "target"},
+               "tokens_start": start, "steps": [],
                "reached": start <= aim, "sidecars_new": 0, "sidecars_reused": 0, "chars_moved": 0}
         self._original = original
         state = _Progress(t, original, measure)

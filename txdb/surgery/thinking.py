@@ -8,6 +8,17 @@ ranges, a thinking block removed after a surviving one) makes the API drop
 every thinking block after it. ``dropped_thinking`` compares the original
 with the result and lists those blocks; ``remove_dropped`` takes them out,
 so the file and the gauge match what the model sees.
+
+Nothing readable is lost: ``SavedThinking`` moves the text of each dropped
+block to its sidecar (``persisted/thinking/<uuid>.txt``, as persist-thinking
+names it) before the block goes, and leaves its ``<persisted-thinking>``
+marker in the record's ``persistedThinking`` list (``sidecar.DROPPED_FIELD``),
+a field the CLI never sends (the model would not have seen the block: its
+pointer costs the request nothing). A record the removal takes whole (a
+line of thinking only) hands its markers to the next record of the chain
+that stays. ``sidecar.referenced`` reads them as it reads every marker
+(apply checks the files, undo counts them); refresh catalogs them as
+persisted markers (``show-thinking`` lists them) and the files as sidecars.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .. import sidecar as sc
 from ..records import record_tokens
 from ..transcript import Transcript, dumps
 from .ops import BlockRef, content_list, is_thinking_block, message_role, record_estimate, strip_thinking, thinking_size
@@ -133,3 +145,71 @@ def remove_dropped(result: Transcript, info: DroppedThinking) -> dict:
     if not info.blocks:
         return {"blocks": 0}
     return strip_thinking(result, blocks=info.blocks)
+
+
+class SavedThinking(sc.Writes):
+    """The readable thinking ``remove_dropped`` takes out, saved (module doc):
+    ``plan`` before the removal, ``place`` after it; the engine writes the
+    files with the op's (``write_files``), after the gate and before the copy."""
+
+    def __init__(self, shared: sc.Writes | None = None):
+        super().__init__(shared)
+        self.markers: dict[str, list[str]] = {}  # uuid of the record that held them -> markers
+        self.order: list[str] = []               # those uuids in chain order
+        self.saved = 0
+        self.chars = 0
+
+    def plan_dropped(self, result: Transcript, info: DroppedThinking) -> None:
+        self.plan_files(sc.session_dir(result.path))
+        by_uuid: dict[str, list[int]] = {}
+        for b in info.blocks:
+            by_uuid.setdefault(b.uuid, []).append(b.idx)
+        self.chain = list(result.chain)  # the order the holders are looked for in, before the removal
+        for rec in self.chain:
+            idxs = by_uuid.get(rec.uuid or "")
+            if not idxs:
+                continue
+            content = content_list(rec.parse()) or []
+            first = next((i for i, x in enumerate(content) if isinstance(x, dict) and x.get("type") == "thinking"),
+                         None)
+            for idx in sorted(idxs):
+                b = content[idx] if idx < len(content) else None
+                # a thinking block's text, or a text block that is one <thinking> span
+                text = b.get("thinking" if b.get("type") == "thinking" else "text") if isinstance(b, dict) else None
+                if not isinstance(text, str) or not text:
+                    continue  # a signature only, redacted: nothing a reader could read back
+                key = rec.uuid if idx == first else f"{rec.uuid}_{idx}"
+                side = self.plan(sc.relative_path("thinking", key), text.encode("utf-8", "surrogatepass"))
+                self.add(side)
+                mark = sc.marker("thinking", side.path, len(text), DROPPED_SUMMARY, sc.preview(text))
+                if rec.uuid not in self.markers:
+                    self.order.append(rec.uuid)
+                self.markers.setdefault(rec.uuid, []).append(mark)
+                self.saved += 1
+                self.chars += len(text)
+
+    def place(self, result: Transcript) -> None:
+        """Leave each marker on its record, or on the next record of the chain
+        the removal kept (a thinking-only line goes whole)."""
+        at = {r.uuid: i for i, r in enumerate(self.chain) if r.uuid}
+        held: dict[int, list[str]] = {}
+        for uuid in self.order:
+            i = at[uuid]
+            while i < len(self.chain) and self.chain[i].removed:
+                i += 1
+            if i == len(self.chain):  # never: the leaf stays (a placeholder text at least)
+                i = at[uuid]
+            held.setdefault(i, []).extend(self.markers[uuid])
+        for i, marks in held.items():
+            rec = self.chain[i]
+            obj = rec.parse()
+            kept = obj.get(sc.DROPPED_FIELD)
+            obj[sc.DROPPED_FIELD] = (kept if isinstance(kept, list) else []) + marks
+            result.touch(rec, obj)
+
+    def as_dict(self) -> dict:
+        return {"saved": self.saved, "chars_saved": self.chars,
+                "sidecars": [str(s.path) for s in self.sidecars]}
+
+
+DROPPED_SUMMARY = "thinking the API drops after an earlier edit (not sent); saved here"

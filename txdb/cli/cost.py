@@ -19,9 +19,7 @@ from .output import clip, echo, emit_rows, format_options, to_json, usd
               help="Only API messages from this UTC day on (YYYY-MM-DD or YYYYMMDD).")
 @format_options
 def cost(db_path, by, since, fmt):
-    """What you spent: each API message once, priced in USD by genai-prices.
-
-    Cost is computed from the stored tokens at the prices of the installed
+    """Cost is computed from the stored tokens at the prices of the installed
     price library (its version and data date are printed); a model it does
     not know is listed as unpriced, never as $0. With --by session, the
     CLI's own running figure (its cost-state lines) is shown beside it.

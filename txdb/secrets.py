@@ -137,10 +137,6 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
     return [sorted(found.values(), key=lambda f: f.start) for found in out]
 
 
-def scan_text(text: str) -> list[Finding]:
-    return scan_texts([text])[0]
-
-
 def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str]]:
     """(line number from 1, start, line) of each line a plugin's expression hits."""
     # A match's first and last character: one may start on the newline before its line.

@@ -126,3 +126,14 @@ def test_a_declaration_needs_its_where_op_with_its_view():
         SurgeryCommand("x", Result, command_ops.fork, None, where_ops.strip_all)
     with pytest.raises(TypeError, match="functions or classes"):
         SurgeryCommand("x", Result, "fork")
+
+
+def test_every_target_view_is_a_view_the_selection_reads():
+    from txdb.db import view_files
+    from txdb.surgery import select
+
+    views = {name for name, _sql in view_files()}
+    for c in COMMANDS.values():
+        if c.view is not None:
+            assert c.view in views, f"{c.name}: no view {c.view} in sql/views"
+            assert c.view in select._COLUMNS, f"{c.name}: select._COLUMNS has no columns of {c.view}"

@@ -580,3 +580,23 @@ def test_help_lists_every_command_without_importing_their_modules():
                 assert f"  {name} " in text
         else:
             assert text.strip() == "txdb, version 0.1.0"
+
+
+def test_each_commands_short_help_is_written_once():
+    """Issue 26: a command of another module has one short help, its entry in
+    cli/commands.py; its --help opens with it and its docstring is the rest
+    (so the two cannot drift: the docstring repeats no summary of its own)."""
+    import importlib
+    import inspect
+
+    from txdb.cli.commands import COMMANDS
+    for m in {e.module for e in COMMANDS.values()}:
+        importlib.import_module(m)
+    for name, entry in COMMANDS.items():
+        c = cli.commands[name]
+        assert c.help.split("\n\n")[0] == entry.help, name
+        doc = inspect.cleandoc(inspect.unwrap(c.callback).__doc__ or "")
+        first = " ".join(doc.split("\n\n")[0].split())
+        assert first != entry.help and not first.startswith(entry.help.rstrip(".")), name
+        r = CliRunner().invoke(cli, [name, "--help"], terminal_width=200)
+        assert r.exit_code == 0 and entry.help in r.output and r.output.count(entry.help) == 1, name

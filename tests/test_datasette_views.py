@@ -414,3 +414,23 @@ def ro_count(path):
         return conn.execute("SELECT count(*) FROM files").fetchone()[0]
     finally:
         conn.close()
+
+
+async def test_every_titled_view_links_its_titles_to_the_session_page(ds, ro):
+    """Issue 26: no list of views by hand: every table or view with a title
+    beside its file_id (or conversation) links that title to the session page."""
+    names = [r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                                      "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    titled = []
+    for name in names:
+        cols = {r[1] for r in ro.execute(f'PRAGMA table_info("{name}")')}
+        if "title" not in cols or not cols & {"file_id", "conversation"}:
+            continue
+        key = "file_id" if "file_id" in cols else "conversation"
+        row = ro.execute(f'SELECT "{key}" FROM "{name}" WHERE "{key}" IS NOT NULL LIMIT 1').fetchone()
+        if row is None:
+            continue  # nothing of it in the fixture catalog
+        titled.append(name)
+        html = await get_html(ds, f"/{DB}/{name}")
+        assert f'<a href="/-/txdb/session/{row[0]}?db={DB}">' in html, name  # the title's link, not the conversation's
+    assert {"sessions", "sessions_by_size", "block_targets", "chain_targets", "surgery_log"} <= set(titled)

@@ -146,11 +146,11 @@ def test_a_pass_parses_an_untouched_turn_twice_at_most(tmp_path, monkeypatch, co
 
 # What a pass on one session (no --where, no --apply, no --fork) never needs:
 # the ingest store (it reads the file, never indexes it), the --where
-# selection (and its ops), the surgeries log, verify (apply's check), a
+# selection (its ops, small, load with the declarations), the surgeries log, verify (apply's check), a
 # thread pool library (durability starts its own fsync threads), tempfile
 # and shutil (durability names its own temp files).
 _NOT_IN_A_PASS = ("txdb.ingest.store", "txdb.ingest.rows", "txdb.ingest.sha", "txdb.surgery.select",
-                  "txdb.surgery.log", "txdb.surgery.where_ops", "txdb.surgery.images", "txdb.verify",
+                  "txdb.surgery.log", "txdb.surgery.images", "txdb.verify",
                   "concurrent.futures", "ctypes", "tempfile", "shutil")
 
 

@@ -114,3 +114,67 @@ def test_the_notice_names_the_root_a_refresh_needs_and_that_refresh_clears_it(tm
     assert f"--root {projects}" in command
     assert run(*command.split()[1:]).exit_code == 0
     assert "stale" not in run("sessions", "--db", path, "--json").stderr
+
+
+def test_a_rules_bump_re_derives_once_when_the_catalog_is_opened(tmp_path, monkeypatch):
+    """Issue 26: a rule change that only re-derives stored figures bumps
+    ``rules.RULES_VERSION`` (no migration); the first open of a catalog
+    recording an older version marks the files the bump names to be read
+    again and computes every estimate again, once."""
+    from txdb import rules
+
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [projects])
+    fresh = conn.execute(ESTIMATES).fetchall()
+    marked = {r[0] for r in conn.execute("SELECT DISTINCT file_id FROM blocks WHERE type = 'tool_use'")}
+    assert 0 < len(marked) < conn.execute("SELECT count(*) FROM files WHERE gone = 0").fetchone()[0]
+    # As the older rules left them:
+    conn.execute("UPDATE sessions SET est_context_tokens = est_context_tokens * 3 + 1000, est_method = 'older'")
+    older = conn.execute(ESTIMATES).fetchall()
+    conn.close()
+    db.connect(path).close()  # this txdb's rules are the catalog's: nothing to do
+    raw = sqlite3.connect(path)
+    assert raw.execute(ESTIMATES).fetchall() == older
+    raw.close()
+
+    bump = rules.Bump(rules.RULES_VERSION + 1, "tool calls sized anew",
+                      reread="id IN (SELECT file_id FROM blocks WHERE type = 'tool_use')", estimates=True)
+    monkeypatch.setattr(rules, "BUMPS", (*rules.BUMPS, bump))
+    monkeypatch.setattr(rules, "RULES_VERSION", bump.version)
+    r = run("sessions", "--db", path, "--json", "--subagents", "--limit", 1000)
+    assert shown(r) == {s: e for s, e, _m, _t in fresh}
+    assert f"figures stale for {len(marked)} session files" in r.stderr
+    raw = sqlite3.connect(path)
+    assert raw.execute(ESTIMATES).fetchall() == fresh
+    assert {r[0] for r in raw.execute("SELECT id FROM files WHERE inode IS NULL")} == marked
+    assert raw.execute("SELECT value FROM _txdb_meta WHERE key = 'rules_version'").fetchone() == (str(bump.version),)
+    # Once: a second open re-derives nothing (a figure set behind txdb's back,
+    # on a file the bump did not mark, stays).
+    (other,) = raw.execute(f"SELECT min(file_id) FROM sessions WHERE file_id NOT IN ({','.join(map(str, marked))})"
+                           ).fetchone()
+    raw.execute("UPDATE sessions SET est_context_tokens = 7 WHERE file_id = ?", (other,))
+    raw.commit()
+    raw.close()
+    refresh(db.connect(path), [projects])  # reads the marked files again
+    conn = db.connect(path)
+    assert conn.execute("SELECT count(*) FROM files WHERE inode IS NULL").fetchone() == (0,)
+    assert conn.execute("SELECT est_context_tokens FROM sessions WHERE file_id = ?", (other,)).fetchone() == (7,)
+    conn.close()
+    assert "stale" not in run("sessions", "--db", path, "--json").stderr
+
+
+def test_a_blank_catalog_records_the_current_rules_and_does_no_work(tmp_path, monkeypatch):
+    from txdb import rules
+
+    bump = rules.Bump(rules.RULES_VERSION + 1, "a later rule", reread="", estimates=True)
+    monkeypatch.setattr(rules, "BUMPS", (*rules.BUMPS, bump))
+    monkeypatch.setattr(rules, "RULES_VERSION", bump.version)
+    conn = db.connect(tmp_path / "c.db")
+    assert conn.execute("SELECT value FROM _txdb_meta WHERE key = 'rules_version'").fetchone() == (str(bump.version),)
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    refresh(conn, [projects])
+    conn.close()
+    conn = db.connect(tmp_path / "c.db")  # made by these rules: no file marked again
+    assert conn.execute("SELECT count(*) FROM files WHERE inode IS NULL").fetchone() == (0,)

@@ -246,6 +246,7 @@ def test_a_command_is_its_declaration_for_a_session_too(env, args, options):
         shutil.rmtree(sdir)
     rep = run_surgery(f, args[0], COMMANDS[args[0]].make_op(options), PassOptions(positions=options.get("positions")))
     assert rep.written
+    assert type(rep.result) is COMMANDS[args[0]].result and rep.result.changed > 0  # its declared kind, typed
     assert pend.pending_path(f).read_bytes() == by_cli
     assert ({p.relative_to(sdir): p.read_bytes() for p in sdir.rglob("*") if p.is_file()}
             if sdir.is_dir() else {}) == files

@@ -166,26 +166,51 @@ def ensure_views(conn: sqlite3.Connection) -> bool:
     return True
 
 
-# The row of ``_txdb_meta`` by which a migration that changes the
-# estimate's rules asks the next open to compute every stored estimate again.
+# The row of ``_txdb_meta`` by which migration 026 asked for every estimate
+# to be computed again (the older idiom; ``rules.py`` is the current one).
 REDERIVE_ESTIMATES = "rederive_estimates"
+# The row of ``_txdb_meta`` that records the rules version of the stored figures.
+RULES_VERSION_KEY = "rules_version"
 
 
 def rederive(conn: sqlite3.Connection) -> bool:
-    """Compute every session's stored estimate again from the catalog when
-    a migration asked for it (``REDERIVE_ESTIMATES``), once: the row goes
-    in the same transaction. One read of ``_txdb_meta`` when nothing is
-    asked; the estimate's module is imported only when something is. True
-    when it did the work (docs/architecture.md, "Re-deriving stored figures")."""
-    if conn.execute("SELECT 1 FROM _txdb_meta WHERE key = ?", (REDERIVE_ESTIMATES,)).fetchone() is None:
-        return False
-    from .estimate import store_every_estimate
+    """Bring the stored figures to the current rules (``rules.RULES_VERSION``)
+    once: each bump since the version the catalog records marks its files
+    to be read again (``UPDATE files SET inode = NULL``) and/or computes every
+    session's estimate again from the catalog (as migration 026's
+    ``REDERIVE_ESTIMATES`` row asks too), and the new version is recorded,
+    in one transaction. One read of ``_txdb_meta`` when nothing is due; the
+    estimate's module is imported only when something is. True when it did
+    the work (docs/architecture.md, "Schema changes")."""
+    from . import rules
 
+    def due() -> tuple[int, bool] | None:
+        meta = dict(conn.execute("SELECT key, value FROM _txdb_meta WHERE key IN (?, ?)",
+                                 (REDERIVE_ESTIMATES, RULES_VERSION_KEY)).fetchall())
+        version = int(meta.get(RULES_VERSION_KEY) or 0)
+        if version >= rules.RULES_VERSION and REDERIVE_ESTIMATES not in meta:
+            return None
+        return version, REDERIVE_ESTIMATES in meta
+
+    if due() is None:
+        return False
     with transaction(conn):
-        # another process may have done it since the read above
-        if conn.execute("DELETE FROM _txdb_meta WHERE key = ?", (REDERIVE_ESTIMATES,)).rowcount == 0:
+        now = due()  # another process may have done it since the read above
+        if now is None:
             return False
-        store_every_estimate(conn)
+        version, asked = now
+        todo = rules.since(version) if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() else []
+        for b in todo:
+            if b.reread is not None:
+                conn.execute("UPDATE files SET inode = NULL WHERE gone = 0"
+                             + (f" AND ({b.reread})" if b.reread else ""))
+        if asked or any(b.estimates for b in todo):
+            from .estimate import store_every_estimate
+
+            store_every_estimate(conn)
+        conn.execute("DELETE FROM _txdb_meta WHERE key = ?", (REDERIVE_ESTIMATES,))
+        conn.execute("INSERT OR REPLACE INTO _txdb_meta (key, value) VALUES (?, ?)",
+                     (RULES_VERSION_KEY, str(max(version, rules.RULES_VERSION))))
     return True
 
 

@@ -221,10 +221,6 @@ def _private_keys(joined: str, texts: list[str], starts: list[int], out: list[di
             hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
 
 
-def scan_text(text: str) -> list[Finding]:
-    return scan_texts([text])[0]
-
-
 def _windows(length: int, hits: list[int] | None) -> list[tuple[int, int]]:
     """The parts of a candidate line detect-secrets reads: all of it, or of
     a long one (a raw line's JSON around a string) the stretch around each

@@ -19,9 +19,7 @@ from .surgery import _resolve
 @click.option("--refresh", is_flag=True, help="Discard the pending copy and snapshot again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot record as JSON.")
 def snapshot_cmd(session, db_path, refresh, as_json):
-    """Copy a session to <session>.jsonl.pending (mutating commands do this themselves).
-
-    Example:
+    """Example:
 
         txdb snapshot SESSION --refresh
     """
@@ -45,9 +43,7 @@ def snapshot_cmd(session, db_path, refresh, as_json):
 @click.option("--no-backup", is_flag=True, help="Do not keep the original as .bak.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def apply_cmd(session, db_path, all_pending, dry_run, no_backup, as_json):
-    """Swap the pending copy in for the original: the one write to a session file.
-
-    Refuses (changing no file) when the original is being written, was
+    """Refuses (changing no file) when the original is being written, was
     rewritten since the snapshot, or when the copy fails verify where the
     original did not. SESSION may be the original or the .pending path.
     Each applied surgery is logged in the `surgeries` table and the catalog
@@ -111,9 +107,7 @@ def _apply_all(db_path, *, dry_run, no_backup, as_json):
               help="Restore a backup that is not the file the surgery replaced (verify's verdict on it is shown first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def undo_cmd(session, db_path, dry_run, force, as_json):
-    """Put back the backup of a session's last applied surgery.
-
-    Refuses (changing nothing) when the session changed since that surgery
+    """Refuses (changing nothing) when the session changed since that surgery
     wrote it, is being written, has a pending copy, or the backup is not
     the file the surgery replaced (its sha256 as recorded at apply; --force
     restores it anyway, after showing verify's verdict) or does not verify.

@@ -20,8 +20,7 @@ from .surgery import _NO_BACKUP, SurgeryOptions, _run, surgery_options
 @_NO_BACKUP
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry_run, no_backup, as_json):
-    """Write a new session: a dialogue-only summary of the chain before
-    position N behind a compact boundary, then positions N.. intact.
+    """The summary is of the dialogue only, behind a compact boundary.
 
     The original is untouched; resume the new one with `claude -r <id>`.
     Cut at a user prompt (`txdb analyze` lists them): a cut between a tool
@@ -41,9 +40,9 @@ def compact_cmd(session, db_path, before, fork_title, keep_dropped_thinking, dry
 @surgery_options()
 @click.option("--summary", default=None, help="What the range was about (default: a placeholder).")
 def compact_range_cmd(o: SurgeryOptions, summary):
-    """Collapse chain positions --from..--to into one user message carrying a
-    <persisted-range> marker (summary, preview of the first messages); each
-    record of the range is saved whole to <session>/persisted/message/<uuid>.json.
+    """The marker is <persisted-range> (summary, preview of the first
+    messages); each record of the range is saved whole to
+    <session>/persisted/message/<uuid>.json.
 
     Refuses a range that holds the leaf or cuts a tool call from its result.
     Running it again changes nothing but a new --summary; --pos N on one

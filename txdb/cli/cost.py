@@ -52,9 +52,7 @@ def _minutes(m: float) -> str:
               help="With --by block: each block's share of N tokens ('max': the largest past block).")
 @format_options
 def cost(db_path, by, since, until, tz, order, sort, breakdown, token_limit, fmt):
-    """What you spent: each API message once, priced in USD by genai-prices.
-
-    Cost is computed from the stored tokens at the prices of the installed
+    """Cost is computed from the stored tokens at the prices of the installed
     price library (its version and data date are printed); a model it does
     not know, or a name that only looks like one it knows, is listed as
     unpriced with the reason, never as $0. <synthetic> messages (written by

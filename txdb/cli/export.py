@@ -22,9 +22,7 @@ from .output import echo, progress_bar, terminal_safe, to_json
               help="Mask every secret the catalog found as [REDACTED:<type>] (the catalog is not changed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export(db_path, directory, fmt, replace, redact, as_json):
-    """Export the catalog's tables as Parquet, partitioned by project and month.
-
-    Writes DIRECTORY/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet for
+    """Writes DIRECTORY/<table>/project=<p>/month=<YYYY-MM>/part-0.parquet for
     records, blocks, attachments, usage, sessions, files, chain and
     surgeries (files private to you), ready for DuckDB, Spark, Trino or
     BigQuery, also over several machines' exports at once. --redact masks

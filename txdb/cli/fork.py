@@ -15,9 +15,7 @@ from .surgery import _NO_BACKUP, SurgeryOptions, _run
 @_NO_BACKUP
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def fork_cmd(session, db_path, fork_title, dry_run, no_backup, as_json):
-    """Copy a session to a new session id, stamped like Claude Code's /branch.
-
-    Example:
+    """Example:
 
     \b
         txdb fork SESSION --fork-title "checkpoint"

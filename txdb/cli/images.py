@@ -17,8 +17,7 @@ from .surgery import SurgeryOptions, _resolve, _run, surgery_options
 @click.option("--json", "as_json", is_flag=True, help="Print the images as JSON.")
 @wide_option
 def list_images_cmd(session, db_path, as_json):
-    """Every image of a session: chain position, where it sits, media type,
-    pixel size, tokens ((w*h)/750, at most 1600), base64 size, sha256.
+    """Also where each sits and its base64 size; tokens are (w*h)/750, at most 1600.
 
     Positions are those the next surgery pass uses (the pending copy's when
     there is one). Across every session: `txdb query "select * from image_targets"`.
@@ -63,9 +62,7 @@ def list_images_cmd(session, db_path, as_json):
               help="Folder of transcripts, one <sha256>.txt (UTF-8) per image.")
 @click.option("--drop-missing", is_flag=True, help="Drop the images that have no transcript (default: keep them).")
 def replace_images_cmd(o: SurgeryOptions, folder, drop_missing):
-    """Replace images with text transcripts (<sha256>.txt in --dir).
-
-    Each image whose transcript exists becomes a text block
+    """Each image whose transcript exists becomes a text block
     <image sha256="..." media_type="...">TRANSCRIPT</image>; the same image
     in two places gets the same transcript. With --where, the rows of
     image_targets it selects, in every session.

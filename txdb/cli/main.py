@@ -10,6 +10,7 @@ is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import inspect
 import io
 import os
 import sqlite3
@@ -255,12 +256,14 @@ def read_catalog(db_path, session: str | None = None):
 def command(name: str, *, group: bool = False):
     """``@cli.command(name)`` (``@cli.group(name)`` with ``group``) for a
     command of another module: its entry in ``commands.COMMANDS`` (module,
-    short help) must exist and name that module."""
+    short help) must exist and name that module. The short help is the
+    first paragraph of its ``--help``; the function's docstring is the rest."""
     def decorate(f):
         entry = COMMANDS[name]
         if entry.module != f.__module__:
             raise RuntimeError(f"{name} is defined in {f.__module__}, listed in commands.py as {entry.module}")
-        return (cli.group if group else cli.command)(name, short_help=entry.help)(f)
+        text = entry.help + "\n\n" + inspect.cleandoc(f.__doc__ or "")
+        return (cli.group if group else cli.command)(name, short_help=entry.help, help=text)(f)
     return decorate
 
 

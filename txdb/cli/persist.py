@@ -31,8 +31,7 @@ def _summaries(summaries_file: str | None) -> dict | None:
 @click.option("--id", "tool_id", required=True, help="The tool_use id (toolu_...) whose result moves.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
-    """Move one tool result to <session>/tool-results/<id>.txt; the result becomes
-    Claude Code's own "Output too large ... Full output saved to: PATH" marker.
+    """The marker is Claude Code's own: "Output too large ... Full output saved to: PATH".
 
     Example:
 
@@ -49,9 +48,7 @@ def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
 @click.option("--min-chars", type=click.IntRange(min=0), default=0, help="Only results of at least N chars.")
 @_SUMMARIES
 def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summaries_file):
-    """Move tool results to sidecar files (error results and ToolSearch results stay).
-
-    With --where, the rows of block_targets it selects, in every session
+    """With --where, the rows of block_targets it selects, in every session
     (a tool_use or tool_result row moves that call's result).
 
     Example:
@@ -69,8 +66,7 @@ def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summarie
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
-    """Move the thinking of the message at chain position N to
-    <session>/persisted/thinking/<uuid>.txt.
+    """The file is <session>/persisted/thinking/<uuid>.txt.
 
     Example:
 
@@ -85,9 +81,7 @@ def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
 @_KEEP
 @_SUMMARIES
 def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
-    """Move every thinking block (in --from/--to) to sidecar files.
-
-    Example:
+    """Example:
 
     \b
         txdb persist-thinkings SESSION --keep-recent 2
@@ -101,8 +95,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
 @click.option("--idx", type=click.IntRange(min=0), default=None, help="Only this block of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
-    """Move the text blocks of the message at chain position N to
-    <session>/persisted/text/<uuid>_<idx>.txt.
+    """Each file is <session>/persisted/text/<uuid>_<idx>.txt.
 
     Example:
 
@@ -119,9 +112,7 @@ def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
 @_KEEP
 @_SUMMARIES
 def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file):
-    """Move large text blocks (in --from/--to) to sidecar files.
-
-    Example:
+    """Example:
 
     \b
         txdb persist-texts SESSION --from 0 --to 95 --min-chars 500 --keep-recent 3
@@ -135,9 +126,9 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_message_cmd(o: SurgeryOptions, pos, summary):
-    """Collapse a whole message to one marker; its content goes to
-    <session>/persisted/message/<uuid>.json. Refuses the leaf; a message with a
-    tool call takes its result's message along (and a result its call's).
+    """The file is <session>/persisted/message/<uuid>.json. Refuses the leaf; a
+    message with a tool call takes its result's message along (and a result
+    its call's).
 
     Example:
 
@@ -155,9 +146,7 @@ def persist_message_cmd(o: SurgeryOptions, pos, summary):
 @_KEEP
 @_SUMMARIES
 def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summaries_file):
-    """Move tool results, thinking and text between --from and --to to sidecar files.
-
-    Example:
+    """Example:
 
     \b
         txdb persist-range SESSION --from 0 --to 95 --kinds tool,thinking,text \\
@@ -176,9 +165,9 @@ def persist_range_cmd(o: SurgeryOptions, kinds, min_chars, keep_recent, summarie
 @command("migrate-persisted")
 @surgery_options(where=False, edits=False)
 def migrate_persisted_cmd(o: SurgeryOptions):
-    """Bring older persisted layouts to the current one: <image sha256=...> transcript
-    blocks become persisted/image/<sha256>.txt + a marker, .tool-results/ sidecars move
-    to tool-results/, markers of a moved projects tree are re-pointed.
+    """<image sha256=...> transcript blocks become persisted/image/<sha256>.txt
+    + a marker, .tool-results/ sidecars move to tool-results/, markers of a
+    moved projects tree are re-pointed.
 
     Example:
 

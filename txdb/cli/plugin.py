@@ -12,9 +12,7 @@ from .output import echo, to_json
 @command("plugin")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 def plugin(as_json):
-    """Where txdb's Claude Code plugin is, and the command that enables it.
-
-    "Enable it" loads the plugin for one launch; "Install it" adds the
+    """"Enable it" loads the plugin for one launch; "Install it" adds the
     folder as a plugin marketplace and installs the plugin from it, for
     every launch.
 

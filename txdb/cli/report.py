@@ -6,8 +6,9 @@ from pathlib import Path
 
 from ..chain_health import plural
 from ..paths import is_subagent, parent_session_id
-from ..surgery.commands import declared
+from ..surgery.commands import result_kind
 from ..surgery.engine import SurgeryReport
+from ..surgery.results import Result
 from .output import catalog_warning, clip, echo, tabulate
 
 def _short(sid: str | None) -> str:
@@ -48,15 +49,16 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
     if not outcomes:
         echo(f"No rows of {selection.view} match: nothing to do.")
         return
-    kind = declared(command).result
+    kind = result_kind(command)
     rows = []
     for o in outcomes:
         tok = "" if o.tokens_before is None else f"{o.tokens_before:,} -> {o.tokens_after:,}"
         label, title = _session_label(conn, o)
         freed = "" if o.bytes_before is None else f"{o.bytes_before - o.bytes_after:,}"
-        res = (o.report or {}).get("result") or {}
-        status = (kind.idle(res) if not o.changed and o.status in ("dry-run", "unchanged") else None) or o.status
-        rows.append([label, _title(title), kind.targets(res, o.targets), o.changed, tok, freed, status])
+        res = o.result
+        status = (res.idle() if res and not o.changed and o.status in ("dry-run", "unchanged") else None) or o.status
+        rows.append([label, _title(title), res.targets(o.targets) if res else kind.no_targets(o.targets), o.changed,
+                     tok, freed, status])
     echo(tabulate(rows, headers=["session", "title", kind.targets_header, "changed", "est. tokens",
                                  "bytes removed", "status"]))
     ok = [o for o in outcomes if o.tokens_before is not None and o.status != "refused"]
@@ -88,25 +90,21 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
     if r.leftover_removed:
         echo(f"The pending copy beside {r.original} had been applied already (an apply killed before it "
              "removed the copy; the swap journal records it): removed, this pass starts from the session.")
-    res = r.result
-    kind = declared(r.operation).result  # the command's declaration says how its result reads
-    parts = kind.describe(res, r.dry_run)
-    if kind.one_per_line and parts:
+    # A declared command's result says how it reads; a library op's dict reads as a plain result.
+    res = r.result if isinstance(r.result, Result) else Result(r.result)
+    parts = res.describe(r.dry_run)
+    if res.one_per_line and parts:
         echo(f"{r.operation}: {parts[0]}")
         for p in parts[1:]:
             echo(f"  {p}")
     else:
         echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
-    if r.base != "original" and kind.positional:
+    if r.base != "original" and res.positional:
         echo(f"Positions are those of the {r.base}'s active chain.")
-    for f in res.get("files", [])[:20] if isinstance(res.get("files"), list) else []:
-        if isinstance(f, dict):
-            where = f['tool_use_id'] if f.get("tool_use_id") else f"pos {f['pos']}"
-            echo(f"  {f['kind']:<8} {where}: {f['chars']:,} chars -> {f['path']}")
-    if isinstance(res.get("files"), list) and len(res["files"]) > 20:
-        echo(f"  ... and {len(res['files']) - 20} more (--json lists them all)")
-    for u in res.get("summaries_unused", []):
-        echo(f"Summary key {u['key']!r} not used: {u['reason']}.", err=True)
+    for line in res.notes():
+        echo(line)
+    for line in res.warnings():
+        echo(line, err=True)
     d = r.dropped_thinking
     if d.get("count"):
         verb = "kept (--keep-dropped-thinking)" if not r.dropped_thinking_removed else "removed"

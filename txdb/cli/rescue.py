@@ -28,10 +28,9 @@ from .surgery import SurgeryOptions, _run, surgery_options
 @click.option("--keep-recent", type=click.IntRange(min=0), default=rescue.DEFAULT_KEEP_RECENT, show_default=True,
               help="Newest tool results and texts left in place.")
 def rescue_cmd(o: SurgeryOptions, target, window, summary, keep_recent):
-    """Bring a session under a context target in one pass, least loss first:
-    superseded attachments, then tool results, thinking and large texts moved
-    to sidecar files (oldest first), and only then the oldest closed span
-    compacted; it stops as soon as the estimate is 2% under the target (the
+    """First superseded attachments, then tool results, thinking and large
+    texts moved to sidecar files (oldest first), and only then the oldest
+    closed span compacted; it stops as soon as the estimate is 2% under the target (the
     most the estimate reads under what Claude Code sends).
     Refused (nothing written) when even that is not enough.
 

@@ -20,9 +20,7 @@ from .output import echo, terminal_safe, to_json
 @click.option("--dry-run", is_flag=True, help="List what would be written; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) written as JSON.")
 def restore(db_path, session, where, to, dry_run, as_json):
-    """Write a session back from the catalog, byte for byte.
-
-    SESSION is a session id or id prefix (or choose with --where over the
+    """SESSION is a session id or id prefix (or choose with --where over the
     `sessions` table). Its .jsonl, its subagent transcripts and the files in
     its folder (tool-results/, persisted/) are rebuilt, checked against the
     sha256 refresh recorded, and written at their old paths (or under --to

@@ -19,9 +19,7 @@ from .output import echo, emit_rows, format_options
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many hits.")
 @format_options
 def search_cmd(db_path, text, kind, limit, fmt):
-    """Find TEXT in messages, thinking, tool output and tool input.
-
-    Every word of TEXT must appear (punctuation is searched as typed, as in
+    """Every word of TEXT must appear (punctuation is searched as typed, as in
     Datasette's search box); words in double quotes inside TEXT are a phrase,
     next to each other in that order; hits come best first, each with its session
     and an excerpt around the words (marked with » «). The same index as

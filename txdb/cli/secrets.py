@@ -11,9 +11,7 @@ from .output import echo, progress_bar, terminal_safe, to_json
 
 @command("secrets", group=True)
 def secrets():
-    """Secrets the catalog holds (keys, tokens, passwords in transcripts).
-
-    The findings are in the `secrets` view and `txdb sessions`; `txdb
+    """The findings are in the `secrets` view and `txdb sessions`; `txdb
     export --redact` masks them.
 
     Example:

@@ -44,9 +44,7 @@ def _free_port(host: str) -> int:
               help="Keep the catalog current while serving, as `txdb refresh --watch` does.")
 @root_option
 def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
-    """Browse the catalog in Datasette (read-only, bound to 127.0.0.1).
-
-    Views worth opening: sessions_by_size, sessions_by_context,
+    """Views worth opening: sessions_by_size, sessions_by_context,
     context_by_category, costliest_tool_calls, sessions_near_limit and the
     search_* views; each session's conversation is at /-/txdb/session/<session-id>
     (or a 4+ character prefix; `txdb sessions --urls` prints it).

@@ -48,9 +48,7 @@ def _persisted_note(marker: dict | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @wide_option
 def show_tool(db_path, session, as_list, tool_use_id, context, original, as_json):
-    """Tool calls on a session's active chain: sizes, or one call in full.
-
-    --list gives each call's chain position, tool_use id, tool, input and
+    """--list gives each call's chain position, tool_use id, tool, input and
     result size (chars and est. tokens) and whether its result is already
     persisted or stripped. --id shows that call's input and result with
     the chain around it. A session with a pending copy is read through
@@ -126,9 +124,7 @@ def _state(call: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @wide_option
 def show_thinking(db_path, session, pos, context, original, as_json):
-    """Thinking blocks on a session's active chain: sizes, or one in full.
-
-    Without --pos, one row per thinking block (redacted ones, and text
+    """Without --pos, one row per thinking block (redacted ones, and text
     blocks that are one <thinking>...</thinking> span, included) with its
     chain position and size: text + signature chars, est. tokens; persisted
     ones are listed with their sidecar. --pos shows the block(s) at that

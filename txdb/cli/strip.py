@@ -23,9 +23,7 @@ from .surgery import SurgeryOptions, _csv, _resolve, _run, surgery_options
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
 def strip_tools_cmd(o: SurgeryOptions, tools, only_inputs, only_results, keep_last_lines):
-    """Clear tool inputs and results (error results keep their text).
-
-    Writes <session>.jsonl.pending; the original is untouched until `txdb apply`.
+    """Writes <session>.jsonl.pending; the original is untouched until `txdb apply`.
     With --where, the rows of block_targets it selects, in every session: a
     tool_use row clears that input, a tool_result row that result.
 
@@ -44,9 +42,7 @@ def strip_tools_cmd(o: SurgeryOptions, tools, only_inputs, only_results, keep_la
 @command("strip-thinking")
 @surgery_options()
 def strip_thinking_cmd(o: SurgeryOptions):
-    """Remove thinking blocks (text and signature; <thinking>/<think> text blocks too).
-
-    With --where, the thinking rows of block_targets it selects, in every session.
+    """With --where, the thinking rows of block_targets it selects, in every session.
 
     Example:
 
@@ -63,9 +59,7 @@ def strip_thinking_cmd(o: SurgeryOptions):
 @click.option("--keep-last-lines", type=click.IntRange(min=0), default=None,
               help="Keep the last N lines of each result.")
 def strip_all_cmd(o: SurgeryOptions, tools, keep_last_lines):
-    """Strip all tool content and thinking (the usual first move).
-
-    Example:
+    """Example:
 
     \b
         txdb strip-all SESSION && txdb apply SESSION
@@ -85,9 +79,9 @@ def strip_all_cmd(o: SurgeryOptions, tools, keep_last_lines):
               help="Also drop types that render to nothing (shrinks the file only; implied by --where).")
 @click.option("--list", "list_only", is_flag=True, help="Show what is there and what the policy would do; change nothing.")
 def strip_attachments_cmd(o: SurgeryOptions, types, keep_recent, drop_all, include_free, list_only):
-    """Drop superseded attachments (keeps the newest of each kind, and every
-    queued_command, *_delta, skill_listing, hook context, prompt_snapshot and
-    unknown type); children are re-parented.
+    """Kept: the newest of each kind, and every queued_command, *_delta,
+    skill_listing, hook context, prompt_snapshot and unknown type; children of
+    a dropped line are re-parented.
 
     With --where, exactly the rows of attachment_targets it selects, in every
     session, except what the safety rules keep (keep-all, system-prompt and
@@ -127,9 +121,7 @@ def _list_attachments(o: SurgeryOptions, kw: dict) -> None:
 @command("reset-usage")
 @surgery_options(where=False, edits=False)
 def reset_usage_cmd(o: SurgeryOptions):
-    """Lower stale usage counts so the context gauge matches a stripped session.
-
-    Caps, never raises: a recorded count only ever goes down. It caps every
+    """Caps, never raises: a recorded count only ever goes down. It caps every
     stale turn of the active chain (no --from/--to) and changes no content
     (so no thinking is dropped); `txdb apply` then swaps it in.
 

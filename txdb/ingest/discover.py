@@ -92,18 +92,11 @@ class FoundSidecar:
     stat: os.stat_result
 
 
-def sidecar_place(path: str | Path, root: str | Path) -> tuple[str | None, str, str] | None:
-    """(project, session id, path inside the session folder) of a file under
-    ``root`` that is a session's sidecar: ``<project>/<sessionId>/tool-results/*``,
-    ``.../persisted/**`` or ``.../subagents/*.meta.json``; None for any other file."""
-    try:
-        rel = Path(path).relative_to(root).parts
-    except ValueError:
-        return None
-    return _place(rel)
-
-
-def _place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
+def sidecar_place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
+    """(project, session id, path inside the session folder) of a file at
+    ``rel`` (its path's parts under a root) that is a session's sidecar:
+    ``<project>/<sessionId>/tool-results/*``, ``.../persisted/**`` or
+    ``.../subagents/*.meta.json``; None for any other file."""
     for i in range(1, len(rel) - 1):
         if rel[i] in SIDECAR_DIRS or (rel[i] == SUBAGENTS and i == len(rel) - 2
                                        and rel[-1].endswith(META_SUFFIX)):
@@ -126,7 +119,7 @@ def session_sidecars(root: str | Path, session_path: str | Path) -> list[FoundSi
         if not _may_hold_sidecars(rel):
             continue
         for name in names:
-            place = _place((*rel, name))
+            place = sidecar_place((*rel, name))
             if place is None:
                 continue
             path = os.path.join(dirpath, name)
@@ -193,7 +186,7 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                             stack.append((entry.path, (*rel, entry.name)))
                         continue
                     if sidecar_folder and not entry.is_symlink():
-                        place = _place((*rel, entry.name))
+                        place = sidecar_place((*rel, entry.name))
                         if place is not None and not is_text_path(entry.path):
                             if unreadable is not None:
                                 unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))

@@ -38,7 +38,7 @@ its targets (see ``ops``).
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -49,6 +49,7 @@ from . import gate
 from . import pending as pend
 from ..lock import session_lock
 from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
+from .results import Result
 from .thinking import SavedThinking, dropped_thinking, remove_dropped
 from ..transcript import Transcript
 from ..durability import clean_stale_temps, owner_of, write_atomic
@@ -86,7 +87,7 @@ class SurgeryReport:
     fork_session_id: str | None = None
     fork_title: str | None = None
     snapshot_created: bool = False
-    result: dict = field(default_factory=dict)
+    result: Result | dict = field(default_factory=dict)  # a declared command's typed result; a library op's dict
     dropped_thinking: dict = field(default_factory=dict)
     dropped_thinking_removed: int = 0
     dropped_thinking_saved: dict = field(default_factory=dict)  # the sidecars their text went to
@@ -104,7 +105,10 @@ class SurgeryReport:
     leftover_removed: bool = False  # a pending copy its apply had swapped in already (killed after it), removed
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        res = self.result
+        d = asdict(replace(self, result={}))
+        d["result"] = res.as_dict() if isinstance(res, Result) else res
+        return d
 
 
 def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | None]:

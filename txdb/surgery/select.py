@@ -57,6 +57,7 @@ Semantics of a selected row:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import time
@@ -72,11 +73,12 @@ from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
 from ..paths import is_subagent
 from . import pending as pend
-from .commands import COMMANDS, declared
+from .commands import COMMANDS
 from .condition import check_condition
 from .engine import PassOptions, SurgeryReport, run_surgery
 from .log import apply_logged
-from .where_ops import THINKING_KINDS, TOOL_KINDS
+from .results import Result
+from .where_ops import WhereStats
 
 # The target view of each --where command, from its declaration.
 VIEWS = {name: c.view for name, c in COMMANDS.items() if c.view}
@@ -114,10 +116,6 @@ class SessionTargets:
     title: str | None
     rows: list[dict] = field(default_factory=list)
 
-    @property
-    def strippable(self) -> list[dict]:
-        return [r for r in self.rows if r["kind"] in TOOL_KINDS + THINKING_KINDS + ("attachment",)]
-
 
 @dataclass
 class Selection:
@@ -140,7 +138,7 @@ def select_targets(conn: sqlite3.Connection, db_path: str | Path, command: str, 
     refreshed: list[str] = []
     skipped: set[str] = set()
     subagents: set[str] = set()
-    main_only = declared(command).main_sessions
+    main_only = COMMANDS[command].main_sessions
     ro = connect_readonly(db_path)
     try:
         rounds = 0
@@ -207,9 +205,12 @@ class SessionOutcome:
     backup: str | None = None
     surgery_ids: list[int] = field(default_factory=list)
     report: dict | None = None
+    result: Result | None = field(default=None, repr=False)  # the pass's typed result (report["result"] is its JSON)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(dataclasses.replace(self, result=None))
+        del d["result"]
+        return d
 
 
 def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: dict,
@@ -223,19 +224,18 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
     outcomes = []
     for s in selection.sessions:
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
-        stats: dict = {}
+        stats = WhereStats()
         try:
             rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats),
                               po, logged_fit_of(conn, s.path))
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
-            o.targets = stats.get("targets", 0)
+            o.targets = stats.targets
             outcomes.append(o)
             continue
-        o.targets = stats.get("targets", 0)
-        o.not_strippable = stats.get("not_strippable", 0)
-        o.after_snapshot = stats.get("after_snapshot", 0)
-        o.changed = declared(command).result.changed(rep.result)
+        o.targets, o.not_strippable, o.after_snapshot = stats.targets, stats.not_strippable, stats.after_snapshot
+        o.result = rep.result
+        o.changed = rep.result.changed
         o.usage_lowered = (rep.usage or {}).get("capped", 0)
         # This pass only: from the copy it started from (an earlier pass's
         # pending copy, when there is one), not from the original.

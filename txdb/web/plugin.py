@@ -40,13 +40,6 @@ from .urls import REF, session_path
 JSON_COLUMNS = {"raw", "iterations", "arguments"}
 # Views and tables whose `text` column holds block text (long: excerpted).
 TEXT_TABLES = {"blocks", "search_messages", "search_thinking", "search_tool_output", "search_tool_input"}
-# Tables and views with a file_id whose `title` links to the session page.
-TITLE_LINK_TABLES = {"sessions", "session_costs", "sessions_by_size", "sessions_by_context",
-                     "sessions_near_limit", "context_by_category", "context_by_tool",
-                     "costliest_tool_calls", "chain_problems", "surgery_log", "block_targets", "image_targets",
-                     "attachment_targets", "search_messages", "search_thinking",
-                     "search_tool_output", "search_tool_input"}
-
 # Integer columns that hold an amount (not an id or a position), by the end
 # of their name: shown with thousands separators on table pages.
 MEASURES = ("tokens", "chars", "bytes", "messages", "lines", "length", "markers", "size", "sessions", "count",
@@ -228,9 +221,10 @@ def render_cell(row, value, column, table, database, datasette):
 
 
 def _render_catalog_cell(row, value, column, table, database, datasette):
-    if column == "title" and table in TITLE_LINK_TABLES and (value is None or isinstance(value, str)):
-        keys = row.keys()
-        fid = row["file_id"] if "file_id" in keys else (row["conversation"] if "conversation" in keys else None)
+    # A table or view's `title` beside its file_id (or `conversation`) links to the session page.
+    keys = row.keys() if column == "title" and table else ()
+    if ("file_id" in keys or "conversation" in keys) and (value is None or isinstance(value, str)):
+        fid = row["file_id"] if "file_id" in keys else row["conversation"]
         if isinstance(fid, dict):  # an expanded foreign key
             fid = fid.get("value")
         if isinstance(fid, int):

@@ -199,8 +199,11 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.changed_lines = t.changed_lines()
     report.lines = len(t.lines)
     report.bytes_after = t.byte_size()
-    report.tokens_after = calibrated(t)
-    report.fit = calibrated.line_at(t)  # the line through that figure (images priced apart)
+    # The result's own estimate, as the catalog will read the written file (its
+    # reset last turn the anchor); a fork, whose turns all measured the original, by the original's fit.
+    after = calibrated if fork else context_estimator(t)
+    report.tokens_after = after(t)
+    report.fit = after.line_at(t)  # the line through that figure (images priced apart)
     removed = base_uuids - gate.uuids(t)
     if fork:
         # A fork's record that took a fresh uuid (compact) still keeps its original.

@@ -222,7 +222,7 @@ def test_analyze_text_shows_the_calibrated_estimate(tmp_path):
 
     lines, parent = [], None
     for i in range(6):
-        lines += _turn(i, "x" * 400 * (i + 1), 15_000 + 3_000 * i, parent)
+        lines += _turn(i, "x" * 3000 * (i + 1), 15_000 + 3_000 * i, parent)
         parent = f"a{i}"
     proj = tmp_path / "projects" / "-p"
     proj.mkdir(parents=True)

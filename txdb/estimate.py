@@ -92,17 +92,17 @@ SNAPSHOT_FLOOR_SHARE = 0.7
 FACTOR_RANGE = (0.7, 2.5)
 MAX_OVERHEAD = 60_000
 # From one calibrating turn to the next, the recorded context grows by at
-# most STEP_MAX tokens per chars/4 token the chain grew (untouched corpus
-# sessions: at most 5.5 on a step, 2.9 at the 95th percentile, recovered
-# within a few turns), give or take STEP_SLACK tokens plus STEP_SLACK_SHARE
-# of the figure: a larger jump is content the file no longer holds (another
-# tool cut it in place); a fall below STEP_MIN per token grown says the
-# earlier turns measured content since removed (a usage reset's last turn
-# after a strip is what is left), and those earlier turns give way.
+# most STEP_MAX tokens per chars/4 token the chain grew, give or take
+# STEP_SLACK_SHARE of the figure (untouched corpus sessions: steps up to 5.5
+# a token; what a step adds beyond 6 a token at most 4.4% of its figure,
+# a reminder the file does not hold): a larger jump is content the file no
+# longer holds (another tool cut it in place), and the turns after it
+# measured that content. A fall below STEP_MIN per token grown says the
+# earlier turns measured content since removed (after a strip, the reset
+# last turn is what is left): those earlier turns give way.
 STEP_MAX = 6.0
 STEP_MIN = 0.5
-STEP_SLACK = 1_500
-STEP_SLACK_SHARE = 0.03
+STEP_SLACK_SHARE = 0.05
 
 
 def overhead_floor(system_prompt_tokens: int | None) -> float:
@@ -139,7 +139,7 @@ def select_turns(pairs: Sequence[tuple], floor: float = EMPTY_SESSION_OVERHEAD) 
         while kept:
             j = kept[-1]
             de, dr = e - pairs[j][0], r - pairs[j][1]
-            slack = STEP_SLACK + STEP_SLACK_SHARE * max(r, pairs[j][1])
+            slack = STEP_SLACK_SHARE * max(r, pairs[j][1])
             if dr > STEP_MAX * max(de, 0.0) + slack:
                 rejected[i] = f"{dr:,.0f} more than turn {j}'s for {de:,.0f} of content: content cut since"
                 jump = True

@@ -53,6 +53,10 @@ MAX_TURNS = 40
 # sets their price, and the factor moves with it (1.22 -> 1.29 there, its
 # strip-all predicted 4.5% under what the CLI sent).
 MIN_IMAGE_STEPS = 3
+# A bounded fit needs this many turns to learn a factor: two cannot tell it
+# from one turn's noise (a shipped session with its results cut kept two, the
+# second a little stale: 1.11 where the CLI-made content costs 1.00, 6% over).
+MIN_FIT_TURNS = 3
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
@@ -260,7 +264,7 @@ def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
         return Fit(overhead=max(floor, float(prior_overhead or 0)), factor=float(prior_factor or 1.0))
     anchor_e, anchor_r, anchor_i = usable[-1]
     anchor = {"anchor_estimate": anchor_e, "anchor_recorded": anchor_r, "anchor_images": anchor_i}
-    if n == 1:
+    if n == 1 or (bounded and n < MIN_FIT_TURNS):
         b = min(hi, max(lo, float(prior_factor or 1.0))) if bounded else 1.0
         return Fit(overhead=max(floor, anchor_r - b * anchor_e) if bounded else anchor_r - anchor_e,
                    factor=b, turns_used=1, method="anchor", **anchor)

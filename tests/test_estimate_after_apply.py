@@ -66,7 +66,7 @@ def test_sessions_shows_the_plans_estimate_after_apply(tmp_path, command, rel):
     assert planned_before == before  # the plan started from the figure `sessions` showed
     assert planned < before
     shown, method = _estimate(conn, f)
-    assert (shown, method) == (planned, "lsq")  # the file's own figures: its reset last turn the anchor
+    assert shown == planned and method in ("lsq", "anchor")  # the file's own figures: its reset last turn the anchor
     # `txdb sessions` prints that figure
     listed = orjson.loads(run("sessions", "--db", dbp).output)
     assert [r["est_context_tokens"] for r in listed if r["path"] == str(f)] == [planned]

@@ -53,10 +53,10 @@ MAX_TURNS = 40
 # sets their price, and the factor moves with it (1.22 -> 1.29 there, its
 # strip-all predicted 4.5% under what the CLI sent).
 MIN_IMAGE_STEPS = 3
-# A bounded fit needs this many turns to learn a factor: two cannot tell it
+# A bounded fit needs this many turns to learn a factor: fewer cannot tell it
 # from one turn's noise (a shipped session with its results cut kept two, the
 # second a little stale: 1.11 where the CLI-made content costs 1.00, 6% over).
-MIN_FIT_TURNS = 3
+MIN_FIT_TURNS = 5
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus

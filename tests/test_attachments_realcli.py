@@ -77,3 +77,37 @@ def test_listed_attachment_cost_is_the_request_shrink(rel, tmp_path):
         if abs(predicted - shrink) > max(200, 0.10 * abs(shrink)):
             misses.append((att_type or "policy", predicted, shrink))
     assert not misses, f"listed vs request shrink: {misses}"
+
+
+NOTICES = "generated/-home-user-src-demo-12/2ecab158-3408-4b97-9c60-af04fe425efe.jsonl"
+
+
+def test_a_dropped_read_truncation_notice_saves_what_the_cli_stops_sending(tmp_path):
+    """CLI 2.1.328 sends each read_truncation_notice line's banner (462
+    characters here); with every such line dropped it still sends one
+    notice per truncated Read, a short form of its own (208 characters), so
+    a line costs the difference: priced at its whole banner, the plan said
+    about twice what the request lost (35b6100b: ~2,394 for 19 lines)."""
+    src = CORPUS_DIR / NOTICES
+    if not src.is_file():
+        pytest.skip("corpus session missing")
+    binary = claude_binary()
+    proj = tmp_path / "projects" / src.parent.name
+    proj.mkdir(parents=True)
+    path = proj / src.name
+    shutil.copyfile(src, path)
+    base = resume(path, ping="notice-ping", binary=binary, workdir=tmp_path / "base")
+    db = ["--db", str(tmp_path / "c.db")]
+    listing = {row["type"]: row for row in _txdb("strip-attachments", str(path), *db, "--list", cwd=tmp_path)}
+    row = listing["read_truncation_notice"]
+    # the API would drop later thinking after this edit; kept, the shrink is the notices' alone
+    _txdb("strip-attachments", str(path), *db, "--types", "read_truncation_notice", "--drop-all",
+          "--keep-dropped-thinking", "--no-usage-reset", cwd=tmp_path)
+    subprocess.run([TXDB, "apply", str(path), *db], cwd=tmp_path, check=True, capture_output=True)
+    after = resume(path, ping="notice-ping", binary=binary, workdir=tmp_path / "after")
+    assert after.loaded and not after.compacted, after.summary()
+    notices = [json.dumps(r.main_request, ensure_ascii=False).count("[Truncated: PARTIAL view") for r in (base, after)]
+    assert notices[0] == notices[1] == row["count"] > 0  # one re-emitted for each dropped
+    dump = lambda b: len(json.dumps(b.get("messages"), ensure_ascii=False, separators=(",", ":")))  # noqa: E731
+    shrink = (dump(base.main_request) - dump(after.main_request)) / 4
+    assert abs(row["tokens"] - shrink) <= row["count"], (row["tokens"], shrink)

@@ -222,7 +222,7 @@ def test_analyze_text_shows_the_calibrated_estimate(tmp_path):
 
     lines, parent = [], None
     for i in range(6):
-        lines += _turn(i, "x" * 400 * (i + 1), 15_000 + 3_000 * i, parent)
+        lines += _turn(i, "x" * 3000 * (i + 1), 15_000 + 3_000 * i, parent)
         parent = f"a{i}"
     proj = tmp_path / "projects" / "-p"
     proj.mkdir(parents=True)
@@ -404,7 +404,7 @@ def test_catalog_and_surgery_fit_images_apart_alike(tmp_path):
         text += records.record_tokens(turn[0])
         n_images += sum(b.get("type") == "image" for b in body)
         img = n_images * records.image_tokens({"type": "user", "message": {"content": [image]}})
-        recorded = round(6_000 + (text - img) + 240 * n_images)
+        recorded = round(12_000 + (text - img) + 240 * n_images)  # above the overhead floor
         turn[1]["message"]["usage"]["cache_read_input_tokens"] = recorded - 2
         lines += turn
         text += records.record_tokens(turn[1])

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 from sessions import session_path  # noqa: E402
-from txdb import db  # noqa: E402
+from txdb import db, estimate  # noqa: E402
 from txdb.cli import cli  # noqa: E402
 from txdb.ingest.store import refresh  # noqa: E402
 from txdb.records import now_timestamp  # noqa: E402
@@ -66,11 +66,11 @@ def test_sessions_shows_the_plans_estimate_after_apply(tmp_path, command, rel):
     assert planned_before == before  # the plan started from the figure `sessions` showed
     assert planned < before
     shown, method = _estimate(conn, f)
-    assert (shown, method) == (planned, "logged")
+    assert shown == planned and method in ("lsq", "anchor")  # the file's own figures: its reset last turn the anchor
     # `txdb sessions` prints that figure
     listed = orjson.loads(run("sessions", "--db", dbp).output)
     assert [r["est_context_tokens"] for r in listed if r["path"] == str(f)] == [planned]
-    assert "the fit the latest surgery used" in run("analyze", f, "--db", dbp).output
+    assert "Turns left out of the fit" in run("analyze", f, "--db", dbp).output
     # a turn recorded after the surgery measured the new chain: it calibrates again
     lines = [orjson.loads(r) for r in f.read_bytes().splitlines()]
     parent = next(d for d in reversed(lines) if d.get("type") in ("user", "assistant") and d.get("uuid"))
@@ -146,7 +146,8 @@ def test_analyzes_calibration_line_reads_as_arithmetic_and_names_no_unknown_syst
             assert f"system prompt {sp:,})" in raw, raw
         else:
             assert "system prompt 0" not in raw and "records no system prompt" in raw, raw
-    assert seen[0][0] < 0 and seen[0][1] == 0 and seen[1][1] > 0, seen  # the CLI-made one records a snapshot
+    # the overhead is bounded below (it once read -43,252); the CLI-made one records a snapshot
+    assert seen[0][0] >= estimate.EMPTY_SESSION_OVERHEAD and seen[0][1] == 0 and seen[1][1] > 0, seen
 
 
 def test_a_grown_files_attachments_are_priced_on_the_sessions_model(tmp_path):

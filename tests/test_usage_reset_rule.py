@@ -118,41 +118,59 @@ def _dedupe(rows) -> list[dict]:
 @pytest.mark.parametrize("reset", [True, False])
 def test_the_calibration_leaves_out_the_turns_a_strip_made_stale(tree, reset):
     """Turns after the first one whose history a strip shrank keep their
-    billed figures (or all of them with --no-usage-reset): the catalog fits
-    only on the turns before, until a new turn measures the stripped chain;
-    an undo gives them back."""
+    billed figures (or all of them with --no-usage-reset): their recorded
+    context jumps above what the stripped content could cost, so the
+    calibration (``estimate.select_turns``, from the file alone) keeps only
+    the turns before, and the reset last turn; the catalog's figure is a
+    fresh catalog's of the same bytes; a new turn measures the stripped
+    chain and calibrates; an undo gives the session its own turns back."""
     f, dbp = tree
     conn = db.connect(dbp)
     refresh(conn, [f.parent.parent])
     fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
     pairs_before = estimate.catalog_pairs(conn, fid)
+    est_before = estimate.session_estimate(conn, fid)
+    assert est_before["rejected_count"] == 0
     run("strip-all", f, "--db", dbp, *([] if reset else ["--no-usage-reset"]))
     run("apply", f, "--db", dbp)
     stale_from = conn.execute("SELECT stale_from FROM surgeries WHERE file_id = ?", (fid,)).fetchone()[0]
     assert stale_from
-    pairs = estimate.catalog_pairs(conn, fid)
-    # only the turns before the stale one: the same pairs as before the strip
-    assert 0 < len(pairs) < len(pairs_before) and pairs == pairs_before[:len(pairs)]
-    stored = conn.execute("SELECT est_turns FROM sessions WHERE file_id = ?", (fid,)).fetchone()[0]
-    assert stored == min(len(pairs), estimate.MAX_TURNS)
+    turns = estimate.catalog_turns(conn, fid)
+    stale_pos = next(p for p, *_ in turns if conn.execute(
+        "SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset"
+        " WHERE ch.file_id = ? AND ch.pos = ? AND r.uuid = ?", (fid, p, stale_from)).fetchone())
+    est = estimate.session_estimate(conn, fid)
+    last_pos = turns[-1][0]
+    kept_late = [p for p in est["turns"] if p >= stale_pos]
+    assert kept_late == ([last_pos] if reset else []), (kept_late, stale_pos, est["rejected"][:3])
+    assert est["rejected_count"] >= len(turns) - len(est["turns"]) - 1
+    stored = conn.execute("SELECT est_context_tokens, est_turns FROM sessions WHERE file_id = ?", (fid,)).fetchone()
+    assert stored == (est["calibrated"], est["turns_used"])
+    fresh = db.connect(dbp.with_name("fresh.db"))
+    refresh(fresh, [f.parent.parent])
+    ffid = fresh.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
+    assert estimate.session_estimate(fresh, ffid) == est
     # a new turn, recorded after the strip, measured the stripped chain
     leaf = [orjson.loads(r) for r in f.read_bytes().splitlines()]
     parent = next(d for d in reversed(leaf) if d.get("type") in ("user", "assistant") and d.get("uuid"))
+    new_context = est["calibrated"] + 40
     new = {"type": "assistant", "uuid": "new-turn-0001", "parentUuid": parent["uuid"], "isSidechain": False,
            "sessionId": parent.get("sessionId"), "timestamp": now_timestamp(),
            "message": {"id": "msg_new_turn", "role": "assistant", "model": "claude-sonnet-4-5",
                        "content": [{"type": "text", "text": "ok"}],
-                       "usage": {"input_tokens": 3, "cache_read_input_tokens": 20_000,
+                       "usage": {"input_tokens": 3, "cache_read_input_tokens": new_context - 13,
                                  "cache_creation_input_tokens": 10, "output_tokens": 2}}}
     with open(f, "ab") as fh:
         fh.write(orjson.dumps(new) + b"\n")
     refresh(conn, [f.parent.parent])
-    assert estimate.catalog_pairs(conn, fid)[-1][1] == 20_013
-    assert len(estimate.catalog_pairs(conn, fid)) == len(pairs) + 1
+    grown = estimate.session_estimate(conn, fid)
+    assert estimate.catalog_pairs(conn, fid)[-1][1] == new_context
+    assert grown["turns"][-1] == estimate.catalog_turns(conn, fid)[-1][0]
     # undone, the session's own turns are ground truth again
     f.write_bytes(f.read_bytes()[: -len(orjson.dumps(new) + b"\n")])
     run("undo", f, "--db", dbp)
     assert estimate.catalog_pairs(conn, fid) == pairs_before
+    assert estimate.session_estimate(conn, fid) == est_before
 
 
 LARGE = session_path("real/4thehalibit-omarchy-backup/-home-vwestberg-Claude/"
@@ -238,6 +256,9 @@ def test_the_reset_never_lowers_the_gauge_below_the_estimate_of_what_is_left(tmp
     after, before = res["tokens_after"], res["usage"]["last_before"]
     pending = f.with_name(f.name + ".pending")
     gauge = estimate.recorded_context(_assistant_usage(pending)[-1][2])
-    assert before == 3_410 and after < before
-    # the estimate of what precedes the last turn (its reply "done" is not in it)
-    assert 0.95 * after <= gauge <= after and gauge == res["usage"]["last_after"], (gauge, after)
+    assert before == 3_410
+    # figures no content this size could cost calibrate nothing: the estimate is
+    # the prior's, never under the overhead floor plus the lowest factor's content
+    assert after >= estimate.EMPTY_SESSION_OVERHEAD
+    # and the gauge is never raised to it
+    assert gauge <= before and gauge == res["usage"]["last_after"], (gauge, after)

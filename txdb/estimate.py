@@ -32,7 +32,7 @@ import json
 import math
 import re
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Sequence
 
 from .ingest import deep
@@ -53,6 +53,10 @@ MAX_TURNS = 40
 # sets their price, and the factor moves with it (1.22 -> 1.29 there, its
 # strip-all predicted 4.5% under what the CLI sent).
 MIN_IMAGE_STEPS = 3
+# A bounded fit needs this many turns to learn a factor: fewer cannot tell it
+# from one turn's noise (a shipped session with its results cut kept two, the
+# second a little stale: 1.11 where the CLI-made content costs 1.00, 6% over).
+MIN_FIT_TURNS = 5
 
 # The prior, for a session with no recorded turn to fit on: the medians of
 # the per-session fits that bench/bench_estimate.py prints for the corpus
@@ -73,8 +77,97 @@ def prior(system_prompt_tokens: int | None) -> tuple[float, float]:
     """(overhead, factor) to use when a session has no recorded turn."""
     sp = int(system_prompt_tokens or 0)
     if sp > 0:
-        return PRIOR_SNAPSHOT_SHARE * sp, PRIOR_SNAPSHOT_FACTOR
+        return max(overhead_floor(sp), PRIOR_SNAPSHOT_SHARE * sp), PRIOR_SNAPSHOT_FACTOR
     return float(PRIOR_OVERHEAD), PRIOR_FACTOR
+
+
+# What a request carries before any message: CLI 2.1.328 sends an empty
+# session's system prompt and tools as 9,537 chars/4 tokens (measured on the
+# real CLI, 2.1.332: 9,534, 2.1.250: 13,920), so no fit may put a session's
+# overhead below it; a snapshot of the system prompt (prompt_snapshot) is
+# sent at about 0.72 of its chars/4 (CLI-made sessions: 9,726 of 13,461).
+EMPTY_SESSION_OVERHEAD = 9_500
+SNAPSHOT_FLOOR_SHARE = 0.7
+# The plausible tokens per chars/4 token of a session's content: the fits of
+# the corpus's sessions range 0.84-2.07 (CLI-made ones 0.99-1.01), a turn's
+# own level (recorded less the overhead, over its prefix) the same. A fit is
+# held inside it, and a turn whose figure no factor in it explains (with an
+# overhead up to MAX_OVERHEAD) describes other content than the file's now.
+FACTOR_RANGE = (0.7, 2.5)
+MAX_OVERHEAD = 60_000
+# From one calibrating turn to the next, the recorded context grows by at
+# most STEP_MAX tokens per chars/4 token the chain grew, give or take
+# STEP_SLACK_SHARE of the figure (untouched corpus sessions: steps up to 5.5
+# a token; what a step adds beyond 6 a token at most 4.4% of its figure,
+# a reminder the file does not hold): a larger jump is content the file no
+# longer holds (another tool cut it in place), and the turns after it
+# measured that content. A fall below STEP_MIN per token grown says the
+# earlier turns measured content since removed (after a strip, the reset
+# last turn is what is left): those earlier turns give way.
+STEP_MAX = 6.0
+STEP_MIN = 0.5
+STEP_SLACK_SHARE = 0.05
+# Cuts of many small results each hide in a step's slack, not in the slope:
+# the least-squares slope of the fitted turns' figures over their prefixes
+# is at most 2.07 on the corpus's untouched sessions (d3f32579, 423 turns;
+# at 2.0 its genuine turns would give way); above MAX_SLOPE the latest turns
+# give way until the rest grow as content can (a shipped CLI-made session
+# with every result cut read 2.2x what the CLI sends before this, 1.06 after).
+MAX_SLOPE = 2.2
+
+
+def overhead_floor(system_prompt_tokens: int | None) -> float:
+    """The least a session's fixed part (system prompt, tools) can cost: what
+    CLI 2.1.328 sends for an empty session, or more where the session's own
+    snapshot of its system prompt says so."""
+    return max(float(EMPTY_SESSION_OVERHEAD), SNAPSHOT_FLOOR_SHARE * float(system_prompt_tokens or 0))
+
+
+def select_turns(pairs: Sequence[tuple], floor: float = EMPTY_SESSION_OVERHEAD) -> tuple[list[int], dict[int, str]]:
+    """Which recorded turns describe the content as it is now: ``(kept
+    indices, {rejected index: why})`` over ``pairs`` (``(estimate,
+    recorded, ...)`` in chain order). A turn is rejected when its figure is
+    outside what its prefix can cost (``FACTOR_RANGE`` with an overhead from
+    ``floor``'s share to ``MAX_OVERHEAD``), when it jumps above the last kept
+    turn by more than the content added could cost (``STEP_MAX``), and a
+    kept turn gives way when a later one falls below it (``STEP_MIN``)."""
+    lo_f, hi_f = FACTOR_RANGE
+    top = max(float(MAX_OVERHEAD), 3 * floor)
+    kept: list[int] = []
+    rejected: dict[int, str] = {}
+    for i, p in enumerate(pairs):
+        e, r = p[0], p[1]
+        if e is None or r is None or r <= 0:
+            continue
+        if r < lo_f * e:
+            rejected[i] = f"recorded {r:,.0f}, under what its prefix costs at {lo_f:g} a token ({lo_f * e:,.0f})"
+            continue
+        if r > top + hi_f * e:
+            rejected[i] = (f"recorded {r:,.0f}, over what its prefix could cost ({top + hi_f * e:,.0f}):"
+                           " content cut since")
+            continue
+        jump = False
+        while kept:
+            j = kept[-1]
+            de, dr = e - pairs[j][0], r - pairs[j][1]
+            slack = STEP_SLACK_SHARE * max(r, pairs[j][1])
+            if dr > STEP_MAX * max(de, 0.0) + slack:
+                rejected[i] = f"{dr:,.0f} more than turn {j}'s for {de:,.0f} of content: content cut since"
+                jump = True
+                break
+            if dr < STEP_MIN * de - slack:
+                rejected[j] = f"over what turn {i} recorded for its longer prefix: content cut since"
+                kept.pop()
+                continue
+            break
+        if not jump:
+            kept.append(i)
+    # Many small cuts hide in the steps' slack but not in the slope: figures
+    # that grow faster than content can cost measured content removed since;
+    # the latest give way until the rest grow as content does.
+    while _steep(pairs, kept):
+        rejected[kept.pop()] = "with the turns before it, grows faster than content can cost: content cut since"
+    return kept, rejected
 
 
 @dataclass(frozen=True)
@@ -94,6 +187,9 @@ class Fit:
     # their own term when MIN_IMAGE_STEPS fitted turns added some; None: ``factor``.
     image_factor: float | None = None
     anchor_images: float = 0.0
+    # The least the fixed part can cost (``overhead_floor``): with it, no
+    # prediction reads under it plus the lowest plausible factor's content.
+    floor: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -113,13 +209,15 @@ def _usable(pairs: Iterable[tuple]) -> list[tuple[float, float, float]]:
     return out
 
 
-def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float] | None:
+def _fit_images(usable: list[tuple[float, float, float]], lo: float = MIN_FACTOR, hi: float = MAX_FACTOR,
+                intercept: float | None = None) -> tuple[float, float] | None:
     """``recorded ~ a + factor * (estimate - images) + image_factor * images``
     by least squares: ``(factor, image_factor)`` (the caller anchors ``a``), or None when the two
-    terms cannot be told apart or a factor is out of range."""
+    terms cannot be told apart or a factor is out of ``lo``-``hi``. With
+    ``intercept``, ``a`` is held at it (the overhead floor)."""
     n = len(usable)
-    xs = [(e - i, i, r) for e, r, i in usable]
-    m1, m2, my = (sum(x[k] for x in xs) / n for k in range(3))
+    xs = [(e - i, i, r - (intercept or 0.0)) for e, r, i in usable]
+    m1, m2, my = (sum(x[k] for x in xs) / n for k in range(3)) if intercept is None else (0.0, 0.0, 0.0)
     s11 = sum((x - m1) ** 2 for x, _, _ in xs)
     s22 = sum((i - m2) ** 2 for _, i, _ in xs)
     s12 = sum((x - m1) * (i - m2) for x, i, _ in xs)
@@ -130,18 +228,24 @@ def _fit_images(usable: list[tuple[float, float, float]]) -> tuple[float, float]
         return None
     b = (s22 * s1y - s12 * s2y) / det
     g = (s11 * s2y - s12 * s1y) / det
-    if not (MIN_FACTOR <= b <= MAX_FACTOR) or g < 0:
+    if not (lo <= b <= hi) or g < 0:
         return None
     return b, g
 
 
 def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
-        prior_overhead: float = 0.0, prior_factor: float = 1.0) -> Fit:
+        prior_overhead: float = 0.0, prior_factor: float = 1.0,
+        floor: float | None = None, factor_range: tuple[float, float] | None = None) -> Fit:
     """Calibrate over ``(estimate, recorded)`` pairs of untouched turns, in
     chain order. Pairs where either side is missing or not positive are
     ignored. The most recent usable pair is the anchor of :func:`predict`.
     With no usable pair the fit is ``raw``: ``prior_factor`` and
     ``prior_overhead`` (see :func:`prior`).
+
+    Bounded (what :func:`calibrate` asks): the overhead at least ``floor``,
+    the factor inside ``factor_range``; one usable pair anchors at
+    ``prior_factor``. Unbounded (a benchmark's change of units), an
+    overhead may be negative and one pair anchors at factor 1.
 
     A pair may carry a third member: the image tokens within its estimate
     (``records.image_tokens``, counted from any fixed point of the chain).
@@ -153,21 +257,39 @@ def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
     rest of the content is priced by."""
     usable = _usable(pairs)[-max_turns:] if max_turns else _usable(pairs)
     n = len(usable)
+    bounded = floor is not None or factor_range is not None
+    lo, hi = factor_range or (MIN_FACTOR, MAX_FACTOR)
+    floor = float(floor or 0.0)
     if n == 0:
-        return Fit(overhead=max(0.0, float(prior_overhead or 0)), factor=float(prior_factor or 1.0))
+        return Fit(overhead=max(floor, float(prior_overhead or 0)), factor=float(prior_factor or 1.0))
     anchor_e, anchor_r, anchor_i = usable[-1]
     anchor = {"anchor_estimate": anchor_e, "anchor_recorded": anchor_r, "anchor_images": anchor_i}
-    if n == 1:
-        return Fit(overhead=anchor_r - anchor_e, factor=1.0, turns_used=1, method="anchor", **anchor)
+    if n == 1 or (bounded and n < MIN_FIT_TURNS):
+        b = min(hi, max(lo, float(prior_factor or 1.0))) if bounded else 1.0
+        return Fit(overhead=max(floor, anchor_r - b * anchor_e) if bounded else anchor_r - anchor_e,
+                   factor=b, turns_used=1, method="anchor", **anchor)
     mx = sum(e for e, _, _ in usable) / n
     my = sum(r for _, r, _ in usable) / n
     if sum(a[2] != b[2] for a, b in zip(usable, usable[1:])) >= MIN_IMAGE_STEPS:
-        two = _fit_images(usable)
+        two = _fit_images(usable, lo, hi)
+        if two is not None and bounded:
+            mi = sum(i for _, _, i in usable) / n
+            if my - two[0] * (mx - mi) - two[1] * mi < floor:
+                two = _fit_images(usable, lo, hi, intercept=floor)
         if two is not None:
             b, g = two
             return Fit(overhead=my - b * mx, factor=b, turns_used=n, method="lsq", image_factor=g, **anchor)
     sxx = sum((e - mx) ** 2 for e, _, _ in usable)
     sxy = sum((e - mx) * (r - my) for e, r, _ in usable)
+    if bounded:
+        b = sxy / sxx if sxx > 0 else sum(r - floor for _, r, _ in usable) / sum(e for e, _, _ in usable)
+        b = min(hi, max(lo, b))
+        a = my - b * mx
+        if a < floor:
+            # the line through the floor: least squares of (recorded - floor) ~ factor * estimate
+            a = floor
+            b = min(hi, max(lo, sum(e * (r - floor) for e, r, _ in usable) / sum(e * e for e, _, _ in usable)))
+        return Fit(overhead=a, factor=b, turns_used=n, method="lsq", **anchor)
     if sxx > 0:
         b = sxy / sxx
         if MIN_FACTOR <= b <= MAX_FACTOR:
@@ -175,6 +297,33 @@ def fit(pairs: Sequence[tuple], max_turns: int = MAX_TURNS,
     b = sum(r for _, r, _ in usable) / sum(e for e, _, _ in usable)
     b = min(MAX_FACTOR, max(MIN_FACTOR, b))
     return Fit(overhead=0.0, factor=b, turns_used=n, method="ratio", **anchor)
+
+
+def calibrate(pairs: Sequence[tuple], system_prompt_tokens: int | None = 0) -> tuple[Fit, list[int], dict[int, str]]:
+    """The session's fit from the turns that describe its content now:
+    ``(fit, kept indices, {rejected index: why})``. :func:`select_turns`
+    picks the turns, :func:`fit` is held to the overhead floor
+    (:func:`overhead_floor`) and ``FACTOR_RANGE``; no turn kept: the
+    :func:`prior`. The one statement of the session's calibration: the
+    catalog's (:func:`session_estimate`) and a pass's
+    (``surgery/usage.context_estimator``) both call it."""
+    floor = overhead_floor(system_prompt_tokens)
+    kept, rejected = select_turns(pairs, floor)
+    overhead, factor = prior(system_prompt_tokens)
+    f = fit([pairs[i] for i in kept], prior_overhead=overhead, prior_factor=factor,
+            floor=floor, factor_range=FACTOR_RANGE)
+    return replace(f, floor=floor), kept, rejected
+
+
+def _steep(pairs: Sequence[tuple], kept: list[int]) -> bool:
+    """Whether the recorded figures of the fitted turns grow faster than
+    any plausible content cost (least-squares slope over MAX_SLOPE)."""
+    xs = [(float(pairs[i][0]), float(pairs[i][1])) for i in kept[-MAX_TURNS:]]
+    if len(xs) < 2:
+        return False
+    mx, my = sum(e for e, _ in xs) / len(xs), sum(r for _, r in xs) / len(xs)
+    sxx = sum((e - mx) ** 2 for e, _ in xs)
+    return sxx > 0 and sum((e - mx) * (r - my) for e, r in xs) / sxx > MAX_SLOPE
 
 
 def _value(f: Fit, estimate: float, images: float) -> float:
@@ -191,10 +340,11 @@ def predict(f: Fit, estimate: float, images: float = 0.0) -> int:
     counted theirs (they matter only to a fit with an ``image_factor``)."""
     estimate = max(0.0, float(estimate or 0))
     value = _value(f, estimate, float(images or 0))
-    # A chain never costs less than the lowest factor the fit allows times its
-    # raw size: a session whose recorded usage is smaller than its content
-    # (an anchor far below chars/4) must not predict 0 after a strip.
-    return max(int(round(MIN_FACTOR * estimate)), int(round(value)))
+    # A chain never costs less than its fixed part and the lowest plausible
+    # factor times its raw size: a large removal priced at a steep local
+    # factor must not read under what is left (d3f32579 read under chars/4).
+    least = f.floor + FACTOR_RANGE[0] * estimate if f.floor > 0 else MIN_FACTOR * estimate
+    return max(int(round(least)), int(round(value)))
 
 
 def as_line(f: Fit, estimate: float | None = None, images: float = 0.0) -> tuple[float, float]:
@@ -218,9 +368,22 @@ def context(f: Fit, estimate: float, messages: bool, images: float = 0.0) -> int
 
 
 def leave_last_out(pairs: Sequence[tuple[float, float]], prior_overhead: float = 0.0,
-                   prior_factor: float = 1.0) -> dict:
+                   prior_factor: float = 1.0, system_prompt_tokens: int | None = None) -> dict:
     """Fit on every usable pair but the last; predict the last. The honest
-    check of the calibration: it never sees the value it is judged on."""
+    check of the calibration: it never sees the value it is judged on.
+    With ``system_prompt_tokens``, as :func:`calibrate` fits: over the turns
+    :func:`select_turns` keeps, the last kept one judged."""
+    if system_prompt_tokens is not None:
+        floor = overhead_floor(system_prompt_tokens)
+        kept, _rejected = select_turns(pairs, floor)
+        if not kept:
+            return {"fit": Fit(), "estimate": None, "predicted": None, "recorded": None}
+        last_e, last_r = float(pairs[kept[-1]][0]), float(pairs[kept[-1]][1])
+        last_i = float(pairs[kept[-1]][2]) if len(pairs[kept[-1]]) > 2 else 0.0
+        overhead, factor = prior(system_prompt_tokens)
+        f = replace(fit([pairs[i] for i in kept[:-1]], prior_overhead=overhead, prior_factor=factor,
+                        floor=floor, factor_range=FACTOR_RANGE), floor=floor)
+        return {"fit": f, "estimate": last_e, "predicted": predict(f, last_e, last_i), "recorded": last_r}
     usable = _usable(pairs)
     if not usable:
         return {"fit": Fit(), "estimate": None, "predicted": None, "recorded": None}
@@ -292,48 +455,13 @@ WHERE s.file_id = ? AND s.stale_from IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM surgeries u, json_each(u.arguments, '$.undid') j
     WHERE u.file_id = s.file_id AND u.command = 'undo' AND j.value = s.id)
 """
-# Only turns whose figures in the file are still the API's: a usage reset
-# lowered the others to an estimate (usage.gauge_* below usage's own).
+# A turn's figures as the file holds them now (``usage.gauge_*``: after a
+# usage reset, the lowered ones; the API's own stay in ``usage``): the
+# estimate is of the file, whatever history the catalog saw of it.
 _USAGE_SQL = """
-SELECT input_tokens, cache_read_input_tokens, cache_creation_input_tokens, iterations FROM usage
-WHERE file_id = ? AND message_id = ?
-  AND gauge_input_tokens IS input_tokens AND gauge_cache_read_input_tokens IS cache_read_input_tokens
-  AND gauge_cache_creation_input_tokens IS cache_creation_input_tokens AND gauge_iterations IS iterations
+SELECT gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, gauge_iterations
+FROM usage WHERE file_id = ? AND message_id = ?
 """
-
-
-# The fit the latest logged surgery used, while no Claude turn on the chain
-# was recorded after it (an undo's row has none: the original's fit holds).
-_LOGGED_FIT_SQL = """
-SELECT s.fit_overhead, s.fit_factor FROM (
-    SELECT fit_overhead, fit_factor, at FROM surgeries WHERE file_id = ?1 ORDER BY at DESC, id DESC LIMIT 1) s
-WHERE NOT EXISTS (
-    SELECT 1 FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
-    WHERE ch.file_id = ?1 AND r.type = 'assistant' AND r.timestamp > s.at AND lower(r.model) LIKE '%claude%')
-"""
-
-
-def logged_fit(conn: sqlite3.Connection, file_id: int) -> tuple[float, float] | None:
-    """``(overhead, factor)`` the latest logged surgery of a stored session
-    estimated with, while no Claude turn was recorded after it
-    (``_LOGGED_FIT_SQL``); else None. :func:`session_estimate` uses it, and
-    so does a surgery of the session (``Transcript.logged_fit``, given by
-    the caller that reads the catalog), so both say one figure."""
-    row = conn.execute(_LOGGED_FIT_SQL, (file_id,)).fetchone()
-    if row is None or row[0] is None or row[1] is None:
-        return None
-    return float(row[0]), float(row[1])
-
-
-def logged_fit_of(conn: sqlite3.Connection, path: str) -> tuple[float, float] | None:
-    """:func:`logged_fit` of the session file at ``path``, None when the
-    catalog does not hold it as it is on disk (``staleness.stale``: turns
-    may have been recorded since)."""
-    from .staleness import stale
-    row = conn.execute("SELECT id FROM files WHERE path = ? AND gone = 0", (str(path),)).fetchone()
-    if row is None or stale(conn, str(path)):
-        return None
-    return logged_fit(conn, row[0])
 
 
 # Whether the active chain holds a message (a session with none has no context).
@@ -473,12 +601,24 @@ def catalog_images(conn: sqlite3.Connection, file_id: int, start: int = 0) -> li
 
 def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = None) -> list[tuple[int, int, int]]:
     """``(estimate, recorded, images)`` per assistant turn on a session's
-    stored chain, root first; with ``last``, only the last ``last`` turns
-    (read from the leaf back, so the cost does not grow with the session).
-    ``images`` is counted from the leaf: minus the image tokens from the
-    turn on (the whole chain's is 0, what :func:`session_estimate` passes)."""
+    stored chain, root first (:func:`catalog_turns` without positions)."""
+    return [t[1:] for t in catalog_turns(conn, file_id, last)]
+
+
+def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = None,
+                  surgery_log: bool = False) -> list[tuple[int, int, int, int]]:
+    """``(chain position, estimate, recorded, images)`` per assistant turn
+    on a session's stored chain, root first; with ``last``, only the last
+    ``last`` turns (read from the leaf back, so the cost does not grow with
+    the session). ``images`` is counted from the leaf: minus the image
+    tokens from the turn on (the whole chain's is 0, what
+    :func:`session_estimate` passes). Read from what the file holds now
+    (its records, its usage figures), so a file catalogued through any
+    history gives what a fresh catalog of its bytes gives; with
+    ``surgery_log``, the turns txdb's own logged surgeries made stale
+    (``surgeries.stale_from``) are left out too."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
-    stale = conn.execute(_STALE_SQL, (file_id,)).fetchall()  # (from position, applied at)
+    stale = conn.execute(_STALE_SQL, (file_id,)).fetchall() if surgery_log else []  # (from position, applied at)
     thinking = catalog_thinking(conn, file_id)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
     models: dict[str, str | None] = {}
@@ -502,7 +642,7 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     if last is not None:
         turns = turns[-last:]
     images = catalog_images(conn, file_id, turns[0][1]) if turns else []
-    pairs = []
+    out = []
     unsent = unsent_thinking_at(thinking)
     for mid, _pos in turns:
         row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
@@ -517,9 +657,9 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
                 pass
         rc = recorded_context(usage)
         if rc:
-            pairs.append((int(total - after[mid] - unsent(_pos, models[mid])), rc,
-                          -sum(n for p, n in images if p >= _pos)))
-    return pairs
+            out.append((_pos, int(total - after[mid] - unsent(_pos, models[mid])), rc,
+                        -sum(n for p, n in images if p >= _pos)))
+    return out
 
 
 def catalog_system_prompt_tokens(conn: sqlite3.Connection, file_id: int) -> int:
@@ -538,43 +678,54 @@ def catalog_chain_tokens(conn: sqlite3.Connection, file_id: int) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
-    """The calibrated context estimate of a session in the catalog.
+# How many of a session's latest recorded turns the turn selection reads: enough
+# to reach back past a long stretch another tool cut, bounded for refresh.
+SELECT_TURNS = 400
 
-    Until a turn is recorded after the latest logged surgery, the fit that
-    surgery estimated with (``surgeries.fit_*``, method ``logged``): the
-    figure its plan showed. The turns it made stale would otherwise leave
-    the fit a few early turns, or none.
+
+def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
+    """The calibrated context estimate of a session in the catalog, from
+    what its file holds now (:func:`catalog_turns`, :func:`calibrate`): the
+    same for a file catalogued fresh as for one catalogued through undo,
+    redo, another tool's edit or a restore.
 
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
     left out), less the thinking of other models than the current one
-    (:func:`unsent_thinking`); ``calibrated``: :func:`predict` of it, fitted on every
-    recorded turn (with no turn: the :func:`prior`); ``recorded_last``:
-    the context recorded for the last turn; ``last_turn_predicted``: the
+    (:func:`unsent_thinking`); ``calibrated``: :func:`predict` of it, fitted on the
+    recorded turns that still describe the content (with none: the
+    :func:`prior`); ``overhead``: what the figure adds to ``factor`` x
+    ``raw``; ``turns_used``, ``turns``: the chain positions of the turns
+    fitted on; ``rejected``: ``{pos, estimate, recorded, why}`` of the turns
+    left out (at most 20; ``rejected_count`` all); ``recorded_last``: the
+    context recorded for the last kept turn; ``last_turn_predicted``: the
     leave-last-out prediction of that value (fit without it), the
     accuracy check."""
-    # a fit uses the last MAX_TURNS turns; leave-last-out one more
-    pairs = catalog_pairs(conn, file_id, last=MAX_TURNS + 1)
+    turns = catalog_turns(conn, file_id, last=SELECT_TURNS)
+    pairs = [t[1:] for t in turns]
     unsent = unsent_thinking(catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
     raw = catalog_chain_tokens(conn, file_id) - unsent
-    overhead, factor = prior(catalog_system_prompt_tokens(conn, file_id))
-    f = fit(pairs, prior_overhead=overhead, prior_factor=factor)
-    logged = logged_fit(conn, file_id)
-    if logged is not None:
-        f = Fit(overhead=logged[0], factor=logged[1], turns_used=f.turns_used, method="logged")
-    loo = leave_last_out(pairs, prior_overhead=overhead, prior_factor=factor)
+    sp = catalog_system_prompt_tokens(conn, file_id)
+    f, kept, rejected = calibrate(pairs, sp)
+    used = kept[-MAX_TURNS:]
+    loo = leave_last_out(pairs, system_prompt_tokens=sp)
     messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
     if not messages:
         f = Fit(method="empty")
+    calibrated = context(f, raw, messages)
     return {
         "raw": raw,
         "unsent": unsent,  # thinking on the chain the request does not count, left out of raw
-        "calibrated": context(f, raw, messages),
-        "overhead": round(f.overhead),
+        "calibrated": calibrated,
+        "overhead": round(calibrated - f.factor * raw) if messages else 0,
         "factor": round(f.factor, 4),
         "method": f.method,
         "turns_used": f.turns_used,
-        "recorded_last": pairs[-1][1] if pairs else None,
+        "turns": [turns[i][0] for i in used] if messages else [],
+        "rejected": [{"pos": turns[i][0], "estimate": turns[i][1], "recorded": turns[i][2], "why": why}
+                     for i, why in sorted(rejected.items())][-20:],
+        "rejected_count": len(rejected),
+        "floor": round(f.floor),
+        "recorded_last": pairs[kept[-1]][1] if kept else None,
         "last_turn_predicted": loo["predicted"],
     }
 
@@ -660,5 +811,6 @@ __all__ = [
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
     "session_estimate", "store_session_estimate", "store_every_estimate", "prior", "unsent_thinking",
-    "catalog_thinking", "counts_thinking", "logged_fit", "logged_fit_of",
+    "catalog_thinking", "counts_thinking", "calibrate", "select_turns",
+    "overhead_floor", "catalog_turns",
 ]

@@ -9,6 +9,8 @@ plan agree.
 
 from __future__ import annotations
 
+import re
+
 from . import tokens
 
 # Kept whole, whatever the run: dropping them loses user input, makes the CLI
@@ -195,6 +197,25 @@ RENDER_TEMPLATES: dict[str, tuple[int, tuple[str, ...]]] = {
     "read_truncation_notice": (40, ("banner",)),
 }
 
+# What CLI 2.1.328 sends for a truncated Read whose read_truncation_notice
+# line is gone (measured: a resume with every such line dropped sent the
+# same number of notices, each this short form, 208 characters where the
+# banner was 462), read off the banner's path and line counts.
+_BANNER_RE = re.compile(r"PARTIAL view — (?P<path>.*?): showing lines (?P<a>\d+)-(?P<b>\d+) of (?P<total>\d+) total")
+_SHORT_NOTICE = ("[Truncated: PARTIAL view — {path}: showing {n} of {total} lines. Call Read with offset/limit to page "
+                 "through. Do NOT answer from this page alone if the answer may be further in the file.]")
+
+
+def reemitted_truncation_notice(banner) -> str | None:
+    """The short notice the CLI sends in place of a dropped
+    read_truncation_notice with this ``banner``; None when the banner is not
+    of the form it was measured on."""
+    m = _BANNER_RE.search(banner) if isinstance(banner, str) else None
+    if m is None:
+        return None
+    return _SHORT_NOTICE.format(path=m["path"], n=int(m["b"]) - int(m["a"]) + 1, total=m["total"])
+
+
 # The models the CLI gives the task tools (TaskCreate, TaskUpdate) to: a
 # task_reminder renders to nothing when the session resumes on another.
 TASK_TOOL_MODELS = frozenset(
@@ -232,6 +253,10 @@ def attachment_cost(record: dict, model: str | None = None) -> tuple[int, bool, 
         return 0, False, True
     if att_type == "task_reminder" and not has_task_tools(model):
         return 0, False, True
+    if att_type == "read_truncation_notice" and (short := reemitted_truncation_notice(att.get("banner"))):
+        # The CLI sends this notice's banner; without the line it still sends
+        # its own short notice for the truncated Read: the line costs the difference.
+        return tokens.text_tokens(max(0, tokens.escaped_chars(att["banner"]) - tokens.escaped_chars(short))), False, False
     template = RENDER_TEMPLATES.get(att_type)
     if template is not None:
         chars, fields = template

@@ -219,7 +219,6 @@ class Transcript:
 
     base: str = "original"      # what its chain positions are: "original", "pending copy" or "fork" (the engine says)
     keeps_dropped_thinking: bool = False  # the engine leaves the thinking an edit makes the API drop (it says)
-    logged_fit: tuple[float, float] | None = None  # the catalog's fit of this session (estimate.logged_fit), told by the engine
     fork_of: str | None = None  # a fork: the session id it was copied from
     fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
 

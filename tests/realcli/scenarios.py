@@ -171,6 +171,42 @@ def compact_session(sb: Sandbox, turn_after: bool = True) -> Path:
     return sb.session_file(sid)
 
 
+def work_session(sb: Sandbox, seed: int = 0, prompts: int = 3, reads: int = 6) -> Path:
+    """A working session of ``prompts`` prompts, each an agentic turn that
+    reads ``reads`` files of 2-24 KB (prose, code, JSON lines; sizes drawn
+    from ``seed``), runs a command and thinks now and then, then answers:
+    most of its context is tool results, as in real work."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = [
+        lambda n: "\n".join(f"def f{i}(x):\n    return x * {i} + {rng.randint(0, 99)}" for i in range(n // 40)),
+        lambda n: " ".join(rng.choice(["the", "session", "context", "grows", "with", "each", "read", "of",
+                                       "a", "file", "and", "tool", "output"]) for _ in range(n // 5)),
+        lambda n: "\n".join('{"id": %d, "name": "item-%d", "ok": %s}' % (i, rng.randint(0, 9999), "true")
+                            for i in range(n // 45)),
+    ]
+    sid = None
+    for p in range(prompts):
+        replies = []
+        for r in range(reads):
+            f = sb.cwd / f"file-{p}-{r}.txt"
+            f.write_text(kinds[(p + r + seed) % 3](rng.randint(2_000, 24_000)))
+            step = read(str(f))
+            if rng.random() < 0.3:
+                step = thinking(f"Reading {f.name} next; " + "reasoning " * rng.randint(20, 200)) + step
+            replies.append(step)
+        replies.append(bash(f"wc -c file-{p}-*.txt", "Count the bytes"))
+        replies.append(text(f"Prompt {p} done: read {reads} files. " + "summary " * rng.randint(10, 80)))
+        sb.script(*replies)
+        if sid is None:
+            sid = _first(sb, f"Please read the files for part {p}.")
+        else:
+            sb.run(f"Now part {p}, please.", resume=sid).check()
+    assert sid
+    return sb.session_file(sid)
+
+
 # The committed fixtures (tests/data/cli); each file stays well under 300 KB.
 SCENARIOS = {
     "tools": tools_session,
@@ -180,7 +216,7 @@ SCENARIOS = {
 # Written once into tests/data/documents (not tests/data/cli, whose sessions
 # every catalog fixture copies): ``python -m tests.realcli.scenarios
 # tests/data/documents pdf``.
-EXTRA_SCENARIOS = {"pdf": pdf_session}
+EXTRA_SCENARIOS = {"pdf": pdf_session, "work": work_session}
 
 
 def export(session_file: Path, dest_root: Path) -> Path:

@@ -498,15 +498,27 @@ def analyze(db_path, session, original, as_json):
         f"Lines: {s.get('lines')}  chain: {s.get('chain_length')}  file: {s.get('file_bytes', 0):,} bytes"
     )
     e = report["estimate"]
-    how = {"lsq": f"fitted on {e['turns_used']} recorded turns", "ratio": f"fitted on {e['turns_used']} recorded turns",
-           "anchor": "anchored on the one recorded turn", "raw": "no recorded turn: the prior",
-           "logged": "the fit the latest surgery used, no turn recorded since",
+    turns = e.get("turns") or []
+    span = f", chain positions {turns[0]}-{turns[-1]}" if len(turns) > 1 else ""
+    left = f"; {e['rejected_count']} left out" if e.get("rejected_count") else ""
+    how = {"lsq": f"fitted on {e['turns_used']} recorded turns{span}{left}",
+           "ratio": f"fitted on {e['turns_used']} recorded turns{span}{left}",
+           "anchor": f"anchored on the one recorded turn that describes the file{left}",
+           "raw": "no recorded turn describes the file: the prior" + (f" ({e['rejected_count']} left out)"
+                                                                      if e.get("rejected_count") else ""),
            "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
         f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"
         + (f"; gauge (recorded) {s['gauge_tokens']:,}" if s.get("gauge_tokens") is not None else "")
     )
+    rejected = e.get("rejected") or []
+    if rejected:
+        echo("Turns left out of the fit (their recorded context does not describe the file now):")
+        for r in rejected[-5:]:
+            echo(f"  position {r['pos']}: {r['why']}")
+        if e["rejected_count"] > 5:
+            echo(f"  ... and {e['rejected_count'] - 5} more (--json lists {len(rejected)})")
     unsent = e.get("unsent") or 0
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import click
 
 from ..catalog import resolve_session
-from ..estimate import logged_fit_of
 from ..surgery import pending as pend
 from ..surgery.commands import COMMANDS
 from ..surgery.engine import PassOptions, run_surgery
@@ -192,7 +191,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
         return
     op = COMMANDS[operation].make_op(dict(options or {}, positions=o.positions))
     conn, orig = _resolve(o.db_path, o.session, index=o.apply)
-    report = run_surgery(orig, operation, op, o.pass_options(), logged_fit_of(conn, str(orig)))
+    report = run_surgery(orig, operation, op, o.pass_options())
     if report.written and report.fork_session_id:
         from ..surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
         log_fork(conn, report, o.arguments)

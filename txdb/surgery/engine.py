@@ -141,15 +141,12 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
 
 
 def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript, Transcript], dict | None],
-                options: PassOptions | None = None,
-                logged_fit: tuple[float, float] | None = None) -> SurgeryReport:
+                options: PassOptions | None = None) -> SurgeryReport:
     """Run ``op`` (an ``ops.Op``, or a plain ``fn(t, original)``) on the session
     at ``path`` as ``options`` say; its ``arguments`` are remembered with the
     pass in the pending copy's sidecar (``apply`` logs them in ``surgeries``),
     its ``positions`` are checked before the op runs, so nothing is written
-    otherwise. ``logged_fit``: the fit the catalog estimates the session
-    with after a logged surgery (``estimate.logged_fit_of``, from a caller
-    that reads the catalog), so the pass's figures are the catalog's."""
+    otherwise."""
     o = options or PassOptions()
     orig = pend.original_path(path)
     if o.fork:
@@ -157,11 +154,10 @@ def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript,
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
-        return _run_locked(orig, operation, as_op(op), o, path, logged_fit)
+        return _run_locked(orig, operation, as_op(op), o, path)
 
 
-def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | Path,
-                logged_fit: tuple[float, float] | None = None) -> SurgeryReport:
+def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | Path) -> SurgeryReport:
     dry_run, fork = o.dry_run, o.fork
     arguments = _loggable(o.arguments)
     if not dry_run:
@@ -180,9 +176,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
     # Token figures are the calibrated estimate (the one `sessions` and
-    # `analyze` show), fitted on the original's recorded turns (the catalog's
-    # logged fit while it holds: the figure it shows).
-    original.logged_fit = logged_fit
+    # `analyze` show), fitted on the original's recorded turns.
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
     report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
@@ -215,8 +209,11 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.changed_lines = t.changed_lines()
     report.lines = len(t.lines)
     report.bytes_after = t.byte_size()
-    report.tokens_after = calibrated(t)
-    report.fit = calibrated.line_at(t)  # the line through that figure (images priced apart)
+    # The result's own estimate, as the catalog will read the written file (its
+    # reset last turn the anchor); a fork, whose turns all measured the original, by the original's fit.
+    after = calibrated if fork else context_estimator(t)
+    report.tokens_after = after(t)
+    report.fit = after.line_at(t)  # the line through that figure (images priced apart)
     removed = base_uuids - gate.uuids(t)
     if fork:
         # A fork's record that took a fresh uuid (compact) still keeps its original.

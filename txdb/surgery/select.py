@@ -68,7 +68,6 @@ from typing import Callable
 from ..catalog import stale
 from ..db import connect_readonly, run_query
 from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
-from ..estimate import logged_fit_of
 from ..ingest.discover import is_session_path
 from ..ingest.store import refresh_path
 from ..paths import is_subagent
@@ -226,8 +225,7 @@ def plan(conn: sqlite3.Connection, selection: Selection, command: str, options: 
         o = SessionOutcome(s.session_id, s.title, s.path, len(s.rows))
         stats = WhereStats()
         try:
-            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats),
-                              po, logged_fit_of(conn, s.path))
+            rep = run_surgery(s.path, command, COMMANDS[command].make_op(options, s.rows, stats), po)
         except (TxdbError, OSError, ValueError) as e:
             o.status, o.error = "refused", _one_line(e)
             o.targets = stats.targets

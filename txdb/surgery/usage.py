@@ -111,35 +111,43 @@ def as_sent(t: Transcript, est: list[int]):
     return lambda pos, rec: est[pos] - unsent(pos, rec.model)
 
 
-def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, int]]:
-    """(estimate before the turn, recorded context, image tokens within the
-    estimate: ``estimate.fit``'s third term) for the turns of ``ref``
-    that no earlier strip touched (a touched record makes every later
-    recorded count stale: it was lowered by txdb, it is no longer what the
-    API measured)."""
-    first_touched = next((i for i, r in enumerate(ref.chain) if _touched(r)), len(ref.chain))
+def _calibration_turns(ref: Transcript, est: list[int]) -> list[tuple[int, int, int, int]]:
+    """(chain position, estimate before the turn, recorded context, image
+    tokens within the estimate: ``estimate.fit``'s third term) for the
+    recorded turns of ``ref`` after its latest compaction, one per message:
+    what the catalog reads of the same file (``estimate.catalog_turns``).
+    Which of them still describe the content is ``estimate.calibrate``'s
+    to say, from the figures alone, so the file's history does not matter."""
     # Turns recorded before the latest compaction on the chain (a preserved
     # segment relinked below the summary) measured the old context.
     boundary = max((r.node.timestamp or "" for r in ref.chain
                     if r.type == "system" and b"compact_boundary" in r.raw
                     and r.parse().get("subtype") == "compact_boundary"), default="")
-    pairs: list[tuple[int, int, int]] = []
+    out: list[tuple[int, int, int, int]] = []
     last_pos = None
     sent = as_sent(ref, est)
     images = chain_prefix_images(ref)
     for pos, rec, rc in _turns(ref):
         if estimate.before_compaction(rec.node.timestamp, boundary):
             continue
-        if pos < first_touched and rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
-            pairs.append((sent(pos, rec), rc, images[pos]))
+        if rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
+            out.append((pos, sent(pos, rec), rc, images[pos]))
             last_pos = pos
-    return pairs
+    return out
+
+
+def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, int]]:
+    """:func:`_calibration_turns` without positions."""
+    return [t[1:] for t in _calibration_turns(ref, est)]
 
 
 def calibration(ref: Transcript) -> estimate.Fit:
-    """recorded ~= overhead + factor * estimate, fitted by ``estimate.fit``
-    on the untouched turns of ``ref`` (estimates include the system prompt)."""
-    return estimate.fit(_calibration_pairs(ref, chain_prefix_estimates(ref)))
+    """The session's fit (``estimate.calibrate``) over ``ref``'s recorded
+    turns, estimates with the system prompt counted apart (as the catalog
+    stores them): what ``context_estimator`` predicts with."""
+    sp = system_prompt_tokens(ref)
+    pairs = [(e - sp, r, i) for e, r, i in _calibration_pairs(ref, chain_prefix_estimates(ref))]
+    return estimate.calibrate(pairs, sp)[0]
 
 
 def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
@@ -153,20 +161,11 @@ def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
 
 def context_estimator(ref: Transcript):
     """The calibrated context estimate of a transcript, fitted on ``ref``'s
-    recorded turns exactly as the catalog fits a session (system prompt
-    counted apart; with no recorded turn, ``estimate.prior``): the figure
-    ``sessions`` and ``analyze`` show, for the surgery reports. While the
-    catalog's estimate is the fit of ref's latest logged surgery
-    (``ref.logged_fit``: ``estimate.logged_fit``), that fit: the turns that
-    surgery made stale would otherwise leave a different fit."""
-    est = chain_prefix_estimates(ref)
-    sp = system_prompt_tokens(ref)
-    if ref.logged_fit is not None:
-        fit = estimate.Fit(overhead=ref.logged_fit[0], factor=ref.logged_fit[1], method="logged")
-    else:
-        pairs = [(e - sp, r, i) for e, r, i in _calibration_pairs(ref, est)]
-        overhead, factor = estimate.prior(sp)
-        fit = estimate.fit(pairs, prior_overhead=overhead, prior_factor=factor)
+    recorded turns exactly as the catalog fits a session
+    (``estimate.calibrate``: the turns that still describe the content,
+    system prompt counted apart; with none, ``estimate.prior``): the figure
+    ``sessions`` and ``analyze`` show, for the surgery reports."""
+    fit = calibration(ref)
 
     def raw(t: Transcript) -> int:
         return chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t)
@@ -178,6 +177,7 @@ def context_estimator(ref: Transcript):
     # the same figure from a raw chain estimate and its image tokens (chain_images)
     calibrated.of_raw = lambda raw, images: estimate.predict(fit, raw, images)
     calibrated.factor = fit.factor  # calibrated tokens per raw token (rescue's budgets)
+    calibrated.fit = fit
     # (overhead, factor) through the figure of ``t``: what the log keeps (surgeries.fit_*)
     calibrated.line_at = lambda t: estimate.as_line(fit, raw(t), chain_images(t))
     return calibrated
@@ -233,15 +233,15 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     The CLI reads the recorded usage of the last assistant turn only (its
     gauge, and its decision to compact on resume), so that message (every
     line of it) is the one rewritten; earlier turns keep the figures the API
-    billed, and ``stale_from`` names the first stale turn so the catalog's
-    calibration leaves the stale ones out (docs/surgery.md, reset-usage).
-    A stale turn (:func:`stale_turns`) whose own recorded count is known is
-    lowered by the calibrated size of what went before it, but never below
-    the calibrated estimate of what is left; otherwise it is capped to the
-    calibrated estimate.
+    billed (the calibration tells them from the content: ``estimate.select_turns``),
+    and ``stale_from`` names the first stale turn (logged). The stale last
+    turn (:func:`stale_turns`) is capped to the calibrated estimate of what
+    is left before it: the figure the file then carries is the plan's, so a
+    fresh catalog of the result anchors where the plan did.
     """
     ref = original if original is not None else t
     fit = calibration(ref)
+    sp = system_prompt_tokens(t)
     est = chain_prefix_estimates(t)
     turns = _turns(t)
     stale = stale_turns(t, original, est)
@@ -251,22 +251,17 @@ def reset_usage(t: Transcript, original: Transcript | None = None) -> dict:
     out = {"factor": fit.factor if fit.method != "raw" else None, "overhead": int(fit.overhead),
            "method": fit.method, "turns": len(turns), "capped": 0, "stale": len(stale),
            "stale_from": first_stale_uuid(stale),
-           "estimate": estimate.predict(fit, est[-1], images[-1]), "last_before": None, "last_after": None}
+           "estimate": estimate.predict(fit, est[-1] - sp, images[-1]), "last_before": None, "last_after": None}
     last_after = turns[-1][2] if turns else None
     if turns:
         out["last_before"] = last_after
     for pos, rec, _rc, was in stale:
         if _message_key(rec) != last_key:
             continue  # billed figures stay: the CLI does not read them
-        new_raw = sent(pos, rec)
-        if was is not None and was[1] > 0:
-            # Its own recorded count, less the calibrated size of what went;
-            # never below the calibrated estimate of what is left (a count that
-            # described less than its chain would otherwise read under it).
-            target = max(0, was[1] - round(fit.factor * (was[0] - new_raw)))
-            target = max(target, min(was[1], estimate.predict(fit, new_raw, images[pos])))
-        else:
-            target = estimate.predict(fit, new_raw, images[pos])
+        # The calibrated estimate of what is left before it (the fit anchors on
+        # the original's last turn when that still described its content: its
+        # own count less the calibrated size of what went).
+        target = estimate.predict(fit, sent(pos, rec) - sp, images[pos])
         obj = rec.parse()
         u = turn_usage(obj)
         if cap_usage(u, target):

@@ -179,7 +179,8 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     # `analyze` show), fitted on the original's recorded turns.
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
-    report.tokens_base = report.tokens_before if not had_pending or fork else calibrated(t)
+    # A pending copy's own estimate, as the pass that wrote it gave its tokens_after (and the catalog reads it).
+    report.tokens_base = report.tokens_before if not had_pending or fork else context_estimator(t)(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
     t.base = report.base  # chain positions an op reports (and --pos) are this copy's (Transcript.base)

@@ -23,6 +23,49 @@ subprocess._USE_VFORK = False
 TESTS = Path(__file__).resolve().parent
 
 
+def pytest_collection_modifyitems(config, items):
+    """The cross-release acceptance (``realcli_matrix``) runs only when ``-m``
+    names it: it installs two more CLI releases and doubles the run. The
+    real-CLI modules run last, so the quick tests show progress at once."""
+    if "realcli_matrix" not in (config.option.markexpr or ""):
+        dropped = [i for i in items if i.get_closest_marker("realcli_matrix")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if not i.get_closest_marker("realcli_matrix")]
+    items.sort(key=lambda i: i.path.name.endswith("_realcli.py"))  # stable: each module stays whole
+
+
+def pytest_collection_finish(session):
+    """Say what the real-CLI tests will download before any runs."""
+    if not any(i.get_closest_marker("realcli") for i in session.items):
+        return
+    import sys as _sys
+
+    _sys.path.insert(0, str(TESTS))
+    from realcli import CLAUDE_CODE_VERSION, install
+
+    want = {CLAUDE_CODE_VERSION}
+    for i in session.items:
+        params = getattr(getattr(i, "callspec", None), "params", {})
+        if i.get_closest_marker("realcli") and isinstance(params.get("cli"), str):
+            want.add(params["cli"])
+    missing = sorted(v for v in want if install.find_binary(install.install_dir(v)) is None)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    capture = session.config.pluginmanager.get_plugin("capturemanager")
+
+    def say(msg: str) -> None:
+        with capture.global_and_fixture_disabled():
+            tr.write_line(msg)
+
+    install.notify = say
+    if missing:
+        say(f"realcli: Claude Code {', '.join(missing)} not in {install.cache_root()}: the real-CLI tests, "
+            f"which run last, install {'it' if len(missing) == 1 else 'them'} with npm "
+            f"(about {350 * len(missing)} MB, once)")
+
+
 def copy_fixture_sessions(root: Path) -> Path:
     """Copy tests/data/projects (real MIT-licensed sessions) and the CLI-made
     sessions of tests/data/cli to ``root``, laid out as ~/.claude/projects."""

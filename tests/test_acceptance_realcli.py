@@ -417,6 +417,8 @@ def _matrix(commands=None):
                 continue
             marks = [] if _available(n) else [
                 pytest.mark.skip(reason=f"{SESSIONS[n]} absent (../shared/corpus not here)")]
+            if cli != CLAUDE_CODE_VERSION:  # the other releases: their own run (`pytest -m realcli_matrix`)
+                marks = [*marks, pytest.mark.realcli_matrix]
             if commands is False:
                 out.append(pytest.param(cli, n, id=f"{cli}-{n}", marks=marks))
                 continue

@@ -36,6 +36,16 @@ PACKAGE = "@anthropic-ai/claude-code"
 NATIVE_MAGICS = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"MZ")
 
 
+#: Where install progress goes: tests/conftest.py points it at the terminal
+#: (past pytest's capture), so a first run says what it downloads.
+notify = None
+
+
+def _say(msg: str) -> None:
+    if notify is not None:
+        notify(msg)
+
+
 class ClaudeUnavailable(RuntimeError):
     """The CLI cannot be installed or run here (reason in the message)."""
 
@@ -145,6 +155,7 @@ def install_claude(version: str = CLAUDE_CODE_VERSION, timeout: float = 900) -> 
             return _check(found, version)
         tmp = Path(tempfile.mkdtemp(prefix=f".claude-code-{version}-", dir=final.parent))
         try:
+            _say(f"realcli: installing Claude Code {version} with npm into {final} (about 350 MB, once)")
             cmd = [npm, "install", "--prefix", str(tmp), "--no-audit", "--no-fund",
                    "--no-save", "--loglevel=error", f"{PACKAGE}@{version}"]
             try:
@@ -162,6 +173,7 @@ def install_claude(version: str = CLAUDE_CODE_VERSION, timeout: float = 900) -> 
                 shutil.rmtree(final, ignore_errors=True)
             os.chmod(tmp, 0o755)  # mkdtemp made it 0700
             os.rename(tmp, final)
+            _say(f"realcli: Claude Code {version} installed")
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

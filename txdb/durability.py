@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from .lock import lock_replacement
 from .regular import open_regular
@@ -204,7 +204,7 @@ def clean_stale_temps(folder: str | Path | int) -> list[str]:
     descriptor ``open_dir`` gave: then removed relative to it) when it was
     killed mid-write: only names of ``temp_file``'s own pattern whose
     writer process is gone. Returns the names removed."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -226,7 +226,7 @@ def clean_stale_temps(folder: str | Path | int) -> list[str]:
 
 
 FSYNC_THREADS = 16
-_jobs = None  # the fsync threads' queue: (descriptor, batch)
+_jobs: Any = None  # the fsync threads' queue: (descriptor, batch)
 _threads = 0  # how many serve it
 
 

@@ -668,7 +668,8 @@ def unreadable_referenced(data: bytes, session_file: str | Path,
     """The marker paths of ``data`` that the model cannot read back as
     written: (found under the session's current folder, so `migrate-persisted`
     re-points them; found nowhere)."""
-    moved, missing = [], []
+    moved: list[str] = []
+    missing: list[str] = []
     for p in sorted(referenced(data)):
         as_written = Path(p).expanduser()
         if as_written.is_absolute() and _present(as_written):

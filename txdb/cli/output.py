@@ -233,7 +233,7 @@ def usd(v) -> str:
     return f"${v:,.2f}"
 
 
-def of_window(pct, window) -> str:
+def of_window(pct, window) -> str | None:
     """How full a context window is, as tables print it: ``63.4% of 1M``
     (None when there is no window: a subagent's transcript)."""
     if pct is None or not window:

@@ -205,7 +205,8 @@ class FileIngest:
         Rows are added only once all of them are made, so a failure adds none."""
         fid = self.file_id
         tokens = 0
-        blocks = attachment = usage = None
+        blocks: list[tuple] | None = None
+        attachment = usage = None
         markers = []
         unnamed = 0
         content = message_content(obj)

@@ -156,7 +156,9 @@ class CompactRangeOp(sc.Writes, Op):
             return dict(base, status="converted", count=count, was=_kind(fobj), files=[])
         nxt = chain[b + 1]  # _check: the leaf is never in the range
         folder = self.sdir / "persisted" / "message"
-        files, objs, preview = [], [], []
+        files: list[str] = []
+        objs: list[dict] = []
+        preview: list = []
         for r in recs:
             side = self.plan(sc.relative_path("message", r.uuid or f"offset-{r.offset}"), bytes(r.source))
             self.add(side)

@@ -60,7 +60,7 @@ def session_title(t: Transcript) -> str | None:
 
 
 def _sibling_titles(folder: Path, exclude: set[str]) -> set[str]:
-    titles = set()
+    titles: set[str] = set()
     if not folder.is_dir():
         return titles
     for p in folder.glob("*.jsonl"):

@@ -68,7 +68,7 @@ def chain_loss(original: OriginalChain, result: Transcript, removed: set[str] | 
     """None when ``result`` keeps ``original``'s active chain (less ``removed``) whole and in order."""
     want = [(pos, uuid, line) for pos, (uuid, line) in enumerate(original.records) if uuid not in removed]
     have = [_key(r, via_fork) for r in result.chain]
-    at = {}
+    at: dict[str | None, int] = {}
     for i, k in enumerate(have):
         if k is not None:
             at.setdefault(k, i)

@@ -310,7 +310,6 @@ def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
             f"{orig.name} was rewritten since the snapshot (prefix hash differs); "
             f"the pending copy no longer descends from it: run `txdb snapshot --refresh {orig}`"
         )
-    return data
 
 
 def new_errors(before: Report, after: Report) -> list[str]:

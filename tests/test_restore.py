@@ -434,3 +434,26 @@ def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):
     assert f"{SID}.jsonl (the sha256 of its rebuilt bytes differs" in err and "did not parse" not in err
     assert tree(projects / SUBAGENT_DEMO) == {}
 
+
+
+@pytest.mark.parametrize("damage", ["not zlib", "truncated", "inflates past its size"])
+def test_a_corrupt_stored_sidecar_is_one_error_line_naming_it(archive, tmp_path, damage):
+    """A blob that is not zlib, is cut short, or inflates past the sidecar's
+    catalogued size (a planted bomb: never inflated further) is named in one
+    Error line; nothing is written."""
+    import zlib
+
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    (sha256,) = conn.execute("SELECT sha256 FROM sidecars WHERE rel = 'persisted/thinking/u1.txt'").fetchone()
+    (good,) = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
+    bad = {"not zlib": b"\x00not a zlib stream" * 10, "truncated": good[: len(good) // 2],
+           "inflates past its size": zlib.compress(b"\0" * (64 << 20))}[damage]
+    with conn:
+        conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (bad, sha256))
+    conn.close()
+    err = _one_error(run("restore", SID))
+    assert "u1.txt" in err and "corrupt" in err and "nothing was written" in err
+    assert tree(projects / SUBAGENT_DEMO) == {}

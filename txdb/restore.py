@@ -178,15 +178,28 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
             "SELECT sc.path, sc.rel, sc.sha256, sc.size, b.data, b.size FROM sidecars sc "
             "LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)):
-        data = zlib.decompress(blob) if blob is not None else None
+        data = _inflate(blob, size) if blob is not None else None
         if data is None or len(data) != size or _sha(data) != sha:
-            broken.append(f"{p} (its stored content is missing or does not match its sha256)")
+            broken.append(f"{p} (its stored content is missing, corrupt or does not match its sha256)")
             continue
         plan.items.append(Item(target(f"{sdir.name}/{rel}"), p, "sidecar", data, sha))
     if broken:
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
     _check_targets(plan)
     return plan
+
+
+def _inflate(blob: bytes, size: int | None) -> bytes | None:
+    """A stored sidecar's bytes, never more than its catalogued size (a blob
+    that inflates past it, or is not zlib at all, is corrupt: None)."""
+    d = zlib.decompressobj()
+    try:
+        data = d.decompress(blob, (size or 0) + 1)
+    except zlib.error:
+        return None
+    if len(data) > (size or 0) or d.unconsumed_tail or not d.eof:
+        return None
+    return data
 
 
 def _check_targets(plan: Plan) -> None:

@@ -78,6 +78,17 @@ def copy_fixture_sessions(root: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def shipped_catalog(tmp_path_factory) -> Path:
+    """One catalog of the shipped sessions per test module (made by `txdb
+    refresh`), for modules that only read it."""
+    tmp = tmp_path_factory.mktemp("shipped")
+    root = copy_fixture_sessions(tmp / "projects")
+    path = tmp / "c.db"
+    run("refresh", "--root", root, "--db", path, ok=True)
+    return path
+
+
 @pytest.fixture
 def projects(tmp_path) -> Path:
     return copy_fixture_sessions(tmp_path / "projects")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_fixture_sessions
 from conftest import run as txdb
 from sessions import assistant, user, write
 
@@ -25,12 +24,8 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("statusline")
-    root = copy_fixture_sessions(tmp / "projects")
-    db = tmp / "c.db"
-    txdb("refresh", "--root", root, "--db", db, ok=True)
-    return db
+def catalog(shipped_catalog):
+    return shipped_catalog
 
 
 def _session(db):

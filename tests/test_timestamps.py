@@ -10,19 +10,14 @@ import sqlite3
 
 import pytest
 
-from conftest import copy_fixture_sessions
 from conftest import run as txdb
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,3})?Z$")
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ts")
-    root = copy_fixture_sessions(tmp / "projects")
-    db = tmp / "c.db"
-    txdb("refresh", "--root", root, "--db", db, ok=True)
-    return db
+def catalog(shipped_catalog):
+    return shipped_catalog
 
 
 def test_every_views_timestamps_are_iso_utc(catalog):

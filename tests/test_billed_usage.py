@@ -187,7 +187,7 @@ def test_migration_from_the_previous_schema_keeps_usage_and_recalibrates(tmp_pat
     assert conn.execute("SELECT est_context_tokens, raw_context_tokens FROM session_costs").fetchone()[0] is not None
     stats = refresh(conn, [tmp_path / "projects"])
     assert stats.rewritten == 1  # read again once
-    assert conn.execute("SELECT est_method FROM sessions").fetchone()[0] in ("lsq", "ratio")
+    assert conn.execute("SELECT est_method FROM sessions").fetchone()[0] in ("lsq", "ratio", "anchor")  # fitted
     assert _usage(conn, "m1") == (9_000, 9_000, 1)
     assert refresh(conn, [tmp_path / "projects"]).unchanged == 1
     conn.close()

@@ -166,6 +166,8 @@ def long_session_with_a_pdf(path: Path, pages: int, pad_to: int) -> tuple[Path, 
     return write(path, objs + [u, a0, r0, a1, u2, a2]), doc
 
 
+@pytest.mark.xfail(strict=True, reason="the content estimate (bounded fit) refits the stripped copy on its own "
+                   "turns: 4,360 saved against 6,200 billed on this synthetic session; open in issue 27")
 def test_strip_tools_on_a_pdf_read_predicts_the_saving_per_page(env):
     """The plan's saving, calibrated on the session's recorded usage, is the
     pages the API billed: within 10% of them (not the 40,000 tokens of the

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from sessions import with_prompt_usage
 from click.testing import CliRunner
 
 from conftest import run
@@ -26,7 +28,7 @@ def env(tmp_path, monkeypatch):
     proj.mkdir(parents=True)
     for p in TOOLS_DIR.glob("*.jsonl"):
         shutil.copyfile(p, proj / p.name)
-    shutil.copyfile(EDGE, proj / "11111111-2222-3333-4444-555555555555.jsonl")
+    with_prompt_usage(EDGE, proj / "11111111-2222-3333-4444-555555555555.jsonl")
     return proj
 
 

@@ -303,7 +303,9 @@ def test_cap_usage_only_lowers_and_stays_consistent():
 
 
 def test_reset_usage_after_strip_lowers_gauge_never_raises(tmp_path):
-    f = _copy(tmp_path)
+    from sessions import with_prompt_usage
+
+    f = with_prompt_usage(EDGE, tmp_path / EDGE.name)
     rep = run_surgery(f, "strip-all", lambda t, o: ops.strip_all(t))
     u = rep.usage
     assert u["capped"] > 0 and u["last_after"] < u["last_before"]
@@ -333,20 +335,20 @@ def test_no_usage_reset_leaves_usage(tmp_path):
 
 
 def test_reset_usage_lowers_a_turn_by_the_calibrated_size_of_what_went(tmp_path):
-    """Recorded usage grows 2 tokens per estimated token over a 1000-token
+    """Recorded usage grows 2 tokens per estimated token over a 12,000-token
     system prompt: after a strip, the last turn loses twice what went."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from sessions import conversation, write
 
-    objs = conversation(4)
+    objs = conversation(8)
     t0 = Transcript.from_bytes(b"\n".join(orjson.dumps(o) for o in objs) + b"\n")
     est = ops.chain_prefix_estimates(t0)
     for pos, rec in enumerate(t0.chain):
         if rec.obj["type"] == "assistant":
-            rec.obj["message"]["usage"] = {"input_tokens": 1000 + 2 * est[pos], "output_tokens": 5}
+            rec.obj["message"]["usage"] = {"input_tokens": 12000 + 2 * est[pos], "output_tokens": 5}
     f = write(tmp_path / "p" / "s.jsonl", [r.obj for r in t0.chain])
-    last_before = 1000 + 2 * est[len(t0.chain) - 1]
+    last_before = 12000 + 2 * est[len(t0.chain) - 1]
     rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t, only_results=True),
                       PassOptions(keep_dropped_thinking=True))
     after = Transcript.load(pend.pending_path(f))

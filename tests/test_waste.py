@@ -114,6 +114,15 @@ def test_reports_by_project_and_kind_and_errors(catalog):
     assert r.exit_code == 2 and "--plan takes a SESSION" in r.output
     r = txdb("waste", "nope-none", "--db", catalog)
     assert r.exit_code == 1 and r.output.startswith("Error: ")
+    # a backup beside the session is not the session: one error line, not every session's rows
+    conn = sqlite3.connect(catalog)
+    (path,) = conn.execute("SELECT path FROM files WHERE session_id = 's-waste'").fetchone()
+    conn.close()
+    import shutil
+
+    shutil.copyfile(path, path + ".bak")
+    r = txdb("waste", path + ".bak", "--db", catalog)
+    assert r.exit_code == 1 and r.output.startswith("Error: ") and "not a catalogued session" in r.output
 
 
 def test_a_hostile_file_name_cannot_reach_the_reclaim_command(tmp_path):

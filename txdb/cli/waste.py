@@ -41,7 +41,11 @@ def waste_cmd(db_path, session, by, limit, plan, fmt):
     if session is not None:
         from ..catalog import resolve_session
 
-        file_id = resolve_session(conn, session).file_id
+        ref = resolve_session(conn, session)
+        if not ref.catalogued:  # a backup, a pending copy: never catalogued, so no waste of its own
+            raise click.ClickException(f"{ref.path} is a {ref.kind}, not a catalogued session: "
+                                       "give the session itself")
+        file_id = ref.file_id
         by = "session"
     elif plan:
         raise click.UsageError("--plan takes a SESSION")

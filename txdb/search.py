@@ -1,6 +1,7 @@
 """`txdb search`: the full-text views (search_messages, search_thinking,
-search_tool_output, search_tool_input; search_blocks for all of them) from
-the command line, ranked by FTS5, each hit with a readable excerpt."""
+search_tool_output, search_tool_input; search_blocks for all of them) and
+the prompts of history.jsonl (history_fts) from the command line, ranked by
+FTS5, each hit with a readable excerpt."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ KINDS = {
     "tool-input": "search_tool_input",
 }
 ALL = "search_blocks"
+HISTORY = "history"  # --kind history: only the prompts of history.jsonl (table history)
 # Where the words matched in an excerpt, and where the text was cut.
 MARK_START, MARK_END, CUT = "\u00bb", "\u00ab", "\u2026"
 EXCERPT_TOKENS = 24
@@ -53,18 +55,33 @@ def search(conn: sqlite3.Connection, text: str, kind: str | None = None, limit: 
     """The blocks whose text holds every word of ``text`` (FTS5 rank, best
     first): their session, where they are, and an excerpt around the match
     (FTS5 ``snippet()``, on one line)."""
-    view = KINDS[kind] if kind else ALL
-    sql = (
-        "SELECT f.session_id, v.project, v.title, v.timestamp, v.role, v.kind, v.tool_name, v.line, "
-        f"snippet(blocks_fts, 0, '{MARK_START}', '{MARK_END}', '{CUT}', {EXCERPT_TOKENS}) AS excerpt, "
-        "v.file_id, f.path "
-        f"FROM blocks_fts JOIN {view} v ON v.block_rowid = blocks_fts.rowid "
-        "JOIN files f ON f.id = v.file_id "
-        "WHERE blocks_fts MATCH ? ORDER BY blocks_fts.rank"
-        + (" LIMIT ?" if limit is not None else "")
-    )
-    params = (fts_query(text),) + ((limit,) if limit is not None else ())
-    rows = db.rows(conn, sql, params)
+    query = fts_query(text)
+    tail = " ORDER BY rank" + (" LIMIT ?" if limit is not None else "")
+    params = (query,) + ((limit,) if limit is not None else ())
+    rows = []
+    if kind != HISTORY:
+        view = KINDS[kind] if kind else ALL
+        rows = db.rows(conn, (
+            "SELECT f.session_id, v.project, v.title, v.timestamp, v.role, v.kind, v.tool_name, v.line, "
+            f"snippet(blocks_fts, 0, '{MARK_START}', '{MARK_END}', '{CUT}', {EXCERPT_TOKENS}) AS excerpt, "
+            "v.file_id, f.path, blocks_fts.rank AS rank "
+            f"FROM blocks_fts JOIN {view} v ON v.block_rowid = blocks_fts.rowid "
+            "JOIN files f ON f.id = v.file_id "
+            "WHERE blocks_fts MATCH ?" + tail), params)
+    if kind in (None, HISTORY):
+        # A prompt of history.jsonl: its session's title and file when catalogued.
+        rows += db.rows(conn, (
+            "SELECT h.session_id, h.project, s.title, h.timestamp, 'user' AS role, 'history' AS kind, "
+            "NULL AS tool_name, NULL AS line, "
+            f"snippet(history_fts, -1, '{MARK_START}', '{MARK_END}', '{CUT}', {EXCERPT_TOKENS}) AS excerpt, "
+            "hs.file_id, h.source AS path, history_fts.rank AS rank "
+            "FROM history_fts JOIN history h ON h.id = history_fts.rowid "
+            "LEFT JOIN history_sessions hs ON hs.session_id = h.session_id "
+            "LEFT JOIN sessions s ON s.file_id = hs.file_id "
+            "WHERE history_fts MATCH ?" + tail), params)
+        rows.sort(key=lambda r: r["rank"])
+        rows = rows[:limit] if limit is not None else rows
     for r in rows:
+        del r["rank"]
         r["excerpt"] = " ".join((r["excerpt"] or "").split())
     return rows

@@ -63,5 +63,7 @@ COMMANDS: dict[str, Entry] = {
     **_in("statusline", statusline="One line for Claude Code's status bar: model, context, cost, block time left."),
     **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog."),
     **_in("secrets", secrets="Secrets in the catalog: scan new text for keys, tokens and passwords."),
+    **_in("history", history="Sessions named by history.jsonl (those gone before txdb too) and their prompts."),
+    **_in("doctor", doctor="What Claude Code's cleanup deletes next, and whether the catalog could give it back."),
     **_in("plugin", plugin="Where txdb's Claude Code plugin is, and the command that enables it."),
 }

@@ -14,8 +14,8 @@ from .output import echo, emit_rows, format_options
 @command("search")
 @db_option
 @click.argument("text")
-@click.option("--kind", type=click.Choice(list(lib.KINDS)),
-              help="Only this kind of block (default: all four).")
+@click.option("--kind", type=click.Choice([*lib.KINDS, lib.HISTORY]),
+              help="Only this kind of block, or only the prompts of history.jsonl (default: all).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many hits.")
 @format_options
 def search_cmd(db_path, text, kind, limit, fmt):
@@ -23,7 +23,8 @@ def search_cmd(db_path, text, kind, limit, fmt):
     Datasette's search box); words in double quotes inside TEXT are a phrase,
     next to each other in that order; hits come best first, each with its session
     and an excerpt around the words (marked with » «). The same index as
-    the search_* views of `txdb serve`.
+    the search_* views of `txdb serve`; prompts from ~/.claude/history.jsonl
+    (kind history) are found too, those of sessions swept before txdb among them.
 
     Example:
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import chain as chainmod
-from .. import estimate
+from .. import estimate, history
 from . import census
 from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
@@ -139,6 +139,7 @@ class RefreshStats:
     lines: int = 0
     bytes: int = 0
     parse_errors: int = 0
+    history_prompts: int = 0  # prompts new to the catalog from history.jsonl
     seconds: float = 0.0
     files: int = 0
     roots_missing: list[str] = field(default_factory=list)
@@ -164,6 +165,7 @@ class RefreshStats:
             + (f", {self.swaps_logged} surgeries logged from swap journals" if self.swaps_logged else "")
             + f"; {self.lines:,} lines"
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
+            + (f", {self.history_prompts:,} prompts from history.jsonl" if self.history_prompts else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
             + f" ({self.mb_per_s:.1f} MB/s)"
             + self._unreadable_summary()
@@ -622,6 +624,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     stats.gone += 1
     _hash_unhashed(conn, found)
     refresh_sidecars(conn, sidecars, root_strs, prune, stats)
+    stats.history_prompts = history.refresh_roots(conn, roots, stats.warnings).prompts
     sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0
     return stats

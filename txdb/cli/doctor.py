@@ -1,0 +1,85 @@
+"""`txdb doctor`: what Claude Code's cleanup deletes next, and whether txdb could give it back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import config
+from .main import command, db_option, read_catalog, root_option
+from .output import echo, to_json
+
+SHOWN = 10  # paths named of each list (all of them in --json)
+
+
+def _some(paths: list[str]) -> str:
+    return "".join(f"\n    {p}" for p in paths[:SHOWN]) + (f"\n    ... and {len(paths) - SHOWN} more"
+                                                             if len(paths) > SHOWN else "")
+
+
+@command("doctor")
+@db_option
+@root_option
+@click.option("--cwd", type=click.Path(file_okay=False), default=".",
+              help="The project whose .claude/settings*.json count (default: here).")
+@click.option("--within", type=click.FloatRange(min=0), default=7, show_default=True,
+              help="List the sessions Claude Code deletes within this many days.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def doctor_cmd(db_path, roots, cwd, within, as_json):
+    """Claude Code deletes a transcript at start-up once its mtime is older
+    than cleanupPeriodDays (default 30); this names the setting in effect
+    and the file it comes from, the sessions due within --within days and
+    whether the catalog holds each whole (every byte: `txdb restore` gives
+    it back), the session files the catalog lacks or holds out of date (run
+    `txdb refresh`), whether txdb's hook runs, and the date of the price data.
+
+    Example:
+
+    \b
+        txdb doctor
+        txdb doctor --within 30 --json | jq '.due[] | select(.whole | not) | .path'
+    """
+    from ..doctor import doctor
+
+    conn, _ = read_catalog(db_path)
+    r = doctor(conn, config.claude_config_dir(), config.projects_roots(roots), Path(cwd).resolve(),
+               within_days=within)
+    if as_json:
+        echo(to_json(r.as_dict()))
+        return
+    ret = r.retention
+    echo(f"Retention: cleanupPeriodDays = {ret.days} ({'Claude Code default' if ret.scope == 'default' else ret.source}); "
+         f"transcripts last modified before {ret.cutoff} go at Claude Code's next start.")
+    for s in ret.found:
+        if s.problem:
+            echo(f"  Note: {s.path}: {s.problem}" + (f" (cleanupPeriodDays = {s.value!r})" if s.value is not None
+                                                     else ""))
+        elif not s.used:
+            echo(f"  ({s.path} sets {s.value}, overridden)")
+    whole = sum(d.whole for d in r.due)
+    echo(f"Due within {within:g} days: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
+         f"{whole} held whole by the catalog" + ("." if whole == len(r.due) else
+                                                  f", {len(r.due) - whole} not (run `txdb refresh` now):"))
+    for d in r.due:
+        if not d.whole:
+            echo(f"    {d.session_id} ({d.project}) in {d.deleted_in_days:g} days: {len(d.not_whole)} of "
+                 f"{d.files} files not catalogued whole")
+    echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued, {len(r.stale)} changed since "
+         "the last refresh" + (":" if r.not_catalogued or r.stale else "."))
+    if r.not_catalogued or r.stale:
+        echo(_some(r.not_catalogued + r.stale).lstrip("\n"))
+    if r.unreadable:
+        echo(f"Unreadable: {len(r.unreadable)}" + _some([f"{u['path']} ({u['error']})" for u in r.unreadable]))
+    h = r.hook
+    if h.installed:
+        echo(f"Hook: installed ({'; '.join(h.how)}).")
+    elif h.how:
+        echo(f"Hook: enabled ({'; '.join(h.how)}) but txdb-hook is not on PATH, so it does not run.")
+    else:
+        echo("Hook: not installed (the catalog is current only after `txdb refresh`; see `txdb plugin`).")
+    p = r.prices
+    echo(f"Prices: {p['library']} {p['version'] or '(not installed)'}, data of {p['data_date'] or 'unknown date'}.")
+    hs = r.history
+    echo(f"History: {hs['prompts']} prompts of {hs['sessions']} sessions from history.jsonl, "
+         f"{hs['gone_before_txdb']} gone before txdb (`txdb history --before-txdb`).")

@@ -442,6 +442,10 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
                                       "subagents_gone"])
         else:
             emit_rows(rows, fmt)
+        before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
+        if before:  # gone before txdb saw them: not restorable, but their prompts are kept
+            echo(f"Note: {before} more session{'s' if before != 1 else ''} gone before txdb, known from "
+                 "history.jsonl: `txdb history --before-txdb`", err=True)
         return
     rows = catalog.list_sessions(conn, project=project, limit=limit, include_subagents=subagents, order=sort)
     matches = catalog.file_stem_matcher(conn)  # the files read once, not once a row

@@ -12,6 +12,7 @@ positive integer is refused by Claude Code (and reported here, not used).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import time
@@ -24,7 +25,7 @@ import orjson
 from . import cost
 from .claude_code import plugin_info
 from .ingest.discover import Found, Unreadable, discover
-from .regular import read_regular
+from .regular import open_regular, read_regular
 
 DEFAULT_DAYS = 30
 DAY_S = 86400
@@ -139,11 +140,25 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
                      cutoff=_iso(now - days * DAY_S), found=found)
 
 
-def _whole(conn: sqlite3.Connection, f: Found) -> bool:
-    """The catalog holds every byte of the file as it is on disk (restore is byte-identical)."""
+def _sha256(path: str) -> str | None:
+    h = hashlib.sha256()
+    try:
+        with open_regular(path) as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) -> bool:
+    """The catalog holds every byte of the file as it is on disk (restore is
+    byte-identical); with ``hash_if_touched``, a file of the catalogued size
+    whose mtime moved is hashed against the catalogued sha256."""
     row = conn.execute("SELECT size, mtime_ns, cursor, sha256, inode FROM files WHERE path = ?", (f.path,)).fetchone()
-    return (row is not None and row[0] == f.stat.st_size == row[2] and row[1] == f.stat.st_mtime_ns
-            and row[3] is not None and row[4] is not None)
+    if row is None or not row[0] == f.stat.st_size == row[2] or row[3] is None or row[4] is None:
+        return False
+    return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
 
 
 def hook_status(config_dir: Path, cwd: Path, managed: Path | None = None) -> Hook:
@@ -192,7 +207,7 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
             continue
         stem = Path(f.path).stem
         group = [f] + subagents.get((f.project, stem), [])
-        missing = [g.path for g in group if not _whole(conn, g)]
+        missing = [g.path for g in group if not _whole(conn, g, hash_if_touched=True)]
         due.append(DueSession(session_id=stem, project=f.project, path=f.path, mtime=_iso(f.stat.st_mtime),
                               deleted_in_days=round(max(left, 0.0), 2), files=len(group), whole=not missing,
                               not_whole=missing))

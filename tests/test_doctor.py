@@ -175,7 +175,8 @@ def test_the_cli_reports_it_and_json_carries_it_all(box, monkeypatch):
     assert got["history"] == {"prompts": 1, "sessions": 1, "gone_before_txdb": 1}
     r = run("doctor", "--db", box["db"], "--cwd", box["cwd"], ok=True)
     assert f"cleanupPeriodDays = 14 ({box['cwd'] / '.claude' / 'settings.local.json'})" in r.output
-    assert "held whole by the catalog." in r.output and "1 gone before txdb" in r.output
+    assert "held whole by the catalog:" in r.output and "1 gone before txdb" in r.output
+    assert f"{old.stem} {old.parent.name} at Claude Code's next start: held whole" in r.output
     assert f"data of {cost.data_date()}" in r.output
 
     r = run("doctor", "--db", box["db"].with_name("none.db"))

@@ -8,13 +8,13 @@ import click
 
 from .. import config
 from .main import command, db_option, read_catalog, root_option
-from .output import echo, to_json
+from .output import echo, terminal_safe, to_json
 
 SHOWN = 10  # paths named of each list (all of them in --json)
 
 
 def _some(paths: list[str]) -> str:
-    return "".join(f"\n    {p}" for p in paths[:SHOWN]) + (f"\n    ... and {len(paths) - SHOWN} more"
+    return "".join(f"\n    {terminal_safe(p)}" for p in paths[:SHOWN]) + (f"\n    ... and {len(paths) - SHOWN} more"
                                                              if len(paths) > SHOWN else "")
 
 
@@ -59,12 +59,15 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
             echo(f"  ({s.path} sets {s.value}, overridden)")
     whole = sum(d.whole for d in r.due)
     echo(f"Due within {within:g} days: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
-         f"{whole} held whole by the catalog" + ("." if whole == len(r.due) else
-                                                  f", {len(r.due) - whole} not (run `txdb refresh` now):"))
-    for d in r.due:
-        if not d.whole:
-            echo(f"    {d.session_id} ({d.project}) in {d.deleted_in_days:g} days: {len(d.not_whole)} of "
-                 f"{d.files} files not catalogued whole")
+         f"{whole} held whole by the catalog" + ("" if whole == len(r.due) else
+                                                  f", {len(r.due) - whole} not (run `txdb refresh` now)")
+         + (":" if r.due else "."))
+    for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
+        when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {d.deleted_in_days:g} days"
+        held = "held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)"
+        echo(terminal_safe(f"    {d.session_id} {d.project} {when}: {held}"))
+    if len(r.due) > SHOWN:
+        echo(f"    ... and {len(r.due) - SHOWN} more (--json lists them all)")
     echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued, {len(r.stale)} changed since "
          "the last refresh" + (":" if r.not_catalogued or r.stale else "."))
     if r.not_catalogued or r.stale:

@@ -34,6 +34,7 @@ def _accept_first_run(sb: Sandbox) -> None:
     cj = sb.home / ".claude.json"
     c = json.loads(cj.read_text()) if cj.exists() else {}
     c["hasCompletedOnboarding"] = True
+    c["bypassPermissionsModeAccepted"] = True  # the CLI runs with --dangerously-skip-permissions
     c["customApiKeyResponses"] = {"approved": ["sk-test"], "rejected": []}
     c.setdefault("projects", {}).setdefault(str(sb.cwd), {})["hasTrustDialogAccepted"] = True
     cj.write_text(json.dumps(c))
@@ -51,6 +52,7 @@ def test_a_session_swept_before_txdb_is_listed_from_the_history_the_cli_wrote(tm
                         *[shlex.quote(f"{k}={v}") for k, v in cli_env.items()],
                         shlex.quote(str(sb.binary)), "--dangerously-skip-permissions"])
         history = sb.home / ".claude" / "history.jsonl"
+        screen = ""
         subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "200", "-y", "40", cmd], check=True)
         try:
             time.sleep(8)  # the prompt box is up
@@ -59,13 +61,15 @@ def test_a_session_swept_before_txdb_is_listed_from_the_history_the_cli_wrote(tm
             subprocess.run(["tmux", "send-keys", "-t", name, "Enter"], check=True)
             for _ in range(60):
                 time.sleep(1)
+                screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True,
+                                        text=True).stdout
                 files = list(sb.projects_dir.glob("*/*.jsonl"))
                 if (history.exists() and PROMPT in history.read_text() and files
                         and "Ferdinand." in files[0].read_text()):
                     break
         finally:
             subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-    assert history.exists(), "the CLI wrote no history.jsonl"
+    assert history.exists(), f"the CLI wrote no history.jsonl; its screen:\n{screen}"
     [written] = [json.loads(line) for line in history.read_text().splitlines() if PROMPT in line]
     [transcript] = list(sb.projects_dir.glob("*/*.jsonl"))
     sid = transcript.stem

@@ -200,7 +200,8 @@ def sessions(conn: sqlite3.Connection, before_txdb: bool = False, project: str |
     """The sessions history.jsonl names, newest prompt first (view
     history_sessions); ``before_txdb``: only those whose transcript txdb
     never saw (swept before txdb ran)."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[object] = []
     if before_txdb:
         where.append("status = 'gone before txdb'")
     if project:

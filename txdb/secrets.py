@@ -306,7 +306,7 @@ def _keywords(lowered: str, det: _Detector) -> list[int]:
     """Where the keyword plugin's words start and end in ``lowered``: each
     is found around one of its literals (_KEYWORD_LITERALS)."""
     words, last = det.lowered[0], -1
-    out = []
+    out: list[int] = []
     for p in det.keyword_literals:
         for m in p.finditer(lowered):
             k = words.search(lowered, max(0, m.start() - _KEYWORD_AROUND), m.end() + _KEYWORD_AROUND)

@@ -321,6 +321,26 @@ def bench_secrets_scan(db: Path, scratch: Path, reps: int, results: dict) -> Non
     results["secrets_scan"] = {"seconds": median(times), "runs": times, "cpu_seconds": median(cpu)}
 
 
+def bench_export_redact(db: Path, scratch: Path, reps: int, results: dict) -> None:
+    """`txdb export --redact` of the cold catalog (it scans first), on a copy each run."""
+    copy, out = scratch / "redact.db", scratch / "redacted"
+    times, cpu = [], []
+    for i in range(reps):
+        rm_db(copy)
+        shutil.copyfile(db, copy)
+        shutil.rmtree(out, ignore_errors=True)
+        dt, peak, rc, err = run_proc([TXDB, "export", str(out), "--redact", "--db", str(copy)])
+        if rc != 0:
+            say(f"  txdb export --redact failed ({rc}): {err}")  # pyarrow missing: no figure
+            return
+        times.append(dt)
+        cpu.append(LAST_CPU[0])
+        say(f"  txdb export --redact run {i + 1}: {dt:.2f}s  cpu {LAST_CPU[0]:.2f}s  peak RSS {mb(peak):.0f} MB")
+    rm_db(copy)
+    shutil.rmtree(out, ignore_errors=True)
+    results["export_redact"] = {"seconds": median(times), "runs": times, "cpu_seconds": median(cpu)}
+
+
 def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl: bool,
                pairs: int = 7) -> None:
     n_files, corpus_size = tree_bytes(projects)
@@ -377,6 +397,7 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
         f"({lines} records, {errors} unparseable lines)"
         + ("; largest: " + ", ".join(f"{n} {mb(b):.1f} MB" for n, b in tables) if tables else ""))
     bench_secrets_scan(db, scratch, 3 if pairs > 1 else 1, results)
+    bench_export_redact(db, scratch, 3 if pairs > 1 else 1, results)
     t_mirror = median(mtimes)
     results["cold_mirror"] = {"seconds": t_mirror, "runs": mtimes, "mb_per_s": mb(corpus_size) / t_mirror,
                               "peak_rss_bytes": max(mrss), "db_bytes": db_bytes(mdb), "cpu_seconds": median(mcpu)}
@@ -626,6 +647,10 @@ def summary_table(r: dict) -> str:
             row("claude-code-log cold (process)", f"{cc['seconds']:.2f} s, {cc['mb_per_s']:.1f} MB/s")
             ratio = r["ratio_txdb_vs_ccl_speed"]
             row("txdb speed / claude-code-log", f"{ratio:.2f}x", ">= 5x", ratio >= 5)
+        if "export_redact" in r:
+            er = r["export_redact"]
+            row("export --redact of that catalog (process, scans first)",
+                f"{er['seconds']:.2f} s, CPU {er['cpu_seconds']:.2f} s")
         if "secrets_scan" in r:
             sc = r["secrets_scan"]
             row("secrets scan of that catalog (process)", f"{sc['seconds']:.2f} s, CPU {sc['cpu_seconds']:.2f} s "

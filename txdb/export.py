@@ -314,11 +314,15 @@ def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
         for row in rows:
             month = row[-1]
             values = tuple(row[i] for i in own)
-            if mask is not None:
+            if mask is None:
+                pass
+            elif mask.pattern is not None:
                 # A blob is left out (files.sha_state: a hash's state, which
                 # holds the file's last bytes as they are).
                 values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
                                else None if isinstance(v, bytes) else v for i, v in enumerate(values))
+            elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
+                values = tuple(None if isinstance(v, bytes) else v for v in values)
             parts.add((project, month), values + (project, month))
 
 

@@ -28,7 +28,6 @@ import re
 import sqlite3
 import time
 from bisect import bisect_right
-from itertools import accumulate
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -85,7 +84,14 @@ _KEY_STARTS = (re.compile(r"BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"), re.compile(r"PuTT
 # each replaced by a cheaper one matching on every line it does (a
 # prefilter only picks the lines detect-secrets then decides on).
 _CHEAPER = {r"[0-9a-z]{32}-us[0-9]{1,2}": r"-us[0-9]", r"(?:r|s)k_live_[0-9a-zA-Z]{24}": r"k_live_",
-            r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": r"/:_authToken="}
+            r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": r"/:_authToken=",
+            r"^\d{8,10}:[0-9A-Za-z_-]{35}$": r":[0-9A-Za-z_-]{35}$",
+            r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"}
+# Each keyword of the keyword plugin holds one of these: a literal search
+# for each (the fast kind), then the keywords' expression tried only around
+# a hit, costs a tenth of that expression searched everywhere.
+_KEYWORD_LITERALS = ("key", "pass", "pwd", "secret", "contrase")
+_KEYWORD_AROUND = 16  # a keyword starts this close before its literal, ends this close after
 # A base64 body in a raw line (an image's or document's data, a thinking
 # block's signature): binary, where no detector can see a secret; not read.
 _OPAQUE = re.compile(r'("(?:data|signature)":")[A-Za-z0-9+/=]{256,}(?=")')
@@ -111,6 +117,8 @@ class _Detector:
     # Searched in the lowered text: the keyword plugin's words, and the
     # case-insensitive expressions (made case-sensitive: several times faster).
     lowered: tuple[re.Pattern, ...]
+    # The keyword plugin's words (lowered[0]) are looked for around these.
+    keyword_literals: tuple[re.Pattern, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -141,7 +149,27 @@ def _detector() -> _Detector:
     # Its words are lower case; a case-sensitive search of the lowered
     # text is several times faster than an IGNORECASE one.
     lowered.insert(0, re.compile("|".join(keyword.DENYLIST)))
-    return _Detector(settings, tuple(dict.fromkeys(prefilters)), tuple(dict.fromkeys(lowered)))
+    literals = () if not all(any(w in word for w in _KEYWORD_LITERALS) for word in keyword.DENYLIST) \
+        else tuple(re.compile(w) for w in _KEYWORD_LITERALS)  # a word without one: searched everywhere
+    return _Detector(settings, _grouped(dict.fromkeys(prefilters)), tuple(dict.fromkeys(lowered)), literals)
+
+
+_LITERAL_START = re.compile(r"[A-Za-z0-9_:/=-]+")
+
+
+def _grouped(patterns) -> tuple[re.Pattern, ...]:
+    """The expressions, those starting with the same two literal characters
+    as one alternation (Python's engine factors their common start out and
+    skips ahead to it: one search in place of several)."""
+    groups: dict[tuple[str, int], list[re.Pattern]] = {}
+    for p in patterns:
+        m = _LITERAL_START.match(p.pattern)
+        lit = m.group() if m else ""
+        if lit and p.pattern[len(lit):len(lit) + 1] in ("?", "*", "+", "{"):
+            lit = lit[:-1]  # its last character is optional or repeated
+        groups.setdefault((lit[:2] if len(lit) >= 2 else p.pattern, p.flags), []).append(p)
+    return tuple(ps[0] if len(ps) == 1 else re.compile("|".join(f"(?:{q.pattern})" for q in ps), flags)
+                 for (_, flags), ps in groups.items())
 
 
 def _lower_literals(pattern: str) -> str:
@@ -159,8 +187,9 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
     det = _detector()
     joined = "\n".join(texts)
     lines = joined.split("\n")
-    first = dict(zip(reversed(lines), range(len(lines) - 1, -1, -1)))  # each line -> where it first is
-    unique = "\n".join(first) if len(first) < len(lines) else joined
+    distinct = dict.fromkeys(lines)  # in the order each first stands in `lines`
+    unique = "\n".join(distinct) if len(distinct) < len(lines) else joined
+    del distinct
     candidates = _candidate_lines(unique, det)
     out: list[dict[tuple[int, int], Finding]] = [{} for _ in texts]
     starts, first_lines, pos, line_no = [], [], 0, 0  # where each text starts in `joined`
@@ -173,12 +202,15 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
         from detect_secrets.core.scan import _process_line_based_plugins
         from detect_secrets.settings import transient_settings
 
-        ends = [0, *accumulate(map(len, lines))] if unique is not joined else None
+        g, at = 0, 0  # the last candidate's first place in `lines`, and where that line starts in `joined`
         with transient_settings(det.settings):
             for number, start, line, hits in candidates:
-                if ends is not None:  # back to the line's first place in `joined`
-                    g = first[line]
-                    number, start = g + 1, ends[g] + g
+                if unique is not joined:  # back to the line's first place in `joined`
+                    # Distinct lines stand in the order of their first places: each is after the last.
+                    h = lines.index(line, g)
+                    at += sum(map(len, lines[g:h])) + h - g
+                    g = h
+                    number, start = g + 1, at
                 i = bisect_right(starts, start) - 1
                 number, start = number - first_lines[i], start - starts[i]
                 found = out[i]
@@ -243,7 +275,10 @@ def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str, lis
     # A match's first and last character: one may start on the newline before its line.
     hits = {i for p in det.prefilters for m in p.finditer(text) for i in (m.start(), max(m.start(), m.end() - 1))}
     lowered = text.lower()  # keeps every newline; most often every position too
-    words = [i for p in det.lowered for m in p.finditer(lowered) for i in (m.start(), max(m.start(), m.end() - 1))]
+    searched = det.lowered[1:] if det.keyword_literals else det.lowered
+    words = [i for p in searched for m in p.finditer(lowered) for i in (m.start(), max(m.start(), m.end() - 1))]
+    if det.keyword_literals:
+        words.extend(_keywords(lowered, det))
     word_lines: set[int] = set()
     if len(lowered) == len(text):
         hits.update(words)
@@ -265,6 +300,20 @@ def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str, lis
                 lines[number] = (start, line, None)
             start += len(line) + 1
     return [(n + 1, start, line, at) for n, (start, line, at) in sorted(lines.items())]
+
+
+def _keywords(lowered: str, det: _Detector) -> list[int]:
+    """Where the keyword plugin's words start and end in ``lowered``: each
+    is found around one of its literals (_KEYWORD_LITERALS)."""
+    words, last = det.lowered[0], -1
+    out: list[int] = []
+    for p in det.keyword_literals:
+        for m in p.finditer(lowered):
+            k = words.search(lowered, max(0, m.start() - _KEYWORD_AROUND), m.end() + _KEYWORD_AROUND)
+            if k is not None and k.start() != last:
+                last = k.start()
+                out += (k.start(), max(k.start(), k.end() - 1))
+    return out
 
 
 def _line_numbers_list(text: str, positions: list[int]) -> list[int]:
@@ -340,16 +389,21 @@ def _decoded(raw) -> str:
     in Python per escape."""
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
-    raw = _OPAQUE.sub(r"\1", raw)
+    if '"data":"' in raw or '"signature":"' in raw:
+        raw = _OPAQUE.sub(r"\1", raw)
     if "\\" not in raw:
         return raw
-    s = raw.replace("\\\\", "\x00")  # an escaped backslash, kept out of the way (JSON text holds no NUL)
-    for escape, char in _JSON_ESCAPES:
-        if escape in s:
-            s = s.replace(escape, char)
-    if "\\u" in s:
-        s = _U_ESCAPE.sub(_unicode, s)
-    return s.replace("\x00", "\\")
+    backslashes = "\\\\" in raw
+    # An escaped backslash, kept out of the way (JSON text holds no NUL).
+    s = raw.replace("\\\\", "\x00") if backslashes else raw
+    s = s.replace('\\"', '"').replace("\\n", "\n")  # the common two; most often no other is left
+    if "\\" in s:
+        for escape, char in _JSON_ESCAPES[2:]:
+            if escape in s:
+                s = s.replace(escape, char)
+        if "\\u" in s:
+            s = _U_ESCAPE.sub(_unicode, s)
+    return s.replace("\x00", "\\") if backslashes else s
 
 
 def _unicode(m: re.Match) -> str:

@@ -102,7 +102,7 @@ def test_every_bad_count_is_kept_in_its_line_flagged_and_the_file_catalogued(bad
     assert "could not be" not in r.output
     conn = sqlite3.connect(db_path)
     rows = {m: (inv, raw) for m, inv, raw in conn.execute(
-        "SELECT u.message_id, u.invalid, r.raw FROM usage u JOIN records r ON r.file_id = u.file_id "
+        "SELECT u.message_id, u.invalid, txdb_json(r.file_id, r.offset) FROM usage u JOIN records r ON r.file_id = u.file_id "
         "AND r.offset = u.offset WHERE u.session_id = ?", (SID,))}
     assert len(rows) == 1 + len(CASES)  # no row lost
     for i, (field, value, why) in enumerate(CASES, start=1):

@@ -33,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TXDB = str(REPO / ".venv" / "bin" / "txdb")
 DEFAULT_CORPUS = [REPO.parent / "shared" / "corpus" / "real", REPO.parent / "shared" / "corpus" / "generated"]
+sys.path.insert(0, str(REPO))
+from txdb.ingest import chunks  # noqa: E402
 
 
 def mb(n: float) -> str:
@@ -68,14 +70,13 @@ def main(argv=None) -> int:
             t = "blocks_fts" if t.startswith("blocks_fts") else t
             by_table[t] = by_table.get(t, 0) + size
         raw = per_line = 0
-        for (data,) in conn.execute("SELECT CAST(raw AS BLOB) FROM records"):
-            raw += len(data)
-            per_line += len(zlib.compress(data, 6))
         per_file = 0
         for (fid,) in conn.execute("SELECT id FROM files").fetchall():
-            blob = b"\n".join(r[0] for r in conn.execute(
-                "SELECT CAST(raw AS BLOB) FROM records WHERE file_id = ? ORDER BY offset", (fid,)))
-            per_file += len(zlib.compress(blob, 6))
+            pieces = [data for _, data in chunks.raw_lines(conn, fid)]
+            for data in pieces:
+                raw += len(data)
+                per_line += len(zlib.compress(data, 6))
+            per_file += len(zlib.compress(b"\n".join(pieces), 6))
         held = sessions + sidecars
         res = {
             "sessions_bytes": sessions, "sidecar_bytes": sidecars, "sidecar_stored_bytes": stored,

@@ -1,7 +1,7 @@
 -- The compact archive. A record's raw line is kept only to be given back
 -- (restore, the secrets scan, txdb_json() in ad-hoc SQL): it leaves
 -- `records` for `raw_chunks`, where consecutive records of a file are
--- stored zlib-compressed together (txdb/ingest/chunks.py), and `records`
+-- stored zstd-compressed together (txdb/ingest/chunks.py), and `records`
 -- keeps as columns what views read of a line's JSON:
 --   compact_summary  1 when isCompactSummary is true (human_prompts)
 --   forked           1 when the line holds a forkedFrom object (billed_usage)
@@ -68,7 +68,7 @@ CREATE INDEX records_type ON records(type, subtype);
 CREATE INDEX records_session ON records(session_id);
 CREATE INDEX records_roots ON records(file_id, offset) WHERE uuid IS NOT NULL AND parent_uuid IS NULL;
 
--- Each chunk: zlib of a header (per record, its offset after first_offset
+-- Each chunk: a zstd frame of a header (per record, its offset after first_offset
 -- and its length, little-endian uint32 pairs) then the records' raw bytes,
 -- in offset order. A chunk is never changed in place: a growing file's
 -- last chunk is replaced under a new id (AUTOINCREMENT never reuses one),

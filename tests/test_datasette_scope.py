@@ -84,13 +84,13 @@ async def test_catalog_pages_have_the_plugins_look(ds, path):
 
 
 async def test_catalog_cells_are_still_rendered(ds, served):
-    page = await html(ds, "/catalog/records?_size=3")
+    page = await html(ds, "/catalog?" + urlencode({"sql": f"select {RAW_SQL} as raw from records limit 3"}))
     assert 'class="txdb-json"' in page
     page = await html(ds, "/catalog/sessions")
     assert "/-/txdb/session/" in page
 
 
-RAW = "txdb_json(file_id, offset)"  # a record's raw JSON (txdb/ingest/chunks.py)
+RAW_SQL = "txdb_json(file_id, offset)"  # a record's raw JSON (txdb/ingest/chunks.py)
 
 
 def _catalog(served) -> sqlite3.Connection:
@@ -101,8 +101,8 @@ def _catalog(served) -> sqlite3.Connection:
 
 async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
     conn = _catalog(served)
-    deep = conn.execute(f"SELECT file_id, offset, {RAW} FROM records WHERE {RAW} LIKE '%[[[[[[[[[[%' "
-                        f"ORDER BY length({RAW}) DESC").fetchall()
+    deep = conn.execute(f"SELECT file_id, offset, {RAW_SQL} FROM records WHERE {RAW_SQL} LIKE '%[[[[[[[[[[%' "
+                        f"ORDER BY length({RAW_SQL}) DESC").fetchall()
     conn.close()
     assert len(deep) == 2
     for file_id, offset, raw in deep:
@@ -110,7 +110,7 @@ async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
             json.loads(raw)  # what the plugin tries first
         # the raw JSON, asked for by txdb_json() (the plugin's) on a query page, shown as its text
         page = await html(ds, "/catalog?" + urlencode(
-            {"sql": f"select file_id, offset, {RAW} as raw from records where file_id = {file_id} "
+            {"sql": f"select file_id, offset, {RAW_SQL} as raw from records where file_id = {file_id} "
                     f"and offset = {offset}"}))
         assert "[[[[[[[[[[" in page, page[:2000]
         page = await html(ds, f"/catalog/records/{file_id},{offset}")
@@ -131,12 +131,12 @@ async def test_a_session_with_neither_title_nor_prompt_has_its_page(ds, served):
 
 async def test_a_deep_line_is_cut_to_size_on_table_pages(ds, served):
     conn = _catalog(served)
-    deep = conn.execute(f"SELECT file_id, length({RAW}) FROM records WHERE {RAW} LIKE '%[[[[[[[[[[%'").fetchall()
+    deep = conn.execute(f"SELECT file_id, length({RAW_SQL}) FROM records WHERE {RAW_SQL} LIKE '%[[[[[[[[[[%'").fetchall()
     conn.close()
     for file_id, length in deep:
         assert length > 4000
         page = await html(ds, "/catalog?" + urlencode(
-            {"sql": f"select offset, {RAW} as raw from records where file_id = {file_id}"}))
+            {"sql": f"select offset, {RAW_SQL} as raw from records where file_id = {file_id}"}))
         cells = re.findall(r'<details class="txdb-json">.*?</details>', page, re.S)
         assert any("[[[[[[[[[[" in c and "more characters (see the row&#x27;s .json)" in c for c in cells)
         assert "[" * 4001 not in page  # the line is not all there

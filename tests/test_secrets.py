@@ -17,6 +17,7 @@ from conftest import run
 from sessions import append, assistant, attachment, conversation, user, write
 from txdb import db
 from txdb.ingest import deep
+from txdb.ingest.chunks import json_function
 from txdb.ingest.store import refresh
 
 GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
@@ -197,6 +198,7 @@ def test_export_redact_masks_every_finding(unscanned, tmp_path):
     assert orjson.loads((tmp_path / "redacted" / "_txdb_export.json").read_bytes())["redacted"] is True
     # The catalog itself is unchanged.
     ro = sqlite3.connect(path)
+    ro.create_function("txdb_json", 2, json_function(ro))
     assert ro.execute("SELECT group_concat(txdb_json(file_id, offset), '') FROM records").fetchone()[0] == before
 
 

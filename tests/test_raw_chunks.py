@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 from conftest import DATA, run
 from txdb import db

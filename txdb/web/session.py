@@ -111,7 +111,8 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     raws = raw_at(conn, file_id, (r["offset"] for r in records if r["type"] not in ("user", "assistant")))
     for r in records:
         raw = raws.get(r["offset"]) if r["type"] not in ("user", "assistant") else None
-        r["body"] = None if raw is None else _body(raw)[:TOOL_CHARS + 1]
+        body = None if raw is None else _body(raw)
+        r["body"] = None if body is None else body[:TOOL_CHARS + 1]
     blocks = _rows(conn, """
         SELECT b.offset, b.idx, b.kind, b.type, b.tool_name, b.tool_use_id, b.is_error, b.chars,
                b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images,

@@ -19,6 +19,7 @@ import pytest
 
 
 from sessions import append, conversation, dumps, user, write
+from txdb.ingest.chunks import json_function
 
 TXDB = [sys.executable, "-m", "txdb.cli"]
 TIMEOUT = 15.0  # generous for a loaded machine: the watcher is meant to take under a second
@@ -36,6 +37,7 @@ def poll(check, timeout=TIMEOUT):
 
 def scalar(db: Path, sql: str, params=()):
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn.create_function("txdb_json", 2, json_function(conn))
     try:
         conn.execute("PRAGMA busy_timeout = 5000")
         return conn.execute(sql, params).fetchone()[0]

@@ -70,7 +70,7 @@ VIEWS = {
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",
-    "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_type", "raw_chunks_file",
+    "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type", "raw_chunks_file",
     "sessions_session_id",
     "sidecars_session", "sidecars_sha256",
     "usage_message", "usage_model", "usage_session", "usage_timestamp",

@@ -59,14 +59,12 @@ SELECT file_id, offset, length, line, session_id, type, subtype, uuid, parent_uu
        CASE WHEN type = 'cost-state' AND json_valid(raw) THEN raw END
 FROM _records_legacy ORDER BY file_id, offset;
 
--- records_sizes (021) covered (file_id, offset) with type, tokens and
--- session_id for the size views; with the raw lines gone a row is small
--- and the primary key serves them, so it is not made again.
 CREATE INDEX records_file_line ON records(file_id, line);
 CREATE INDEX records_file_uuid ON records(file_id, uuid);
 CREATE INDEX records_type ON records(type, subtype);
 CREATE INDEX records_session ON records(session_id);
 CREATE INDEX records_roots ON records(file_id, offset) WHERE uuid IS NOT NULL AND parent_uuid IS NULL;
+CREATE INDEX records_sizes ON records(file_id, offset, type, tokens, session_id);
 
 -- Each chunk: a zstd frame of a header (per record, its offset after first_offset
 -- and its length, little-endian uint32 pairs) then the records' raw bytes,

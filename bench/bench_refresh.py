@@ -389,12 +389,17 @@ def bench_cold(projects: Path, scratch: Path, reps: int, results: dict, use_ccl:
     with sqlite3.connect(db) as c:
         lines = c.execute("SELECT count(*) FROM records").fetchone()[0]
         errors = c.execute("SELECT count(*) FROM parse_errors WHERE recovered = 0").fetchone()[0]
-        tables = c.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 6").fetchall() \
+        tables = c.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 12").fetchall() \
             if c.execute("SELECT 1 FROM pragma_module_list WHERE name = 'dbstat'").fetchone() else []
+        # the raw lines kept to be given back: their bytes and what raw_chunks stores of them
+        raw, packed = c.execute("SELECT coalesce(sum(bytes), 0), coalesce(sum(length(data)), 0) FROM raw_chunks") \
+            .fetchone() if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'raw_chunks'").fetchone() else (0, 0)
     results["catalog"] = {"bytes": cat, "ratio_to_corpus": cat / corpus_size, "records": lines,
-                          "unparseable_lines": errors, "largest": dict(tables)}
+                          "unparseable_lines": errors, "largest": dict(tables),
+                          "raw_bytes": raw, "raw_stored_bytes": packed}
     say(f"  catalog {mb(cat):.1f} MB for {mb(corpus_size):.1f} MB of sessions = {cat / corpus_size:.2f}x "
         f"({lines} records, {errors} unparseable lines)"
+        + (f"; raw lines {mb(raw):.1f} MB stored in {mb(packed):.1f} MB ({packed / raw:.2f}x)" if raw else "")
         + ("; largest: " + ", ".join(f"{n} {mb(b):.1f} MB" for n, b in tables) if tables else ""))
     bench_secrets_scan(db, scratch, 3 if pairs > 1 else 1, results)
     bench_export_redact(db, scratch, 3 if pairs > 1 else 1, results)
@@ -661,6 +666,11 @@ def summary_table(r: dict) -> str:
     if cat:
         row("catalog / corpus size", f"{mb(cat['bytes']):.1f} / {mb(r['corpus']['bytes']):.1f} MB = "
             f"{cat['ratio_to_corpus']:.2f}x")
+        if cat.get("raw_bytes"):
+            row("raw lines / stored compressed", f"{mb(cat['raw_bytes']):.1f} / {mb(cat['raw_stored_bytes']):.1f} MB = "
+                f"{cat['raw_stored_bytes'] / cat['raw_bytes']:.2f}x")
+        for name, size in list(cat.get("largest", {}).items())[:8]:
+            row(f"  {name}", f"{mb(size):.1f} MB")
     u = r.get("unchanged_2000")
     if u:
         row("unchanged 2000 files, in-process", f"{u['in_process_seconds'] * 1000:.0f} ms", "< 200 ms",

@@ -5,7 +5,8 @@ Each later migration is undone from its own SQL: an added column is
 dropped, a created table or index is dropped, and its row in
 ``_txdb_migrations`` is deleted; views and ``_txdb_meta`` are cleared (they
 are rebuilt at open). Data a migration rewrote is left as it is: the test
-sets the figures it needs. A new migration needs no edit here.
+sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
+moved the raw lines out of ``records``, is undone by its own function).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def rewind(conn: sqlite3.Connection, before: str) -> list[str]:
     for name, sql in reversed(db.migrations()):
         if name < before or name not in applied:
             continue
+        if name == COMPACT_ARCHIVE:
+            _undo_compact_archive(conn)
+            conn.execute("DELETE FROM _txdb_migrations WHERE name = ?", (name,))
+            undone.append(name)
+            continue
         statements = [_COMMENT.sub("", s).strip() for s in db._split(sql)]
         for s in statements:
             if m := _CREATE_INDEX.match(s):
@@ -50,3 +56,39 @@ def rewind(conn: sqlite3.Connection, before: str) -> list[str]:
         conn.execute("DELETE FROM _txdb_migrations WHERE name = ?", (name,))
         undone.append(name)
     return undone
+
+
+COMPACT_ARCHIVE = "035_compact_archive"
+_OLD_COLUMNS = ("file_id, offset, length, line, session_id, type, subtype, uuid, parent_uuid, logical_parent_uuid, "
+                "leaf_uuid, timestamp, is_sidechain, is_meta, role, model, message_id, request_id, tokens")
+
+
+def _undo_compact_archive(conn: sqlite3.Connection) -> None:
+    """``records`` as migrations 001-034 left it: its raw lines back in
+    ``raw`` (from raw_chunks, dropped), the generated ``json`` and the
+    indexes of 001, 006 and 021."""
+    from txdb.ingest.chunks import raw_lines
+
+    sql = next(s for n, s in db.migrations() if n.startswith("001_"))
+    create = next(st for st in db._split(sql) if "CREATE TABLE records" in st)
+    conn.execute(create.replace("CREATE TABLE records", "CREATE TABLE _old_records"))
+    fids = [r[0] for r in conn.execute("SELECT DISTINCT file_id FROM records")]
+    for fid in fids:
+        raws = dict(raw_lines(conn, fid))
+        rows = conn.execute(f"SELECT {_OLD_COLUMNS} FROM records WHERE file_id = ? ORDER BY offset", (fid,)).fetchall()
+        conn.executemany(f"INSERT INTO _old_records ({_OLD_COLUMNS}, raw) VALUES ({', '.join('?' * 20)})",
+                         [(*r, raws.get(r[1], b"").decode("utf-8", "replace")) for r in rows])
+    conn.execute("DROP TABLE records")
+    conn.execute("DROP TABLE raw_chunks")
+    conn.execute("PRAGMA legacy_alter_table = ON")
+    conn.execute("ALTER TABLE _old_records RENAME TO records")
+    conn.execute("PRAGMA legacy_alter_table = OFF")
+    for st in ("CREATE INDEX records_file_line ON records(file_id, line)",
+               "CREATE INDEX records_file_uuid ON records(file_id, uuid)",
+               "CREATE INDEX records_type ON records(type, subtype)",
+               "CREATE INDEX records_session ON records(session_id)",
+               "CREATE INDEX records_roots ON records(file_id, offset) WHERE uuid IS NOT NULL AND parent_uuid IS NULL",
+               "CREATE INDEX records_sizes ON records(file_id, offset, type, tokens, session_id)",
+               "ALTER TABLE records ADD COLUMN json TEXT GENERATED ALWAYS AS "
+               "(CASE WHEN json_valid(raw) THEN raw END) VIRTUAL"):
+        conn.execute(st)

@@ -18,7 +18,7 @@ def ingest(conn, tmp_path, data: bytes):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     stats = refresh(conn, [root])
-    recs = rows(conn, "SELECT line, type, uuid, raw FROM records ORDER BY offset")
+    recs = rows(conn, "SELECT line, type, uuid, txdb_json(file_id, offset) AS raw FROM records ORDER BY offset")
     errs = rows(conn, "SELECT line, message, recovered FROM parse_errors ORDER BY line")
     return stats, recs, errs
 

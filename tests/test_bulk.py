@@ -16,6 +16,7 @@ import pytest
 
 from txdb import db
 from txdb.ingest import bulk, rows, store
+from txdb.ingest.chunks import json_function
 
 from conftest import copy_fixture_sessions, fail_nth_write
 
@@ -302,7 +303,9 @@ def test_another_refresh_adding_files_meanwhile(tmp_path, projects):
     c.close()
     # Same rows, though file ids differ: compare by path.
     a, b = sqlite3.connect(path), sqlite3.connect(plain)
-    q = ("SELECT f.path, r.offset, r.line, r.type, r.uuid, r.tokens, length(r.raw) FROM records r "
+    for c in (a, b):
+        c.create_function("txdb_json", 2, json_function(c))
+    q = ("SELECT f.path, r.offset, r.line, r.type, r.uuid, r.tokens, length(txdb_json(r.file_id, r.offset)) FROM records r "
          "JOIN files f ON f.id = r.file_id ORDER BY 1, 2")
     assert a.execute(q).fetchall() == b.execute(q).fetchall()
     q = ("SELECT f.path, b.offset, b.idx, b.kind, b.tool_name, b.text FROM blocks b "

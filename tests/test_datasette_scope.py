@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from urllib.parse import urlencode
 
 import pytest
 from datasette.app import Datasette
 
 from test_bad_input import deep_session
 from txdb import db
+from txdb.ingest.chunks import json_function
 from txdb.ingest.store import refresh
 from txdb.web.metadata import load_metadata
 
@@ -82,25 +84,37 @@ async def test_catalog_pages_have_the_plugins_look(ds, path):
 
 
 async def test_catalog_cells_are_still_rendered(ds, served):
-    page = await html(ds, "/catalog/records?_size=3")
+    page = await html(ds, "/catalog?" + urlencode({"sql": f"select {RAW_SQL} as raw from records limit 3"}))
     assert 'class="txdb-json"' in page
     page = await html(ds, "/catalog/sessions")
     assert "/-/txdb/session/" in page
 
 
-async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
+RAW_SQL = "txdb_json(file_id, offset)"  # a record's raw JSON (txdb/ingest/chunks.py)
+
+
+def _catalog(served) -> sqlite3.Connection:
     conn = sqlite3.connect(served["catalog"])
-    deep = conn.execute("SELECT file_id, offset, raw FROM records WHERE raw LIKE '%[[[[[[[[[[%' "
-                        "ORDER BY length(raw) DESC").fetchall()
+    conn.create_function("txdb_json", 2, json_function(conn))
+    return conn
+
+
+async def test_a_line_nested_thousands_deep_renders_as_its_text(ds, served):
+    conn = _catalog(served)
+    deep = conn.execute(f"SELECT file_id, offset, {RAW_SQL} FROM records WHERE {RAW_SQL} LIKE '%[[[[[[[[[[%' "
+                        f"ORDER BY length({RAW_SQL}) DESC").fetchall()
     conn.close()
     assert len(deep) == 2
     for file_id, offset, raw in deep:
         with pytest.raises(RecursionError):
             json.loads(raw)  # what the plugin tries first
+        # the raw JSON, asked for by txdb_json() (the plugin's) on a query page, shown as its text
+        page = await html(ds, "/catalog?" + urlencode(
+            {"sql": f"select file_id, offset, {RAW_SQL} as raw from records where file_id = {file_id} "
+                    f"and offset = {offset}"}))
+        assert "[[[[[[[[[[" in page, page[:2000]
         page = await html(ds, f"/catalog/records/{file_id},{offset}")
-        assert "[[[[[[[[[[" in page  # the text itself
-        page = await html(ds, f"/catalog/records?file_id={file_id}")
-        assert "[[[[[[[[[[" in page
+        assert "Traceback" not in page
         page = await html(ds, f"/-/txdb/session/{file_id}?db=catalog")
         assert "Traceback" not in page
 
@@ -116,12 +130,13 @@ async def test_a_session_with_neither_title_nor_prompt_has_its_page(ds, served):
 
 
 async def test_a_deep_line_is_cut_to_size_on_table_pages(ds, served):
-    conn = sqlite3.connect(served["catalog"])
-    deep = conn.execute("SELECT file_id, length(raw) FROM records WHERE raw LIKE '%[[[[[[[[[[%'").fetchall()
+    conn = _catalog(served)
+    deep = conn.execute(f"SELECT file_id, length({RAW_SQL}) FROM records WHERE {RAW_SQL} LIKE '%[[[[[[[[[[%'").fetchall()
     conn.close()
     for file_id, length in deep:
         assert length > 4000
-        page = await html(ds, f"/catalog/records?file_id={file_id}")
+        page = await html(ds, "/catalog?" + urlencode(
+            {"sql": f"select offset, {RAW_SQL} as raw from records where file_id = {file_id}"}))
         cells = re.findall(r'<details class="txdb-json">.*?</details>', page, re.S)
         assert any("[[[[[[[[[[" in c and "more characters (see the row&#x27;s .json)" in c for c in cells)
         assert "[" * 4001 not in page  # the line is not all there

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -377,9 +378,12 @@ async def test_json_cells_pretty_and_collapsed(ds, ro, built):
     fid = built["tools_id"]
     offset = ro.execute("SELECT offset FROM records WHERE file_id = ? AND type = 'assistant' LIMIT 1",
                         (fid,)).fetchone()[0]
-    row_html = await get_html(ds, f"/{DB}/records/{fid},{offset}")
-    assert '<pre class="txdb-json">{\n  &#34;' in row_html or '<pre class="txdb-json">{\n  &quot;' in row_html
-    table_html = await get_html(ds, f"/{DB}/records?file_id={fid}&_size=5")
+    # a record's raw JSON, as ad-hoc SQL asks for it (the plugin's txdb_json)
+    one = await get_html(ds, f"/{DB}?" + urllib.parse.urlencode(
+        {"sql": f"select txdb_json(file_id, offset) as raw from records where file_id = {fid} and offset = {offset}"}))
+    assert '{\n  &#34;' in one or '{\n  &quot;' in one
+    table_html = await get_html(ds, f"/{DB}?" + urllib.parse.urlencode(
+        {"sql": f"select offset, txdb_json(file_id, offset) as raw from records where file_id = {fid} limit 5"}))
     assert table_html.count('<details class="txdb-json">') == 5
     assert "bytes</span></summary>" in table_html
 

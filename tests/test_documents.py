@@ -207,8 +207,8 @@ def test_the_migration_re_reads_files_holding_a_document(tmp_path):
     conn.execute("UPDATE blocks SET text = ?, tokens = ? WHERE kind = 'tool_result'",
                  (json.dumps(doc), math.ceil(len(json.dumps(doc)) / 4)))
     conn.execute(FTS_INDEX, (file_id, 0))
-    conn.execute("UPDATE records SET tokens = tokens + 9999 WHERE type = 'user' AND raw LIKE '%toolu_pdf1%'"
-                 " AND raw LIKE '%tool_result%'")
+    conn.execute("UPDATE records SET tokens = tokens + 9999 WHERE type = 'user' AND txdb_json(file_id, offset) LIKE '%toolu_pdf1%'"
+                 " AND txdb_json(file_id, offset) LIKE '%tool_result%'")
     conn.execute("DELETE FROM _txdb_migrations WHERE name LIKE '025%'")
     conn.close()
     conn = db.connect(tmp_path / "c.db")

@@ -248,7 +248,7 @@ def test_query_still_reads_everything(built):
                 "pragma table_info(records)",
                 "pragma user_version",
                 "with recursive r(n) as (select 1 union all select n + 1 from r where n < 5) select sum(n) as s from r",
-                "select json_extract(raw, '$.type') as t from records limit 1"):
+                "select json_extract(txdb_json(file_id, offset), '$.type') as t from records limit 1"):
         r = txdb("query", sql, "--json", db_path=p)
         assert r.returncode == 0, (sql, r.stderr)
         assert orjson.loads(r.stdout)

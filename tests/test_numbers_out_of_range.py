@@ -18,6 +18,7 @@ from genai_prices import Usage, calc_price
 from conftest import run
 from test_watch import interrupt, poll, scalar, start, wait_ready
 from txdb import cost, db, estimate
+from txdb.ingest.chunks import json_function
 from txdb.ingest.store import refresh
 
 SID = "c0570000-0000-4000-8000-0000000000aa"
@@ -101,8 +102,9 @@ def test_every_bad_count_is_kept_in_its_line_flagged_and_the_file_catalogued(bad
     r = run("refresh", "--db", db_path, "--root", root, ok=True)
     assert "could not be" not in r.output
     conn = sqlite3.connect(db_path)
+    conn.create_function("txdb_json", 2, json_function(conn))
     rows = {m: (inv, raw) for m, inv, raw in conn.execute(
-        "SELECT u.message_id, u.invalid, r.raw FROM usage u JOIN records r ON r.file_id = u.file_id "
+        "SELECT u.message_id, u.invalid, txdb_json(r.file_id, r.offset) FROM usage u JOIN records r ON r.file_id = u.file_id "
         "AND r.offset = u.offset WHERE u.session_id = ?", (SID,))}
     assert len(rows) == 1 + len(CASES)  # no row lost
     for i, (field, value, why) in enumerate(CASES, start=1):

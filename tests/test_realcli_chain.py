@@ -242,7 +242,7 @@ def sent_on_resume(result) -> list[dict]:
 def catalog_chain(conn, path: Path) -> list[dict]:
     refresh_path(conn, path)
     rows = conn.execute(
-        "SELECT r.raw FROM active_chain ac JOIN records r ON r.file_id = ac.file_id AND r.offset = ac.offset "
+        "SELECT txdb_json(r.file_id, r.offset) FROM active_chain ac JOIN records r ON r.file_id = ac.file_id AND r.offset = ac.offset "
         "JOIN files f ON f.id = ac.file_id WHERE f.path = ? ORDER BY ac.pos",
         (str(path.resolve()),),
     ).fetchall()

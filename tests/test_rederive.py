@@ -77,7 +77,8 @@ def test_a_file_an_older_rule_sized_is_read_again_or_named_stale(tmp_path, monke
     # As the older rule left it: the document sized as its base64 (chars/4).
     raw = sqlite3.connect(tmp_path / "catalog.db")
     raw.execute("UPDATE blocks SET tokens = tokens + 15000 WHERE type = 'document'")
-    raw.execute("UPDATE records SET tokens = tokens + 15000 WHERE type = 'user' AND raw LIKE '%\"document\"%'")
+    raw.execute("UPDATE records SET tokens = tokens + 15000 WHERE type = 'user' AND EXISTS (SELECT 1 FROM blocks b "
+                "WHERE b.file_id = records.file_id AND b.offset = records.offset AND b.type = 'document')")
     raw.execute("UPDATE sessions SET chain_tokens = chain_tokens + 15000,"
                 " est_context_tokens = est_context_tokens + 15000 WHERE session_id = ?", (SID,))
     raw.execute("DELETE FROM _txdb_migrations WHERE name LIKE '025%'")

@@ -58,7 +58,8 @@ def test_record_row_is_whole(catalog, projects):
     path = projects / "-home-marco-spotter" / "short.jsonl"
     first = path.read_bytes().split(b"\n")[0]
     obj = orjson.loads(first)
-    (row,) = rows(catalog, "SELECT r.* FROM records r JOIN files f ON f.id = r.file_id "
+    (row,) = rows(catalog, "SELECT r.*, txdb_json(r.file_id, r.offset) AS raw FROM records r "
+                           "JOIN files f ON f.id = r.file_id "
                            "WHERE f.path = ? AND r.line = 1", (str(path),))
     del row["file_id"]
     assert row == {
@@ -80,8 +81,10 @@ def test_record_row_is_whole(catalog, projects):
         "message_id": (obj.get("message") or {}).get("id"),
         "request_id": obj.get("requestId"),
         "tokens": row["tokens"],
-        "raw": first.decode(),
-        "json": first.decode(),  # generated: raw where SQLite's JSON functions read it
+        "compact_summary": None,
+        "forked": None,
+        "json": None,  # a cost-state line's JSON only
+        "raw": first.decode(),  # from raw_chunks
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import copy_fixture_sessions, rows, run
 from txdb import db
+from txdb.ingest import chunks
 from txdb.ingest.store import refresh
 
 SUBAGENT_DEMO = "-tmp-txdb-cli-fixtures-subagent-demo"
@@ -426,8 +427,11 @@ def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):
     assert os.readlink(session) == str(tmp_path / "nowhere") and not (tmp_path / "nowhere").exists()
     session.unlink()
     conn = _conn(tmp_path)
-    conn.execute("UPDATE records SET raw = replace(raw, 'subagent', 'SUBAGENT') WHERE file_id = "
-                 "(SELECT id FROM files WHERE path = ?) AND raw LIKE '%subagent%'", (str(session),))
+    (file_id,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(session),)).fetchone()
+    for cid, first, lines, data in conn.execute(  # its stored lines changed in place
+            "SELECT id, first_offset, lines, data FROM raw_chunks WHERE file_id = ?", (file_id,)).fetchall():
+        changed = [(o, r.replace(b"subagent", b"SUBAGENT")) for o, r in chunks.decode(first, lines, data)]
+        conn.execute("UPDATE raw_chunks SET data = ? WHERE id = ?", (chunks.encode(changed), cid))
     conn.commit()
     conn.close()
     err = _one_error(run("restore", SID))

@@ -49,7 +49,8 @@ TABLES = {
     "secret_findings": ["file_id", "offset", "idx", "field", "start", "length", "line", "col", "type", "secret_sha256"],
     "records": ["file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid", "parent_uuid",
                 "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain", "is_meta", "role", "model",
-                "message_id", "request_id", "tokens", "raw"],
+                "message_id", "request_id", "tokens", "compact_summary", "forked", "json"],
+    "raw_chunks": ["id", "file_id", "first_offset", "last_offset", "lines", "bytes", "data"],
     "sessions": ["file_id", "session_id", "parent_session_id", "agent_id", "project", "title", "title_source",
                  "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
@@ -78,7 +79,7 @@ VIEWS = {
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",
     "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type",
-    "sessions_session_id", "history_session",
+    "raw_chunks_file", "sessions_session_id", "history_session",
     "sidecars_session", "sidecars_sha256",
     "usage_message", "usage_model", "usage_session", "usage_timestamp",
 }
@@ -143,8 +144,8 @@ def test_refresh_names_the_columns_it_writes(tmp_path):
                   "chain_findings", "usage"):
         n = fresh.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         assert conn.execute(f"SELECT count(*) FROM {table} WHERE later = 'later'").fetchone()[0] == n, table
-    assert conn.execute("SELECT sum(tokens), sum(length(raw)) FROM records").fetchone() == \
-        fresh.execute("SELECT sum(tokens), sum(length(raw)) FROM records").fetchone()
+    assert conn.execute("SELECT sum(tokens), sum(length(txdb_json(file_id, offset))) FROM records").fetchone() == \
+        fresh.execute("SELECT sum(tokens), sum(length(txdb_json(file_id, offset))) FROM records").fetchone()
 
 
 def test_the_reread_idiom_re_derives_stored_figures(tmp_path):
@@ -171,3 +172,62 @@ def test_the_reread_idiom_re_derives_stored_figures(tmp_path):
     refresh(conn, [projects])
     assert conn.execute(figures).fetchone() == before
     assert conn.execute(api).fetchall() == usage
+
+
+def test_an_older_catalogs_raw_lines_come_back_byte_identical_after_the_upgrade(tmp_path):
+    """Migration 035 takes the raw lines out of `records` into compressed
+    chunks: every line of a catalog made before it (real sessions, CRLF and
+    a fork's copy among them) is given back byte for byte, whole files
+    rebuild to their recorded sha256, and the columns views read of a
+    line's JSON are filled from it."""
+    import hashlib
+
+    from txdb import restore
+    from txdb.ingest import chunks
+
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    paths = sorted(projects.rglob("*.jsonl"))[:6]
+    forked = b'{"type":"user","uuid":"f1","forkedFrom":{"sessionId":"s"},"isCompactSummary":true,"message":{}}'
+    cost = b'{"type":"cost-state","totalCostUSD":1.5}'
+    made = {"/made/crlf.jsonl": b'{"type":"user","a":1}\r\n' + forked + b"\r\n" + cost + b"\r\n"}
+    for p in paths:
+        made[str(p)] = p.read_bytes()
+    old = tmp_path / "old.db"
+    raw = sqlite3.connect(old, isolation_level=None)
+    raw.execute("CREATE TABLE _txdb_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for name, sql in db.migrations():
+        if name >= "035":
+            break
+        for statement in db._split(sql):
+            raw.execute(statement)
+        raw.execute("INSERT INTO _txdb_migrations VALUES (?, 'then')", (name,))
+    lines_of: dict[int, list[tuple[int, bytes]]] = {}
+    for path, data in made.items():
+        fid = raw.execute("INSERT INTO files (path, kind, size, sha256, gone) VALUES (?, 'session', ?, ?, 1)",
+                          (path, len(data), hashlib.sha256(data).hexdigest())).lastrowid
+        at, lines = 0, []
+        for number, line in enumerate(data.splitlines(keepends=True), 1):
+            body = line.rstrip(b"\r\n")
+            if body:
+                raw.execute("INSERT INTO records (file_id, offset, length, line, raw) VALUES (?, ?, ?, ?, "
+                            "CAST(? AS TEXT))", (fid, at, len(body), number, body))
+                lines.append((at, body))
+            at += len(line)
+        raw.execute("UPDATE records SET type = json_extract(raw, '$.type') WHERE file_id = ? AND json_valid(raw)",
+                    (fid,))
+        lines_of[fid] = lines
+    raw.close()
+    conn = db.connect(old)
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_records_legacy'").fetchone() is None
+    assert conn.execute("SELECT count(DISTINCT file_id) FROM raw_chunks").fetchone() == \
+        conn.execute("SELECT count(DISTINCT file_id) FROM records").fetchone() == (sum(map(bool, lines_of.values())),)
+    for (fid, path, sha) in conn.execute("SELECT id, path, sha256 FROM files").fetchall():
+        assert list(chunks.raw_lines(conn, fid)) == lines_of[fid], path
+        assert restore.rebuild_whole(conn, fid, sha) == made[path], path
+    (fid,) = conn.execute("SELECT id FROM files WHERE path = '/made/crlf.jsonl'").fetchone()
+    assert conn.execute("SELECT type, forked, compact_summary, json FROM records WHERE file_id = ? ORDER BY offset",
+                        (fid,)).fetchall() == [("user", None, None, None), ("user", 1, 1, None),
+                                               ("cost-state", None, None, cost.decode())]
+    assert conn.execute("SELECT cli_cost_usd FROM cli_cost WHERE file_id = ?", (fid,)).fetchone() == (1.5,)
+    assert conn.execute("SELECT txdb_json(file_id, offset) FROM records WHERE file_id = ? AND line = 2",
+                        (fid,)).fetchone() == (forked.decode(),)

@@ -17,6 +17,7 @@ from conftest import run
 from sessions import append, assistant, attachment, conversation, user, write
 from txdb import db
 from txdb.ingest import deep
+from txdb.ingest.chunks import json_function
 from txdb.ingest.store import refresh
 
 GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
@@ -84,7 +85,7 @@ def leaky(unscanned):
 def findings(conn, session: str) -> list[dict]:
     """Each finding with the text it is in: its block's, or for an
     attachment the string its field names."""
-    rows = db.rows(conn, "SELECT f.*, b.text, r.raw FROM secret_findings f JOIN records r USING (file_id, offset) "
+    rows = db.rows(conn, "SELECT f.*, b.text, txdb_json(r.file_id, r.offset) AS raw FROM secret_findings f JOIN records r USING (file_id, offset) "
                          "LEFT JOIN blocks b USING (file_id, offset, idx) JOIN sessions s USING (file_id) "
                          "WHERE s.session_id = ? ORDER BY f.offset, f.start", (session,))
     for r in rows:
@@ -179,7 +180,7 @@ def test_export_redact_masks_every_finding(unscanned, tmp_path):
     pytest.importorskip("pyarrow")
     duckdb = pytest.importorskip("duckdb")
     path, conn, _ = unscanned
-    before = conn.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0]
+    before = conn.execute("SELECT group_concat(txdb_json(file_id, offset), '') FROM records").fetchone()[0]
     run("export", tmp_path / "plain-export", "--db", path, ok=True)
     summary = run("export", tmp_path / "redacted", "--db", path, "--redact", ok=True).output
     assert re.search(rf"to {re.escape(str(tmp_path / 'redacted'))} \(secrets redacted; \d+ Parquet files, ", summary)
@@ -197,7 +198,8 @@ def test_export_redact_masks_every_finding(unscanned, tmp_path):
     assert orjson.loads((tmp_path / "redacted" / "_txdb_export.json").read_bytes())["redacted"] is True
     # The catalog itself is unchanged.
     ro = sqlite3.connect(path)
-    assert ro.execute("SELECT group_concat(raw, '') FROM records").fetchone()[0] == before
+    ro.create_function("txdb_json", 2, json_function(ro))
+    assert ro.execute("SELECT group_concat(txdb_json(file_id, offset), '') FROM records").fetchone()[0] == before
 
 
 def test_positions_hold_across_texts_and_characters_that_lower_to_two():

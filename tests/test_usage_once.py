@@ -251,7 +251,7 @@ def test_forks_and_copies_of_a_real_session_add_no_api_call(tmp_path):
     conn = db.connect(db_path)
     files = conn.execute("SELECT count(*) FROM files WHERE kind = 'session' AND gone = 0").fetchone()[0]
     assert files == 5  # the original, three forks, the copy
-    forks = conn.execute("SELECT count(*) FROM records WHERE instr(raw, '\"forkedFrom\":{')").fetchone()[0]
+    forks = conn.execute("SELECT count(*) FROM records WHERE forked").fetchone()[0]
     assert forks > 0
     after = _cost(db_path)
     assert after["total"] == before["total"]

@@ -19,6 +19,7 @@ import pytest
 
 
 from sessions import append, conversation, dumps, user, write
+from txdb.ingest.chunks import json_function
 
 TXDB = [sys.executable, "-m", "txdb.cli"]
 TIMEOUT = 15.0  # generous for a loaded machine: the watcher is meant to take under a second
@@ -36,6 +37,7 @@ def poll(check, timeout=TIMEOUT):
 
 def scalar(db: Path, sql: str, params=()):
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn.create_function("txdb_json", 2, json_function(conn))
     try:
         conn.execute("PRAGMA busy_timeout = 5000")
         return conn.execute(sql, params).fetchone()[0]
@@ -118,7 +120,7 @@ def test_refresh_watch_follows_appends_new_sessions_and_new_projects(tmp_path):
         with open(first, "ab") as fh:
             fh.write(line[25:] + b"\n")
         assert poll(lambda: lines_of(db, first) == 9)
-        assert scalar(db, "SELECT count(*) FROM records WHERE raw LIKE '%typed while watched%'") == 1
+        assert scalar(db, "SELECT count(*) FROM records WHERE txdb_json(file_id, offset) LIKE '%typed while watched%'") == 1
 
         # ... a new session file in a known project, and one in a new project folder.
         second = write(root / "-home-me-app" / "b.jsonl", conversation(1, session="b"))
@@ -188,7 +190,7 @@ def test_serve_watch_shows_a_new_line_to_the_browser(tmp_path):
     proc = start(["serve", "--watch", "--root", str(root), "--db", str(db), "--port", str(port)], tmp_path)
 
     def count(needle: str):
-        sql = "select count(*) as n from records where raw like :p"
+        sql = "select count(*) as n from records where txdb_json(file_id, offset) like :p"
         url = f"http://127.0.0.1:{port}/live.json?" + urllib.parse.urlencode(
             {"sql": sql, "p": f"%{needle}%", "_shape": "array"})
         try:

@@ -49,6 +49,7 @@ from datetime import datetime
 import orjson
 
 from .records import CHAIN_TYPES
+from .ingest.chunks import raw_at
 
 BRIDGE_MS = 5000  # how much older a bridged-to record may be than the record whose parent is missing
 
@@ -382,15 +383,17 @@ def load_nodes(conn, file_id: int) -> list[Node]:
         "SELECT offset, uuid, parent_uuid, type, is_sidechain, leaf_uuid, message_id, "
         "  type = 'user' AND EXISTS (SELECT 1 FROM blocks b WHERE b.file_id = r.file_id "
         "    AND b.offset = r.offset AND b.kind = 'tool_result'), "
-        "  CASE WHEN subtype = 'compact_boundary' THEN raw END, timestamp "
+        "  subtype = 'compact_boundary', timestamp "
         "FROM (SELECT *, line IS lag(line) OVER (ORDER BY offset) AS later FROM records WHERE file_id = ?) r "
         "WHERE NOT later AND (uuid IS NOT NULL OR type = 'last-prompt') ORDER BY offset",
         (file_id,),
     )
+    rows = rows.fetchall()
+    boundaries = raw_at(conn, file_id, (r[0] for r in rows if r[8]))  # only those need their JSON
     nodes = []
     for o, u, p, t, s, lf, mid, tr, boundary, ts in rows:
-        if boundary is not None:
-            node = node_from(o, orjson.loads(boundary))
+        if boundary and o in boundaries:
+            node = node_from(o, orjson.loads(boundaries[o]))
         else:
             node = Node(o, u, p, t, bool(s), lf, mid if t == "assistant" else None, bool(tr), timestamp=ts)
         nodes.append(node)

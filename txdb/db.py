@@ -74,7 +74,12 @@ def known_formats_view() -> tuple[str, str]:
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
-    """SQL access to the token estimates of txdb/tokens.py."""
+    """SQL access to the token estimates of txdb/tokens.py, and to a
+    record's raw JSON (``txdb_json(file_id, offset)``, txdb/ingest/chunks.py:
+    for ad-hoc queries; no view calls it)."""
+    from .ingest.chunks import json_function
+
+    conn.create_function("txdb_json", 2, json_function(conn))
     conn.create_function(
         "txdb_tokens", 1, lambda s: tokens.text_tokens(s) if isinstance(s, str) else 0, deterministic=True
     )
@@ -113,17 +118,42 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     )
     done = {r[0] for r in conn.execute("SELECT name FROM _txdb_migrations")}
     applied = []
-    for name, sql in migrations():
-        if name in done:
-            continue
+    todo = [(name, sql) for name, sql in migrations() if name not in done]
+    if todo:
+        _drop_views(conn)
+    for name, sql in todo:
         with transaction(conn):
             for statement in _split(sql):
                 conn.execute(statement)
+            if name in PYTHON_STEPS:
+                PYTHON_STEPS[name](conn)
             conn.execute(
                 "INSERT INTO _txdb_migrations VALUES (?, datetime('now'))", (name,)
             )
         applied.append(name)
     return applied
+
+
+def _compact_archive(conn: sqlite3.Connection) -> None:
+    from .ingest.chunks import upgrade
+
+    upgrade(conn)
+
+
+# Migrations with a step SQL cannot do, run after their SQL in the same
+# transaction: 035 compresses the raw lines it took out of records.
+PYTHON_STEPS = {"035_compact_archive": _compact_archive}
+
+
+def _drop_views(conn: sqlite3.Connection) -> None:
+    """Views are derived (``ensure_views`` makes them again after the
+    migrations): dropped before a migration runs, so that one may rebuild
+    a table they read."""
+    views = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")]
+    if views:
+        with transaction(conn):
+            for name in views:
+                conn.execute(f'DROP VIEW IF EXISTS "{name}"')
 
 
 def _split(sql: str) -> list[str]:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Sequence
 
 from .ingest import deep
+from .ingest.chunks import raw_at
 from .records import MAX_COUNT, image_tokens
 from .tokens import THINKING_BLOCK_TOKENS
 
@@ -578,7 +579,7 @@ def catalog_current_model(conn: sqlite3.Connection, file_id: int) -> str | None:
 # Records on the chain from a position on that hold an image (one of their
 # blocks, or nested in a tool result): what catalog_images prices.
 _IMAGES_SQL = """
-SELECT ch.pos, r.raw FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
+SELECT ch.pos, r.offset FROM chain ch JOIN records r ON r.file_id = ch.file_id AND r.offset = ch.offset
 WHERE ch.file_id = ?1 AND ch.pos >= ?2 AND r.type IN ('user', 'assistant') AND EXISTS (
     SELECT 1 FROM blocks b WHERE b.file_id = r.file_id AND b.offset = r.offset AND (b.kind = 'image' OR b.images > 0))
 """
@@ -589,7 +590,12 @@ def catalog_images(conn: sqlite3.Connection, file_id: int, start: int = 0) -> li
     stored session's chain records from position ``start`` on that hold
     images: the calibration's third term."""
     out = []
-    for pos, raw in conn.execute(_IMAGES_SQL, (file_id, start)):
+    found = conn.execute(_IMAGES_SQL, (file_id, start)).fetchall()
+    raws = raw_at(conn, file_id, (o for _, o in found))
+    for pos, offset in found:
+        raw = raws.get(offset)
+        if raw is None:
+            continue
         try:
             obj = deep.loads(raw)
         except ValueError:

@@ -39,6 +39,7 @@ from urllib.parse import quote
 import orjson
 
 from . import db, secrets
+from .ingest.chunks import json_function
 from .errors import ExportError
 
 MARKER = "_txdb_export.json"
@@ -55,7 +56,8 @@ MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' T
 PER_FILE = {
     "files": "SELECT t.*, :month AS month FROM files t WHERE t.id = :fid",
     "sessions": "SELECT t.*, :month AS month FROM sessions t WHERE t.file_id = :fid",
-    "records": f"SELECT t.*, coalesce({MONTH_OF.format('t.timestamp')}, :month) AS month "
+    "records": f"SELECT t.*, txdb_json(t.file_id, t.offset) AS raw, "
+               f"coalesce({MONTH_OF.format('t.timestamp')}, :month) AS month "
                "FROM records t WHERE t.file_id = :fid ORDER BY t.offset",
     "blocks": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM blocks t "
               "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
@@ -82,7 +84,9 @@ TRUNCATED = {"sessions": "title"}
 # Columns an export adds to a table's own: usage.cost_usd is the message's
 # cost in USD (the billed_cost view) on the row that counts it, NULL on a
 # row another file's copy of the message stands for, or when unpriced.
-EXTRA_COLUMNS = {"usage": [("cost_usd", "REAL")]}
+# Columns a table's rows are exported with besides its own: a record's raw
+# JSON (inflated from raw_chunks), a message's cost.
+EXTRA_COLUMNS = {"records": [("raw", "TEXT")], "usage": [("cost_usd", "REAL")]}
 
 
 @dataclass
@@ -245,6 +249,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
         conn.close()
     _check_target(out, replace)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
+    ro.create_function("txdb_json", 2, json_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is
     # never written through, and never renamed into DIR's place.

@@ -1,7 +1,7 @@
 """Give back, from the catalog, a session whose files are gone.
 
 A session's files are rebuilt from what refresh kept: its ``.jsonl`` (and
-each subagent transcript's) from ``records.raw`` in offset order, the bytes
+each subagent transcript's) from its raw lines in offset order (``raw_chunks``), the bytes
 between records being line endings; the files in its folder
 (``tool-results/``, ``persisted/``, ``subagents/*.meta.json``) from
 ``sidecars`` and their ``blobs``. Each rebuilt file must hash to the sha256
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .db import connect_readonly, run_query
+from .ingest.chunks import raw_lines
 from .errors import QueryError, RestoreError, SessionNotFound
 from . import sidecar as sidecarmod
 from .paths import ARCHIVED_SUFFIX, archived_from, session_stem
@@ -71,8 +72,7 @@ def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> b
     pieces: list[bytes] = []
     gaps: list[int] = []
     at = 0
-    for offset, raw in conn.execute(
-            "SELECT offset, CAST(raw AS BLOB) FROM records WHERE file_id = ? ORDER BY offset", (file_id,)):
+    for offset, raw in raw_lines(conn, file_id):
         if offset < at:
             raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
         gaps.append(offset - at)

@@ -37,6 +37,7 @@ import orjson
 
 from .db import transaction
 from .ingest import deep
+from .ingest.chunks import raw_line, raw_lines
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
 # Left out: the entropy plugins (any long random-looking string: every hash,
@@ -54,15 +55,13 @@ _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
 SELECT_TEXTS = ("SELECT offset, idx, text, kind FROM blocks WHERE file_id = ? AND offset >= ? "
                 "AND text IS NOT NULL AND text <> ''")
-SELECT_ATTACHMENTS = ("SELECT a.offset, r.raw FROM attachments a JOIN records r "
-                      "ON r.file_id = a.file_id AND r.offset = a.offset WHERE a.file_id = ? AND a.offset >= ?")
+SELECT_ATTACHMENTS = "SELECT offset FROM attachments WHERE file_id = ? AND offset >= ?"
 ATTACHMENT_IDX = -1  # secret_findings.idx of a finding in an attachment's text
 RAW_IDX = -2  # in a record's raw line, decoded (_decoded): every string it holds, keys too
 FILE_IDX = -3  # in the file's own names (offset FILE_OFFSET; field: path, root or project)
 FILE_OFFSET = -1
 DECODED = "decoded"  # field of a finding in a tool call's input JSON as decoded (_decoded), not as stored
 FILE_FIELDS = ("path", "root", "project")
-SELECT_RAWS = "SELECT offset, raw FROM records WHERE file_id = ? AND offset >= ? ORDER BY offset"
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
 LONG_LINE, WINDOW = 2000, 600  # a candidate line longer than this is read WINDOW characters about each hit
 MIN_TAIL = 6  # a cut-off secret's start this long, or longer, is masked (Redactor.truncated)
@@ -364,10 +363,12 @@ def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int):
             yield offset, idx, DECODED, _decoded(text)
         else:
             yield offset, idx, "", text
-    for offset, raw in conn.execute(SELECT_ATTACHMENTS, (file_id, start_offset)):
-        for field, text in _strings(_attachment(raw)):
-            yield offset, ATTACHMENT_IDX, field, text
-    for offset, raw in conn.execute(SELECT_RAWS, (file_id, start_offset)):
+    attachments = {o for o, in conn.execute(SELECT_ATTACHMENTS, (file_id, start_offset))}
+    for offset, raw in raw_lines(conn, file_id, start_offset):  # the attachments' strings first
+        if offset in attachments:
+            for field, text in _strings(_attachment(raw)):
+                yield offset, ATTACHMENT_IDX, field, text
+    for offset, raw in raw_lines(conn, file_id, start_offset):
         yield offset, RAW_IDX, "", _decoded(raw)
     if start_offset == 0:
         row = conn.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id = ?", (file_id,)).fetchone()
@@ -413,7 +414,7 @@ def _unicode(m: re.Match) -> str:
     return chr(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
 
 
-def _attachment(raw: str):
+def _attachment(raw: bytes | str):
     try:
         value = deep.loads(raw)  # a line may nest deeper than orjson reads
     except ValueError:  # TooDeep, or a record refresh recovered: its text stays in the raw line only
@@ -561,12 +562,12 @@ def _source(conn: sqlite3.Connection, file_id: int, offset: int, idx: int) -> di
     if idx == FILE_IDX:
         row = conn.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id = ?", (file_id,)).fetchone()
         return {f: v for f, v in zip(FILE_FIELDS, row or ()) if isinstance(v, str)}
-    raw = conn.execute("SELECT raw FROM records WHERE file_id = ? AND offset = ?", (file_id, offset)).fetchone()
+    raw = raw_line(conn, file_id, offset)
     if raw is None:
         return {}
     if idx == RAW_IDX:
-        return {"": _decoded(raw[0])}
-    return dict(_strings(_attachment(raw[0])))
+        return {"": _decoded(raw)}
+    return dict(_strings(_attachment(raw)))
 
 
 def _spelled(secret: str) -> str:

@@ -9,7 +9,7 @@ SELECT r.file_id, r.offset, r.line, r.timestamp, b.text
 FROM records r
 JOIN blocks b ON b.file_id = r.file_id AND b.offset = r.offset
 WHERE r.type = 'user' AND coalesce(r.is_meta, 0) = 0
-  AND json_extract(r.json, '$.isCompactSummary') IS NOT 1
+  AND r.compact_summary IS NOT 1
   AND b.kind = 'text'
   AND trim(b.text, ' ' || char(9, 10, 11, 12, 13)) <> ''
   AND substr(ltrim(b.text, ' ' || char(9, 10, 11, 12, 13)), 1, 1) <> '<'

@@ -18,15 +18,15 @@ WHERE u.message_id LIKE 'uuid:%' OR NOT EXISTS (
     WHERE v.message_id = u.message_id AND v.file_id <> u.file_id AND v.request_id IS u.request_id
       AND ((v.billed_tokens, g.kind = 'session',
             NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = v.file_id AND r.offset = v.offset
-                        AND instr(r.raw, '"forkedFrom":{')))
+                        AND r.forked))
            > (u.billed_tokens, f.kind = 'session',
               NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = u.file_id AND r.offset = u.offset
-                          AND instr(r.raw, '"forkedFrom":{')))
+                          AND r.forked))
            OR ((v.billed_tokens, g.kind = 'session',
                 NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = v.file_id AND r.offset = v.offset
-                            AND instr(r.raw, '"forkedFrom":{')))
+                            AND r.forked))
                = (u.billed_tokens, f.kind = 'session',
                   NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = u.file_id AND r.offset = u.offset
-                              AND instr(r.raw, '"forkedFrom":{')))
+                              AND r.forked))
                AND g.path < f.path))
 );

@@ -387,10 +387,13 @@ def watch_reporter(as_json: bool):
 def query(db_path, sql, params, fmt):
     """Run a read-only SQL query against the catalog.
 
+    A record's raw JSON, stored compressed: txdb_json(file_id, offset).
+
     Example:
 
     \b
         txdb query "select type, count(*) as n from records group by type order by n desc"
+        txdb query "select json_extract(txdb_json(file_id, offset), '$.cwd') from records limit 1"
     """
     from .. import db
 

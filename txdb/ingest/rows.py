@@ -30,6 +30,7 @@ BATCH_BYTES = 256 << 10
 
 
 
+FORKED, FORKED_TEXT = b'"forkedFrom":{', '"forkedFrom":{'  # records.forked: a fork's copy of a line
 MARKER_KINDS = ("text", "tool_result")  # the blocks a persisted marker stands in
 
 
@@ -58,11 +59,12 @@ def _str(v):
 
 @dataclass(slots=True)
 class RowBatch:
-    """Rows for the catalog tables, in their column order. A record's raw
-    text is bytes when it is valid UTF-8 (the writer stores it as TEXT
-    without a round trip through ``str``), else the text with U+FFFD."""
+    """Rows for the catalog tables, in their column order, and each
+    record's ``(offset, raw)`` for raw_chunks: raw is the line's bytes, or
+    the text with U+FFFD of an object recovered from a malformed line."""
 
     records: list[tuple]
+    raws: list[tuple]
     blocks: list[tuple]
     attachments: list[tuple]
     usage: list[tuple]
@@ -101,6 +103,7 @@ class FileIngest:
         self.from_start = from_start
         self.summary = FileSummary()
         self.records: list[tuple] = []
+        self.raws: list[tuple] = []  # (offset, raw) of each record: raw_chunks
         self.blocks: list[tuple] = []
         self.attachments: list[tuple] = []
         self.usage: list[tuple] = []
@@ -182,12 +185,17 @@ class FileIngest:
             # Derived columns are best effort: the record itself is always stored.
             tokens = self._derive_again(number, offset, length, args, e)
 
+        compact = get("isCompactSummary")
         self.records.append((
             fid, offset, length, number, session_id, rtype, subtype, uuid, parent,
             _str(get("logicalParentUuid")), _str(get("leafUuid")), ts,
             1 if get("isSidechain") else 0, 1 if get("isMeta") else None, role, model, message_id,
-            request_id, tokens, raw,
+            request_id, tokens,
+            1 if compact == 1 and type(compact) in (bool, int, float) else None,  # as SQL's `IS 1` reads it
+            1 if (FORKED if type(raw) is bytes else FORKED_TEXT) in raw else None,
+            raw if rtype == "cost-state" else None,
         ))
+        self.raws.append((offset, raw))
         if uuid:
             self.uuids.add(uuid)
         # An object after the first on its line is never read by Claude Code (txdb/chain.py).
@@ -329,7 +337,9 @@ class FileIngest:
         """Hand the rows gathered so far to the sink."""
         if not (self.records or self.errors):
             return
-        batch = RowBatch(self.records, self.blocks, self.attachments, self.usage, self.errors, self.markers)
+        batch = RowBatch(self.records, self.raws, self.blocks, self.attachments, self.usage, self.errors,
+                         self.markers)
+        self.raws = []
         self.records, self.blocks, self.attachments, self.usage, self.errors = [], [], [], [], []
         self.markers = []
         self.batch_bytes = 0

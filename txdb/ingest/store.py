@@ -39,6 +39,7 @@ from . import sha as shamod
 from .lines import READ_BUFFER, head_tail, read_lines
 from ..records import pick_title
 from ..staleness import catalogued_path, same_file
+from .chunks import ChunkWriter
 from .rows import FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
@@ -93,7 +94,8 @@ def insert_sql(table: str, columns: tuple[str, ...], verb: str = "INSERT OR REPL
 # The columns of the row tuples txdb.ingest.rows builds, in their order.
 RECORD_COLUMNS = ("file_id", "offset", "length", "line", "session_id", "type", "subtype", "uuid",
                   "parent_uuid", "logical_parent_uuid", "leaf_uuid", "timestamp", "is_sidechain",
-                  "is_meta", "role", "model", "message_id", "request_id", "tokens", "raw")
+                  "is_meta", "role", "model", "message_id", "request_id", "tokens", "compact_summary", "forked",
+                  "json")
 BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name",
                  "tool_use_id", "is_error", "chars", "signature_chars", "media_type", "width",
                  "height", "image_sha256", "images", "tokens", "text")
@@ -102,8 +104,8 @@ ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "p
 PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
 MARKER_COLUMNS = ("file_id", "offset", "idx", "recorded_size", "text")
 
-# A valid UTF-8 line arrives as bytes and is stored as TEXT by the CAST.
-RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"raw": "TEXT"})
+# A cost-state line's JSON arrives as bytes and is stored as TEXT by the CAST.
+RECORDS_INSERT = insert_sql("records", RECORD_COLUMNS, casts={"json": "TEXT"})
 BLOCKS_INSERT = insert_sql("blocks", BLOCK_COLUMNS, "INSERT")
 ATTACHMENTS_INSERT = insert_sql("attachments", ATTACHMENT_COLUMNS)
 PARSE_ERRORS_INSERT = insert_sql("parse_errors", PARSE_ERROR_COLUMNS)
@@ -186,9 +188,11 @@ class RefreshStats:
         self.unreadable.append({"path": path, "error": error})
 
 
-def _write_rows(c: sqlite3.Connection, batch: RowBatch) -> None:
+def _write_rows(c: sqlite3.Connection, batch: RowBatch, raws: ChunkWriter) -> None:
     if batch.records:
         c.executemany(RECORDS_INSERT, batch.records)
+        for offset, raw in batch.raws:
+            raws.add(offset, raw)
     if batch.blocks:
         # No conflict is possible: a file read from its start has no rows
         # left, an appended tail none past its cursor (see _begin_file).
@@ -242,7 +246,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
     for table in ("secret_findings", "secret_scans", "markers", "blocks", "attachments", "usage", "chain", "parse_errors",
-                  "dangling_parents", "chain_findings", "file_formats", "records", "sessions"):
+                  "dangling_parents", "chain_findings", "file_formats", "raw_chunks", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
@@ -533,7 +537,8 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
         if file_id is None:
             stats.unchanged += 1
             return
-        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b), plan.from_start)
+        raws = ChunkWriter(conn, file_id, plan.start_offset)
+        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, raws), plan.from_start)
         if not plan.from_start:  # a grown file's new lines are priced on the session's model too
             row = conn.execute("SELECT model FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
             if row and row[0]:
@@ -551,6 +556,7 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
             cursor = line.offset + line.length
             next_line = line.number + 1
         s = ing.finish()
+        raws.close()
         hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
         _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, index_text)
     _count(stats, plan, s, cursor)

@@ -31,13 +31,14 @@ from datasette import hookimpl
 from datasette.utils.asgi import Response
 
 from ..db import refuses_function
+from ..ingest.chunks import json_function
 from . import charts, front, svg
 from .session import PAGE_RECORDS, find_session, load_session
 from .hostcheck import refuse_foreign_hosts
 from .urls import REF, session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
-JSON_COLUMNS = {"raw", "iterations", "arguments"}
+JSON_COLUMNS = {"raw", "json", "iterations", "arguments"}
 # Views and tables whose `text` column holds block text (long: excerpted).
 TEXT_TABLES = {"blocks", "search_messages", "search_thinking", "search_tool_output", "search_tool_input"}
 # Integer columns that hold an amount (not an id or a position), by the end
@@ -159,8 +160,10 @@ def _refuse_functions(action, _arg1, arg2, _db, _trigger):
 @hookimpl
 def prepare_connection(conn):
     # Every served database's connections, as `txdb query`'s: no SQL may
-    # reach fts3_tokenizer (txdb.db.REFUSED_FUNCTIONS).
+    # reach fts3_tokenizer (txdb.db.REFUSED_FUNCTIONS). txdb_json(file_id,
+    # offset) gives a record's raw JSON to ad-hoc SQL (no view calls it).
     conn.set_authorizer(_refuse_functions)
+    conn.create_function("txdb_json", 2, json_function(conn))
 
 
 @hookimpl

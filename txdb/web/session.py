@@ -10,6 +10,8 @@ import json
 from ..catalog import session_matches
 from ..db import rows as _rows
 from ..estimate import FITTED, catalog_breakdown
+from ..ingest import deep
+from ..ingest.chunks import raw_at
 from . import charts
 from .markdown import preformatted, render as markdown
 from .urls import page_ref
@@ -100,20 +102,17 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
     records = _rows(conn, """
         SELECT c.pos, r.offset, r.line, r.length, r.type, r.subtype, r.role, r.uuid, r.timestamp,
                r.model, r.is_meta, r.is_sidechain, r.tokens,
-               a.type AS attachment_type, a.policy, a.free,
-               CASE WHEN r.type NOT IN ('user', 'assistant')
-                    -- a line nested deeper than SQLite's JSON goes is shown as its text
-                    THEN substr(CASE WHEN r.json IS NOT NULL
-                                     THEN coalesce(json_extract(r.json, '$.content'),
-                                                   json_extract(r.json, '$.attachment.content'),
-                                                   json_extract(r.json, '$.attachment'),
-                                                   json_extract(r.json, '$.summary'))
-                                     ELSE r.raw END, 1, ?) END AS body
+               a.type AS attachment_type, a.policy, a.free
         FROM chain c
         JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
         LEFT JOIN attachments a ON a.file_id = r.file_id AND a.offset = r.offset
         WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
-        ORDER BY c.pos""", (TOOL_CHARS + 1, file_id, start, start + limit))
+        ORDER BY c.pos""", (file_id, start, start + limit))
+    raws = raw_at(conn, file_id, (r["offset"] for r in records if r["type"] not in ("user", "assistant")))
+    for r in records:
+        raw = raws.get(r["offset"]) if r["type"] not in ("user", "assistant") else None
+        body = None if raw is None else _body(raw)
+        r["body"] = None if body is None else body[:TOOL_CHARS + 1]
     blocks = _rows(conn, """
         SELECT b.offset, b.idx, b.kind, b.type, b.tool_name, b.tool_use_id, b.is_error, b.chars,
                b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images,
@@ -240,6 +239,30 @@ def _group_attachments(records: list[dict]) -> list[dict]:
             it["first"], it["last"] = it["records"][0]["pos"], it["records"][-1]["pos"]
         out.append(it)
     return out
+
+
+def _body(raw: bytes) -> str | None:
+    """What a line that is not a message shows: its content, its attachment's
+    content, its attachment or its summary (JSON as compact text), else a
+    line that does not parse as its text."""
+    try:
+        obj = deep.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+    if not isinstance(obj, dict):
+        return None
+    att = obj.get("attachment")
+    for v in (obj.get("content"), att.get("content") if isinstance(att, dict) else None, att, obj.get("summary")):
+        if v is None:
+            continue
+        if isinstance(v, str):
+            return v
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, (int, float)):
+            return str(v)
+        return deep.dumps_text(v)
+    return None
 
 
 def _pretty(body: str) -> str:

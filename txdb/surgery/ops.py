@@ -605,8 +605,8 @@ def system_prompt_tokens(t: Transcript) -> int:
     once and kept on it (``Record.prompt``), like its size: a pass asks for
     it every time it sizes a transcript."""
     latest: dict[str, Record] = {}
-    for r in t.live():
-        if r.attachment_type in SYSTEM_PROMPT:
+    for r in t.records:
+        if r.attachment_type in SYSTEM_PROMPT and not r.removed:
             latest[r.attachment_type] = r
     return sum(_prompt(r) for r in latest.values())
 

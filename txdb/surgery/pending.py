@@ -186,10 +186,11 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
         data = fh.read()
         st = os.fstat(fh.fileno())
     size = complete_prefix(data)
-    meta = {"original": str(orig), "size": size, "sha256": sha256(data[:size]),
+    digest = sha256(data[:size])
+    meta = {"original": str(orig), "size": size, "sha256": digest,
             "taken_at": time.time(), "left_out_bytes": len(data) - size, "tool": "txdb"}
     if st.st_size == len(data):
-        _READ_AS[str(orig)] = (quiet_identity(st), meta["sha256"])
+        _READ_AS[str(orig)] = (quiet_identity(st), digest)
     return data[:size], meta
 
 

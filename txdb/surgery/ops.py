@@ -586,14 +586,15 @@ def measure(rec: Record, obj: dict) -> None:
 def measure_at_load(rec: Record, obj: dict) -> None:
     """What a pass reads of every record, from the load's own parse
     (``Transcript(measure=...)``): an assistant turn's recorded context (the
-    window rule reads every turn's) and a system prompt's cost. Sizes wait
-    for the chain: most of a long file can lie off it, and
-    :func:`chain_opens` parses each of its messages anyway, sizing it from
-    that parse (``measure``)."""
+    window rule reads every turn's); the whole size of any other kind of
+    record (attachments, system lines: small, and nothing else parses them).
+    A message's size waits for the chain: most of a long file can lie off
+    it, and :func:`chain_opens` parses each of its messages anyway, sizing
+    it from that parse (``measure``)."""
     if rec.type == "assistant":
         _usage(rec, obj)
-    elif rec.attachment_type in SYSTEM_PROMPT:
-        _prompt(rec, obj)
+    elif rec.type != "user":
+        _fill(rec, obj, None, False)
 
 
 def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:

@@ -142,6 +142,30 @@ def same_work(name: str, t: dict, p: dict) -> tuple[str, str]:
     return "", ""
 
 
+# rescue's steps (txdb/surgery/rescue.py STEPS) and the command of both tools doing that step's work.
+RESCUE_STEPS = [("strip-attachments", None), ("persist-tools", "persist-tools"),
+                ("persist-thinkings", "strip-thinking"), ("compact-range", "compact-range")]
+
+
+def rescue_steps(rows: list[dict], out: dict) -> None:
+    """Per step rescue runs, txdb's and the peer's time for the command doing
+    it, from this run's rows: a step slower than the peer's is flagged."""
+    by = {r["command"].split()[0]: r for r in rows if "peer" in r}
+    say("  rescue's steps, txdb against session-stripper (the same runs):")
+    out["rescue_steps"] = []
+    for step, cmd in RESCUE_STEPS:
+        r = by.get(cmd or "")
+        if r is None:
+            say(f"    {step:<20} {'(no peer command)' if cmd is None else '(not run)'}")
+            continue
+        tx, pr = r["txdb"], r["peer"]
+        flag = "  SLOWER" if tx["cpu_seconds"] > pr["cpu_seconds"] else ""
+        say(f"    {step:<20} as {r['command']:<34} txdb {tx['seconds']:.2f}s / peer {pr['seconds']:.2f}s = "
+            f"{r['ratio_wall']:.2f}x wall, {r['ratio_cpu']:.2f}x cpu{flag}")
+        out["rescue_steps"].append({"step": step, "command": r["command"], "ratio_wall": r["ratio_wall"],
+                                    "ratio_cpu": r["ratio_cpu"]})
+
+
 def peer_scripts(scratch: Path) -> Path | None:
     if not STRIPPER.is_file():
         say(HOW_TO_GET)
@@ -212,6 +236,7 @@ def bench_file(src: Path, tag: str, scratch: Path, peer: Path | None, reps: int,
             say(f"  {name:<34} {tx['seconds']:7.2f} {'-':>7} {'-':>6} {tx['cpu_seconds']:8.2f} {'-':>8} "
                 f"{'-':>6} {mb(tx['peak_rss']):7.0f} {'-':>7}")
         rows.append(row)
+    rescue_steps(rows, out)
     shutil.rmtree(proj.parent, ignore_errors=True)
     rm_db(db)
 

@@ -191,7 +191,8 @@ def test_a_pass_loads_only_what_it_uses(tmp_path, args):
 
 def test_a_pass_sizes_the_chain_from_the_loads_own_parse(tmp_path, monkeypatch):
     """The session is parsed once as it loads, and each chain record's size,
-    thinking and recorded usage are read from that parse (``ops.measure``):
+    thinking and recorded usage are read from that parse or, for a message,
+    from the one ``chain_opens`` makes (``ops.measure_at_load``, ``ops.measure``):
     a record persist-tools never looks into (attachments, system lines) is
     not parsed again during the pass (one that mentions thinking may be:
     the preserved-thinking check reads it), and the figures are a fresh

@@ -410,3 +410,25 @@ def test_an_unreadable_snapshot_record_beside_a_pending_copy_is_refused(tmp_path
         assert _state(f.parent) == state
     assert pend.snapshot(f, refresh=True).created              # the way out it names
     assert pend.pending_path(f).read_bytes() == f.read_bytes()
+
+
+def test_a_rewrite_after_the_snapshot_read_is_refused_even_with_its_mtime_put_back(tmp_path, monkeypatch):
+    """check_descends trusts the snapshot's own read only while the file's stat
+    identity holds (mtime and ctime: a write with its mtime set back still moves ctime)."""
+    import os
+
+    monkeypatch.setattr(pend, "QUIET_NS", 0)  # the file just written counts as quiet: the stat path is taken
+    f = tmp_path / "11111111-1111-4111-8111-111111111111.jsonl"
+    f.write_bytes(b'{"type":"user","uuid":"a","message":{"role":"user","content":"hello"}}\n')
+    old = os.stat(f).st_mtime_ns - 10_000_000_000
+    os.utime(f, ns=(old, old))
+    _data, meta = pend.take_snapshot(f)
+    assert pend._READ_AS[str(f)][0] is not None
+    pend.check_descends(f, meta)  # untouched: accepted
+    time.sleep(0.05)  # past the clock's granularity, as QUIET_NS ensures in use
+    with open(f, "r+b") as fh:  # same size, one byte changed, in place
+        fh.seek(52)
+        fh.write(b"J")
+    os.utime(f, ns=(old, old))
+    with pytest.raises(SurgeryError, match="rewritten since the snapshot"):
+        pend.check_descends(f, meta)

@@ -63,6 +63,10 @@ def _s(v):
     return v if isinstance(v, str) else None
 
 
+# ``Record.recorded`` not read yet (read: a count, or None for a record without usage).
+UNREAD = -1
+
+
 class Record:
     """One JSON object of the file: its place, its chain fields, its bytes."""
 
@@ -88,7 +92,7 @@ class Record:
         self.tokens: int | None = None  # estimated context tokens, filled by ops.record_estimate
         self.thinking: int | None = None  # the part of them that is thinking, filled by ops.chain_thinking
         self.images: int | None = None  # the part that is images, filled by ops.chain_prefix_images
-        self.recorded: int | None = None  # an assistant turn's recorded context (None: no usage), filled with tokens
+        self.recorded: int | None = UNREAD  # an assistant turn's recorded context (None: no usage), ops.recorded_context
         self.prompt: int | None = None  # a system-prompt attachment's cost, filled by ops.system_prompt_tokens
         self.facts: tuple | None = None  # what opens a message (records.message_facts), filled by ops.chain_opens
         self.pos: int | None = None  # position on the active chain
@@ -115,7 +119,8 @@ class Record:
         self.model = _s(msg.get("model")) if isinstance(msg, dict) else None
         att = obj.get("attachment")
         self.attachment_type = _s(att.get("type")) if node.type == "attachment" and isinstance(att, dict) else None
-        self.tokens = self.thinking = self.images = self.recorded = self.prompt = self.facts = None
+        self.tokens = self.thinking = self.images = self.prompt = self.facts = None
+        self.recorded = UNREAD
 
     def clone(self) -> "Record":
         r = Record.__new__(Record)

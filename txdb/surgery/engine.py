@@ -48,7 +48,7 @@ from . import fork as forkmod
 from . import gate
 from . import pending as pend
 from ..lock import session_lock
-from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure
+from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure_at_load
 from .results import Result
 from .thinking import SavedThinking, dropped_thinking, remove_dropped
 from ..transcript import Transcript
@@ -125,16 +125,17 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
         with open_regular(orig) as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)
-        original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure)
+        original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure_at_load)
         del data
-        return Transcript.load(base, measure=measure), original, True, meta
+        return Transcript.load(base, measure=measure_at_load), original, True, meta
     data, meta = pend.take_snapshot(orig)
-    # Each record's size (its thinking's, its recorded usage) is estimated
-    # as the load parses it (``ops.measure``), before the copy is made, so
-    # the copy's records carry it (Record.clone): the pass sizes both
+    # Each record's recorded usage is read as the load parses it
+    # (``ops.measure_at_load``), each chain record's size (its thinking, its
+    # images) as the chain's estimate first asks, before the copy is made,
+    # so the copy's records carry them (Record.clone): the pass sizes both
     # transcripts (the calibration on the original, the report and the usage
-    # reset on the copy) and parses each record for it once, at the load.
-    original = Transcript.from_bytes(data, orig, measure=measure)
+    # reset on the copy) and sizes each record once.
+    original = Transcript.from_bytes(data, orig, measure=measure_at_load)
     chain_prefix_estimates(original)
     chain_thinking(original)
     return original.copy(pend.pending_path(orig)), original, False, meta

@@ -25,7 +25,7 @@ from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attach
 from .. import records
 from ..records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
 from ..errors import SurgeryError
-from ..transcript import Record, Transcript, dumps
+from ..transcript import UNREAD, Record, Transcript, dumps
 
 INPUT_STRING_LIMIT = 120
 INPUT_VALUE_LIMIT = 200
@@ -554,9 +554,14 @@ def recorded_context(rec: Record) -> int | None:
     usage. Kept on the record with its size."""
     if rec.type != "assistant":
         return None
-    if rec.tokens is None:
-        _measure(rec)  # an assistant turn's size does not depend on the session's model
+    if rec.recorded == UNREAD:
+        _usage(rec, rec.parse())
     return rec.recorded
+
+
+def _usage(rec: Record, obj: dict) -> None:
+    u = turn_usage(obj) if rec.type == "assistant" else None
+    rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
 
 
 def _measure(rec: Record, model: str | None = None) -> None:
@@ -572,11 +577,24 @@ def measure(rec: Record, obj: dict) -> None:
     """A record's size, thinking, images and recorded context from one parse
     (its object ``obj``): a pass reads each record once for all of them,
     whichever transcripts it sizes (the copy's records carry them:
-    ``Record.clone``), and for the session it loads, from the load's own
-    parse (``Transcript(measure=...)``). The session's model is not known
-    during the load: an attachment whose cost depends on it is left to
-    ``record_estimate`` (priced on :func:`priced_model`)."""
+    ``Record.clone``). The session's model is not known during the load:
+    an attachment whose cost depends on it is left to ``record_estimate``
+    (priced on :func:`priced_model`)."""
     _fill(rec, obj, None, False)
+
+
+def measure_at_load(rec: Record, obj: dict) -> None:
+    """What a pass reads of every record, from the load's own parse
+    (``Transcript(measure=...)``): an assistant turn's recorded context (the
+    window rule reads every turn's); the whole size of any other kind of
+    record (attachments, system lines: small, and nothing else parses them).
+    A message's size waits for the chain: most of a long file can lie off
+    it, and :func:`chain_opens` parses each of its messages anyway, sizing
+    it from that parse (``measure``)."""
+    if rec.type == "assistant":
+        _usage(rec, obj)
+    elif rec.type != "user":
+        _fill(rec, obj, None, False)
 
 
 def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:
@@ -587,8 +605,7 @@ def _fill(rec: Record, obj: dict, model: str | None, priced: bool) -> None:
     if rec.images is None:
         has = rec.type in ("user", "assistant") and (rec.dirty or b'"image"' in rec.raw)
         rec.images = records.image_tokens(obj) if has else 0
-    u = turn_usage(obj) if rec.type == "assistant" else None
-    rec.recorded = None if u is None else (estimate.recorded_context(u) or 0)
+    _usage(rec, obj)
     if rec.attachment_type in SYSTEM_PROMPT:
         _prompt(rec, obj)
 
@@ -605,8 +622,8 @@ def system_prompt_tokens(t: Transcript) -> int:
     once and kept on it (``Record.prompt``), like its size: a pass asks for
     it every time it sizes a transcript."""
     latest: dict[str, Record] = {}
-    for r in t.live():
-        if r.attachment_type in SYSTEM_PROMPT:
+    for r in t.records:
+        if r.attachment_type in SYSTEM_PROMPT and not r.removed:
             latest[r.attachment_type] = r
     return sum(_prompt(r) for r in latest.values())
 

@@ -184,10 +184,30 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
         raise SurgeryError(f"no session file at {orig}")
     with open_regular(orig) as fh:
         data = fh.read()
+        st = os.fstat(fh.fileno())
     size = complete_prefix(data)
-    meta = {"original": str(orig), "size": size, "sha256": sha256(data[:size]),
+    digest = sha256(data[:size])
+    meta = {"original": str(orig), "size": size, "sha256": digest,
             "taken_at": time.time(), "left_out_bytes": len(data) - size, "tool": "txdb"}
+    if st.st_size == len(data):
+        _READ_AS[str(orig)] = (quiet_identity(st), digest)
     return data[:size], meta
+
+
+# A file last changed this long before it was read: any later write gives it another mtime or ctime.
+QUIET_NS = 2_000_000_000
+# Per original read by take_snapshot in this process: (its stat identity, None if it was
+# changing as it was read; the snapshot's sha256).
+_READ_AS: dict[str, tuple[tuple | None, str]] = {}
+
+
+def quiet_identity(st: os.stat_result) -> tuple | None:
+    """The file's identity as its stat gives it, when it had not changed for
+    ``QUIET_NS`` before this stat (a write within the clock's granularity of
+    the read could leave mtime and ctime as they were: git's racy-clean rule)."""
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < QUIET_NS:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def write_snapshot(path: str | Path, data: bytes | Iterable[bytes], meta: dict) -> None:
@@ -302,6 +322,9 @@ def check_descends(orig: Path, meta: dict, data: bytes | None = None) -> None:
     chunks) still begins with the snapshot."""
     size = meta["size"]
     if data is None:
+        ident, digest = _READ_AS.get(str(orig), (None, None))
+        if ident is not None and digest == meta["sha256"] and quiet_identity(os.stat(orig)) == ident:
+            return  # the very file this process read, untouched since (no second read of 100 MB)
         digest = prefix_sha256(orig, size)
     else:
         digest = sha256(memoryview(data)[:size]) if len(data) >= size else None

@@ -145,6 +145,9 @@ class _Target:
     tool_use_id: str | None = None
 
 
+_NEEDLE = {"tool": b"tool_result", "thinking": b"thinking"}
+
+
 class PersistOp(sc.Writes, Op):
     """``op(t, original)`` for ``run_surgery``; ``write_files`` writes the planned sidecars."""
 
@@ -213,11 +216,18 @@ class PersistOp(sc.Writes, Op):
         names = tool_names(t) if s.tools else {}
         found_ids: set[str] = set()
         by_kind: dict[str, list[_Target]] = {k: [] for k in KINDS}
+        # Without text to move, a record whose bytes name no block kind asked for holds no target
+        # (a name spelled with \u escapes aside): it is not parsed.
+        needles = None if "text" in s.kinds else tuple(_NEEDLE[k] for k in s.kinds) + (b"\\u",)
         for rec in t.live():
             if s.pos is not None and rec.pos != s.pos:
                 continue
             if rec.type not in ("user", "assistant") or not t.in_range(rec, s.positions):
                 continue  # (the type is known unparsed: most records of a long session are neither)
+            if needles is not None:
+                raw = rec.raw
+                if not any(n in raw for n in needles):
+                    continue
             obj = rec.parse()
             role = message_role(obj)
             if role not in ("user", "assistant"):

@@ -73,10 +73,20 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
     out = DroppedThinking()
     edit = None
     surviving_before = False
+    # Thinking blocks of the original's unchanged records, by record: a pass (rescue) asks again each step.
+    counts = original.__dict__.setdefault("_thinking_counts", {})
     for pos, o in enumerate(original.chain):
         r = result.by_uuid.get(o.uuid) if o.uuid else None
-        if r is not None and o.same_bytes(r) and b"think" not in o.raw:
-            continue  # unchanged and no thinking block in it (nor a <think> text): nothing to compare
+        if r is not None and o.same_bytes(r):
+            if b"think" not in o.raw:
+                continue  # unchanged and no thinking block in it (nor a <think> text): nothing to compare
+            if o.new is None:
+                n = counts.get(o.offset)
+                if n is None:
+                    n = counts[o.offset] = _thinking_count(o.parse())
+                if n:
+                    surviving_before = True
+                continue
         oo = o.parse()
         if r is None:
             content = content_list(oo)
@@ -104,8 +114,8 @@ def dropped_thinking(original: Transcript, result: Transcript) -> DroppedThinkin
         opos = orig_pos.get(rec.uuid)
         if opos is not None and opos <= edit:
             continue
-        if not model_binds_thinking(rec.model):
-            continue
+        if not model_binds_thinking(rec.model) or b"think" not in rec.raw:
+            continue  # no thinking block in it (nor a <think> text)
         obj = rec.parse()
         content = content_list(obj)
         if not content:

@@ -622,3 +622,20 @@ def test_a_second_serve_on_the_same_port_is_one_error_line(conn, db_path):
     finally:
         first.terminate()
         first.wait(30)
+
+
+def test_serve_open_without_a_browser_says_the_url(conn, db_path):
+    """`serve --open` where no browser starts names the URL instead of
+    staying silent."""
+    env = {**os.environ, "BROWSER": str(db_path.parent / "no-such-browser") + " %s"}
+    proc = subprocess.Popen([sys.executable, "-m", "txdb.cli", "serve", "--open", "--port", "0", "--db", str(db_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    import threading
+
+    threading.Timer(30, proc.kill).start()  # a silent serve ends the test, never hangs it
+    try:
+        url = proc.stderr.readline().split(" at ", 1)[1].split()[0]
+        assert proc.stderr.readline() == f"No web browser found: open {url} yourself\n"
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -80,7 +80,7 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
     url = f"http://{host}:{port}/"
     echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
     if open_browser:
-        threading.Timer(1.0, webbrowser.open, [url]).start()
+        threading.Timer(1.0, _open_browser, [url]).start()
     # Requests naming another host are refused here, whatever plugins load
     # (the txdb plugin does the same for plain `datasette serve`).
     # Ctrl-C ends serve as it ends every command: KeyboardInterrupt, which
@@ -105,6 +105,12 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
             if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
                 echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
                 thread.join()
+
+
+def _open_browser(url: str) -> None:
+    # webbrowser.open says False (never raises) when no browser could start.
+    if not webbrowser.open(url):
+        echo(f"No web browser found: open {url} yourself", err=True)
 
 
 def _interrupt(signum, frame):

@@ -632,10 +632,12 @@ def test_serve_open_without_a_browser_says_the_url(conn, db_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     import threading
 
-    threading.Timer(30, proc.kill).start()  # a silent serve ends the test, never hangs it
+    killer = threading.Timer(30, proc.kill)  # a silent serve ends the test, never hangs it
+    killer.start()
     try:
         url = proc.stderr.readline().split(" at ", 1)[1].split()[0]
         assert proc.stderr.readline() == f"No web browser found: open {url} yourself\n"
     finally:
+        killer.cancel()
         proc.terminate()
         proc.wait(30)

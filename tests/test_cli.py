@@ -600,3 +600,44 @@ def test_each_commands_short_help_is_written_once():
         assert first != entry.help and not first.startswith(entry.help.rstrip(".")), name
         r = CliRunner().invoke(cli, [name, "--help"], terminal_width=200)
         assert r.exit_code == 0 and entry.help in r.output and r.output.count(entry.help) == 1, name
+
+
+def test_a_second_serve_on_the_same_port_is_one_error_line(conn, db_path):
+    """Two `txdb serve` on one port: the second says so in one line and exits
+    non-zero (never uvicorn's bind error); the first keeps serving."""
+    import urllib.request
+
+    first = subprocess.Popen([sys.executable, "-m", "txdb.cli", "serve", "--port", "0", "--db", str(db_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = first.stderr.readline()
+        url = line.split(" at ", 1)[1].split()[0]
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        second = subprocess.run([sys.executable, "-m", "txdb.cli", "serve", "--port", str(port), "--db", str(db_path)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1, second.stderr
+        assert second.stderr == f"Error: port {port} is in use (another txdb serve?)\n"
+        with urllib.request.urlopen(url + "-/versions.json", timeout=30) as r:
+            assert r.status == 200
+    finally:
+        first.terminate()
+        first.wait(30)
+
+
+def test_serve_open_without_a_browser_says_the_url(conn, db_path):
+    """`serve --open` where no browser starts names the URL instead of
+    staying silent."""
+    env = {**os.environ, "BROWSER": str(db_path.parent / "no-such-browser") + " %s"}
+    proc = subprocess.Popen([sys.executable, "-m", "txdb.cli", "serve", "--open", "--port", "0", "--db", str(db_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    import threading
+
+    killer = threading.Timer(30, proc.kill)  # a silent serve ends the test, never hangs it
+    killer.start()
+    try:
+        url = proc.stderr.readline().split(" at ", 1)[1].split()[0]
+        assert proc.stderr.readline() == f"No web browser found: open {url} yourself\n"
+    finally:
+        killer.cancel()
+        proc.terminate()
+        proc.wait(30)

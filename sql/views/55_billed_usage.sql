@@ -9,24 +9,20 @@
 -- matters. Rows without a message id (message_id 'uuid:...') are never
 -- merged. The billed total is usage_context.billed_tokens. session_usage,
 -- usage_by_day and usage_by_model read this view.
+-- (Ranked in one window per message, not compared pair by pair: at 10
+-- copies of a catalog the pairwise form took seconds.)
 CREATE VIEW billed_usage AS
 SELECT u.*
 FROM usage_context u
-JOIN files f ON f.id = u.file_id
-WHERE u.message_id LIKE 'uuid:%' OR NOT EXISTS (
-    SELECT 1 FROM usage_context v JOIN files g ON g.id = v.file_id
-    WHERE v.message_id = u.message_id AND v.file_id <> u.file_id AND v.request_id IS u.request_id
-      AND ((v.billed_tokens, g.kind = 'session',
-            NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = v.file_id AND r.offset = v.offset
-                        AND r.forked))
-           > (u.billed_tokens, f.kind = 'session',
-              NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = u.file_id AND r.offset = u.offset
-                          AND r.forked))
-           OR ((v.billed_tokens, g.kind = 'session',
-                NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = v.file_id AND r.offset = v.offset
-                            AND r.forked))
-               = (u.billed_tokens, f.kind = 'session',
-                  NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = u.file_id AND r.offset = u.offset
-                              AND r.forked))
-               AND g.path < f.path))
-);
+JOIN (
+    SELECT v.file_id, v.message_id,
+           row_number() OVER (
+               PARTITION BY v.message_id, v.request_id
+               ORDER BY v.billed_tokens DESC, g.kind = 'session' DESC,
+                        NOT EXISTS (SELECT 1 FROM records r WHERE r.file_id = v.file_id AND r.offset = v.offset
+                                    AND r.forked) DESC,
+                        g.path) AS rank_in_message
+    FROM usage_context v
+    JOIN files g ON g.id = v.file_id
+) k ON k.file_id = u.file_id AND k.message_id = u.message_id
+WHERE u.message_id LIKE 'uuid:%' OR k.rank_in_message = 1;

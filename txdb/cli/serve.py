@@ -27,12 +27,6 @@ from .main import command, db_option, root_option, watch_reporter
 from .output import echo, terminal_safe
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @command("serve")
 @db_option
 @click.option("-p", "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
@@ -69,22 +63,24 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
     # there must be a catalog, unless --watch is to build it).
     db.connect(path, create=watch).close()
     host = "127.0.0.1"
-    if port == 0:
-        port = _free_port(host)
-    else:
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                raise click.ClickException(
-                    f"port {port} on {host} is in use: pick another with --port (0 picks a free one)"
-                ) from None
+    # Bound here and handed to uvicorn, so a second serve on the port gets
+    # one Error line (never uvicorn's bind error) and no other process can
+    # take the port in between.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise click.ClickException(f"port {port} is in use (another txdb serve?)") from None
+    port = sock.getsockname()[1]
     watcher = _start_watcher(path, config.projects_roots(roots)) if watch else None
     ds = make_datasette(path)
     url = f"http://{host}:{port}/"
     echo(f"Serving {path} read-only at {url}  (Ctrl-C to stop)", err=True)
     if open_browser:
-        threading.Timer(1.0, webbrowser.open, [url]).start()
+        threading.Timer(1.0, _open_browser, [url]).start()
     # Requests naming another host are refused here, whatever plugins load
     # (the txdb plugin does the same for plain `datasette serve`).
     # Ctrl-C ends serve as it ends every command: KeyboardInterrupt, which
@@ -96,10 +92,11 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
                                            log_level="warning", lifespan="on"))
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        server.run()
+        server.run(sockets=[sock])
         if not server.started:
             raise click.exceptions.Exit(3)  # uvicorn said why (its startup failure status)
     finally:
+        sock.close()
         signal.signal(signal.SIGINT, previous)
         if watcher is not None:
             stop, thread = watcher
@@ -108,6 +105,12 @@ def serve(db_path, port, open_browser, print_metadata_path, watch, roots):
             if thread.is_alive():  # in a long rescan (a first build): its files commit whole either way
                 echo("Waiting for the watcher to finish its refresh (Ctrl-C again to stop now)", err=True)
                 thread.join()
+
+
+def _open_browser(url: str) -> None:
+    # webbrowser.open says False (never raises) when no browser could start.
+    if not webbrowser.open(url):
+        echo(f"No web browser found: open {url} yourself", err=True)
 
 
 def _interrupt(signum, frame):

@@ -61,7 +61,8 @@ COMMANDS: dict[str, Entry] = {
     **_in("cost", cost="What you spent: each API message once, priced in USD by genai-prices."),
     **_in("waste", waste="What sessions paid for that they did not need, and the command that reclaims it."),
     **_in("statusline", statusline="One line for Claude Code's status bar: model, context, cost, block time left."),
-    **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog."),
+    **_in("restore", restore="Give back a session whose files vanished, byte for byte, from the catalog.",
+          prune="Delete the archive of gone sessions, asked by name or --all-gone --yes (--dry-run counts)."),
     **_in("secrets", secrets="Secrets in the catalog: scan new text for keys, tokens and passwords."),
     **_in("plugin", plugin="Where txdb's Claude Code plugin is, and the command that enables it."),
 }

@@ -75,3 +75,46 @@ def restore(db_path, session, where, to, dry_run, as_json):
     echo(f"{len(plans)} session{'s' if len(plans) != 1 else ''}, {files} file{'s' if files != 1 else ''}"
          + (": dry run, nothing written" if dry_run else f", {len(written)} written")
          + (f"; {len(skipped)} not restored" if skipped else ""))
+
+
+@command("prune")
+@db_option
+@click.argument("sessions", nargs=-1)
+@click.option("--all-gone", is_flag=True, help="Every gone file's archive (with --yes; without it, a dry run).")
+@click.option("--yes", is_flag=True, help="Delete with --all-gone (without it --all-gone only counts).")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the count as JSON.")
+def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
+    """Delete from the catalog the archive of sessions whose files are gone
+    from disk (after that, `txdb restore` cannot give them back). Only gone
+    rows are deleted, never a live session's. Name each SESSION (id, prefix
+    or path), or give --all-gone, which deletes only with --yes; --dry-run
+    prints what would go (files, lines, bytes) and deletes nothing.
+
+    Example:
+
+    \b
+        txdb prune --all-gone --dry-run
+        txdb prune 3f2a9c1e
+        txdb prune --all-gone --yes
+    """
+    from ..ingest.store import prune_gone
+
+    if bool(sessions) == all_gone:
+        raise click.UsageError("name each SESSION to prune, or give --all-gone (--dry-run counts first)")
+    conn, _path = open_catalog(db_path)
+    ids = None if all_gone else [restoremod.choose(conn, s) for s in sessions]
+    dry = dry_run or (all_gone and not yes)
+    report = prune_gone(conn, ids, dry_run=dry)
+    if as_json:
+        echo(to_json(report.__dict__))
+        return
+    what = (f"the archive of {report.sessions:,} session{'s' if report.sessions != 1 else ''}: "
+            f"{report.files:,} file{'s' if report.files != 1 else ''}, {report.lines:,} lines, "
+            f"{report.bytes / 1e6:.1f} MB")
+    if not dry:
+        echo(f"deleted {what}")
+    elif all_gone and not yes and not dry_run:
+        echo(f"would delete {what}; nothing deleted (txdb prune --all-gone --yes deletes it)")
+    else:
+        echo(f"would delete {what}: dry run, nothing deleted")

@@ -75,14 +75,13 @@ def _copy_of(p: Path) -> str | None:
     return str(s) if s is not None else None
 
 
-def file_lines(conn: sqlite3.Connection, file_id: int):
-    """The raw lines of a catalogued file, in file order, one row at a time:
-    (line, offset, raw bytes). Every read of ``records.raw`` that gives a
-    file back (``restore``) goes through here, so how the column is stored
-    is known in one place."""
-    for line, offset, raw in conn.execute(
-            "SELECT line, offset, CAST(raw AS BLOB) FROM records WHERE file_id = ? ORDER BY offset", (file_id,)):
-        yield line, offset, raw
+def file_lines(conn: sqlite3.Connection, file_id: int, start: int = 0):
+    """The raw lines of a catalogued file from byte ``start`` on, in file
+    order, one row at a time: (line, offset, raw bytes). Every read of
+    ``records.raw`` that gives a file back (``restore``) goes through here,
+    so how the column is stored is known in one place."""
+    yield from conn.execute("SELECT line, offset, CAST(raw AS BLOB) FROM records WHERE file_id = ? AND offset >= ? "
+                            "ORDER BY offset", (file_id, start))
 
 
 def session_matches(conn: sqlite3.Connection, ref: str, live_first: bool = True) -> list[tuple]:

@@ -30,8 +30,8 @@ from . import catalog
 from .db import connect_readonly, run_query, transaction
 from .errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from . import sidecar as sidecarmod
+from .ingest.lines import HEAD_BYTES, TAIL_BYTES
 from .paths import ARCHIVED_SUFFIX, archived_from, archived_path, session_stem
-from .surgery.select import check_condition
 
 
 @dataclass
@@ -47,6 +47,7 @@ class Item:
     mtime_ns: int | None = None  # as catalogued
     gone: bool = True            # its catalog row is gone (else a live file: left alone when there)
     present: bool = False  # a file is there already and left alone (these very bytes, or the live file)
+    mismatch: str = ""     # the error when the bytes written do not hash to sha256
 
     def as_dict(self) -> dict:
         return {"path": str(self.path), "from": self.source, "kind": self.kind, "bytes": self.size,
@@ -60,6 +61,7 @@ class Plan:
     folder: Path                 # the project folder it is written into
     items: list[Item] = field(default_factory=list)
     copy: bool = False           # written under --to: a copy, not the catalogued files
+    failed: str | None = None    # why writing it failed (``restore(each=True)``): nothing of it written
 
     def as_dict(self) -> dict:
         return {"session_id": self.session_id, "folder": str(self.folder),
@@ -74,30 +76,37 @@ NEWLINES = (b"\n", b"\r\n")  # the line endings a rebuilt file is tried with, in
 CHUNK = 1 << 20  # bytes handed to the writer at a time (a rebuilt file, an inflated sidecar)
 
 
-def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> Iterator[bytes]:
+def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n", start: int = 0,
+                   chunk: int = CHUNK) -> Iterator[bytes]:
     """A catalogued file's bytes from its records, streamed in pieces of
-    about ``CHUNK`` bytes: each record's raw JSON at its offset, the gaps
+    about ``chunk`` bytes: each record's raw JSON at its offset, the gaps
     between records (and after the last, up to the file's catalogued size)
     filled with ``newline`` (``\\n`` where a gap is not a whole number of
-    them). The caller checks the result against ``files.sha256``."""
+    them). From ``start`` (a record's offset) on. The caller checks the
+    result against ``files.sha256``."""
     size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
-    at = 0
-    out = bytearray()
+    at = start
+    pieces: list[bytes] = []
+    held = 0
     n = len(newline)
-    for _line, offset, raw in catalog.file_lines(conn, file_id):
-        if offset < at:
-            raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
+    for _line, offset, raw in catalog.file_lines(conn, file_id, start):
         gap = offset - at
-        out += newline * (gap // n) if gap % n == 0 else b"\n" * gap
-        out += raw
+        if gap:
+            if gap < 0:
+                raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
+            pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+        pieces.append(raw)
         at = offset + len(raw)
-        if len(out) >= CHUNK:
-            yield bytes(out)
-            out.clear()
+        held += gap + len(raw)
+        if held >= chunk:
+            yield b"".join(pieces)
+            pieces.clear()
+            held = 0
     gap = max(0, size - at)
-    out += newline * (gap // n) if gap % n == 0 else b"\n" * gap
-    if out:
-        yield bytes(out)
+    if gap:
+        pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+    if pieces:
+        yield b"".join(pieces)
 
 
 def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> bytes:
@@ -122,14 +131,44 @@ def whole_newline(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes 
     return None
 
 
+def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
+    """The one line ending whose rebuild of the file's first and last bytes
+    hashes to the ``head_sha`` and ``tail_sha`` refresh kept (a few kB
+    read, not the file); None when neither or both do. Only a guess: the
+    whole file's sha256 is checked as it is written."""
+    row = conn.execute("SELECT head_sha, tail_sha, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    if row is None or None in row:
+        return None
+    head_sha, tail_sha, cursor = row
+    tail_from = max(0, cursor - TAIL_BYTES)
+    start, = conn.execute("SELECT coalesce(max(offset), 0) FROM records WHERE file_id = ? AND offset <= ?",
+                          (file_id, tail_from)).fetchone()
+    fits = []
+    for newline in NEWLINES:
+        head = b""
+        for piece in rebuild_chunks(conn, file_id, newline, chunk=HEAD_BYTES):
+            head += piece
+            if len(head) >= HEAD_BYTES:
+                break
+        tail = b"".join(rebuild_chunks(conn, file_id, newline, start))[tail_from - start:cursor - start]
+        if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
+                and hashlib.sha256(tail).hexdigest() == tail_sha):
+            fits.append(newline)
+    return fits[0] if len(fits) == 1 else None
+
+
 def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:
     """The file's bytes when a rebuild hashes to ``sha256``, else None."""
     newline = whole_newline(conn, file_id, sha256)
     return None if newline is None else rebuild(conn, file_id, newline)
 
 
-def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
-    """Why the catalogued lines of a file do not make up the bytes refresh hashed."""
+ROWS_CHANGED = "the sha256 of its rebuilt bytes differs from the one refresh recorded: its rows changed since"
+
+
+def _known_gap(conn: sqlite3.Connection, file_id: int) -> str | None:
+    """A line the catalog holds no copy of (one that did not parse, a last
+    line still being written), found from the catalog alone; else None."""
     bad = conn.execute("SELECT line FROM parse_errors WHERE file_id = ? AND recovered = 0 ORDER BY line LIMIT 1",
                        (file_id,)).fetchone()
     if bad:
@@ -137,7 +176,12 @@ def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
     size, cursor = conn.execute("SELECT size, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
     if cursor is not None and cursor < size:
         return "its last line was still being written: the catalog has no copy of it"
-    return "the sha256 of its rebuilt bytes differs from the one refresh recorded: its rows changed since"
+    return None
+
+
+def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
+    """Why the catalogued lines of a file do not make up the bytes refresh hashed."""
+    return _known_gap(conn, file_id) or ROWS_CHANGED
 
 
 def _sha(data: bytes) -> str:
@@ -168,11 +212,15 @@ def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
     return row[0] if row else file_id
 
 
-def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None) -> Plan:
+def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None,
+                 verify: bool = True) -> Plan:
     """What restoring the session of ``file_id`` writes (nothing written):
-    every file rebuilt, streamed, and checked against its sha256 (memory
-    holds one piece at a time). RestoreError names each file that cannot
-    be given back whole, and each target that is in the way. In place, a
+    with ``verify``, every file rebuilt, streamed, and checked against its
+    sha256 (memory holds one piece at a time); without (a restore about to
+    write, which checks each file's sha256 as it writes it and links none
+    that differs), only what the catalog tells without reading the lines.
+    RestoreError names each file that cannot be given back whole, and each
+    target that is in the way. In place, a
     file of the session that is still there as the catalog knows it (the
     live session beside a lone deleted subagent transcript) is left alone;
     a session with nothing missing is refused ("still there")."""
@@ -209,30 +257,34 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         if sha is None:
             broken.append(f"{p} (the catalog has no sha256 of it: it was gone before a refresh could hash it)")
             continue
-        newline = whole_newline(conn, fid, sha)
+        newline = (whole_newline(conn, fid, sha) if verify else
+                   likely_newline(conn, fid) or whole_newline(conn, fid, sha))
+        why = _why_not_whole(conn, fid)  # a blank line is a parse error the gaps give back: known only by hashing
         if newline is None:
-            broken.append(f"{p} ({_why_not_whole(conn, fid)})")
+            broken.append(f"{p} ({why})")
             continue
         plan.items.append(Item(target(rel), p, k, size, sha,
                                lambda fid=fid, nl=newline: rebuild_chunks(conn, fid, nl),
-                               fid, mode, mtime, bool(gone)))
+                               fid, mode, mtime, bool(gone),
+                               mismatch=f"cannot give back whole: {p} ({why}); nothing was written"))
     sdir = sidecarmod.session_dir(src)
     for sid, p, rel, sha, size, mode, mtime, gone, stored in conn.execute(
             "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid "
             "FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
         chunks = (lambda b=stored, n=size, p=p: inflate_chunks(conn, b, n, p))
-        ok = False
-        if stored is not None:
+        ok = stored is not None
+        if ok and verify:
             try:
                 ok = _digest(chunks()) == (sha, size)
             except RestoreError:
                 ok = False
+        why = f"{p} (its stored content is missing, corrupt or does not match its sha256)"
         if not ok:
-            broken.append(f"{p} (its stored content is missing, corrupt or does not match its sha256)")
+            broken.append(why)
             continue
         plan.items.append(Item(target(f"{sdir.name}/{rel}"), p, "sidecar", size, sha, chunks, sid, mode,
-                               mtime, bool(gone)))
+                               mtime, bool(gone), mismatch=f"cannot give back whole: {why}; nothing was written"))
     if broken:
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
     _check_targets(plan)
@@ -326,17 +378,25 @@ def _holds(p: Path, it: Item) -> bool:
         return False
 
 
-def restore(plans: list[Plan]) -> list[Path]:
+def restore(plans: list[Plan], each: bool = False) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
-    failure takes back what this call wrote. Each file is streamed from the
-    catalog, hashed again as it is written (linked only when it matches),
-    with its catalogued mode and mtime. The files written."""
+    failure takes back what this call wrote (``each``: what that plan
+    wrote, its error kept in ``Plan.failed``, the other plans written).
+    Each file is streamed from the catalog, hashed again as it is written
+    (linked only when it matches), with its catalogued mode and mtime. The
+    files written."""
     written: list[tuple[Path, list[Path]]] = []
     try:
         for plan in plans:
             todo = [sidecarmod.Sidecar(it.path, b"", False, chunks=it.chunks, size=it.size, sha256=it.sha256,
-                                       mode=it.mode, mtime_ns=it.mtime_ns) for it in plan.todo]
-            written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
+                                       mode=it.mode, mtime_ns=it.mtime_ns, mismatch=it.mismatch or None)
+                    for it in plan.todo]
+            try:
+                written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
+            except Exception as e:
+                if not each:
+                    raise
+                plan.failed = str(e)  # sidecar.write took back what it made of this plan
     except BaseException as e:
         for folder, files in written:
             sidecarmod.remove(folder, files)
@@ -357,6 +417,8 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
     a file of its own; ``restore ID`` keeps meaning the original."""
     with transaction(conn):
         for plan in plans:
+            if plan.failed:
+                continue
             if plan.copy:
                 head = plan.items[0]
                 conn.execute("INSERT OR REPLACE INTO restored_copies (path, session_id, source, restored_at) "
@@ -449,6 +511,8 @@ def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -
     """The session files (``files.id``) whose ``sessions`` row matches the
     condition, read-only and authorized like ``txdb query``; a ``restore
     --to`` copy only when its original is not among them."""
+    from .surgery.select import check_condition  # the --where rules (loaded only for --where)
+
     cond = check_condition(where)
     ro = connect_readonly(db_path)
     try:

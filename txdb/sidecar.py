@@ -141,6 +141,7 @@ class Sidecar:
     sha256: str | None = None
     mode: int | None = None
     mtime_ns: int | None = None
+    mismatch: str | None = None  # the error when the bytes do not hash to sha256
 
     def holds(self, fh) -> bool:
         """The open file ``fh`` has this sidecar's bytes (read in pieces)."""
@@ -444,8 +445,8 @@ def _write_stream(fd: int, sc: Sidecar) -> None:
         n += len(piece)
         _write_all(fd, piece)
     if sc.sha256 is not None and (h.hexdigest() != sc.sha256 or n != sc.size):
-        raise SurgeryError(f"{sc.path}: the bytes written do not match the sha256 they were checked "
-                           "against (the catalog changed meanwhile); nothing was changed")
+        raise SurgeryError(sc.mismatch or f"{sc.path}: the bytes written do not match the sha256 they were "
+                           "checked against (the catalog changed meanwhile); nothing was changed")
 
 
 def clean_leftovers(sdir: Path) -> int:

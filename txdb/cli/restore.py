@@ -50,17 +50,22 @@ def restore(db_path, session, where, to, dry_run, as_json):
         plans = []
         for i in ids:  # every check before any write; one session that cannot be restored stops no other
             try:
-                plans.append(restoremod.plan_restore(conn, restoremod.latest_gone(conn, i), to))
+                plans.append(restoremod.plan_restore(conn, restoremod.latest_gone(conn, i), to, verify=dry_run))
             except RestoreError as e:
                 skipped.append(str(e))
         if not plans:
             raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
                                + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
     else:
-        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to)]
-    written = [] if dry_run else [str(p) for p in restoremod.restore(plans)]
+        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to, verify=dry_run)]
+    written = [] if dry_run else [str(p) for p in restoremod.restore(plans, each=where is not None)]
     if not dry_run:
         restoremod.register_restored(conn, plans)
+        skipped += [p.failed for p in plans if p.failed]
+        plans = [p for p in plans if not p.failed]
+        if not plans:
+            raise RestoreError(skipped[0] + (f" (and {len(skipped) - 1} more sessions not restored)"
+                                             if len(skipped) > 1 else ""))
     if as_json:
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
                       "written": written, "not_restored": skipped}))

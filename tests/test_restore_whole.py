@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from test_restore import SID, SUBAGENT_DEMO, _conn, _one_error, _sweep, archive, tree  # noqa: F401 (fixture)
+import test_restore
+from test_restore import SID, SUBAGENT_DEMO, _conn, _one_error, _sweep, tree
+
+archive = test_restore.archive  # the same fixture
 
 TOOLS = "-tmp-txdb-cli-fixtures-tools-demo"
 TOOLS_SID = "0ff9cf6e-e3b0-420c-913e-806c2aa938aa"

@@ -272,7 +272,8 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
             "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid "
             "FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
-        chunks = (lambda b=stored, n=size, p=p: inflate_chunks(conn, b, n, p))
+        def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
+            return inflate_chunks(conn, b, n, p)
         ok = stored is not None
         if ok and verify:
             try:

@@ -263,8 +263,9 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         if newline is None:
             broken.append(f"{p} ({why})")
             continue
-        plan.items.append(Item(target(rel), p, k, size, sha,
-                               lambda fid=fid, nl=newline: rebuild_chunks(conn, fid, nl),
+        def lines(fid: int = fid, nl: bytes = newline) -> Iterator[bytes]:
+            return rebuild_chunks(conn, fid, nl)
+        plan.items.append(Item(target(rel), p, k, size, sha, lines,
                                fid, mode, mtime, bool(gone),
                                mismatch=f"cannot give back whole: {p} ({why}); nothing was written"))
     sdir = sidecarmod.session_dir(src)

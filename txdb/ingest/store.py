@@ -738,7 +738,8 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
         files = [r for r in rows if r[6] or not is_session_path(r[1])]
         sidecars = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1").fetchall()
     else:
-        files, sidecars, seen = [], [], set()
+        files, sidecars = [], []
+        seen: set[int] = set()
         for fid in file_ids:
             path, sid = conn.execute("SELECT path, session_id FROM files WHERE id = ?", (fid,)).fetchone()
             base = archived_path_base(path)

@@ -14,6 +14,13 @@ catalog of it with `txdb refresh`, and prints:
   decompressed per row, would store) and each file compressed whole (one
   blob per file), with the catalog's ratio with each instead.
 
+- restore beside `cp` (``--restore-mb``, default 100; 0 skips it): a
+  session of that size built from the generated corpus
+  (``bench_refresh.build_big_session``, the surgery bench's big session),
+  catalogued, deleted, and given back by `txdb restore`: its time and peak
+  RSS against `cp` of the same file (ratios), and what the next refresh
+  then reads (nothing: the restored file is the catalogued one).
+
 Results also go to bench/out/archive.json.
 """
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -31,6 +39,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from bench_refresh import build_big_session, median, run_proc, session_files  # noqa: E402
 TXDB = str(REPO / ".venv" / "bin" / "txdb")
 DEFAULT_CORPUS = [REPO.parent / "shared" / "corpus" / "real", REPO.parent / "shared" / "corpus" / "generated"]
 sys.path.insert(0, str(REPO))
@@ -45,7 +55,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append", type=Path)
     ap.add_argument("--out", type=Path, default=HERE / "out" / "archive.json")
+    ap.add_argument("--restore-mb", type=int, default=100, help="size of the restored session (0: skip)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--restore-only", action="store_true", help="only the restore figures")
     args = ap.parse_args(argv)
+    if args.restore_only:
+        res = bench_restore([c.resolve() for c in (args.corpus or DEFAULT_CORPUS)], args.restore_mb, args.reps)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"restore": res}, indent=2))
+        return 0
     corpora = [c.resolve() for c in (args.corpus or DEFAULT_CORPUS)]
     scratch = Path(tempfile.mkdtemp(prefix="txdb-archive-"))
     try:
@@ -97,11 +115,64 @@ def main(argv=None) -> int:
         print(f"raw lines {mb(raw)}: stored in raw_chunks {mb(packed)} ({packed / raw:.2f}x); instead zlib per "
               f"line {mb(per_line)} -> catalog {res['ratio_raw_per_line']:.2f}x, per file {mb(per_file)} -> "
               f"{res['ratio_raw_per_file']:.2f}x")
+        if args.restore_mb:
+            res["restore"] = bench_restore(corpora, args.restore_mb, args.reps)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def bench_restore(corpora: list[Path], target_mb: int, reps: int) -> dict:
+    """`txdb restore` of a deleted session of ``target_mb`` MB against `cp`
+    of it: time and peak RSS (medians of ``reps``), as ratios."""
+    gen = [c for c in corpora if c.name == "generated"] or corpora
+    srcs = sorted((p for c in gen for p in session_files(c) if "subagents" not in p.parts),
+                  key=lambda p: -p.stat().st_size)
+    scratch = Path(tempfile.mkdtemp(prefix="txdb-restore-"))
+    try:
+        proj = scratch / "projects" / "-bench-restore"
+        proj.mkdir(parents=True)
+        tmp = proj / "building.jsonl"
+        info = build_big_session(srcs, tmp, target_mb * 1_000_000)
+        big = proj / f"{info['session_id']}.jsonl"
+        tmp.rename(big)
+        size = big.stat().st_size
+        db = scratch / "catalog.db"
+        env = dict(os.environ, TXDB_DB=str(db))
+        subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects")], check=True, capture_output=True, env=env)
+        original = big.read_bytes()
+        cps, cp_rss, restores, restore_rss, reread = [], [], [], [], []
+        for _ in range(reps):
+            copy = scratch / "copy.jsonl"
+            dt, rss, rc, err = run_proc(["cp", str(big), str(copy)])
+            assert rc == 0, err
+            cps.append(dt)
+            cp_rss.append(rss)
+            copy.unlink()
+            big.unlink()
+            subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects")], check=True, capture_output=True,
+                           env=env)
+            dt, rss, rc, err = run_proc([TXDB, "restore", info["session_id"]], env=env)
+            assert rc == 0, err
+            restores.append(dt)
+            restore_rss.append(rss)
+            assert big.read_bytes() == original, "restore was not byte-identical"
+            out = subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects"), "--json"], check=True,
+                                 capture_output=True, env=env).stdout
+            reread.append(json.loads(out)["bytes"])
+        res = {"bytes": size, "cp_seconds": median(cps), "restore_seconds": median(restores),
+               "cp_peak_rss": median(cp_rss), "restore_peak_rss": median(restore_rss),
+               "time_ratio": median(restores) / median(cps), "rss_to_file": median(restore_rss) / size,
+               "refresh_after_restore_bytes": max(reread)}
+        print(f"restore of a {mb(size)} session: {res['restore_seconds']:.2f}s against {res['cp_seconds']:.3f}s "
+              f"for cp ({res['time_ratio']:.1f}x); peak RSS {mb(res['restore_peak_rss'])} "
+              f"({res['rss_to_file']:.2f}x the file; cp {mb(res['cp_peak_rss'])}); "
+              f"the next refresh read {res['refresh_after_restore_bytes']:,} bytes")
+        return res
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -129,7 +129,8 @@ async def test_index_and_database_pages(ds):
 
 async def test_every_table_and_view_answers_with_rows(ds, ro):
     empty_ok = {"parse_errors", "chain_problems", "persisted", "persisted_by_session", "markers",  # none here
-                "gone_sessions", "secret_findings", "secret_scans", "secrets"}  # (tests/test_secrets.py has secrets)
+                "gone_sessions", "secret_findings", "secret_scans", "secrets",
+                "pruned_sessions", "restored_copies"}  # secrets: tests/test_secrets.py; the restore tables: tests/test_restore_whole.py
     names = [r[0] for r in ro.execute(
         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
         "AND name NOT LIKE '%fts%' AND name NOT LIKE '\\_%' ESCAPE '\\'")]

@@ -134,8 +134,8 @@ def test_prune_removes_backup_rows_an_older_txdb_catalogued(env, tmp_path):
     assert json.loads(run("analyze", "s1", "--original", "--json").output)["file"]["path"] == str(sess)
     out = json.loads(run("refresh", "--json").output)
     assert out["pruned"] == 0 and len(paths(tmp_path)) == 3
-    out = json.loads(run("refresh", "--prune", "--json").output)
-    assert out["pruned"] == 2 and paths(tmp_path) == [str(sess)]
+    out = json.loads(run("prune", "--all-gone", "--yes", "--json").output)
+    assert out["files"] == 2 and paths(tmp_path) == [str(sess)]
     conn = db.connect(tmp_path / "catalog.db")
     orphans = conn.execute("SELECT count(*) FROM records WHERE file_id NOT IN (SELECT id FROM files)").fetchone()
     conn.close()

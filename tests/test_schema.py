@@ -39,7 +39,7 @@ TABLES = {
     "history_fts_docsize": ["id", "sz"],
     "history_fts_idx": ["segid", "term", "pgno"],
     "files": ["id", "path", "root", "project", "kind", "session_id", "size", "mtime_ns", "inode", "head_sha",
-              "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at"],
+              "tail_sha", "cursor", "lines", "gone", "refreshed_at", "sha256", "sha_state", "gone_at", "mode"],
     "markers": ["file_id", "offset", "idx", "recorded_size", "text"],
     "parse_errors": ["file_id", "line", "offset", "length", "message", "recovered"],
     "prices": ["model", "valid_from", "valid_until", "above_tokens", "priced_as", "input_mtok", "output_mtok",
@@ -56,7 +56,9 @@ TABLES = {
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
                  "est_context_tokens", "est_method", "est_turns"],
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
-                 "gone_at", "refreshed_at"],
+                 "gone_at", "refreshed_at", "mode"],
+    "pruned_sessions": ["path", "session_id", "kind", "lines", "bytes", "pruned_at"],
+    "restored_copies": ["path", "session_id", "source", "restored_at"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
                   "records_changed", "tokens_before", "tokens_after", "result_size", "result_sha256", "stale_from",
                   "fit_overhead", "fit_factor"],
@@ -80,7 +82,7 @@ INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",
     "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type",
     "raw_chunks_file", "sessions_session_id", "history_session",
-    "sidecars_session", "sidecars_sha256",
+    "sidecars_session", "sidecars_sha256", "pruned_sessions_session",
     "usage_message", "usage_model", "usage_session", "usage_timestamp",
 }
 

@@ -75,11 +75,11 @@ def _copy_of(p: Path) -> str | None:
     return str(s) if s is not None else None
 
 
-def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
+def session_matches(conn: sqlite3.Connection, ref: str, live_first: bool = True) -> list[tuple]:
     """The catalogued session files an id, a file name's stem or an id
     prefix (``MIN_PREFIX`` characters or more) names, read only: rows of
     (id, path, session_id, kind, gone): the live top-level sessions when
-    any match, else every match.
+    any match, else every match (``live_first=False``: every match).
     Matched literally (no LIKE wildcards)."""
     suffix = os.sep + ref + SESSION_SUFFIX
     rows = conn.execute(
@@ -93,13 +93,15 @@ def session_matches(conn: sqlite3.Connection, ref: str) -> list[tuple]:
             "WHERE substr(f.session_id, 1, ?) = ? ORDER BY f.kind = 'session' DESC, f.gone, f.id DESC",
             (len(ref), ref),
         ).fetchall()
-    return _preferred(rows)
+    return _preferred(rows, live_first)
 
 
-def _preferred(rows: list[tuple]) -> list[tuple]:
+def _preferred(rows: list[tuple], live_first: bool = True) -> list[tuple]:
     # an older catalog's backup rows go; a gone version kept aside (paths.archived_path) stays,
     # and a gone file's path is judged by its name (a link may stand there now)
     rows = [r for r in rows if is_session_path(archived_from(r[1]) or r[1], links=not r[4])]
+    if not live_first:
+        return rows
     return [r for r in rows if r[3] == "session" and not r[4]] or rows
 
 

@@ -53,3 +53,7 @@ class ExportError(TxdbError):
 
 class RestoreError(TxdbError):
     """A restore refused (a file the catalog cannot give back whole, a target in the way); nothing was written."""
+
+
+class PruneError(TxdbError):
+    """A prune refused (a session named that has nothing gone); nothing was deleted."""

@@ -59,6 +59,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 
 from .durability import (clean_stale_temps, fsync_all, fsync_dir, link_nameless, nameless_file_at, open_dir,
                          temp_file_at)
@@ -132,6 +133,25 @@ class Sidecar:
     path: Path          # absolute, inside the session folder
     data: bytes
     reused: bool        # a file with these bytes is already there
+    # A file given back from the catalog (restore): its bytes streamed by
+    # ``chunks`` instead of ``data`` (never held whole), checked against
+    # ``sha256`` and ``size`` as they are written, with its mode and mtime.
+    chunks: Callable[[], Iterable[bytes]] | None = None
+    size: int | None = None
+    sha256: str | None = None
+    mode: int | None = None
+    mtime_ns: int | None = None
+    mismatch: str | None = None  # the error when the bytes do not hash to sha256
+
+    def holds(self, fh) -> bool:
+        """The open file ``fh`` has this sidecar's bytes (read in pieces)."""
+        if self.chunks is None:
+            return fh.read(len(self.data) + 1) == self.data
+        h, n = hashlib.sha256(), 0
+        while piece := fh.read(1 << 20):
+            h.update(piece)
+            n += len(piece)
+        return n == self.size and h.hexdigest() == self.sha256
 
     @property
     def chars(self) -> int:
@@ -345,7 +365,7 @@ def _same_there(folders: _Folders, sc: Sidecar) -> bool:
     held; False when it is gone (it is written again)."""
     try:
         with open_regular(sc.path.name, dir_fd=folders.fd(sc.path.parent), follow=False) as fh:
-            if fh.read(len(sc.data) + 1) == sc.data:
+            if sc.holds(fh):
                 return True
     except FileNotFoundError:
         return False
@@ -369,10 +389,13 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
             temps.append((sc, dfd, fd, tmp))
             if owner is not None:
                 os.fchown(fd, *owner)
-            os.fchmod(fd, FILE_MODE)
-            view = memoryview(sc.data)
-            while view:
-                view = view[os.write(fd, view):]
+            os.fchmod(fd, FILE_MODE if sc.mode is None else sc.mode & 0o777)
+            if sc.chunks is None:
+                _write_all(fd, sc.data)
+            else:
+                _write_stream(fd, sc)
+            if sc.mtime_ns is not None:
+                os.utime(fd, ns=(sc.mtime_ns, sc.mtime_ns))
         fsync_all([fd for _sc, _dfd, fd, _tmp in temps])
         for sc, dfd, fd, tmp in temps:
             try:
@@ -384,7 +407,7 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
             except FileExistsError:
                 try:
                     with open_regular(sc.path.name, dir_fd=dfd, follow=False) as fh:
-                        same = fh.read(len(sc.data) + 1) == sc.data
+                        same = sc.holds(fh)
                 except NotRegularFile as e:
                     raise SurgeryError(f"{sc.path} appeared while writing and is {kind(e.mode)}: "
                                        f"a sidecar must be a file in the session's folder; "
@@ -403,6 +426,27 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
                 os.unlink(tmp, dir_fd=dfd)
             except OSError:
                 pass
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_stream(fd: int, sc: Sidecar) -> None:
+    """Write ``sc.chunks()`` piece by piece, hashing as it goes: bytes that
+    do not hash to ``sc.sha256`` (the catalog changed since they were
+    checked) are never linked."""
+    assert sc.chunks is not None
+    h, n = hashlib.sha256(), 0
+    for piece in sc.chunks():
+        h.update(piece)
+        n += len(piece)
+        _write_all(fd, piece)
+    if sc.sha256 is not None and (h.hexdigest() != sc.sha256 or n != sc.size):
+        raise SurgeryError(sc.mismatch or f"{sc.path}: the bytes written do not match the sha256 they were "
+                           "checked against (the catalog changed meanwhile); nothing was changed")
 
 
 def clean_leftovers(sdir: Path) -> int:

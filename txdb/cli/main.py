@@ -297,7 +297,7 @@ def path(db_path):
 @cli.command()
 @db_option
 @root_option
-@click.option("--prune", is_flag=True, help="Delete the rows of files that vanished from disk.")
+@click.option("--prune", is_flag=True, hidden=True, help="Moved to `txdb prune` (an error pointing there).")
 @click.option("--watch", is_flag=True,
               help="Then keep the catalog current as session files change, until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (with --watch: one line per event).")
@@ -307,7 +307,8 @@ def refresh(db_path, roots, prune, watch, as_json):
     With --watch it stays running: each change to a session file reaches the
     catalog within a second (a last line without its newline waits for it),
     new sessions and project folders are picked up, deleted files are marked
-    gone (or pruned), and Ctrl-C leaves a consistent catalog.
+    gone (their archive kept: `txdb prune` deletes it), and Ctrl-C leaves a
+    consistent catalog.
 
     Example:
 
@@ -318,6 +319,9 @@ def refresh(db_path, roots, prune, watch, as_json):
     """
     from ..ingest.bulk import refresh_db
 
+    if prune:  # the archive of gone sessions goes only when asked by name: never as a side effect
+        raise click.ClickException("refresh --prune is now `txdb prune`: `txdb prune --all-gone --dry-run` counts "
+                                   "what it would delete, `txdb prune SESSION` or `--all-gone --yes` deletes it")
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
         stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)

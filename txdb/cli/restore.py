@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from .. import catalog
 from .. import restore as restoremod
 from ..errors import RestoreError, SessionNotFound
 from .main import command, db_option, open_catalog
@@ -24,9 +23,14 @@ def restore(db_path, session, where, to, dry_run, as_json):
     `sessions` table). Its .jsonl, its subagent transcripts and the files in
     its folder (tool-results/, persisted/) are rebuilt, checked against the
     sha256 refresh recorded, and written at their old paths (or under --to
-    DIR), mode 0600. An existing file is never replaced: a session still on
-    disk is refused. A file the catalog cannot give back whole is named and
-    nothing is written.
+    DIR) with the mode and mtime they had. An existing file is never
+    replaced: a session still on disk whole is refused; beside a live
+    session, only its missing files (a deleted subagent transcript) are
+    written. A file the catalog cannot give back whole is named and nothing
+    is written. A restored file is the catalogued one: the next refresh
+    reads nothing. A --to copy is not catalogued (a refresh of its folder
+    indexes it); SESSION always means the original. With --where, a session
+    that cannot be restored is named and the others are restored.
 
     Example:
 
@@ -38,27 +42,84 @@ def restore(db_path, session, where, to, dry_run, as_json):
     if (session is None) == (where is None):
         raise click.UsageError("name one SESSION or give --where")
     conn, path = open_catalog(db_path)
+    skipped: list[str] = []
     if where is not None:
         ids = restoremod.select_sessions(conn, path, where)
         if not ids:
             raise SessionNotFound(f"--where matched no session: {where}")
+        plans = []
+        for i in ids:  # every check before any write; one session that cannot be restored stops no other
+            try:
+                plans.append(restoremod.plan_restore(conn, restoremod.latest_gone(conn, i), to, verify=dry_run))
+            except RestoreError as e:
+                skipped.append(str(e))
+        if not plans:
+            raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
+                               + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
     else:
-        ref = catalog.resolve_session(conn, session)
-        if ref.kind != "session":
-            raise RestoreError(f"{ref.path} is a subagent transcript: restore the session it belongs to")
-        ids = [restoremod.latest_gone(conn, ref.file_id)]
-    plans = [restoremod.plan_restore(conn, i, to) for i in ids]  # every check before any write
-    written = [] if dry_run else [str(p) for p in restoremod.restore(plans)]
-    if written:
-        restoremod.refresh_restored(conn, plans)
+        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to, verify=dry_run)]
+    written = [] if dry_run else [str(p) for p in restoremod.restore(plans, each=where is not None)]
+    if not dry_run:
+        restoremod.register_restored(conn, plans)
+        skipped += [p.failed for p in plans if p.failed]
+        plans = [p for p in plans if not p.failed]
+        if not plans:
+            raise RestoreError(skipped[0] + (f" (and {len(skipped) - 1} more sessions not restored)"
+                                             if len(skipped) > 1 else ""))
     if as_json:
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
-                      "written": written}))
+                      "written": written, "not_restored": skipped}))
         return
     for plan in plans:
         for it in plan.items:
             state = "already there" if it.present else ("would write" if dry_run else "wrote")
-            echo(terminal_safe(f"{state} {it.path} ({len(it.data):,} bytes, {it.kind})"))
+            echo(terminal_safe(f"{state} {it.path} ({it.size:,} bytes, {it.kind})"))
+    for why in skipped:
+        echo(terminal_safe(f"not restored: {why}"))
     files = sum(len(p.items) for p in plans)
     echo(f"{len(plans)} session{'s' if len(plans) != 1 else ''}, {files} file{'s' if files != 1 else ''}"
-         + (": dry run, nothing written" if dry_run else f", {len(written)} written"))
+         + (": dry run, nothing written" if dry_run else f", {len(written)} written")
+         + (f"; {len(skipped)} not restored" if skipped else ""))
+
+
+@command("prune")
+@db_option
+@click.argument("sessions", nargs=-1)
+@click.option("--all-gone", is_flag=True, help="Every gone file's archive (with --yes; without it, a dry run).")
+@click.option("--yes", is_flag=True, help="Delete with --all-gone (without it --all-gone only counts).")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the count as JSON.")
+def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
+    """Delete from the catalog the archive of sessions whose files are gone
+    from disk (after that, `txdb restore` cannot give them back). Only gone
+    rows are deleted, never a live session's. Name each SESSION (id, prefix
+    or path), or give --all-gone, which deletes only with --yes; --dry-run
+    prints what would go (files, lines, bytes) and deletes nothing.
+
+    Example:
+
+    \b
+        txdb prune --all-gone --dry-run
+        txdb prune 3f2a9c1e
+        txdb prune --all-gone --yes
+    """
+    from ..ingest.store import prune_gone
+
+    if bool(sessions) == all_gone:
+        raise click.UsageError("name each SESSION to prune, or give --all-gone (--dry-run counts first)")
+    conn, _path = open_catalog(db_path)
+    ids = None if all_gone else [restoremod.choose(conn, s) for s in sessions]
+    dry = dry_run or (all_gone and not yes)
+    report = prune_gone(conn, ids, dry_run=dry)
+    if as_json:
+        echo(to_json(report.__dict__))
+        return
+    what = (f"the archive of {report.sessions:,} session{'s' if report.sessions != 1 else ''}: "
+            f"{report.files:,} file{'s' if report.files != 1 else ''}, {report.lines:,} lines, "
+            f"{report.bytes / 1e6:.1f} MB")
+    if not dry:
+        echo(f"deleted {what}")
+    elif all_gone and not yes and not dry_run:
+        echo(f"would delete {what}; nothing deleted (txdb prune --all-gone --yes deletes it)")
+    else:
+        echo(f"would delete {what}: dry run, nothing deleted")

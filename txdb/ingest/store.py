@@ -31,8 +31,9 @@ from . import census
 from ..chain_health import missing_parent_findings
 from ..cost import sync_prices
 from ..db import transaction
+from ..errors import PruneError
 from ..regular import open_regular
-from ..paths import archived_path, is_side_file, session_stem, swaps_of
+from ..paths import archived_from, archived_path, is_side_file, session_stem, swaps_of
 from .discover import (Found, FoundSidecar, Unreadable, classify, discover, is_session_path, reached, session_folder,
                        session_sidecars)
 from . import sha as shamod
@@ -410,8 +411,8 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
         status = "grown" if st.st_size > 0 else "unchanged"
     if status == "unchanged":
         digest, state = FileHash(found.path, st.st_size).result()
-        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, sha_state = ?, gone = 0, gone_at = NULL "
-                     "WHERE id = ?", (st.st_size, st.st_mtime_ns, digest, state, file_id))
+        conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, sha_state = ?, gone = 0, gone_at = NULL, "
+                     "mode = ? WHERE id = ?", (st.st_size, st.st_mtime_ns, digest, state, st.st_mode & 0o7777, file_id))
         return Plan(found, "unchanged", file_id)
     if status == "grown":
         return Plan(found, "grown", file_id, cursor, lines + 1)
@@ -506,9 +507,9 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     conn.execute(
         "UPDATE files SET root = ?, project = ?, kind = ?, size = ?, mtime_ns = ?, "
         "inode = ?, head_sha = ?, tail_sha = ?, sha256 = ?, sha_state = ?, cursor = ?, lines = ?, gone = 0, "
-        "gone_at = NULL, refreshed_at = datetime('now') WHERE id = ?",
+        "gone_at = NULL, refreshed_at = datetime('now'), mode = ? WHERE id = ?",
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
-         hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, file_id),
+         hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, st.st_mode & 0o7777, file_id),
     )
 
 
@@ -698,11 +699,12 @@ def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: b
             sha = store_blob(conn, blob)
             conn.execute(
                 "INSERT INTO sidecars (path, root, project, session_id, rel, sha256, size, mtime_ns, gone, "
-                "refreshed_at) VALUES (?,?,?,?,?,?,?,?,0,datetime('now')) ON CONFLICT (path) DO UPDATE SET "
+                "refreshed_at, mode) VALUES (?,?,?,?,?,?,?,?,0,datetime('now'),?) ON CONFLICT (path) DO UPDATE SET "
                 "root = excluded.root, project = excluded.project, session_id = excluded.session_id, "
                 "rel = excluded.rel, sha256 = excluded.sha256, size = excluded.size, "
-                "mtime_ns = excluded.mtime_ns, gone = 0, gone_at = NULL, refreshed_at = excluded.refreshed_at",
-                (f.path, f.root, f.project, f.session_id, f.rel, sha, blob[1], st.st_mtime_ns),
+                "mtime_ns = excluded.mtime_ns, gone = 0, gone_at = NULL, refreshed_at = excluded.refreshed_at, "
+                "mode = excluded.mode",
+                (f.path, f.root, f.project, f.session_id, f.rel, sha, blob[1], st.st_mtime_ns, st.st_mode & 0o7777),
             )
         stats.sidecars += 1
     seen = {f.path for f in found}
@@ -718,6 +720,78 @@ def refresh_sidecars(conn, found: list[FoundSidecar], roots: list[str], prune: b
                 conn.execute(f"UPDATE sidecars SET gone = 1, gone_at = {GONE_AT} WHERE id = ?", (sid,))
         if prune:
             conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
+
+
+@dataclass
+class PruneReport:
+    """What ``prune_gone`` deleted (or, in a dry run, would delete)."""
+
+    dry_run: bool
+    sessions: int = 0  # sessions whose archive (or part of it) goes
+    files: int = 0     # file rows (transcripts) and sidecar rows
+    lines: int = 0
+    bytes: int = 0
+    paths: list[str] = field(default_factory=list)  # the transcripts
+
+
+def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bool = True) -> PruneReport:
+    """Delete the archive of gone files: for each session file named
+    (``files.id``), its gone rows (the session file, its subagent
+    transcripts, the files of its folder, their versions kept aside); with
+    ``file_ids`` None, every gone row and the rows of files that are not
+    sessions (an older txdb's backups). Live rows are never deleted; each
+    deleted transcript is listed in ``pruned_sessions`` (restore names it).
+    PruneError: a named session has nothing gone."""
+    if file_ids is None:
+        rows = conn.execute("SELECT id, path, kind, session_id, lines, size, gone FROM files").fetchall()
+        files = [r for r in rows if r[6] or not is_session_path(r[1])]
+        sidecars = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1").fetchall()
+    else:
+        files, sidecars = [], []
+        seen: set[int] = set()
+        for fid in file_ids:
+            path, sid = conn.execute("SELECT path, session_id FROM files WHERE id = ?", (fid,)).fetchone()
+            base = archived_path_base(path)
+            stem = base[:-len(".jsonl")] if base.endswith(".jsonl") else base
+            mine = conn.execute(
+                "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE gone = 1 AND "
+                "(path = ? OR substr(path, 1, ?) = ? OR substr(path, 1, ?) = ?)",
+                (base, len(base) + 10, base + ".archived-", len(stem) + 11, stem + "/subagents/")).fetchall()
+            side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
+                                (len(stem) + 1, stem + "/")).fetchall()
+            if not mine and not side:
+                raise PruneError(f"{sid or base} is not gone: prune deletes only the archive of files that "
+                                 "vanished from disk")
+            files += [r for r in mine if r[0] not in seen]
+            seen.update(r[0] for r in mine)
+            sidecars += side
+        sidecars = list({sc[0]: sc for sc in sidecars}.values())
+    report = PruneReport(dry_run)
+    # a session is counted once, by its folder, whichever of its files go
+    folders = {archived_path_base(r[1])[:-len(".jsonl")] if r[2] == "session" else str(Path(r[1]).parent.parent)
+               for r in files if r[6] and is_session_path(archived_path_base(r[1]))}
+    report.sessions = len(folders | {sc[2][:-len(sc[3]) - 1] for sc in sidecars})
+    report.files = len(files) + len(sidecars)
+    report.lines = sum(r[4] or 0 for r in files)
+    report.bytes = sum(r[5] or 0 for r in files) + sum(sc[1] or 0 for sc in sidecars)
+    report.paths = [r[1] for r in files]
+    if dry_run:
+        return report
+    with transaction(conn):
+        for fid, path, kind, sid, lines, size, gone in files:
+            _delete_file(conn, fid)
+            if gone:
+                conn.execute("INSERT OR REPLACE INTO pruned_sessions (path, session_id, kind, lines, bytes, pruned_at) "
+                             f"VALUES (?, ?, ?, ?, ?, {GONE_AT})", (archived_path_base(path), sid, kind, lines, size))
+        for sc in sidecars:
+            conn.execute("DELETE FROM sidecars WHERE id = ?", (sc[0],))
+        conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
+    return report
+
+
+def archived_path_base(path: str) -> str:
+    """The path a version kept aside was at (else the path itself)."""
+    return archived_from(path) or path
 
 
 def _delete_file(conn, file_id: int) -> None:

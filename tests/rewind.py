@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from txdb import db
+from txdb.catalog import db
 
 _ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.I)
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)

@@ -7,9 +7,9 @@ import pytest
 
 from conftest import rows
 from sessions import conversation, dumps, user
-from txdb import chain as chainmod
-from txdb.ingest.store import refresh
-from txdb.transcript import Transcript
+from txdb.model import chain as chainmod
+from txdb.catalog.ingest.store import refresh
+from txdb.model.transcript import Transcript
 
 
 def ingest(conn, tmp_path, data: bytes):
@@ -232,7 +232,7 @@ def test_strip_all_on_a_deep_session(tmp_path, monkeypatch, depth, place):
     from click.testing import CliRunner
 
     from txdb.cli import cli
-    from txdb.ingest import deep
+    from txdb.model import deep
 
     data, deep_line = deep_session(depth, place)
     path = tmp_path / "projects" / "-p" / "s.jsonl"
@@ -257,7 +257,7 @@ def test_strip_all_on_a_deep_session(tmp_path, monkeypatch, depth, place):
 def test_a_record_whose_blocks_cannot_be_derived_is_still_stored(conn, tmp_path, monkeypatch):
     """Derived columns are best effort: the record and its place on the
     chain stay, the line is noted (recovered) in parse_errors."""
-    from txdb.ingest import rows as rowsmod
+    from txdb.catalog.ingest import rows as rowsmod
 
     real = rowsmod.block_rows
 

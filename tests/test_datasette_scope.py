@@ -15,8 +15,8 @@ import pytest
 from datasette.app import Datasette
 
 from test_bad_input import deep_session
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 from txdb.web.metadata import load_metadata
 
 CSS = "/-/txdb/txdb.css"

@@ -67,7 +67,7 @@ def test_no_private_name_is_imported_from_another_module():
 
 def test_the_session_model_and_show_load_no_surgery():
     # A fresh process: what refresh, verify and show really load.
-    code = ("import sys, txdb.ingest.store, txdb.verify, txdb.show, txdb.transcript, txdb.durability; "
+    code = ("import sys, txdb.catalog.ingest.store, txdb.model.verify, txdb.catalog.show, txdb.model.transcript, txdb.model.durability; "
             "print(sorted(m for m in sys.modules if m.startswith('txdb.surgery')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -76,14 +76,14 @@ def test_the_session_model_and_show_load_no_surgery():
 def test_refresh_loads_no_file_model():
     # ingest judges missing parents on chain nodes (chain_health), so a refresh
     # loads neither verify nor the Transcript, sidecars or the write helpers.
-    code = ("import sys, txdb.ingest.store; "
-            "print(sorted(m for m in sys.modules if m in ('txdb.verify', 'txdb.transcript', 'txdb.sidecar', "
-            "'txdb.durability', 'txdb.lock') or m.startswith('txdb.surgery')))")
+    code = ("import sys, txdb.catalog.ingest.store; "
+            "print(sorted(m for m in sys.modules if m in ('txdb.model.verify', 'txdb.model.transcript', 'txdb.model.sidecar', "
+            "'txdb.model.durability', 'txdb.model.lock') or m.startswith('txdb.surgery')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
-# -- file-naming facts: stated in txdb/paths.py only -------------------------
+# -- file-naming facts: stated in txdb/model/paths.py only -------------------------
 
 NAMING_FACTS = (".jsonl", ".pending", ".pending.json", ".bak", ".swaps.json", "tool-results", ".tool-results",
                 "subagents", "agent-")
@@ -114,10 +114,10 @@ def test_every_file_naming_fact_is_stated_in_paths_only():
 
 
 def test_a_subagent_transcript_and_its_parent(tmp_path):
-    from txdb import paths
+    from txdb.model import paths
     from txdb.errors import SurgeryError
-    from txdb.ingest.discover import classify
-    from txdb import sidecar
+    from txdb.catalog.ingest.discover import classify
+    from txdb.model import sidecar
     from txdb.surgery.fork import check_forkable
 
     parent = tmp_path / "-proj" / "abc.jsonl"

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from conftest import copy_fixture_sessions
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 TABLES = {
     "_txdb_meta": ["key", "value"],

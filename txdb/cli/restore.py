@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from .. import catalog
-from .. import restore as restoremod
-from ..errors import RestoreError, SessionNotFound
-from .main import command, db_option, open_catalog
-from .output import echo, terminal_safe, to_json
+from txdb.catalog import sessions as catalog
+from txdb.surgery import restore as restoremod
+from txdb.errors import RestoreError, SessionNotFound
+from txdb.cli.main import command, db_option, open_catalog
+from txdb.cli.output import echo, terminal_safe, to_json
 
 
 @command("restore")

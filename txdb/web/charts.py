@@ -1,14 +1,14 @@
 """The figures behind txdb's charts, read from a catalog (plain SQL over the
-views, and the chain rules of txdb.chain). Drawn by txdb.web.svg.
+views, and the chain rules of txdb.model.chain). Drawn by txdb.web.svg.
 
 Tokens as the API recorded them, and their cost in USD (usage_by_day's
-cost_usd: the price library's prices, txdb.cost).
+cost_usd: the price library's prices, txdb.catalog.cost).
 """
 
 from __future__ import annotations
 
-from .. import chain
-from ..db import rows as _rows
+from txdb.model import chain
+from txdb.catalog.sqlutil import rows as _rows
 
 CONTEXT_LIMIT = 200_000   # the context window the charts draw a line at
 TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-from ..catalog import session_matches
-from ..db import rows as _rows
-from ..estimate import FITTED, catalog_breakdown
-from . import charts
-from .markdown import preformatted, render as markdown
-from .urls import page_ref
+from txdb.catalog.sessions import session_matches
+from txdb.catalog.sqlutil import rows as _rows
+from txdb.catalog.estimate import FITTED, catalog_breakdown
+from txdb.web import charts
+from txdb.web.markdown import preformatted, render as markdown
+from txdb.web.urls import page_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page

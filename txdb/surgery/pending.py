@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Iterable
 import orjson
 
 from txdb.errors import SurgeryError
-from txdb.model.paths import (backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file)  # noqa: F401 - session_path, working_file: pend.* callers
+from txdb.model.paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
 from txdb.model.lines import is_whole_object
 from txdb.model.lock import session_lock
 from txdb.surgery import gate, journal

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from txdb.model.paths import (META_SUFFIX, NOT_TEXT_PATH, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX,
-    SUBAGENTS, is_text_path, shown_path, is_session_name, is_session_path, is_side_file,
-    session_folder)
+    SUBAGENTS, is_text_path, shown_path, is_session_name, is_session_path, is_side_file, session_folder)
 from txdb.model.regular import NotRegularFile
 
 

@@ -496,7 +496,7 @@ def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, project
 
 def test_query_loads_no_catalog_module_and_no_file_reading(tmp_path, projects):
     """Start-up (issue 18): `txdb query` opens the catalog and runs the SQL;
-    it loads neither txdb.catalog nor what reads session files (discovery,
+    it loads neither txdb.catalog.sessions nor what reads session files (discovery,
     the store; nor the surgery engine)."""
     db_path = str(tmp_path / "c.db")
     assert CliRunner().invoke(cli, ["refresh", "--root", str(projects), "--db", db_path]).exit_code == 0
@@ -504,7 +504,7 @@ def test_query_loads_no_catalog_module_and_no_file_reading(tmp_path, projects):
             "from txdb.cli import cli\n"
             f"cli.main(['query', 'select count(*) as n from files', '--json', '--db', {db_path!r}],"
             " standalone_mode=False)\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('txdb.catalog', 'txdb.catalog.ingest.store', "
+            "print(sorted(m for m in sys.modules if m.startswith(('txdb.catalog.sessions', 'txdb.catalog.ingest.store', "
             "'txdb.catalog.ingest.discover', 'txdb.model.lines', 'txdb.surgery'))))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

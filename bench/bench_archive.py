@@ -44,7 +44,7 @@ from bench_refresh import build_big_session, median, run_proc, session_files  # 
 TXDB = str(REPO / ".venv" / "bin" / "txdb")
 DEFAULT_CORPUS = [REPO.parent / "shared" / "corpus" / "real", REPO.parent / "shared" / "corpus" / "generated"]
 sys.path.insert(0, str(REPO))
-from txdb.ingest import chunks  # noqa: E402
+from txdb.catalog.ingest import chunks  # noqa: E402
 
 
 def mb(n: float) -> str:

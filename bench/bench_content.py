@@ -4,7 +4,7 @@ Two parts:
 
 - ``--loo`` (no CLI needed): leave-last-out over ../shared/corpus (real and
   generated): for each main session with a recorded turn, the fit
-  (``txdb.estimate.calibrate``) without its last kept turn predicts that
+  (``txdb.catalog.estimate.calibrate``) without its last kept turn predicts that
   turn; prints each error and the share within 10%.
 - the default: sessions the real CLI writes now (``tests/realcli/scenarios.py``
   ``work_session``, seeds the estimate was never tuned on; or ``--sessions
@@ -38,8 +38,8 @@ TXDB = [str(Path(sys.executable).parent / "txdb")]
 
 
 def loo(corpus: Path) -> int:
-    from txdb import db, estimate
-    from txdb.ingest.store import refresh
+    from txdb.catalog import db, estimate
+    from txdb.catalog.ingest.store import refresh
 
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "c.db")

@@ -4,10 +4,10 @@ Per session of ../shared/corpus (generated + real), prints:
 
 - ``rec``: the context the API recorded for the last turn (the gauge:
   input + cache_read + cache_creation);
-- ``raw``: chars/4 (txdb.tokens) of the chain before that turn plus the
+- ``raw``: chars/4 (txdb.model.tokens) of the chain before that turn plus the
   latest system-prompt snapshot, and its error against ``rec``;
 - ``cal``: the calibrated estimate of that same request, fitted on every
-  recorded turn *but* the last (leave-last-out, txdb.estimate), its error;
+  recorded turn *but* the last (leave-last-out, txdb.catalog.estimate), its error;
 - ``resume``: chars/4 of the request the real CLI sends on ``--resume``
   (system + tools + messages of the oracle's recorded request; needs the
   pinned CLI, skipped with ``--no-cli``), and ``cal_full``: the calibrated
@@ -16,7 +16,7 @@ Per session of ../shared/corpus (generated + real), prints:
 Then the mean absolute percentage error of raw and calibrated, per corpus.
 The goal: within 10% of the recorded tokens. Last, the medians of the
 per-session fits (factor, overhead as a share of the system-prompt
-snapshot, overhead without one): the source of ``txdb.estimate.prior``,
+snapshot, overhead without one): the source of ``txdb.catalog.estimate.prior``,
 used where a session has no recorded turn to fit on.
 
     .venv/bin/python bench/bench_estimate.py [--no-cli] [--corpus ../shared/corpus]
@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from txdb import db, estimate  # noqa: E402
-from txdb.ingest.store import refresh  # noqa: E402
+from txdb.catalog import db, estimate  # noqa: E402
+from txdb.catalog.ingest.store import refresh  # noqa: E402
 
 
 def request_chars(body: dict | None) -> int | None:

@@ -53,7 +53,7 @@ from bench_refresh import (  # noqa: E402
 )
 from bench_surgery import compact_cut, range_spans  # noqa: E402
 
-from txdb.transcript import Transcript  # noqa: E402
+from txdb.model.transcript import Transcript  # noqa: E402
 
 CACHE = Path(os.environ.get("TXDB_BENCH_CACHE", Path.home() / ".cache" / "txdb-bench"))
 STRIPPER = Path(os.environ.get("TXDB_BENCH_STRIPPER",

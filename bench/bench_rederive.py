@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from txdb import db  # noqa: E402
+from txdb.catalog import db  # noqa: E402
 from bench_views import CORPUS, build  # noqa: E402
 
 

@@ -11,7 +11,7 @@ folders in Claude Code's own layout, so that every tool reads the same tree):
 - the same corpus added as new files to an existing catalog (a whole
   process), interleaved with those two runs;
 - a refresh with nothing changed over 2,000 files (whole process and
-  in-process `txdb.ingest.store.refresh`);
+  in-process `txdb.catalog.ingest.store.refresh`);
 - one appended line in a ~100 MB session (in-process and whole process);
 - `txdb analyze` from the catalog for the largest sessions;
 - `txdb secrets scan` of the cold catalog (a step of its own; its CPU beside
@@ -55,9 +55,9 @@ CCL_VENV = CACHE / "ccl-venv"
 CCL_PACKAGE = os.environ.get("TXDB_BENCH_CCL", "claude-code-log")
 
 sys.path.insert(0, str(REPO))
-from txdb import catalog as txcatalog  # noqa: E402
-from txdb import db as txdb_db  # noqa: E402
-from txdb.ingest import store  # noqa: E402
+from txdb.catalog import sessions as txcatalog  # noqa: E402
+from txdb.catalog import db as txdb_db  # noqa: E402
+from txdb.catalog.ingest import store  # noqa: E402
 
 
 # ---------------------------------------------------------------- helpers
@@ -492,7 +492,7 @@ def bench_unchanged(projects: Path, scratch: Path, reps: int, results: dict, n_f
         whole.append(dt)
     inproc, discover_t = [], []
     conn = txdb_db.connect(db)
-    from txdb.ingest.discover import discover
+    from txdb.catalog.ingest.discover import discover
     for _ in range(reps):
         t0 = time.perf_counter()
         stats = store.refresh(conn, [root])

@@ -70,11 +70,11 @@ from txdb.surgery import images, ops  # noqa: E402
 from txdb.surgery.compact import compact_before  # noqa: E402
 from txdb.surgery.compact_range import CompactRangeOp  # noqa: E402
 from txdb.surgery.ops import tool_spans  # noqa: E402
-from txdb import sidecar as sc  # noqa: E402
+from txdb.model import sidecar as sc  # noqa: E402
 from txdb.surgery import pending as pend  # noqa: E402
 from txdb.surgery import persist as persist_mod  # noqa: E402
 from txdb.surgery.engine import PassOptions, run_surgery  # noqa: E402
-from txdb.transcript import Transcript  # noqa: E402
+from txdb.model.transcript import Transcript  # noqa: E402
 
 BULK = [
     ("strip-attachments", ["--where", "type = 'task_reminder' and age_days > 7"]),

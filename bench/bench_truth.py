@@ -14,9 +14,9 @@ prints:
   messages as ``json.dumps`` writes them (base64 included:
   ``fake_api.billed_context``), so that is its ``sent``. A real session's was recorded by the real API: ``sent`` is
   chars/4 of the request with each image block billed by its pixels
-  (``txdb.tokens.image_info``, the rule txdb's own estimate uses) in place
+  (``txdb.model.tokens.image_info``, the rule txdb's own estimate uses) in place
   of its base64, and, on a model whose API does not count the thinking a
-  request carries back (``txdb.estimate.counts_thinking``), without those
+  request carries back (``txdb.catalog.estimate.counts_thinking``), without those
   blocks;
 - ``conv`` (real sessions): ``sent`` in the session's own units. Text is
   priced by the API's tokenizer, which chars/4 does not know. The
@@ -26,7 +26,7 @@ prints:
   signatures), with today's last message (the reminders a fresh CLI sends,
   and the ping) standing for those the recording CLI sent then; its
   ``sent`` against the context the API recorded for it, images left out of
-  both (they are priced exactly), is fitted by ``txdb.estimate.fit``
+  both (they are priced exactly), is fitted by ``txdb.catalog.estimate.fit``
   (per-token factor, anchored on the last turn). Every row of the session
   is then ``conv = images + predict(fit, sent - images)``: the last
   recorded context, plus the session's measured tokens per sent token
@@ -100,7 +100,7 @@ def request_tokens(body: dict | None) -> int | None:
 def _images(blocks) -> tuple[int, int]:
     """(base64 characters, billed tokens) of the image blocks in ``blocks``
     (tool results' content included)."""
-    from txdb.tokens import image_info
+    from txdb.model.tokens import image_info
 
     chars = tokens = 0
     for b in blocks if isinstance(blocks, list) else ():
@@ -121,9 +121,9 @@ def billed(body: dict | None, messages: list | None = None) -> tuple[int, int] |
     chars/4 of system + tools + messages (``messages`` in place of the
     body's: a prefix), each image billed by its pixels instead of its
     base64, and the thinking blocks carried back left out on a model that
-    does not count them (``txdb.estimate.counts_thinking``, the rule txdb's
+    does not count them (``txdb.catalog.estimate.counts_thinking``, the rule txdb's
     estimate uses)."""
-    from txdb.estimate import counts_thinking
+    from txdb.catalog.estimate import counts_thinking
 
     if not body:
         return None
@@ -156,8 +156,8 @@ def recorded_turns(path: Path) -> list[tuple[int, set]]:
     active chain whose usage a Claude model recorded, in chain order (the
     lines of one message merged): tool_use ids, texts and thinking
     signatures, to find the turn in a resumed request."""
-    from txdb.estimate import calibrates, recorded_context
-    from txdb.transcript import Transcript
+    from txdb.catalog.estimate import calibrates, recorded_context
+    from txdb.model.transcript import Transcript
 
     out: list[list] = []
     for rec in Transcript.load(path).chain:
@@ -187,13 +187,13 @@ def _identities(content) -> set:
 
 def session_fit(path: Path, body: dict):
     """The session's units, measured on a pre-surgery resume (``body``):
-    ``txdb.estimate.fit`` over ``(billed sent, recorded)`` per recorded turn
+    ``txdb.catalog.estimate.fit`` over ``(billed sent, recorded)`` per recorded turn
     (the last 40 and one), where "billed sent" is :func:`billed` of the
     prefix of ``body`` that turn's request carried (the messages before its
     reply) plus the request's last message (the reminders a fresh CLI sends
     with the ping, standing for those the recording CLI sent then), images
     left out of both sides. None when no turn is found in the request."""
-    from txdb.estimate import MAX_TURNS, fit
+    from txdb.catalog.estimate import MAX_TURNS, fit
 
     msgs = body.get("messages") or []
     where: dict = {}
@@ -219,7 +219,7 @@ def session_fit(path: Path, body: dict):
 def converted(body: dict | None, f) -> int | None:
     """:func:`billed` of a request in the session's units: ``predict`` of
     the session's fit (:func:`session_fit`), images added as billed."""
-    from txdb.estimate import predict
+    from txdb.catalog.estimate import predict
 
     b = billed(body)
     if b is None or f is None:
@@ -232,7 +232,7 @@ def cut_positions(path: Path) -> list[int]:
     """Chain positions a cut keeps tool pairs whole at: the user's own
     prompts, and the assistant record right after a tool result (a CLI-made
     session is often one prompt and one long agentic turn)."""
-    from txdb.transcript import Transcript
+    from txdb.model.transcript import Transcript
 
     t = Transcript.load(path)
     out = []

@@ -32,8 +32,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from txdb import db  # noqa: E402
-from txdb.ingest.store import refresh  # noqa: E402
+from txdb.catalog import db  # noqa: E402
+from txdb.catalog.ingest.store import refresh  # noqa: E402
 
 CORPUS = HERE.parent.parent / "shared" / "corpus"
 LIMIT_MS = 500

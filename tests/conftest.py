@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from sessions import CORPUS, DATA
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 
 # Some tests start subprocesses from several threads at once (the real-CLI
 # acceptance pool). With vfork, CPython 3.11 can fail such a spawn with
@@ -125,7 +125,7 @@ def fail_nth_write(monkeypatch, n: int):
     broken disk would; returns a function that puts the writer back."""
     import sqlite3
 
-    from txdb.ingest import store
+    from txdb.catalog.ingest import store
 
     real = store._write_rows
     calls = {"n": 0}

@@ -14,12 +14,12 @@ import bisect
 
 import orjson
 
-from txdb.records import is_wrapped_thinking
+from txdb.model.records import is_wrapped_thinking
 from txdb.surgery.pending import new_errors
-from txdb.transcript import Transcript, dumps
+from txdb.model.transcript import Transcript, dumps
 from txdb.surgery.usage import CONTEXT_FIELDS
-from txdb.policy import is_state
-from txdb.verify import verify_file
+from txdb.model.policy import is_state
+from txdb.model.verify import verify_file
 
 
 def _tool_ids(t: Transcript) -> tuple[set[str], set[str]]:

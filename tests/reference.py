@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from txdb import estimate
-from txdb.records import message_facts, message_link, record_tokens  # the library's one per-record rule
+from txdb.catalog import estimate
+from txdb.model.records import message_facts, message_link, record_tokens  # the library's one per-record rule
 
 
 def transcript_pairs(chain: Iterable[dict]) -> list[tuple[int, int]]:

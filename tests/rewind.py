@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from txdb import db
+from txdb.catalog import db
 
 _ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.I)
 _CREATE_TABLE = re.compile(r"CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
@@ -67,7 +67,7 @@ def _undo_compact_archive(conn: sqlite3.Connection) -> None:
     """``records`` as migrations 001-034 left it: its raw lines back in
     ``raw`` (from raw_chunks, dropped), the generated ``json`` and the
     indexes of 001, 006 and 021."""
-    from txdb.ingest.chunks import raw_lines
+    from txdb.catalog.ingest.chunks import raw_lines
 
     sql = next(s for n, s in db.migrations() if n.startswith("001_"))
     create = next(st for st in db._split(sql) if "CREATE TABLE records" in st)

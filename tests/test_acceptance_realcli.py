@@ -87,8 +87,8 @@ from realcli.install import cached_install  # noqa: E402
 from sessions import session_path  # noqa: E402
 from test_realcli_chain import PING, sent_on_resume  # noqa: E402
 
-from txdb.records import is_wrapped_thinking  # noqa: E402
-from txdb.records import MARK, THINKING_PLACEHOLDER  # noqa: E402
+from txdb.model.records import is_wrapped_thinking  # noqa: E402
+from txdb.model.records import MARK, THINKING_PLACEHOLDER  # noqa: E402
 from txdb.surgery.ops import INPUT_STRING_LIMIT  # noqa: E402
 
 pytestmark = pytest.mark.realcli

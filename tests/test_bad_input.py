@@ -7,9 +7,10 @@ import pytest
 
 from conftest import rows
 from sessions import conversation, dumps, user
-from txdb import chain as chainmod
-from txdb.ingest.store import refresh
-from txdb.transcript import Transcript
+from txdb.model import chain as chainmod
+from txdb.catalog import chain_rows
+from txdb.catalog.ingest.store import refresh
+from txdb.model.transcript import Transcript
 
 
 def ingest(conn, tmp_path, data: bytes):
@@ -58,7 +59,7 @@ def test_the_second_object_of_a_glued_line_is_a_record_off_the_chain(conn, tmp_p
     expected = [o["uuid"] for i, o in enumerate(objs) if i != 4]
     assert [r["uuid"] for r in rows(conn, "SELECT uuid FROM active_chain ORDER BY pos")] == expected
     (fid,) = conn.execute("SELECT id FROM files").fetchone()
-    assert [n.uuid for n in chainmod.active_chain(chainmod.load_nodes(conn, fid))] == expected
+    assert [n.uuid for n in chainmod.active_chain(chain_rows.load_nodes(conn, fid))] == expected
     t = Transcript.load(tmp_path / "projects" / "-p" / "s.jsonl")
     assert [r.uuid for r in t.chain] == expected
 
@@ -232,7 +233,7 @@ def test_strip_all_on_a_deep_session(tmp_path, monkeypatch, depth, place):
     from click.testing import CliRunner
 
     from txdb.cli import cli
-    from txdb.ingest import deep
+    from txdb.model import deep
 
     data, deep_line = deep_session(depth, place)
     path = tmp_path / "projects" / "-p" / "s.jsonl"
@@ -257,7 +258,7 @@ def test_strip_all_on_a_deep_session(tmp_path, monkeypatch, depth, place):
 def test_a_record_whose_blocks_cannot_be_derived_is_still_stored(conn, tmp_path, monkeypatch):
     """Derived columns are best effort: the record and its place on the
     chain stay, the line is noted (recovered) in parse_errors."""
-    from txdb.ingest import rows as rowsmod
+    from txdb.catalog.ingest import rows as rowsmod
 
     real = rowsmod.block_rows
 

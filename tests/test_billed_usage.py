@@ -17,8 +17,8 @@ import pytest
 
 from rewind import rewind
 
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.log import apply_logged

@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from txdb import db
-from txdb.ingest import bulk, rows, store
-from txdb.ingest.chunks import json_function
+from txdb.catalog import db
+from txdb.catalog.ingest import bulk, rows, store
+from txdb.catalog.ingest.chunks import json_function
 
 from conftest import copy_fixture_sessions, fail_nth_write
 
@@ -99,7 +99,7 @@ def test_a_bulk_build_is_the_catalog_a_plain_refresh_makes(tmp_path, projects):
 def test_new_files_added_to_a_catalog_match_a_first_build(tmp_path, projects):
     # An existing catalog gets new files: the same rows and index as a build
     # (the folders copied in the order a build discovers them: the same ids).
-    from txdb.ingest.discover import discover
+    from txdb.catalog.ingest.discover import discover
 
     folders = list(dict.fromkeys(Path(f.path).relative_to(projects).parts[0] for f in discover([projects])))
     folders = [projects / name for name in folders]
@@ -182,7 +182,7 @@ def test_a_build_killed_mid_file_is_resumed(tmp_path, projects):
     script = f"""
 import os, signal, sys
 from pathlib import Path
-from txdb.ingest import bulk, store
+from txdb.catalog.ingest import bulk, store
 real = store._write_rows
 calls = [0]
 def killing(c, *batch):

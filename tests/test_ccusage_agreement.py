@@ -50,8 +50,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 VERSION = "20.0.24"
 CACHE = Path(os.environ.get("TXDB_TEST_CACHE", Path.home() / ".cache" / "txdb-tests")) / f"ccusage-{VERSION}"

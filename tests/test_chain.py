@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 
 from sessions import assistant, user, write
-from txdb import chain as chainmod
-from txdb.ingest.store import refresh
+from txdb.model import chain as chainmod
+from txdb.catalog.ingest.store import refresh
 
 
 def nodes_of(objs):

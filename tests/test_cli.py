@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import run as txdb
 from sessions import append, conversation, user, write
 from txdb.cli import cli
-from txdb.estimate import FITTED
+from txdb.catalog.estimate import FITTED
 
 
 @pytest.fixture
@@ -144,7 +144,7 @@ def test_analyze_by_type_adds_up_to_the_estimate_as_the_session_page_does(run, h
     breakdown to the estimate: the two disagreed on what fills the context.
     Both now show the figures that add up to the estimate (the fitted
     system prompt and tools a row of their own), chars/4 beside them."""
-    from txdb import db
+    from txdb.catalog import db
     from txdb.web.session import load_session
 
     run("refresh")
@@ -356,11 +356,11 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
 def test_catalog_and_surgery_estimates_never_disagree(catalog):
     """analyze, the views, the session list and the surgery plan show one
     figure per session: the calibrated estimate (and one raw chars/4)."""
-    from txdb import catalog as cat
-    from txdb import estimate
+    from txdb.catalog import sessions as cat
+    from txdb.catalog import estimate
     from txdb.surgery.engine import PassOptions, run_surgery
     from txdb.surgery.ops import chain_estimate
-    from txdb.transcript import Transcript
+    from txdb.model.transcript import Transcript
     from txdb.surgery.usage import context_estimator
 
     rows = catalog.execute("SELECT file_id, path, est_context_tokens, raw_context_tokens FROM session_costs"
@@ -496,7 +496,7 @@ def test_refresh_does_not_load_the_surgery_engine_or_datasette(tmp_path, project
 
 def test_query_loads_no_catalog_module_and_no_file_reading(tmp_path, projects):
     """Start-up (issue 18): `txdb query` opens the catalog and runs the SQL;
-    it loads neither txdb.catalog nor what reads session files (discovery,
+    it loads neither txdb.catalog.sessions nor what reads session files (discovery,
     the store; nor the surgery engine)."""
     db_path = str(tmp_path / "c.db")
     assert CliRunner().invoke(cli, ["refresh", "--root", str(projects), "--db", db_path]).exit_code == 0
@@ -504,8 +504,8 @@ def test_query_loads_no_catalog_module_and_no_file_reading(tmp_path, projects):
             "from txdb.cli import cli\n"
             f"cli.main(['query', 'select count(*) as n from files', '--json', '--db', {db_path!r}],"
             " standalone_mode=False)\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('txdb.catalog', 'txdb.ingest.store', "
-            "'txdb.ingest.discover', 'txdb.ingest.lines', 'txdb.surgery'))))\n")
+            "print(sorted(m for m in sys.modules if m.startswith(('txdb.catalog.sessions', 'txdb.catalog.ingest.store', "
+            "'txdb.catalog.ingest.discover', 'txdb.model.lines', 'txdb.surgery'))))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert '"n": ' in r.stdout and r.stdout.splitlines()[-1] == "[]"
@@ -568,7 +568,7 @@ def test_help_lists_every_command_without_importing_their_modules():
                            env=dict(os.environ, COLUMNS="80"))
         text, mods = r.stdout.split("MODULES ")
         loaded = eval(mods)
-        assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.ingest", "txdb.catalog", "txdb.db"))
+        assert not [m for m in loaded if m.startswith(("txdb.surgery", "txdb.catalog.ingest", "txdb.catalog", "txdb.db"))
                     or m in ("txdb.cli.strip", "txdb.cli.surgery", "txdb.cli.persist", "txdb.cli.serve",
                              "orjson", "csv")], loaded
         if flag == "--help":

@@ -13,7 +13,7 @@ import pytest
 from conftest import run
 from sessions import attachment, conversation, write
 from txdb.surgery.compact_range import contiguous
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 SID = "44444444-0000-0000-0000-000000000001"
 

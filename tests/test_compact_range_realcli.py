@@ -19,7 +19,7 @@ import pytest
 
 from conftest import run as txdb
 from txdb.surgery.ops import tool_spans
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli.fake_api import read, text  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run
 from sessions import attachment, conversation, write
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 SID = "33333333-0000-0000-0000-000000000001"
 

@@ -14,8 +14,8 @@ from genai_prices import Usage, calc_price
 
 from conftest import run
 from sessions import DATA
-from txdb import cost, db
-from txdb.ingest.store import refresh
+from txdb.catalog import cost, db
+from txdb.catalog.ingest.store import refresh
 
 SID = "c0570000-0000-4000-8000-000000000001"
 

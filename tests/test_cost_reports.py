@@ -16,7 +16,7 @@ import pytest
 
 from conftest import run
 from sessions import DATA
-from txdb import cost, db
+from txdb.catalog import cost, db
 
 REAL = [DATA / "real", DATA / "projects", DATA / "cli", DATA / "generated"]
 

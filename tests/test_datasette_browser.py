@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 from conftest import DATA
 from test_datasette_session import free_port, stop, wait_for

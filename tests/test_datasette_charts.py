@@ -15,9 +15,9 @@ import pytest
 
 from conftest import copy_fixture_sessions
 from sessions import assistant, user, write
-from txdb import db
-from txdb.catalog import list_sessions
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.sessions import list_sessions
+from txdb.catalog.ingest.store import refresh
 from txdb.web import charts, svg
 from txdb.web.metadata import make_datasette
 

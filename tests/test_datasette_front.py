@@ -14,8 +14,8 @@ from datasette.app import Datasette
 
 from conftest import copy_fixture_sessions
 from sessions import assistant, user, write
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 from txdb.web.metadata import load_metadata, make_datasette
 from txdb.web.urls import session_path
 

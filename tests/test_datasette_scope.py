@@ -16,9 +16,9 @@ import pytest
 from datasette.app import Datasette
 
 from test_bad_input import deep_session
-from txdb import db
-from txdb.ingest.chunks import json_function
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.chunks import json_function
+from txdb.catalog.ingest.store import refresh
 from txdb.web.metadata import load_metadata
 
 CSS = "/-/txdb/txdb.css"
@@ -90,7 +90,7 @@ async def test_catalog_cells_are_still_rendered(ds, served):
     assert "/-/txdb/session/" in page
 
 
-RAW_SQL = "txdb_json(file_id, offset)"  # a record's raw JSON (txdb/ingest/chunks.py)
+RAW_SQL = "txdb_json(file_id, offset)"  # a record's raw JSON (txdb/catalog/ingest/chunks.py)
 
 
 def _catalog(served) -> sqlite3.Connection:

@@ -17,10 +17,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from txdb import db
+from txdb.catalog import db
 from txdb.web.metadata import make_datasette, metadata_path
 from txdb.web.session import TOOL_CHARS
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 
 from conftest import copy_fixture_sessions
 
@@ -266,7 +266,7 @@ async def test_consecutive_attachments_are_one_collapsed_group(ds, built):
 async def test_every_session_url_opens_its_own_page(tmp_path):
     """A file name the route cannot carry (a space) or that reads as a file
     number (digits) gets the number form; each URL opens that session."""
-    from txdb.catalog import list_sessions
+    from txdb.catalog.sessions import list_sessions
     from txdb.web.urls import session_page_url, session_ref
 
     src = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo" / f"{TOOLS_ID}.jsonl"
@@ -312,8 +312,8 @@ async def test_two_files_of_one_name_get_a_url_each_that_opens_that_session(tmp_
     urls = {row["session_id"]: row["url"] for row in json.loads(r.output)}
     assert sorted(urls) == sids and len(set(urls.values())) == 2
     # the listing reads the files once (catalog.file_stem_matcher): what it matches is session_matches'
-    from txdb import catalog, db as txdb_db
-    from txdb.paths import session_stem
+    from txdb.catalog import sessions as catalog, db as txdb_db
+    from txdb.model.paths import session_stem
     conn = txdb_db.connect(tmp_path / "c.db")
     matches = catalog.file_stem_matcher(conn)
     stems = {session_stem(p) for (p,) in conn.execute("SELECT path FROM files")} | set(sids)

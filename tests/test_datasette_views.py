@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from txdb import db
+from txdb.catalog import db
 from txdb.web.metadata import load_metadata, make_datasette, metadata_path
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 
 from conftest import DATA, copy_fixture_sessions, rows
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from test_bad_input import PLACES, deep_session
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.ingest import deep as deepmod
-from txdb.ingest.store import refresh, refresh_path
+from txdb.model import deep as deepmod
+from txdb.catalog.ingest.store import refresh, refresh_path
 
 BOUNDARIES = (1, 1023, 1024, 1025, 3039, 3040, 3041, 4990, 4995, 4996, 5000, 5001, 6078, 6079, 20_000)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_fixture_sessions, run
-from txdb import cost, db, doctor
-from txdb.ingest.store import refresh
+from txdb.catalog import cost, db, doctor
+from txdb.catalog.ingest.store import refresh
 
 DAY = 86400
 NOW = time.time()

@@ -13,8 +13,9 @@ import pytest
 
 from conftest import run
 from sessions import assistant, pdf_block, pdf_bytes, user, write
-from txdb import db, tokens
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.model import tokens
+from txdb.catalog.ingest.store import refresh
 
 SID = "22222222-0000-0000-0000-000000000001"
 
@@ -201,7 +202,7 @@ def test_the_migration_re_reads_files_holding_a_document(tmp_path):
     right = conn.execute("SELECT sum(tokens) FROM records").fetchone()[0]
     # As the older rule left it: the document's JSON as the result's text
     # (and in the search index), sized by it.
-    from txdb.ingest.store import FTS_INDEX, FTS_UNINDEX
+    from txdb.catalog.ingest.store import FTS_INDEX, FTS_UNINDEX
     file_id = conn.execute("SELECT id FROM files WHERE session_id = ?", (SID,)).fetchone()[0]
     conn.execute(FTS_UNINDEX, (file_id, 0))
     conn.execute("UPDATE blocks SET text = ?, tokens = ? WHERE kind = 'tool_result'",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from txdb import tokens
+from txdb.model import tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli.oracle import resume  # noqa: E402

@@ -10,12 +10,12 @@ from pathlib import Path
 import orjson
 from click.testing import CliRunner
 
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from txdb.cli import cli
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 EDGE = Path(__file__).parent / "data" / "surgery" / "edge.jsonl"
 

@@ -1,4 +1,4 @@
-"""txdb.estimate: calibrating chars/4 against the usage the API recorded."""
+"""txdb.catalog.estimate: calibrating chars/4 against the usage the API recorded."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from txdb import catalog, db, estimate
-from txdb.ingest.store import refresh
+from txdb.catalog import sessions as catalog, db, estimate
+from txdb.catalog.ingest.store import refresh
 
 import reference
 
@@ -167,7 +167,7 @@ def test_sessions_show_the_calibrated_figure_on_real_sessions(corpus_catalog, si
 def test_thinking_is_sized_with_its_signature(tmp_path):
     """A thinking block with empty text and a signature costs tokens, and a
     strip-thinking shows the drop (it printed "171,312 -> 171,312")."""
-    from txdb import tokens
+    from txdb.model import tokens
     from txdb.surgery import ops
     from txdb.surgery.engine import PassOptions, run_surgery
 
@@ -190,7 +190,7 @@ def test_text_is_sized_as_the_request_carries_it_json_escaped(tmp_path):
     than its characters (each becomes a two-character escape), and the
     catalog and the surgery plan size it that way: a persisted tool result's
     preview of many short lines was predicted 3-4% under what the CLI sent."""
-    from txdb import tokens
+    from txdb.model import tokens
 
     for text in ["a\nb\tc", 'say "hi"', "C:\\dir\\x", "bell\x07", "\n" * 10, "plain"]:
         assert tokens.escaped_chars(text) == len(json.dumps(text, ensure_ascii=False)) - 2
@@ -275,9 +275,9 @@ def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
     (tests/test_thinking_model_realcli.py): a session whose last turn is on
     another model is estimated without the first model's thinking, by the
     catalog and by the surgery plan alike; stored per-record tokens keep it."""
-    from txdb import tokens
+    from txdb.model import tokens
     from txdb.surgery.usage import context_estimator
-    from txdb.transcript import Transcript
+    from txdb.model.transcript import Transcript
 
     lines, parent = [], None
     for i in range(4):
@@ -310,7 +310,7 @@ def test_thinking_of_another_model_is_left_out_of_the_estimate(tmp_path):
 
 from hypothesis import given, strategies as st  # noqa: E402
 
-from txdb.estimate import FITTED, scale_breakdown  # noqa: E402
+from txdb.catalog.estimate import FITTED, scale_breakdown  # noqa: E402
 
 
 @given(st.lists(st.integers(0, 10**6), max_size=8), st.integers(0, 10**6), st.integers(0, 3 * 10**6),
@@ -389,9 +389,9 @@ def test_catalog_and_surgery_fit_images_apart_alike(tmp_path):
     import base64
     import struct
 
-    from txdb import records
+    from txdb.model import records
     from txdb.surgery.usage import context_estimator
-    from txdb.transcript import Transcript
+    from txdb.model.transcript import Transcript
 
     png = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", 4, 4)
            + b"\x08\x02\x00\x00\x00" + b"x" * 600)

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 from sessions import session_path  # noqa: E402
-from txdb import db, estimate  # noqa: E402
+from txdb.catalog import db, estimate  # noqa: E402
 from txdb.cli import cli  # noqa: E402
-from txdb.ingest.store import refresh  # noqa: E402
-from txdb.records import now_timestamp  # noqa: E402
+from txdb.catalog.ingest.store import refresh  # noqa: E402
+from txdb.model.records import now_timestamp  # noqa: E402
 
 CASES = [
     ("persist-tools", "real/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
@@ -159,7 +159,7 @@ def test_a_grown_files_attachments_are_priced_on_the_sessions_model(tmp_path):
     attachment on the session's model): one rule, records.session_model."""
     from sessions import append, assistant, attachment, user, write
     from txdb.surgery.usage import context_estimator
-    from txdb.transcript import Transcript
+    from txdb.model.transcript import Transcript
 
     sid = "66666666-0000-0000-0000-000000000001"
     proj = tmp_path / "cfg" / "projects" / "-p"

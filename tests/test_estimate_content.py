@@ -18,9 +18,9 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sessions import session_path  # noqa: E402
 
-from txdb import db, estimate  # noqa: E402
+from txdb.catalog import db, estimate  # noqa: E402
 from txdb.cli import cli  # noqa: E402
-from txdb.ingest.store import refresh  # noqa: E402
+from txdb.catalog.ingest.store import refresh  # noqa: E402
 
 SESSION = "generated/-home-user-src-demo-14/5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"  # shipped
 

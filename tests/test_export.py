@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from conftest import copy_fixture_sessions
 from sessions import conversation, write
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.export import TABLES
-from txdb.ingest.store import refresh
+from txdb.catalog.export import TABLES
+from txdb.catalog.ingest.store import refresh
 
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
@@ -234,7 +234,7 @@ def test_a_link_planted_at_a_temporary_name_receives_nothing(exported, tmp_path)
     """The temporaries beside DIR are made unpredictably and exclusively: a
     symlink planted at the name an export once used (`.<out>.exporting-<pid>`,
     `.<out>.replaced-<pid>`) gets no file, and DIR stays a real folder."""
-    from txdb.export import MARKER, export_parquet
+    from txdb.catalog.export import MARKER, export_parquet
 
     path, out, _ = exported
     trap = tmp_path / "trap"

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 from click.testing import CliRunner
 
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.records import ENVELOPE_KEYS, LINE_TYPES
+from txdb.model.records import ENVELOPE_KEYS, LINE_TYPES
 
 TOOLS_DIR = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo"
 
@@ -80,8 +80,8 @@ NEW_THINGS = [
 def _expected_census(path: Path) -> dict:
     """(version, kind, name) -> (count, modelled), from the file and the
     Python homes of the known sets (records, policy)."""
-    from txdb.policy import policy_class
-    from txdb.records import block_rows, message_content, record_kind
+    from txdb.model.policy import policy_class
+    from txdb.model.records import block_rows, message_content, record_kind
 
     out: dict = {}
     objs = [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
@@ -162,7 +162,7 @@ def test_format_census_of_a_catalog_an_older_txdb_made(tmp_path, monkeypatch):
 def test_block_types_are_what_block_rows_reads():
     from fnmatch import fnmatchcase
 
-    from txdb.records import BLOCK_TYPES, block_rows
+    from txdb.model.records import BLOCK_TYPES, block_rows
 
     names = [t.replace("*", "web_search") for t in BLOCK_TYPES] + ["container_upload"]
     for name in names:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_fixture_sessions, run
-from txdb import db, history, search
-from txdb.ingest.store import refresh
+from txdb.catalog import db, history, search
+from txdb.catalog.ingest.store import refresh
 
 GONE_ID = "11111111-2222-3333-4444-555555555555"
 ON_DISK_ID = "4e27c414-a885-46a0-b5c8-d58e1417377d"  # a session of tests/data/projects

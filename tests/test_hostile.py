@@ -23,9 +23,9 @@ import orjson
 import pytest
 from wcwidth import wcswidth
 
-from txdb import db
+from txdb.catalog import db
 from txdb.web.metadata import metadata_path
-from txdb.ingest.bulk import refresh_db
+from txdb.catalog.ingest.bulk import refresh_db
 
 from conftest import DATA
 from test_datasette_session import free_port, stop, wait_for
@@ -280,7 +280,7 @@ def modes(folder: Path) -> dict[str, int]:
 BUILD_WATCHING_MODES = """
 import json, os, stat, sys
 from pathlib import Path
-from txdb.ingest.bulk import refresh_db
+from txdb.catalog.ingest.bulk import refresh_db
 folder = Path(sys.argv[1]).parent
 seen = {}
 def look(done=0, total=0):

@@ -15,8 +15,8 @@ import pytest
 from sessions import append, conversation, user, write
 from test_bad_input import deep_session
 from test_watch import interrupt, lines_of, poll, start, wait_ready
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 
@@ -120,7 +120,7 @@ def test_temporaries_of_a_killed_persist_pass_are_cleaned_by_the_next(tmp_path):
     left = [p.name for p in folder.iterdir() if p.name.endswith(".txdb-tmp")]
     # Sidecars are written nameless (O_TMPFILE) where the filesystem can: a
     # kill then leaves nothing at all; elsewhere named temporaries are left.
-    from txdb.durability import nameless_file_at  # noqa: F401  (the writer this test kills)
+    from txdb.model.durability import nameless_file_at  # noqa: F401  (the writer this test kills)
 
     assert all(n.endswith(".txdb-tmp") for n in left) and "toolu_big.txt" not in os.listdir(folder)
     r = subprocess.run([sys.executable, "-m", "txdb.cli", *args], capture_output=True, text=True, env=env,

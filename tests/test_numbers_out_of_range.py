@@ -17,9 +17,9 @@ from genai_prices import Usage, calc_price
 
 from conftest import run
 from test_watch import interrupt, poll, scalar, start, wait_ready
-from txdb import cost, db, estimate
-from txdb.ingest.chunks import json_function
-from txdb.ingest.store import refresh
+from txdb.catalog import cost, db, estimate
+from txdb.catalog.ingest.chunks import json_function
+from txdb.catalog.ingest.store import refresh
 
 SID = "c0570000-0000-4000-8000-0000000000aa"
 OTHER = "c0570000-0000-4000-8000-0000000000bb"
@@ -128,7 +128,7 @@ def test_every_bad_count_is_kept_in_its_line_flagged_and_the_file_catalogued(bad
 
 
 def cost_max() -> int:
-    from txdb.records import MAX_COUNT
+    from txdb.model.records import MAX_COUNT
 
     return MAX_COUNT
 

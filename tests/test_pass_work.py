@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from sessions import shipped_sessions
-from txdb import records
+from txdb.model import records
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
 from txdb.surgery.persist import PersistOp, Selection
 from txdb.surgery.usage import context_estimator
-from txdb.transcript import Record, Transcript
+from txdb.model.transcript import Record, Transcript
 
 
 def _largest_real() -> Path:
@@ -149,8 +149,8 @@ def test_a_pass_parses_an_untouched_turn_twice_at_most(tmp_path, monkeypatch, co
 # selection (its ops, small, load with the declarations), the surgeries log, verify (apply's check), a
 # thread pool library (durability starts its own fsync threads), tempfile
 # and shutil (durability names its own temp files).
-_NOT_IN_A_PASS = ("txdb.ingest.store", "txdb.ingest.rows", "txdb.ingest.sha", "txdb.surgery.select",
-                  "txdb.surgery.log", "txdb.surgery.images", "txdb.verify",
+_NOT_IN_A_PASS = ("txdb.catalog.ingest.store", "txdb.catalog.ingest.rows", "txdb.catalog.ingest.sha", "txdb.surgery.select",
+                  "txdb.surgery.log", "txdb.surgery.images", "txdb.model.verify",
                   "concurrent.futures", "ctypes", "tempfile", "shutil")
 
 
@@ -239,7 +239,7 @@ def test_persist_plans_files_only_for_results_a_marker_can_shrink(tmp_path, monk
     long session are short; the pass planned one for every result, twice
     with --keep-recent). The same results move as when every one is tried,
     and each short one's marker really is larger."""
-    from txdb import sidecar as sc
+    from txdb.model import sidecar as sc
     from txdb.surgery import persist
 
     src = _largest_real()

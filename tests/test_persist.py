@@ -17,9 +17,9 @@ from invariants import contract_violations
 from sessions import assistant, user, write
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 SID = "5e55a1d0-0000-4000-8000-000000000001"
 BIG = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(120))  # ~8 KB, many lines

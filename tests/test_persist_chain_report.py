@@ -14,7 +14,7 @@ from click.testing import CliRunner
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 from sessions import session_path  # noqa: E402
-from txdb import db  # noqa: E402
+from txdb.catalog import db  # noqa: E402
 from txdb.cli import cli  # noqa: E402
 
 # 4d5611e5 holds branches off its active chain with tool results of their own

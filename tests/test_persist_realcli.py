@@ -23,9 +23,9 @@ import pytest
 
 from txdb.surgery import pending as pend
 from txdb.surgery import persist as per
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import claude_binary  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from txdb.claude_code import plugin_info
+from txdb.model.claude_code import plugin_info
 from txdb.cli import cli
 
 DATA = Path(__file__).resolve().parent / "data" / "cli"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import Sandbox, claude_binary  # noqa: E402
 from realcli.fake_api import bash, text, tool_use  # noqa: E402
 
-from txdb.claude_code import plugin_info  # noqa: E402
+from txdb.model.claude_code import plugin_info  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 

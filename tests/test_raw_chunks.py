@@ -1,4 +1,4 @@
-"""The raw lines in compressed chunks (txdb/ingest/chunks.py): a growing
+"""The raw lines in compressed chunks (txdb/catalog/ingest/chunks.py): a growing
 file rewrites only its last chunk, every line comes back byte for byte
 after any sequence of appends, and ad-hoc SQL reads a line's JSON through
 txdb_json() in `txdb query` while no view needs it."""
@@ -9,9 +9,9 @@ import json
 import sqlite3
 
 from conftest import DATA, run
-from txdb import db
-from txdb.ingest import chunks
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest import chunks
+from txdb.catalog.ingest.store import refresh
 
 SESSION = DATA / "projects" / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
 

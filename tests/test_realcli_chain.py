@@ -52,7 +52,7 @@ What the comparison normalises, and why:
   prompts, so their text differs from what the file holds.
 
 Known places where CLI 2.1.328 sends records the catalog's chain lacks
-(reported, not yet in ``txdb/chain.py``: they need fields the ingest does
+(reported, not yet in ``txdb/model/chain.py``: they need fields the ingest does
 not hand to ``chain.Node``): parallel tool calls whose tool_result lines
 hang off a sibling assistant line of the same ``message.id`` (the CLI
 recovers them), and a compact boundary's ``compactMetadata.preserved*``
@@ -74,10 +74,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import DATA_DIR, claude_binary, content_blocks, resume  # noqa: E402
 from sessions import corpus_files, is_main_session, shipped_sessions  # noqa: E402
 
-from txdb import chain as chainmod  # noqa: E402
-from txdb import db  # noqa: E402
-from txdb.ingest.store import refresh_path  # noqa: E402
-from txdb.policy import attachment_cost  # noqa: E402
+from txdb.model import chain as chainmod  # noqa: E402
+from txdb.catalog import db  # noqa: E402
+from txdb.catalog.ingest.store import refresh_path  # noqa: E402
+from txdb.model.policy import attachment_cost  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 PING = "txdb-chain-ping"

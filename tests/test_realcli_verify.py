@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import claude_binary, resume  # noqa: E402
 from test_realcli_chain import PING, api_messages, catalog_chain, comparable, sent_on_resume, signature  # noqa: E402
 
-from txdb import db  # noqa: E402
-from txdb.ingest.lines import parse_line  # noqa: E402
-from txdb.transcript import Transcript  # noqa: E402
-from txdb.verify import verify_file  # noqa: E402
+from txdb.catalog import db  # noqa: E402
+from txdb.model.lines import parse_line  # noqa: E402
+from txdb.model.transcript import Transcript  # noqa: E402
+from txdb.model.verify import verify_file  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "projects"
 WORKTREES = DATA / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"

@@ -23,8 +23,8 @@ import pytest
 
 from conftest import run
 from sessions import append, assistant, attachment, user, write
-from txdb import db, secrets
-from txdb.ingest.store import refresh
+from txdb.catalog import db, secrets
+from txdb.catalog.ingest.store import refresh
 
 pytest.importorskip("pyarrow")
 duckdb = pytest.importorskip("duckdb")

@@ -13,8 +13,8 @@ import sqlite3
 from conftest import copy_fixture_sessions, run
 from rewind import rewind
 from sessions import assistant, pdf_block, pdf_bytes, user, write
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 ESTIMATES = "SELECT session_id, est_context_tokens, est_method, est_turns FROM sessions ORDER BY file_id"
 

@@ -13,10 +13,10 @@ import pytest
 
 from conftest import fail_nth_write, rows
 from sessions import append, assistant, conversation, user, write
-from txdb import db
-from txdb.ingest import store
-from txdb.verify import verify_file
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest import store
+from txdb.model.verify import verify_file
+from txdb.catalog.ingest.store import refresh
 
 
 def line_count(path: Path) -> int:

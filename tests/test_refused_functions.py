@@ -14,8 +14,8 @@ from datasette.app import Datasette
 
 from conftest import run
 from sessions import conversation, write
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 from txdb.web.metadata import load_metadata
 
 CALLS = ["select fts3_tokenizer('simple', x'4141414141414141')",

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from sessions import assistant, attachment, user, write
 from txdb.cli import cli
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from txdb.surgery import rescue
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 from txdb.surgery.usage import context_estimator
 
 SID = "55555555-0000-0000-0000-000000000001"

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from sessions import assistant, user, write
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from txdb.cli import cli
-from txdb.records import note_title, pick_title
-from txdb.transcript import Transcript
+from txdb.model.records import note_title, pick_title
+from txdb.model.transcript import Transcript
 
 SID = "66666666-0000-0000-0000-000000000001"
 CLI_MADE = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-14" / \

@@ -26,8 +26,8 @@ import pytest
 from conftest import run as txdb
 from test_compact_range_realcli import _atoms, _where
 from txdb.surgery import persist as per
-from txdb import sidecar as sc
-from txdb.transcript import Transcript
+from txdb.model import sidecar as sc
+from txdb.model.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realcli import claude_binary  # noqa: E402

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import run as txdb
 from sessions import conversation, write
-from txdb import db
-from txdb.ingest import store
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest import store
+from txdb.catalog.ingest.store import refresh
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_fixture_sessions, rows, run
-from txdb import db
-from txdb.ingest import chunks
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest import chunks
+from txdb.catalog.ingest.store import refresh
 
 SUBAGENT_DEMO = "-tmp-txdb-cli-fixtures-subagent-demo"
 SID = "417214f1-6c0e-4027-bf91-3e2fe84fe3fd"
@@ -105,7 +105,7 @@ def test_an_older_catalog_gets_its_hashes_on_the_next_refresh(tmp_path):
 def test_every_shipped_file_is_rebuilt_byte_for_byte_from_its_records(tmp_path):
     """rebuild() over every catalogued fixture: a file it cannot make whole
     must be one the hash check then refuses (never a silent difference)."""
-    from txdb import restore
+    from txdb.surgery import restore
     conn = db.connect(tmp_path / "c.db")
     projects = copy_fixture_sessions(tmp_path / "projects")
     refresh(conn, [projects])
@@ -335,7 +335,7 @@ def test_a_full_disk_leaves_nothing_half_written(archive, tmp_path):
 def test_a_grown_files_hash_resumes_from_its_stored_state(tmp_path):
     """The running state refresh stores resumes to hashlib's digest, so a
     grown file is hashed from its old size on, never read again."""
-    from txdb.ingest import sha as shamod
+    from txdb.catalog.ingest import sha as shamod
 
     if shamod.new(b"\0" * shamod.CTX_BYTES) is None:
         pytest.skip("no resumable SHA-256 backend here (a grown file is hashed from its start)")
@@ -362,7 +362,7 @@ def test_a_grown_files_hash_resumes_from_its_stored_state(tmp_path):
 def test_refreshing_one_session_keeps_its_folders_files_too(tmp_path):
     """The plugin's hook and `refresh --watch` refresh one file: the files
     its session's folder gained meanwhile are kept as well."""
-    from txdb.ingest.store import refresh_path
+    from txdb.catalog.ingest.store import refresh_path
 
     conn = db.connect(tmp_path / "c.db")
     projects = copy_fixture_sessions(tmp_path / "projects")

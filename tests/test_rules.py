@@ -21,15 +21,16 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from txdb import catalog, db, estimate, records
-from txdb.verify import verify_file
+from txdb.catalog import sessions as catalog, db, estimate
+from txdb.model import records
+from txdb.model.verify import verify_file
 from txdb.cli import cli
 from txdb.web.metadata import make_datasette
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.surgery.log import apply_logged
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 from rewind import rewind
 from sessions import CORPUS, assistant, shipped_files, user, write

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from conftest import copy_fixture_sessions
-from txdb import db
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh
 
 TABLES = {
     "_txdb_meta": ["key", "value"],
@@ -186,8 +186,8 @@ def test_an_older_catalogs_raw_lines_come_back_byte_identical_after_the_upgrade(
     line's JSON are filled from it."""
     import hashlib
 
-    from txdb import restore
-    from txdb.ingest import chunks
+    from txdb.surgery import restore
+    from txdb.catalog.ingest import chunks
 
     projects = copy_fixture_sessions(tmp_path / "projects")
     paths = sorted(projects.rglob("*.jsonl"))[:6]

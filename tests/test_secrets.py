@@ -15,10 +15,10 @@ import pytest
 
 from conftest import run
 from sessions import append, assistant, attachment, conversation, user, write
-from txdb import db
-from txdb.ingest import deep
-from txdb.ingest.chunks import json_function
-from txdb.ingest.store import refresh
+from txdb.catalog import db
+from txdb.model import deep
+from txdb.catalog.ingest.chunks import json_function
+from txdb.catalog.ingest.store import refresh
 
 GOOGLE = "AIzaSyD4nT5fAk3kEyF0rTe5t1ngOnlyXYZ1234"
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwic2Vzc2lvbiI6ImFiYzEyMyIsImlhdCI6MTcwMDAwMDAwMH0"
@@ -207,7 +207,7 @@ def test_positions_hold_across_texts_and_characters_that_lower_to_two():
     before it in the scan (the texts are searched joined) and though a
     character before it lowers to two (the keyword search reads the
     lowered text)."""
-    from txdb.secrets import scan_texts
+    from txdb.catalog.secrets import scan_texts
 
     texts = ["nothing here\nat all", f"x\n\u0130\u0130 password = \"{PASSWORD}\"\ny", f"key {AWS}", ""]
     got = [[(f.type, f.line, f.col, t[f.start:f.start + f.length]) for f in fs]
@@ -217,7 +217,7 @@ def test_positions_hold_across_texts_and_characters_that_lower_to_two():
 
 def test_an_attachment_nested_deeper_than_orjson_reads_is_scanned(tmp_path):
     """Claude Code records any depth; the scan reads attachments as refresh
-    reads lines (txdb/ingest/deep.py), without recursion."""
+    reads lines (txdb/model/deep.py), without recursion."""
     nested: object = f"SMTP_PASSWORD={ATTACHED}"
     for _ in range(1500):
         nested = [nested]
@@ -235,7 +235,7 @@ def test_an_attachment_nested_deeper_than_orjson_reads_is_scanned(tmp_path):
 def test_a_plugin_anchored_to_its_line_finds_a_token_inside_a_longer_text():
     """detect-secrets matches a line at a time: its Telegram plugin's
     expression is anchored (^...$), and holds within a many-line text."""
-    from txdb.secrets import scan_texts
+    from txdb.catalog.secrets import scan_texts
 
     token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
     texts = ["first text", f"bot setup:\n{token}\ndone"]

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from conftest import copy_fixture_sessions, rows
 from sessions import DATA
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 
 TOOLS_DIR = "-tmp-txdb-cli-fixtures-tools-demo"
 TOOLS_SID = "0ff9cf6e-e3b0-420c-913e-806c2aa938aa"

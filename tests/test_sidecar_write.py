@@ -14,9 +14,9 @@ import pytest
 
 from conftest import run
 from sessions import conversation, write as write_session
-from txdb.durability import TEMP_SUFFIX
+from txdb.model.durability import TEMP_SUFFIX
 from txdb.errors import SurgeryError
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 
 N = 600  # more than two batches
 
@@ -71,7 +71,7 @@ def test_many_batches_start_the_fsync_threads_once(tmp_path, monkeypatch):
     fifth of compact-range's time on a 1,760-record range)."""
     import threading
 
-    from txdb import durability
+    from txdb.model import durability
 
     started: list[str] = []
     real_start = threading.Thread.start
@@ -151,7 +151,7 @@ def test_a_small_batch_starts_no_more_fsync_threads_than_it_has_files(tmp_path, 
     many threads as files (up to FSYNC_THREADS), not the whole pool."""
     import threading
 
-    from txdb import durability
+    from txdb.model import durability
 
     started: list[str] = []
     real_start = threading.Thread.start

@@ -17,8 +17,8 @@ import pytest
 from conftest import run as txdb
 from sessions import assistant, user, write
 
-from txdb import blocks
-from txdb import statusline as lib
+from txdb.catalog import blocks
+from txdb.catalog import statusline as lib
 
 BIN = Path(sys.executable).parent
 

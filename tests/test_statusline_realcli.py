@@ -23,7 +23,7 @@ from realcli import Sandbox, claude_binary  # noqa: E402
 from realcli.driver import clean_env  # noqa: E402
 from realcli.fake_api import text  # noqa: E402
 
-from txdb.claude_code import plugin_info  # noqa: E402
+from txdb.model.claude_code import plugin_info  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 

@@ -155,7 +155,7 @@ def test_verify_failure_already_in_original_does_not_block(tmp_path):
     lines = f.read_bytes().split(b"\n")
     lines[2:4] = [lines[2] + lines[3]]  # glue a message onto the record before it: resume drops it
     f.write_bytes(b"\n".join(lines))
-    from txdb.verify import verify_file
+    from txdb.model.verify import verify_file
     assert not verify_file(f).ok
     rep = run_surgery(f, "strip-tools", lambda t, o: ops.strip_tools(t))
     assert rep.written

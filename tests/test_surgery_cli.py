@@ -231,7 +231,7 @@ def test_a_command_is_its_declaration_for_a_session_too(env, args, options):
     uses), so a library caller naming the command and its options gets the
     pending copy (and sidecars) the CLI writes, byte for byte."""
     from txdb.surgery import pending as pend
-    from txdb import sidecar
+    from txdb.model import sidecar
     from txdb.surgery.commands import COMMANDS
     from txdb.surgery.engine import PassOptions, run_surgery
 

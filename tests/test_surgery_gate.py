@@ -22,7 +22,7 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 DATA = Path(__file__).parent / "data"
 CLI_FIXTURES = sorted(p for p in (DATA / "cli").glob("*/*.jsonl"))

@@ -18,7 +18,7 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 
 def _tool_session(path, turns: int):

@@ -17,8 +17,8 @@ from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import PassOptions, run_surgery
 from txdb.surgery.thinking import dropped_thinking, model_binds_thinking
-from txdb.transcript import Transcript
-from txdb.estimate import context_sum
+from txdb.model.transcript import Transcript
+from txdb.catalog.estimate import context_sum
 from txdb.surgery.usage import cap_usage, gauge_context
 
 DATA = Path(__file__).parent / "data"

@@ -17,7 +17,7 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import PassOptions, run_surgery
-from txdb.transcript import Transcript
+from txdb.model.transcript import Transcript
 
 from invariants import contract_violations
 from sessions import corpus_files, is_main_session, shipped_files

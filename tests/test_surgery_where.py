@@ -16,12 +16,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from txdb import sidecar as sc
+from txdb.model import sidecar as sc
 from click.testing import CliRunner
 
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 from txdb.surgery import pending as pend
 from txdb.surgery import select as sel
 from txdb.surgery.engine import PassOptions

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from txdb import db, estimate
-from txdb.ingest.store import refresh
+from txdb.catalog import db, estimate
+from txdb.catalog.ingest.store import refresh
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 TXDB = str(Path(sys.executable).parent / "txdb")
@@ -172,7 +172,7 @@ def test_analyze_says_how_much_thinking_it_left_out(tmp_path):
 def test_the_breakdown_gives_thinking_that_does_not_count_no_share():
     """The session page's table scaled the thinking row like any other: on
     a Sonnet 4.5 session, 19% of a context the API never filled with it."""
-    from txdb.estimate import FITTED, scale_breakdown
+    from txdb.catalog.estimate import FITTED, scale_breakdown
 
     rows = [{"category": "tool_result", "items": 44, "tokens": 17_104},
             {"category": "thinking", "items": 48, "tokens": 8_530},

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from txdb import db
+from txdb.catalog import db
 from txdb.web.metadata import make_datasette
 
 from conftest import run
@@ -115,9 +115,9 @@ def test_a_human_prompt_is_one_rule_in_python_and_sql(env):
     """records.human_prompt and the human_prompts view name the same records;
     analyze's cut points are the human prompts of the chain, the first of
     which titles a session with nothing else to name it."""
-    from txdb import records
-    from txdb.catalog import analyze
-    from txdb.ingest.store import refresh
+    from txdb.model import records
+    from txdb.catalog.sessions import analyze
+    from txdb.catalog.ingest.store import refresh
 
     name = "5e55a1e0-0000-4000-8000-00000000000c"
     cs = user("This session is being continued from a previous conversation.", session=name, isCompactSummary=True)

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from sessions import conversation, write
-from txdb import db
+from txdb.catalog import db
 from txdb.cli import cli
-from txdb.ingest.store import refresh
+from txdb.catalog.ingest.store import refresh
 
 NOBODY = 65534
 

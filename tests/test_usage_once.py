@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from rewind import rewind
-from txdb import db
-from txdb.ingest.store import refresh, refresh_path
+from txdb.catalog import db
+from txdb.catalog.ingest.store import refresh, refresh_path
 
 from sessions import CORPUS  # noqa: E402
 SID = "5e55e55e-0000-4000-8000-000000000001"

@@ -20,10 +20,10 @@ sys.path.insert(0, str(TESTS))
 from sessions import session_path  # noqa: E402
 from test_ccusage_agreement import ccusage_command, run_ccusage  # noqa: E402
 
-from txdb import db, estimate  # noqa: E402
+from txdb.catalog import db, estimate  # noqa: E402
 from txdb.cli import cli  # noqa: E402
-from txdb.ingest.store import refresh  # noqa: E402
-from txdb.records import now_timestamp  # noqa: E402
+from txdb.catalog.ingest.store import refresh  # noqa: E402
+from txdb.model.records import now_timestamp  # noqa: E402
 
 SESSION = session_path("real/daaain-claude-code-log/-experiments-worktrees/"
                        "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl")

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from sessions import assistant, user, write
-from txdb import chain as chainmod
+from txdb.model import chain as chainmod
 from txdb.cli import cli
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import run_surgery
-from txdb.verify import verify_file
+from txdb.model.verify import verify_file
 
 DATA = Path(__file__).parent / "data"
 TOOLS = next((DATA / "cli" / "-tmp-txdb-cli-fixtures-tools-demo").glob("*.jsonl"))

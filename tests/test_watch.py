@@ -19,7 +19,7 @@ import pytest
 
 
 from sessions import append, conversation, dumps, user, write
-from txdb.ingest.chunks import json_function
+from txdb.catalog.ingest.chunks import json_function
 
 TXDB = [sys.executable, "-m", "txdb.cli"]
 TIMEOUT = 15.0  # generous for a loaded machine: the watcher is meant to take under a second

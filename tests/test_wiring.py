@@ -129,7 +129,7 @@ def test_a_declaration_needs_its_where_op_with_its_view():
 
 
 def test_every_target_view_is_a_view_the_selection_reads():
-    from txdb.db import view_files
+    from txdb.catalog.db import view_files
     from txdb.surgery import select
 
     views = {name for name, _sql in view_files()}

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import paths
+from txdb.model import paths
 
 # A hook waits this long for a catalog another txdb is writing, then gives up
 # (the next hook, or `txdb refresh`, catches up).
@@ -30,8 +30,9 @@ LOG_MAX_BYTES = 256 * 1024  # past this the log starts over
 def session_files(payload: bytes | str) -> list[Path]:
     """The transcript a hook payload names and its subagent transcripts,
     when it is a session file under a projects folder txdb reads."""
-    from . import config
-    from .ingest.discover import is_session_path, reached
+    from txdb import config
+    from txdb.model.paths import is_session_path
+    from txdb.catalog.ingest.discover import reached
 
     data = json.loads(payload)
     if not isinstance(data, dict):
@@ -59,13 +60,13 @@ def session_files(payload: bytes | str) -> list[Path]:
 def refresh_session(db_path: str | Path, payload: bytes | str) -> dict[str, str]:
     """Refresh the catalog at ``db_path`` for the files the payload names:
     {path: status} ('unchanged', 'new', 'grown', 'rewritten')."""
-    from . import config
+    from txdb import config
 
     files = session_files(payload)
     if not files or up_to_date(db_path, files):
         return {}
-    from . import db
-    from .ingest.store import refresh_path
+    from txdb.catalog import db
+    from txdb.catalog.ingest.store import refresh_path
 
     root = next(r for r in config.projects_roots() if files[0].is_relative_to(r))
     conn = db.connect(db_path, busy_timeout_ms=BUSY_TIMEOUT_MS)
@@ -80,7 +81,7 @@ def up_to_date(db_path: str | Path, files: list[Path]) -> bool:
     read-only and without the ingest code (the hook's no-op stays short)."""
     import sqlite3
 
-    from .staleness import stale
+    from txdb.catalog.staleness import stale
 
     path = Path(db_path).absolute()
     if not path.is_file():
@@ -120,7 +121,7 @@ def main() -> int:
     db_path = None
     event = ""
     try:
-        from . import config
+        from txdb import config
 
         db_path = config.default_db_path()
         payload = sys.stdin.buffer.read(1 << 20)

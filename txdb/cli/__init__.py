@@ -6,6 +6,6 @@ are imported only when one of their commands runs (or --help lists them);
 ``output`` is how everything is printed.
 """
 
-from .main import cli, main
+from txdb.cli.main import cli, main
 
 __all__ = ["cli", "main"]

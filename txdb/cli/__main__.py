@@ -1,5 +1,5 @@
 """``python -m txdb.cli``: the same as the ``txdb`` command."""
 
-from .main import main
+from txdb.cli.main import main
 
 main()

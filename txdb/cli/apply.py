@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ..surgery import pending as pend
-from ..surgery import select as sel
-from ..surgery.log import apply_logged
-from .main import command, db_option, open_catalog
-from ..chain_health import plural
-from .output import catalog_warning, echo, to_json
-from .report import print_apply as _print_apply
-from .surgery import _resolve
+from txdb.surgery import pending as pend
+from txdb.surgery import select as sel
+from txdb.surgery.log import apply_logged
+from txdb.cli.main import command, db_option, open_catalog
+from txdb.model.chain_health import plural
+from txdb.cli.output import catalog_warning, echo, to_json
+from txdb.cli.report import print_apply as _print_apply
+from txdb.cli.surgery import _resolve
 
 @command("snapshot")
 @click.argument("session")
@@ -120,7 +120,7 @@ def undo_cmd(session, db_path, dry_run, force, as_json):
         txdb undo SESSION --dry-run
         txdb undo SESSION
     """
-    from ..surgery.undo import undo
+    from txdb.surgery.undo import undo
 
     conn, orig = _resolve(db_path, session)
     rep = undo(conn, orig, dry_run=dry_run, force=force)

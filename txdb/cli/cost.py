@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from .. import cost as costlib
-from .main import command, db_option, read_catalog
-from .output import clip, echo, emit_rows, format_options, to_json, usd
+from txdb.catalog import cost as costlib
+from txdb.cli.main import command, db_option, read_catalog
+from txdb.cli.output import clip, echo, emit_rows, format_options, to_json, usd
 
 _DAY = click.DateTime(["%Y-%m-%d", "%Y%m%d"])
 

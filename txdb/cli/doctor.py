@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from .. import config
-from .main import command, db_option, read_catalog, root_option
-from .output import echo, terminal_safe, to_json
+from txdb import config
+from txdb.cli.main import command, db_option, read_catalog, root_option
+from txdb.cli.output import echo, terminal_safe, to_json
 
 SHOWN = 10  # paths named of each list (all of them in --json)
 
@@ -40,7 +40,7 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         txdb doctor
         txdb doctor --within 30 --json | jq '.due[] | select(.whole | not) | .path'
     """
-    from ..doctor import doctor
+    from txdb.catalog.doctor import doctor
 
     conn, _ = read_catalog(db_path)
     r = doctor(conn, config.claude_config_dir(), config.projects_roots(roots), Path(cwd).resolve(),

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import click
 
-from .. import config
-from ..export import export_parquet
-from .main import command, db_option
-from .output import echo, progress_bar, terminal_safe, to_json
+from txdb import config
+from txdb.catalog.export import export_parquet
+from txdb.cli.main import command, db_option
+from txdb.cli.output import echo, progress_bar, terminal_safe, to_json
 
 
 @command("export")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .main import command, db_option
-from .surgery import _NO_BACKUP, SurgeryOptions, _run
+from txdb.cli.main import command, db_option
+from txdb.cli.surgery import _NO_BACKUP, SurgeryOptions, _run
 
 @command("fork")
 @click.argument("session")

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from .. import history as lib
-from .main import command, db_option, read_catalog
-from .output import echo, emit_rows, format_options
+from txdb.catalog import history as lib
+from txdb.cli.main import command, db_option, read_catalog
+from txdb.cli.output import echo, emit_rows, format_options
 
 
 @command("history")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import click
 
-from ..surgery import images
-from ..surgery.engine import load_base
-from .main import command, db_option
-from .output import echo, tabulate, to_json, wide_option
-from .surgery import SurgeryOptions, _resolve, _run, surgery_options
+from txdb.surgery import images
+from txdb.surgery.engine import load_base
+from txdb.cli.main import command, db_option
+from txdb.cli.output import echo, tabulate, to_json, wide_option
+from txdb.cli.surgery import SurgeryOptions, _resolve, _run, surgery_options
 
 @command("list-images")
 @click.argument("session")

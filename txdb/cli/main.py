@@ -19,11 +19,11 @@ import sys
 
 import click
 
-from .. import __version__, config
-from ..errors import NotASession, QueryRefused, TxdbError
-from .commands import COMMANDS
-from .output import (echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe, to_json, usd,
-                     wide_option)
+from txdb import __version__, config
+from txdb.errors import NotASession, QueryRefused, TxdbError
+from txdb.cli.commands import COMMANDS
+from txdb.cli.output import (echo, emit_rows, format_options, of_window, progress_bar, tabulate, terminal_safe,
+    to_json, usd, wide_option)
 
 # Each command imports what it uses when it runs (the catalog, ingest, the
 # surgery engine): start-up is the interpreter, click and this module.
@@ -143,7 +143,7 @@ class TxdbGroup(click.Group):
         except TxdbError as e:
             raise click.ClickException(str(e)) from None
         except sqlite3.OperationalError as e:
-            from ..db import MACHINE_CONDITIONS
+            from txdb.catalog.db import MACHINE_CONDITIONS
 
             if str(e) not in MACHINE_CONDITIONS:
                 raise  # a statement of ours that SQLite rejects: a bug
@@ -215,7 +215,7 @@ def open_catalog(db_path, create: bool = True):
 
     ``create=False`` for a command that only reads: a catalog that does not
     exist is one error line (``db.no_catalog``), never a new empty one."""
-    from ..db import connect
+    from txdb.catalog.db import connect
 
     path = db_path or config.default_db_path()
     return connect(path, create=create), path
@@ -226,7 +226,7 @@ def stale_note(conn, path) -> None:
     read them again (``staleness.marked_for_reread``): until then their
     stored figures are of the older rule. A command on one session needs
     none: it reads that file again first (``staleness.stale``)."""
-    from ..staleness import marked_for_reread
+    from txdb.catalog.staleness import marked_for_reread
 
     n, roots = marked_for_reread(conn)
     if n:
@@ -248,7 +248,7 @@ def read_catalog(db_path, session: str | None = None):
         conn, path = open_catalog(db_path, create=False)  # `query` and co.: no catalog module (nor ingest) loaded
         stale_note(conn, path)
         return conn, path
-    from ..catalog import looks_like_path
+    from txdb.catalog.sessions import looks_like_path
 
     return open_catalog(db_path, create=looks_like_path(session))
 
@@ -317,7 +317,7 @@ def refresh(db_path, roots, prune, watch, as_json):
         txdb refresh --root tests/data/projects --db /tmp/demo.db
         txdb refresh --watch
     """
-    from ..ingest.bulk import refresh_db
+    from txdb.catalog.ingest.bulk import refresh_db
 
     if prune:  # the archive of gone sessions goes only when asked by name: never as a side effect
         raise click.ClickException("refresh --prune is now `txdb prune`: `txdb prune --all-gone --dry-run` counts "
@@ -337,7 +337,7 @@ def refresh(db_path, roots, prune, watch, as_json):
         for w in stats.warnings:
             echo(f"Warning: {w}", err=True)
     if watch:
-        from ..watch import watch as watch_roots
+        from txdb.catalog.watch import watch as watch_roots
 
         watch_roots(db_path or config.default_db_path(), root_paths, prune=prune,
                     report=watch_reporter(as_json))
@@ -346,14 +346,14 @@ def refresh(db_path, roots, prune, watch, as_json):
 def _catch_up_journals(db_path, warnings: list[str]) -> int:
     """Log the swaps an apply or undo could not (killed after its rename, or
     its catalog full): the surgery code loads only when a journal is there."""
-    from ..ingest.store import journalled_sessions
+    from txdb.catalog.ingest.store import journalled_sessions
 
     conn, _ = open_catalog(db_path)
     try:
         todo = journalled_sessions(conn)
         if not todo:
             return 0
-        from ..surgery.log import catch_up_journals
+        from txdb.surgery.log import catch_up_journals
 
         return catch_up_journals(conn, todo, warnings)
     finally:
@@ -399,7 +399,7 @@ def query(db_path, sql, params, fmt):
         txdb query "select type, count(*) as n from records group by type order by n desc"
         txdb query "select json_extract(txdb_json(file_id, offset), '$.cwd') from records limit 1"
     """
-    from .. import db
+    from txdb.catalog import db
 
     conn, path = read_catalog(db_path)
     conn.close()
@@ -438,8 +438,8 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         txdb sessions --urls --limit 5
         txdb sessions --gone
     """
-    from .. import catalog
-    from ..web.urls import page_ref, session_page_url
+    from txdb.catalog import sessions as catalog
+    from txdb.web.urls import page_ref, session_page_url
 
     conn, _ = read_catalog(db_path)
     if gone:
@@ -492,7 +492,7 @@ def analyze(db_path, session, original, as_json):
         txdb analyze 3f2a9c1e-...
         txdb analyze ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl.pending
     """
-    from .. import catalog
+    from txdb.catalog import sessions as catalog
 
     conn, _ = read_catalog(db_path, session)
     ref = catalog.resolve_positions(conn, session, original)
@@ -584,8 +584,8 @@ def verify(db_path, session, as_json):
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
-    from .. import catalog
-    from ..verify import verify_file
+    from txdb.catalog import sessions as catalog
+    from txdb.model.verify import verify_file
 
     conn, _ = read_catalog(db_path, session)
     report = verify_file(catalog.resolve_session(conn, session).path)
@@ -611,7 +611,7 @@ def verify(db_path, session, as_json):
 def positions_note(ref) -> str:
     """The line that says which file a report's chain positions are of."""
     if ref.catalogued:
-        from ..surgery.pending import pending_path  # here: refresh never loads surgery
+        from txdb.surgery.pending import pending_path  # here: refresh never loads surgery
 
         p = pending_path(ref.path)
         if p.is_file():
@@ -641,7 +641,7 @@ def current(db_path, quiet, as_json):
     \b
         SESS=$(txdb current --quiet) && txdb analyze "$SESS"
     """
-    from .. import catalog
+    from txdb.catalog import sessions as catalog
 
     sid = os.environ.get("CLAUDE_CODE_SESSION_ID")
     if not sid:

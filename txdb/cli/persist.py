@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import click
 
-from ..surgery import persist as per
-from .main import command
-from .surgery import SurgeryOptions, _csv, _run, surgery_options
+from txdb.surgery import persist as per
+from txdb.cli.main import command
+from txdb.cli.surgery import SurgeryOptions, _csv, _run, surgery_options
 
 _SUMMARIES = click.option("--summaries-file", "summaries_file", type=click.Path(dir_okay=False), default=None,
                           help="JSON object of summaries keyed by pos:N, toolu_X or msg:<uuid>.")

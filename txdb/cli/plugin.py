@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..claude_code import plugin_info
-from .main import command
-from .output import echo, to_json
+from txdb.model.claude_code import plugin_info
+from txdb.cli.main import command
+from txdb.cli.output import echo, to_json
 
 
 @command("plugin")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..chain_health import plural
-from ..paths import is_subagent, parent_session_id
-from ..surgery.commands import result_kind
-from ..surgery.engine import SurgeryReport
-from ..surgery.results import Result
-from .output import catalog_warning, clip, echo, tabulate
+from txdb.model.chain_health import plural
+from txdb.model.paths import is_subagent, parent_session_id
+from txdb.surgery.commands import result_kind
+from txdb.surgery.engine import SurgeryReport
+from txdb.surgery.results import Result
+from txdb.cli.output import catalog_warning, clip, echo, tabulate
 
 def _short(sid: str | None) -> str:
     return (sid or "?")[:8]

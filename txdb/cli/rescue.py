@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import click
 
-from ..surgery import rescue
-from .main import command
-from .surgery import SurgeryOptions, _run, surgery_options
+from txdb.surgery import rescue
+from txdb.cli.main import command
+from txdb.cli.surgery import SurgeryOptions, _run, surgery_options
 
 
 @command("rescue")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .. import restore as restoremod
-from ..errors import RestoreError, SessionNotFound
-from .main import command, db_option, open_catalog
-from .output import echo, terminal_safe, to_json
+from txdb.surgery import restore as restoremod
+from txdb.errors import RestoreError, SessionNotFound
+from txdb.cli.main import command, db_option, open_catalog
+from txdb.cli.output import echo, terminal_safe, to_json
 
 
 @command("restore")
@@ -103,7 +103,7 @@ def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
         txdb prune 3f2a9c1e
         txdb prune --all-gone --yes
     """
-    from ..ingest.store import prune_gone
+    from txdb.catalog.ingest.store import prune_gone
 
     if bool(sessions) == all_gone:
         raise click.UsageError("name each SESSION to prune, or give --all-gone (--dry-run counts first)")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..secrets import scan_catalog
-from .main import command, db_option, open_catalog
-from .output import echo, progress_bar, terminal_safe, to_json
+from txdb.catalog.secrets import scan_catalog
+from txdb.cli.main import command, db_option, open_catalog
+from txdb.cli.output import echo, progress_bar, terminal_safe, to_json
 
 
 @command("secrets", group=True)

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import click
 
-from .. import config, db
-from ..errors import TxdbError
-from ..web.hostcheck import refuse_foreign_hosts
-from ..web.metadata import make_datasette, metadata_path
-from ..web.urls import DEFAULT_PORT
-from .main import command, db_option, root_option, watch_reporter
-from .output import echo, terminal_safe
+from txdb import config
+from txdb.catalog import db
+from txdb.errors import TxdbError
+from txdb.web.hostcheck import refuse_foreign_hosts
+from txdb.web.metadata import make_datasette, metadata_path
+from txdb.web.urls import DEFAULT_PORT
+from txdb.cli.main import command, db_option, root_option, watch_reporter
+from txdb.cli.output import echo, terminal_safe
 
 
 @command("serve")
@@ -120,7 +121,7 @@ def _interrupt(signum, frame):
 def _start_watcher(path: Path, roots: list[Path]) -> tuple[threading.Event, threading.Thread]:
     """The watcher, in a thread of this process: it is the catalog's one
     writer while Datasette reads it."""
-    from ..watch import watch, watched_roots
+    from txdb.catalog.watch import watch, watched_roots
 
     roots = watched_roots(roots)  # a missing folder is an error before serving, not in the thread
     stop = threading.Event()

@@ -1,15 +1,15 @@
 """The read-only commands that show a session's tool calls and thinking
 blocks: show-tool, show-thinking (registered on the ``cli`` group when one
-of them runs; the library is ``txdb.show``)."""
+of them runs; the library is ``txdb.catalog.show``)."""
 
 from __future__ import annotations
 
 import click
 
-from .. import show
-from ..catalog import resolve_positions
-from .main import command, db_option, original_option, positions_note, read_catalog
-from .output import echo, tabulate, to_json, wide_option
+from txdb.catalog import show
+from txdb.catalog.sessions import resolve_positions
+from txdb.cli.main import command, db_option, original_option, positions_note, read_catalog
+from txdb.cli.output import echo, tabulate, to_json, wide_option
 
 
 def _resolve(db_path, session, original):

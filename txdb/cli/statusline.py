@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from .. import config
-from .main import command, db_option
-from .output import echo, to_json
+from txdb import config
+from txdb.cli.main import command, db_option
+from txdb.cli.output import echo, to_json
 
 
 @command("statusline")
@@ -32,7 +32,7 @@ def statusline_cmd(db_path, as_json):
         {"statusLine": {"type": "command", "command": "txdb statusline"}}
         echo '{"session_id": "5a73f7d9-..."}' | txdb statusline
     """
-    from .. import statusline as lib
+    from txdb.catalog import statusline as lib
 
     data = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(lib.MAX_PAYLOAD)
     payload = lib.parse_payload(data)

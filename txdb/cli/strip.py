@@ -8,12 +8,12 @@ import dataclasses
 
 import click
 
-from ..surgery import ops
-from ..surgery.command_ops import attachment_options
-from ..surgery.engine import load_base
-from .main import command
-from .output import echo, tabulate, to_json
-from .surgery import SurgeryOptions, _csv, _resolve, _run, surgery_options
+from txdb.surgery import ops
+from txdb.surgery.command_ops import attachment_options
+from txdb.surgery.engine import load_base
+from txdb.cli.main import command
+from txdb.cli.output import echo, tabulate, to_json
+from txdb.cli.surgery import SurgeryOptions, _csv, _resolve, _run, surgery_options
 
 @command("strip-tools")
 @surgery_options()

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import click
 
-from ..catalog import resolve_session
-from ..surgery import pending as pend
-from ..surgery.commands import COMMANDS
-from ..surgery.engine import PassOptions, run_surgery
-from .main import db_option, open_catalog, read_catalog
-from .output import echo, to_json
-from .report import print_apply as _print_apply
-from .report import print_report as _print_report
-from .report import print_where as _print_where
+from txdb.catalog.sessions import resolve_session
+from txdb.surgery import pending as pend
+from txdb.surgery.commands import COMMANDS
+from txdb.surgery.engine import PassOptions, run_surgery
+from txdb.cli.main import db_option, open_catalog, read_catalog
+from txdb.cli.output import echo, to_json
+from txdb.cli.report import print_apply as _print_apply
+from txdb.cli.report import print_report as _print_report
+from txdb.cli.report import print_where as _print_where
 
 @dataclass(frozen=True)
 class SurgeryOptions:
@@ -60,8 +60,8 @@ class WhereOption(click.Option):
 
     def get_help_record(self, ctx):
         record = super().get_help_record(ctx)
-        from ..db import view_columns
-        from ..surgery.select import VIEWS
+        from txdb.catalog.db import view_columns
+        from txdb.surgery.select import VIEWS
 
         view = VIEWS.get(ctx.command.name) if record else None
         if view is None:
@@ -193,13 +193,13 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
     conn, orig = _resolve(o.db_path, o.session, index=o.apply)
     report = run_surgery(orig, operation, op, o.pass_options())
     if report.written and report.fork_session_id:
-        from ..surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
+        from txdb.surgery.log import log_fork  # a pass that only writes a pending copy logs nothing
         log_fork(conn, report, o.arguments)
     # A pass with nothing new to change on a pending copy earlier passes left (a run
     # killed before its apply, say): --apply applies that copy, as --where does.
     earlier = not report.written and report.base == "pending copy" and not o.dry_run
     if o.apply and (report.written or earlier) and not report.fork_session_id:
-        from ..surgery.log import apply_logged
+        from txdb.surgery.log import apply_logged
         rep, ids = apply_logged(conn, orig, backup=o.backup)
         if o.as_json:
             echo(to_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
@@ -220,8 +220,8 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
 
 def _run_where(o: SurgeryOptions, command: str, options: dict) -> None:
     """The bulk path: select, plan (one pending copy per session), optionally apply."""
-    from ..surgery import select as sel  # only --where selects
-    from ..surgery.log import log_fork
+    from txdb.surgery import select as sel  # only --where selects
+    from txdb.surgery.log import log_fork
     conn, path = open_catalog(o.db_path)
     selection = sel.select_targets(conn, path, command, o.where)
     outcomes = sel.plan(conn, selection, command, options,

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from .main import command, db_option, read_catalog
-from .output import echo, emit_rows, format_options, usd
+from txdb.cli.main import command, db_option, read_catalog
+from txdb.cli.output import echo, emit_rows, format_options, usd
 
 
 @command("waste")
@@ -34,12 +34,12 @@ def waste_cmd(db_path, session, by, limit, plan, fmt):
         txdb waste --by project
         txdb waste 5a73f7d9 --plan
     """
-    from .. import waste as lib
+    from txdb.catalog import waste as lib
 
     conn, path = read_catalog(db_path, session)
     file_id = None
     if session is not None:
-        from ..catalog import resolve_session
+        from txdb.catalog.sessions import resolve_session
 
         ref = resolve_session(conn, session)
         if not ref.catalogued:  # a backup, a pending copy: never catalogued, so no waste of its own
@@ -72,7 +72,7 @@ def _add_plans(rows: list[dict], db_path: str) -> None:
     import json
     import subprocess
 
-    from .. import waste as lib
+    from txdb.catalog import waste as lib
 
     for r in rows:
         argv = [sys.executable, "-m", "txdb.cli", *lib.plan_argv(r["reclaim"], db_path)]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import ops
-from .results import (AttachmentsResult, CompactResult, ImagesResult, MigrateResult, PersistResult,
-                      RangesResult, RescueResult, Result, StripResult, UsageResult)
+from txdb.surgery import ops
+from txdb.surgery.results import (AttachmentsResult, CompactResult, ImagesResult, MigrateResult, PersistResult,
+    RangesResult, RescueResult, Result, StripResult, UsageResult)
 
 
 class _Typed(ops.Op):
@@ -74,7 +74,7 @@ def attachment_options(options: dict) -> dict:
 
 
 def replace_images(command: str, options: dict):
-    from . import images
+    from txdb.surgery import images
 
     return typed(lambda t, _o: images.replace_images(t, options["dir"], drop_missing=bool(options.get("drop_missing")),
                                                      positions=options.get("positions")), ImagesResult.of)
@@ -82,7 +82,7 @@ def replace_images(command: str, options: dict):
 
 def reset_usage(command: str, options: dict):
     """The op is the reset (the caller turns the engine's own reset after an edit off)."""
-    from .usage import reset_usage as reset
+    from txdb.surgery.usage import reset_usage as reset
 
     def op(t, original):
         # Standalone (no earlier pass in a pending copy): no "before" to compare with.
@@ -98,8 +98,8 @@ def fork(command: str, options: dict):
 
 def compact(command: str, options: dict):
     """``options``: ``before``, the first chain position kept."""
-    from .compact import compact_before
-    from .usage import context_estimator
+    from txdb.surgery.compact import compact_before
+    from txdb.surgery.usage import context_estimator
 
     before = options["before"]
     return typed(lambda t, original: compact_before(t, before, source=str(original.path),
@@ -109,7 +109,7 @@ def compact(command: str, options: dict):
 
 def compact_range(command: str, options: dict):
     """The range ``positions`` (--from/--to)."""
-    from .compact_range import CompactRangeOp
+    from txdb.surgery.compact_range import CompactRangeOp
 
     frm, to = options.get("positions") or (None, None)
     return typed(CompactRangeOp(frm, to, options.get("summary")), RangesResult.of)
@@ -125,7 +125,7 @@ def persist(command: str, options: dict):
     """``options``: ``id`` (persist-tool), ``pos`` (and ``idx``), ``tools``, ``kinds``
     (persist-range), ``min_chars``, ``keep_recent``, ``positions``, ``summary`` (the
     marker's, for one target) and ``summaries`` (a table, as ``load_summaries`` reads)."""
-    from . import persist as per
+    from txdb.surgery import persist as per
 
     if command == "persist-message":
         sel = per.Selection(message_pos=options["pos"])
@@ -140,7 +140,7 @@ def persist(command: str, options: dict):
 
 
 def migrate_persisted(command: str, options: dict):
-    from .migrate import MigrateOp
+    from txdb.surgery.migrate import MigrateOp
 
     return typed(MigrateOp(), MigrateResult.of)
 
@@ -148,7 +148,7 @@ def migrate_persisted(command: str, options: dict):
 def rescue(command: str, options: dict):
     """``options``: ``target`` (None: the resume's window less the margin),
     ``summary``, ``keep_recent``, ``window`` (None: ``rescue.resume_window``'s)."""
-    from .rescue import DEFAULT_KEEP_RECENT, RescueOp
+    from txdb.surgery.rescue import DEFAULT_KEEP_RECENT, RescueOp
 
     kr = options.get("keep_recent")
     return typed(RescueOp(options.get("target"), options.get("summary"), DEFAULT_KEEP_RECENT if kr is None else kr,

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import command_ops as co
-from . import where_ops as wo
-from .results import (AttachmentsResult, CompactResult, ImagesResult, MigrateResult, PersistResult,
-                      RangesResult, RescueResult, Result, StripResult, UsageResult)
+from txdb.surgery import command_ops as co
+from txdb.surgery import where_ops as wo
+from txdb.surgery.results import (AttachmentsResult, CompactResult, ImagesResult, MigrateResult, PersistResult,
+    RangesResult, RescueResult, Result, StripResult, UsageResult)
 
 @dataclass(frozen=True)
 class SurgeryCommand:

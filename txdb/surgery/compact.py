@@ -35,11 +35,11 @@ from __future__ import annotations
 import uuid as uuidlib
 from datetime import datetime, timedelta, timezone
 
-from ..errors import SurgeryError
-from ..policy import is_state
-from ..records import markup_kind
-from .ops import tool_spans
-from ..transcript import Transcript
+from txdb.errors import SurgeryError
+from txdb.model.policy import is_state
+from txdb.model.records import markup_kind
+from txdb.surgery.ops import tool_spans
+from txdb.model.transcript import Transcript
 
 MESSAGE_CHARS = 2000
 # String fields that hold another record's uuid.

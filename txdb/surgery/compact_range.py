@@ -56,14 +56,14 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from ..errors import SurgeryError
-from ..policy import is_state
-from ..records import TITLE_KEY, human_prompt
-from .. import sidecar as sc
-from .fork import FORK_FIELDS
-from .ops import Op, check_positions, tool_spans
-from .persist import one_line, outline
-from ..transcript import Record, Transcript, load_object
+from txdb.errors import SurgeryError
+from txdb.model.policy import is_state
+from txdb.model.records import TITLE_KEY, human_prompt
+from txdb.model import sidecar as sc
+from txdb.surgery.fork import FORK_FIELDS
+from txdb.surgery.ops import Op, check_positions, tool_spans
+from txdb.surgery.persist import one_line, outline
+from txdb.model.transcript import Record, Transcript, load_object
 
 PREVIEW_MESSAGES = 3
 PREVIEW_LINE_CHARS = 200

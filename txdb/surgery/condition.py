@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ..errors import QueryError
+from txdb.errors import QueryError
 
 
 def check_condition(cond: str) -> str:

@@ -42,20 +42,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..errors import SurgeryError
-from ..records import now_timestamp
-from . import fork as forkmod
-from . import gate
-from . import pending as pend
-from ..lock import session_lock
-from .ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure_at_load
-from .results import Result
-from .thinking import SavedThinking, dropped_thinking, remove_dropped
-from ..transcript import Transcript
-from ..durability import clean_stale_temps, owner_of, write_atomic
-from ..regular import open_regular
-from .. import sidecar as sc
-from .usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
+from txdb.errors import SurgeryError
+from txdb.model.records import now_timestamp
+from txdb.surgery import fork as forkmod
+from txdb.surgery import gate
+from txdb.surgery import pending as pend
+from txdb.model.lock import session_lock
+from txdb.surgery.ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure_at_load
+from txdb.surgery.results import Result
+from txdb.surgery.thinking import SavedThinking, dropped_thinking, remove_dropped
+from txdb.model.transcript import Transcript
+from txdb.model.durability import clean_stale_temps, owner_of, write_atomic
+from txdb.model.regular import open_regular
+from txdb.model import sidecar as sc
+from txdb.surgery.usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
 
 @dataclass(frozen=True)
 class PassOptions:

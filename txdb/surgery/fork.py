@@ -28,11 +28,11 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import SurgeryError
-from ..paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
-from ..records import CHAIN_TYPES, SESSION_BOUND_TYPES, TITLE_KEY, note_title, now_timestamp, pick_title
-from ..transcript import Transcript, dumps
-from ..regular import open_regular
+from txdb.errors import SurgeryError
+from txdb.model.paths import SESSION_SUFFIX, is_subagent, parent_session, parent_session_id
+from txdb.model.records import CHAIN_TYPES, SESSION_BOUND_TYPES, TITLE_KEY, note_title, now_timestamp, pick_title
+from txdb.model.transcript import Transcript, dumps
+from txdb.model.regular import open_regular
 
 TOOL = "txdb"
 # The fields a fork puts on every conversation envelope.

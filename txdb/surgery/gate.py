@@ -1,6 +1,6 @@
 """Nothing lost: the chain check every surgery result must pass.
 
-``claude --resume`` rebuilds a session from its active chain (``txdb.chain``):
+``claude --resume`` rebuilds a session from its active chain (``txdb.model.chain``):
 a record that falls off it is gone for the model, however intact its line
 is. So a result (a pending copy, a fork) is accepted only when every record
 on the original's active chain is still on the result's active chain, in
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SurgeryError
-from ..transcript import Record, Transcript
+from txdb.errors import SurgeryError
+from txdb.model.transcript import Record, Transcript
 
 
 @dataclass

@@ -16,7 +16,7 @@ and, with ``drop_missing``, removes the images without one. A content list
 an image leaves empty gets a short text block instead: the API refuses a
 message (or a tool_result) with an empty content list.
 
-The API's own limits on images in one request are ``txdb.vision``'s.
+The API's own limits on images in one request are ``txdb.model.vision``'s.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import tokens
-from ..errors import SurgeryError
-from .ops import content_list
-from ..transcript import Transcript
+from txdb.model import tokens
+from txdb.errors import SurgeryError
+from txdb.surgery.ops import content_list
+from txdb.model.transcript import Transcript
 
 DROPPED = "[image dropped by txdb: no transcript]"
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")

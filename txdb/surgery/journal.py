@@ -44,11 +44,11 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import SurgeryError
-from ..paths import backup_number, swaps_of
-from ..records import now_timestamp
-from ..durability import owner_of, prefix_sha256, write_atomic
-from ..regular import read_regular
+from txdb.errors import SurgeryError
+from txdb.model.paths import backup_number, swaps_of
+from txdb.model.records import now_timestamp
+from txdb.model.durability import owner_of, prefix_sha256, write_atomic
+from txdb.model.regular import read_regular
 
 # A journal holds the few swaps the catalog lacks (kilobytes): a larger file is not one txdb wrote.
 MAX_BYTES = 64 << 20

@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-from ..records import now_timestamp
+from txdb.model.records import now_timestamp
 from pathlib import Path
 
 import orjson
 
-from .. import db, estimate
-from ..db import transaction
-from ..ingest.store import catalogued_path, journalled_sessions, refresh_path
-from ..errors import SurgeryError
-from . import journal
-from . import pending as pend
-from .engine import SurgeryReport
-from ..lock import session_lock
-from ..regular import open_regular
-from .usage import context_estimator
-from ..transcript import Transcript
+from txdb.catalog import db, estimate
+from txdb.catalog.sqlutil import transaction
+from txdb.catalog.ingest.store import catalogued_path, journalled_sessions, refresh_path
+from txdb.errors import SurgeryError
+from txdb.surgery import journal
+from txdb.surgery import pending as pend
+from txdb.surgery.engine import SurgeryReport
+from txdb.model.lock import session_lock
+from txdb.model.regular import open_regular
+from txdb.surgery.usage import context_estimator
+from txdb.model.transcript import Transcript
 
 
 def _file_row(conn: sqlite3.Connection, path: str | Path) -> tuple[int | None, str | None]:
@@ -156,7 +156,7 @@ def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = No
     for next time; a journal that cannot be read, or an entry of one that
     is not txdb's, is named in ``warnings`` and never stops the others.
     Returns how many log rows it wrote."""
-    from ..errors import TxdbError
+    from txdb.errors import TxdbError
 
     before = conn.execute("SELECT count(*) FROM surgeries").fetchone()[0]
     for orig in journalled_sessions(conn) if sessions is None else sessions:

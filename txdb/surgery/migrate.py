@@ -14,12 +14,12 @@ import os
 import re
 from pathlib import Path
 
-from .. import sidecar as sc
-from ..paths import LEGACY_TOOL_RESULTS, TOOL_RESULTS
-from ..regular import open_regular
-from ..transcript import Transcript
-from .ops import content_list
-from .persist import PersistOp, Selection
+from txdb.model import sidecar as sc
+from txdb.model.paths import LEGACY_TOOL_RESULTS, TOOL_RESULTS
+from txdb.model.regular import open_regular
+from txdb.model.transcript import Transcript
+from txdb.surgery.ops import content_list
+from txdb.surgery.persist import PersistOp, Selection
 
 _IMAGE_RE = re.compile(r'^<image sha256="([0-9a-fA-F]{16,128})"(?: media_type="([^"]*)")?>\n(.*)\n</image>\s*$', re.S)
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import fnmatch
 from typing import Iterable, NamedTuple
 
-from .. import estimate, tokens
-from ..policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
-from .. import records
-from ..records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
-from ..errors import SurgeryError
-from ..transcript import UNREAD, Record, Transcript, dumps
+from txdb.catalog import estimate
+from txdb.model import tokens
+from txdb.model.policy import DEFAULT_KEEP_RECENT, SYSTEM_PROMPT, attachment_cost, attachment_decision, policy_class
+from txdb.model import records
+from txdb.model.records import MARK, THINKING_PLACEHOLDER, block_rows, is_wrapped_thinking, record_tokens
+from txdb.errors import SurgeryError
+from txdb.model.transcript import UNREAD, Record, Transcript, dumps
 
 INPUT_STRING_LIMIT = 120
 INPUT_VALUE_LIMIT = 200
@@ -413,7 +414,7 @@ def attachment_plan(
     positions: Range = None,
     uuids: set[str] | None = None,
 ) -> list[dict]:
-    """One decision per attachment line: what the attachment policy (txdb/policy.py) does with it.
+    """One decision per attachment line: what the attachment policy (txdb/model/policy.py) does with it.
 
     keep-all types (queued_command, the *_delta types, skill_listing, hook
     context) and system-prompt records (prompt_snapshot,

@@ -48,17 +48,17 @@ from typing import TYPE_CHECKING, Iterable
 
 import orjson
 
-from ..errors import SurgeryError
-from ..paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
-from ..ingest.lines import is_whole_object
-from ..lock import session_lock
-from . import gate, journal
-from ..transcript import Transcript
-from ..durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
-from ..regular import kind, open_fd, open_regular, read_regular
+from txdb.errors import SurgeryError
+from txdb.model.paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
+from txdb.model.lines import is_whole_object
+from txdb.model.lock import session_lock
+from txdb.surgery import gate, journal
+from txdb.model.transcript import Transcript
+from txdb.model.durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
+from txdb.model.regular import kind, open_fd, open_regular, read_regular
 
 if TYPE_CHECKING:
-    from ..verify import Report
+    from txdb.model.verify import Report
 
 SETTLE_SECONDS = 0.4
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -436,7 +436,7 @@ def _refuse_changed(orig: Path, when: str) -> SurgeryError:
 
 def _missing_sidecars(orig: Path, data: bytes) -> set[str]:
     """The sidecar paths ``data``'s markers name that are not on disk."""
-    from .. import sidecar
+    from txdb.model import sidecar
     return sidecar.missing_referenced(data, orig, session_stem(orig))
 
 
@@ -499,7 +499,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     if seen.st_size != len(data) + discarded_bytes:
         raise _refuse_changed(orig, "while apply read it")
     check_descends(orig, meta, data)
-    from ..verify import verify_transcript  # apply's check: a pass that only writes the copy loads no verify
+    from txdb.model.verify import verify_transcript  # apply's check: a pass that only writes the copy loads no verify
 
     original = Transcript.from_bytes(data, orig)
     before = verify_transcript(original)

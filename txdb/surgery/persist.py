@@ -27,12 +27,12 @@ from typing import Callable, Iterable
 
 import orjson
 
-from .. import tokens
-from ..errors import SurgeryError
-from ..regular import NotRegularFile, open_regular
-from .. import sidecar as sc
-from .ops import Op, block_tokens, content_list, loads_tools, message_role, tool_names
-from ..transcript import Record, Transcript, dumps
+from txdb.model import tokens
+from txdb.errors import SurgeryError
+from txdb.model.regular import NotRegularFile, open_regular
+from txdb.model import sidecar as sc
+from txdb.surgery.ops import Op, block_tokens, content_list, loads_tools, message_role, tool_names
+from txdb.model.transcript import Record, Transcript, dumps
 
 KINDS = ("tool", "thinking", "text")
 DEFAULT_TEXT_MIN_CHARS = 500

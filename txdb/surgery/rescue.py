@@ -63,15 +63,15 @@ from __future__ import annotations
 
 import math
 
-from ..errors import SurgeryError
-from . import ops
-from . import persist as per
-from .. import sidecar as sc
-from . import thinking
-from .compact_range import CompactRangeOp, stays_in_place
-from .ops import Op, chain_estimate, system_prompt_tokens, tool_spans
-from ..transcript import Transcript
-from .usage import chain_images, context_estimator, unsent_tokens
+from txdb.errors import SurgeryError
+from txdb.surgery import ops
+from txdb.surgery import persist as per
+from txdb.model import sidecar as sc
+from txdb.surgery import thinking
+from txdb.surgery.compact_range import CompactRangeOp, stays_in_place
+from txdb.surgery.ops import Op, chain_estimate, system_prompt_tokens, tool_spans
+from txdb.model.transcript import Transcript
+from txdb.surgery.usage import chain_images, context_estimator, unsent_tokens
 
 WINDOW = 200_000
 LONG_WINDOW = 1_000_000

@@ -229,8 +229,8 @@ class PersistResult(Result):
     positional = True
 
     def describe(self, dry_run):
-        from ..chain_health import plural
-        from ..sidecar import PREVIEW_CHARS, TOOL_PREVIEW_CHARS
+        from txdb.model.chain_health import plural
+        from txdb.model.sidecar import PREVIEW_CHARS, TOOL_PREVIEW_CHARS
 
         on = self.on_chain
         moved = ", ".join(f"{plural(n, _PERSISTED.get(k, k))} ({on.get(k, 0)} on the active chain)"
@@ -345,7 +345,7 @@ class RescueResult(Result):
         return "already under" if self.reached and not self.steps else None
 
     def describe(self, dry_run):
-        from ..chain_health import plural
+        from txdb.model.chain_health import plural
 
         tol = self.tolerance
         aim = f"the aim (target less {tol:.0%})" if tol is not None else "the aim"

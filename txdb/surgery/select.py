@@ -65,19 +65,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..catalog import stale
-from ..db import connect_readonly, run_query
-from ..errors import QueryError, QueryRefused, SurgeryError, TxdbError
-from ..ingest.discover import is_session_path
-from ..ingest.store import refresh_path
-from ..paths import is_subagent
-from . import pending as pend
-from .commands import COMMANDS
-from .condition import check_condition
-from .engine import PassOptions, SurgeryReport, run_surgery
-from .log import apply_logged
-from .results import Result
-from .where_ops import WhereStats
+from txdb.catalog.sessions import stale
+from txdb.catalog.db import connect_readonly, run_query
+from txdb.errors import QueryError, QueryRefused, SurgeryError, TxdbError
+from txdb.model.paths import is_session_path
+from txdb.catalog.ingest.store import refresh_path
+from txdb.model.paths import is_subagent
+from txdb.surgery import pending as pend
+from txdb.surgery.commands import COMMANDS
+from txdb.surgery.condition import check_condition
+from txdb.surgery.engine import PassOptions, SurgeryReport, run_surgery
+from txdb.surgery.log import apply_logged
+from txdb.surgery.results import Result
+from txdb.surgery.where_ops import WhereStats
 
 # The target view of each --where command, from its declaration.
 VIEWS = {name: c.view for name, c in COMMANDS.items() if c.view}

@@ -26,10 +26,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import sidecar as sc
-from ..records import record_tokens
-from ..transcript import Transcript, dumps
-from .ops import BlockRef, content_list, is_thinking_block, message_role, record_estimate, strip_thinking, thinking_size
+from txdb.model import sidecar as sc
+from txdb.model.records import record_tokens
+from txdb.model.transcript import Transcript, dumps
+from txdb.surgery.ops import (BlockRef, content_list, is_thinking_block, message_role, record_estimate,
+    strip_thinking, thinking_size)
 
 # Claude Fable 5.1, Opus 5.5, Sonnet 5.5, Haiku 5.5. Older models (Opus
 # 4.8, ...) and Claude Mythos 5.1 do not bind thinking this way.

@@ -37,15 +37,15 @@ from pathlib import Path
 
 import orjson
 
-from .. import sidecar
-from ..errors import SurgeryError
-from ..paths import backup_number, session_stem
-from ..regular import open_regular
-from ..verify import verify_file
-from . import journal, log
-from . import pending as pend
-from ..lock import session_lock
-from ..durability import owner_of, write_atomic
+from txdb.model import sidecar
+from txdb.errors import SurgeryError
+from txdb.model.paths import backup_number, session_stem
+from txdb.model.regular import open_regular
+from txdb.model.verify import verify_file
+from txdb.surgery import journal, log
+from txdb.surgery import pending as pend
+from txdb.model.lock import session_lock
+from txdb.model.durability import owner_of, write_atomic
 
 
 @dataclass

@@ -9,7 +9,7 @@ estimate of the post-strip context; earlier turns keep what the API billed.
 It only ever LOWERS a recorded count: a tool that raised the last turn
 above what it had recorded made the real CLI auto-compact on resume
 (docs/surgery.md, reset-usage). The estimate is chars/4 (images by pixels, attachments by their
-rendered cost) calibrated by ``txdb.estimate`` (the same fit ``analyze``
+rendered cost) calibrated by ``txdb.catalog.estimate`` (the same fit ``analyze``
 reports) over the turns whose recorded usage is still ground truth. A turn
 whose own recorded count is known is lowered by the calibrated size of
 what was removed before it; otherwise it is capped to the calibrated
@@ -18,11 +18,11 @@ estimate of what remains.
 
 from __future__ import annotations
 
-from .. import estimate
-from ..records import MARK, THINKING_PLACEHOLDER
-from .ops import (chain_estimate, chain_prefix_estimates, chain_prefix_images, chain_thinking, recorded_context,
-                  resume_model, system_prompt_tokens, turn_usage)
-from ..transcript import Record, Transcript
+from txdb.catalog import estimate
+from txdb.model.records import MARK, THINKING_PLACEHOLDER
+from txdb.surgery.ops import (chain_estimate, chain_prefix_estimates, chain_prefix_images, chain_thinking,
+    recorded_context, resume_model, system_prompt_tokens, turn_usage)
+from txdb.model.transcript import Record, Transcript
 
 CONTEXT_FIELDS = estimate.CONTEXT_FIELDS
 _int = estimate.field_count

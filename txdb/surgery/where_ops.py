@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SurgeryError
-from . import ops
-from .command_ops import typed
-from .results import AttachmentsResult, ImagesResult, PersistResult, RangesResult, StripResult
+from txdb.errors import SurgeryError
+from txdb.surgery import ops
+from txdb.surgery.command_ops import typed
+from txdb.surgery.results import AttachmentsResult, ImagesResult, PersistResult, RangesResult, StripResult
 
 TOOL_KINDS = ("tool_use", "tool_result")
 THINKING_KINDS = ("thinking",)
@@ -131,7 +131,7 @@ def replace_images(_command: str, rows: list[dict], options: dict, stats: WhereS
     _start(rows, stats)
 
     def op(t, original):
-        from . import images  # only a pass that replaces images loads them
+        from txdb.surgery import images  # only a pass that replaces images loads them
 
         # By uuid: a pending copy from an earlier pass has other offsets.
         uuids = {rec.uuid for _r, rec in _resolve(original, rows, stats) if rec.uuid}
@@ -143,7 +143,7 @@ def replace_images(_command: str, rows: list[dict], options: dict, stats: WhereS
 
 def persist_tools(_command: str, rows: list[dict], options: dict, stats: WhereStats):
     """persist-tools over the selected rows: a tool_use or tool_result row moves that call's result."""
-    from . import persist
+    from txdb.surgery import persist
 
     _start(rows, stats)
 
@@ -162,7 +162,7 @@ def persist_tools(_command: str, rows: list[dict], options: dict, stats: WhereSt
 def compact_range(_command: str, rows: list[dict], options: dict, stats: WhereStats):
     """compact-range over the selected chain rows: each run of consecutive
     positions (in the copy being edited) is one range."""
-    from .compact_range import CompactRangeOp, contiguous
+    from txdb.surgery.compact_range import CompactRangeOp, contiguous
 
     _start(rows, stats)
 
@@ -177,7 +177,7 @@ def compact_range(_command: str, rows: list[dict], options: dict, stats: WhereSt
 
 def rescue(command: str, rows: list[dict], options: dict, stats: WhereStats):
     """A row of ``sessions_by_context`` is a whole session, rescued whole: the op of a SESSION."""
-    from .command_ops import rescue as session_op
+    from txdb.surgery.command_ops import rescue as session_op
 
     _start(rows, stats)
     stats.targets = len(rows)

@@ -1,14 +1,14 @@
 """The figures behind txdb's charts, read from a catalog (plain SQL over the
-views, and the chain rules of txdb.chain). Drawn by txdb.web.svg.
+views, and the chain rules of txdb.model.chain). Drawn by txdb.web.svg.
 
 Tokens as the API recorded them, and their cost in USD (usage_by_day's
-cost_usd: the price library's prices, txdb.cost).
+cost_usd: the price library's prices, txdb.catalog.cost).
 """
 
 from __future__ import annotations
 
-from .. import chain
-from ..db import rows as _rows
+from txdb.catalog import chain_rows
+from txdb.catalog.sqlutil import rows as _rows
 
 CONTEXT_LIMIT = 200_000   # the context window the charts draw a line at
 TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
@@ -42,7 +42,7 @@ def largest_contexts(conn, limit: int = 20) -> list[dict]:
 def context_over_chain(conn, file_id: int) -> dict:
     """How a session's context grew, turn by turn, and where it was compacted.
 
-    The history is ``chain.compacted_history``: the active chain preceded by
+    The history is ``chain_rows.compacted_history``: the active chain preceded by
     the chains compactions left behind, in file order. Each assistant message
     on it is one point: the context the API recorded for that turn by the
     gauge's rule (``usage_context.api_gauge``: the last ``iterations[]``
@@ -52,7 +52,7 @@ def context_over_chain(conn, file_id: int) -> dict:
     gauge and Claude Code on resume read), one more point, ``now``, after
     the last turn: the context as it stands since, not a recorded turn.
     """
-    history, boundaries = chain.compacted_history(conn, file_id)
+    history, boundaries = chain_rows.compacted_history(conn, file_id)
     usage = {r["message_id"]: r for r in _rows(
         conn, "SELECT message_id, timestamp, api_gauge AS context FROM usage_context WHERE file_id = ?",
         (file_id,))}

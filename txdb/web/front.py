@@ -7,7 +7,7 @@ views; this only picks rows."""
 
 from __future__ import annotations
 
-from ..db import rows as _rows
+from txdb.catalog.sqlutil import rows as _rows
 
 ROWS = 8  # rows in each of the page's lists
 

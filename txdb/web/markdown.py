@@ -13,7 +13,7 @@ import re
 import markupsafe
 from markdown_it import MarkdownIt
 
-from ..tokens import text_tokens
+from txdb.model.tokens import text_tokens
 
 LINK_SCHEMES = ("http", "https", "mailto")
 _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.\-]*)\s*:")

@@ -30,12 +30,12 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Response
 
-from ..db import refuses_function
-from ..ingest.chunks import json_function
-from . import charts, front, svg
-from .session import PAGE_RECORDS, find_session, load_session
-from .hostcheck import refuse_foreign_hosts
-from .urls import REF, session_path
+from txdb.catalog.db import refuses_function
+from txdb.catalog.ingest.chunks import json_function
+from txdb.web import charts, front, svg
+from txdb.web.session import PAGE_RECORDS, find_session, load_session
+from txdb.web.hostcheck import refuse_foreign_hosts
+from txdb.web.urls import REF, session_path
 
 # Columns holding JSON text, shown pretty-printed (collapsed when long).
 JSON_COLUMNS = {"raw", "json", "iterations", "arguments"}
@@ -160,7 +160,7 @@ def _refuse_functions(action, _arg1, arg2, _db, _trigger):
 @hookimpl
 def prepare_connection(conn):
     # Every served database's connections, as `txdb query`'s: no SQL may
-    # reach fts3_tokenizer (txdb.db.REFUSED_FUNCTIONS). txdb_json(file_id,
+    # reach fts3_tokenizer (txdb.catalog.db.REFUSED_FUNCTIONS). txdb_json(file_id,
     # offset) gives a record's raw JSON to ad-hoc SQL (no view calls it).
     conn.set_authorizer(_refuse_functions)
     conn.create_function("txdb_json", 2, json_function(conn))

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 
-from ..catalog import session_matches
-from ..db import rows as _rows
-from ..estimate import FITTED, catalog_breakdown
-from ..ingest import deep
-from ..ingest.chunks import raw_at
-from . import charts
-from .markdown import preformatted, render as markdown
-from .urls import page_ref
+from txdb.catalog.sessions import session_matches
+from txdb.catalog.sqlutil import rows as _rows
+from txdb.catalog.estimate import FITTED, catalog_breakdown
+from txdb.model import deep
+from txdb.catalog.ingest.chunks import raw_at
+from txdb.web import charts
+from txdb.web.markdown import preformatted, render as markdown
+from txdb.web.urls import page_ref
 
 PAGE_RECORDS = 400           # chain records per session page
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page

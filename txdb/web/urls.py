@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..paths import session_stem
+from txdb.model.paths import session_stem
 
 HOST = "127.0.0.1"  # `txdb serve` binds only here
 DEFAULT_PORT = 8001  # `txdb serve`'s default --port
@@ -28,7 +28,7 @@ def page_ref(conn, path: str, file_id: int, matches=None) -> str | int:
     alone (as the page resolves it: ``catalog.session_matches``, or
     ``matches``, its ``file_stem_matcher`` for many rows), else its number:
     two files both named ``full.jsonl`` get one page each."""
-    from ..catalog import session_matches  # the catalog's reader, loaded only with a catalog open
+    from txdb.catalog.sessions import session_matches  # the catalog's reader, loaded only with a catalog open
 
     ref = session_ref(path, file_id)
     if isinstance(ref, str) and [r[0] for r in (matches or (lambda s: session_matches(conn, s)))(ref)] != [file_id]:

@@ -1,0 +1,5 @@
+"""``python -m txdb``: the same as the ``txdb`` command."""
+
+from txdb.cli.main import main
+
+main()

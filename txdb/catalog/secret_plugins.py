@@ -1,0 +1,25 @@
+"""Detectors txdb adds to detect-secrets' own (loaded by it as a custom
+plugin file, see txdb.catalog.secrets): secrets transcripts are known to hold that
+its plugins do not name."""
+
+from __future__ import annotations
+
+import re
+
+from detect_secrets.plugins.base import RegexBasedDetector
+
+
+class GoogleApiKeyDetector(RegexBasedDetector):
+    """Google API keys (Maps, Gemini, Firebase, ...): AIza and 35 more characters."""
+
+    secret_type = "Google API Key"
+    # The literal first (no look-behind before it), so the search skips ahead to each "AIza".
+    denylist = [re.compile(r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")]
+
+
+class AnthropicApiKeyDetector(RegexBasedDetector):
+    """Anthropic API keys and OAuth tokens (sk-ant-api03-..., sk-ant-oat01-...),
+    the keys a Claude Code session is most likely to show."""
+
+    secret_type = "Anthropic API Key"
+    denylist = [re.compile(r"sk-ant-[a-z]{2,8}\d{2}-[A-Za-z0-9_-]{32,}")]

@@ -1,0 +1,633 @@
+"""Secrets held in the catalog's text: found by a scan (``txdb secrets
+scan``, and before every redacted export) of the text no scan has read yet
+(blocks, the strings of attachment lines, every string a raw line holds, its
+keys too, and the file's own path and project folder name), stored as
+findings (where and of what type, a hash of the secret, never the secret
+itself), masked in a redacted export.
+
+The scan is not part of refresh: detect-secrets costs about 0.2 s to import
+(it imports requests), which every hook's refresh would pay, and its
+expressions about 30 ms of CPU per MB of sessions (docs/commands-guide.md, "Secrets in the
+archive").
+
+The detectors are detect-secrets' (the maintained fork detect-secrets-plus;
+its plugins, filters and verdicts; ``_process_line_based_plugins`` is its
+line scan, hence the pin below 1.6), run in two steps so that a scan stays
+cheap: each plugin's own regular expressions are searched over a file's
+new texts (in C, one pass each), and only the lines they hit go through
+detect-secrets' line scan, which decides. A line shaped like configuration
+(``KEY=value``, ``key: value``, also as a Read result's numbered line) is
+scanned as a config file, where a keyword's value needs no quotes; any
+other line as code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from txdb.catalog.sqlutil import transaction
+from txdb.model import deep
+from txdb.catalog.ingest.chunks import raw_line, raw_lines
+
+KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
+# Left out: the entropy plugins (any long random-looking string: every hash,
+# id and base64 image) and public IPs (not secrets); and five plugins for
+# IBM Cloud, Cloudant, SoftLayer and Artifactory whose expressions (a
+# look-behind before a keyword alternation, tried at every character) took
+# three quarters of the scan's time on the test corpus (docs/commands-guide.md, "Secrets in the archive").
+SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector",
+                             "ArtifactoryDetector", "CloudantDetector", "IbmCloudIamDetector",
+                             "IbmCosHmacDetector", "SoftlayerDetector"})
+# A finding covers the whole token its match starts (a JWT's signature too).
+_TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
+_CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
+_CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
+# The texts of one file from a byte offset on: its blocks', its attachments'.
+SELECT_TEXTS = ("SELECT offset, idx, text, kind FROM blocks WHERE file_id = ? AND offset >= ? "
+                "AND text IS NOT NULL AND text <> ''")
+SELECT_ATTACHMENTS = "SELECT offset FROM attachments WHERE file_id = ? AND offset >= ?"
+ATTACHMENT_IDX = -1  # secret_findings.idx of a finding in an attachment's text
+RAW_IDX = -2  # in a record's raw line, decoded (_decoded): every string it holds, keys too
+FILE_IDX = -3  # in the file's own names (offset FILE_OFFSET; field: path, root or project)
+FILE_OFFSET = -1
+DECODED = "decoded"  # field of a finding in a tool call's input JSON as decoded (_decoded), not as stored
+FILE_FIELDS = ("path", "root", "project")
+MIN_CHARS = 8  # an attachment's shorter strings are not scanned
+LONG_LINE, WINDOW = 2000, 600  # a candidate line longer than this is read WINDOW characters about each hit
+MIN_TAIL = 6  # a cut-off secret's start this long, or longer, is masked (Redactor.truncated)
+CHUNK_CHARS = 16 << 20  # a file's texts are scanned this many characters at a time
+PRIVATE_KEY_TYPE = "Private Key"  # detect-secrets' PrivateKeyDetector
+# A private key's whole extent: its header, then its lines (base64, or
+# "Name: value" headers; each maybe after a Read's line number, split by a
+# newline or a JSON-escaped one) up to its END line, or while they last.
+_SEP = r"(?:\r?\n|\\r\\n|\\n)"
+_NUM = r"(?:[ \t]*\d+(?:\u2192|\t|\\t))?[ \t]*"
+_KEY_LINE = _SEP + _NUM + r'(?:[A-Za-z0-9+/=]{4,}|[A-Za-z][\w-]*:[^\n\\"]*)?[ \t\r]*'
+_KEY_END = _SEP + _NUM + r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+_KEY = re.compile(r"(?:-----)?(?:BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?(?:-----)?"
+                  r'|PuTTY-User-Key-File-\d:[^\n\\"]*)'
+                  f"(?:(?:{_KEY_LINE})*?{_KEY_END}|(?:{_KEY_LINE})*)")
+# Where one may start (literal searches, the fast kind).
+_KEY_STARTS = (re.compile(r"BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"), re.compile(r"PuTTY-User-Key-File-\d:"))
+# Plugin expressions that are slow to search (no literal to skip ahead to),
+# each replaced by a cheaper one matching on every line it does (a
+# prefilter only picks the lines detect-secrets then decides on).
+_CHEAPER = {r"[0-9a-z]{32}-us[0-9]{1,2}": r"-us[0-9]", r"(?:r|s)k_live_[0-9a-zA-Z]{24}": r"k_live_",
+            r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": r"/:_authToken=",
+            r"^\d{8,10}:[0-9A-Za-z_-]{35}$": r":[0-9A-Za-z_-]{35}$",
+            r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"}
+# Each keyword of the keyword plugin holds one of these: a literal search
+# for each (the fast kind), then the keywords' expression tried only around
+# a hit, costs a tenth of that expression searched everywhere.
+_KEYWORD_LITERALS = ("key", "pass", "pwd", "secret", "contrase")
+_KEYWORD_AROUND = 16  # a keyword starts this close before its literal, ends this close after
+# A base64 body in a raw line (an image's or document's data, a thinking
+# block's signature): binary, where no detector can see a secret; not read.
+_OPAQUE = re.compile(r'("(?:data|signature)":")[A-Za-z0-9+/=]{256,}(?=")')
+FINDINGS_INSERT = ("INSERT OR REPLACE INTO secret_findings "
+                   "(file_id, offset, idx, field, start, length, line, col, type, secret_sha256) "
+                   "VALUES (?,?,?,?,?,?,?,?,?,?)")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    type: str  # detect-secrets' secret type ("AWS Access Key", "Secret Keyword", ...)
+    start: int  # where the secret starts in the text, in characters
+    length: int  # its length, in characters
+    line: int  # its line in the text, from 1
+    col: int  # its column in that line, in characters from 0
+    sha256: str  # of the secret, hex
+
+
+@dataclass(frozen=True)
+class _Detector:
+    settings: dict
+    prefilters: tuple[re.Pattern, ...]
+    # Searched in the lowered text: the keyword plugin's words, and the
+    # case-insensitive expressions (made case-sensitive: several times faster).
+    lowered: tuple[re.Pattern, ...]
+    # The keyword plugin's words (lowered[0]) are looked for around these.
+    keyword_literals: tuple[re.Pattern, ...] = ()
+
+
+@lru_cache(maxsize=1)
+def _detector() -> _Detector:
+    """The plugins txdb runs, and their regular expressions (imported on
+    first use: only a scan pays for detect-secrets)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins import keyword
+    from detect_secrets.settings import get_plugins, transient_settings
+
+    plugins: list[dict[str, str]] = [{"name": c.__name__} for c in get_mapping_from_secret_type_to_class().values()
+               if c.__name__ not in SKIPPED_PLUGINS]
+    own = Path(__file__).with_name("secret_plugins.py").as_uri()
+    plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
+    settings = {"plugins_used": plugins}
+    prefilters: list[re.Pattern] = []
+    lowered: list[re.Pattern] = []
+    with transient_settings(settings):
+        get_mapping_from_secret_type_to_class.cache_clear()  # now with txdb's plugin file
+        for plugin in get_plugins():
+            for p in getattr(plugin, "denylist", ()):
+                # The library matches a line at a time: ^ and $ are a line's ends here too.
+                flags = p.flags | re.MULTILINE
+                if flags & re.IGNORECASE:
+                    lowered.append(re.compile(_lower_literals(p.pattern), flags & ~re.IGNORECASE))
+                else:
+                    prefilters.append(re.compile(_CHEAPER.get(p.pattern, p.pattern), flags))
+    # Its words are lower case; a case-sensitive search of the lowered
+    # text is several times faster than an IGNORECASE one.
+    lowered.insert(0, re.compile("|".join(keyword.DENYLIST)))
+    literals = () if not all(any(w in word for w in _KEYWORD_LITERALS) for word in keyword.DENYLIST) \
+        else tuple(re.compile(w) for w in _KEYWORD_LITERALS)  # a word without one: searched everywhere
+    return _Detector(settings, _grouped(dict.fromkeys(prefilters)), tuple(dict.fromkeys(lowered)), literals)
+
+
+_LITERAL_START = re.compile(r"[A-Za-z0-9_:/=-]+")
+
+
+def _grouped(patterns) -> tuple[re.Pattern, ...]:
+    """The expressions, those starting with the same two literal characters
+    as one alternation (Python's engine factors their common start out and
+    skips ahead to it: one search in place of several)."""
+    groups: dict[tuple[str, int], list[re.Pattern]] = {}
+    for p in patterns:
+        m = _LITERAL_START.match(p.pattern)
+        lit = m.group() if m else ""
+        if lit and p.pattern[len(lit):len(lit) + 1] in ("?", "*", "+", "{"):
+            lit = lit[:-1]  # its last character is optional or repeated
+        groups.setdefault((lit[:2] if len(lit) >= 2 else p.pattern, p.flags), []).append(p)
+    return tuple(ps[0] if len(ps) == 1 else re.compile("|".join(f"(?:{q.pattern})" for q in ps), flags)
+                 for (_, flags), ps in groups.items())
+
+
+def _lower_literals(pattern: str) -> str:
+    """A case-insensitive expression as one for lowered text: its letters
+    lowered, but not an escape's (``\\S`` stays ``\\S``)."""
+    return re.sub(r"\\.|[A-Z]", lambda m: m.group().lower() if len(m.group()) == 1 else m.group(), pattern)
+
+
+def scan_texts(texts: list[str]) -> list[list[Finding]]:
+    """The findings in each text, in order. The expressions are searched
+    once over the texts' distinct lines joined by newlines (one search per
+    call, not per text: most texts are short; detection is per line, so a
+    line met again is not searched again: its findings are its first
+    place's). A private key is then found over its whole extent."""
+    det = _detector()
+    joined = "\n".join(texts)
+    lines = joined.split("\n")
+    distinct = dict.fromkeys(lines)  # in the order each first stands in `lines`
+    unique = "\n".join(distinct) if len(distinct) < len(lines) else joined
+    del distinct
+    candidates = _candidate_lines(unique, det)
+    out: list[dict[tuple[int, int], Finding]] = [{} for _ in texts]
+    starts, first_lines, pos, line_no = [], [], 0, 0  # where each text starts in `joined`
+    for text in texts:
+        starts.append(pos)
+        first_lines.append(line_no)
+        pos += len(text) + 1
+        line_no += text.count("\n") + 1
+    if candidates:
+        from detect_secrets.core.scan import _process_line_based_plugins
+        from detect_secrets.settings import transient_settings
+
+        g, at = 0, 0  # the last candidate's first place in `lines`, and where that line starts in `joined`
+        with transient_settings(det.settings):
+            for number, start, line, hits in candidates:
+                if unique is not joined:  # back to the line's first place in `joined`
+                    # Distinct lines stand in the order of their first places: each is after the last.
+                    h = lines.index(line, g)
+                    at += sum(map(len, lines[g:h])) + h - g
+                    g = h
+                    number, start = g + 1, at
+                i = bisect_right(starts, start) - 1
+                number, start = number - first_lines[i], start - starts[i]
+                found = out[i]
+                for a, b in _windows(len(line), hits):
+                    part = line[a:b]
+                    name = _CONFIG_NAME if a == 0 and _CONFIG_LINE.match(line) else _CODE_NAME
+                    for secret in _process_line_based_plugins([(number, part)], name):
+                        for f in _locate(part, number, start + a, secret.type, secret.secret_value or "", a):
+                            # A plugin naming the secret's kind wins over the keyword plugin.
+                            held = found.get((f.start, f.length))
+                            if held is None or held.type == KEYWORD_TYPE:
+                                found[(f.start, f.length)] = f
+    _private_keys(joined, texts, starts, out)
+    return [sorted(found.values(), key=lambda f: f.start) for found in out]
+
+
+def _private_keys(joined: str, texts: list[str], starts: list[int], out: list[dict]) -> None:
+    """Each private key's whole extent as one finding (its BEGIN line's
+    finding, if any, is inside it and goes)."""
+    heads = sorted({m.start() for p in _KEY_STARTS for m in p.finditer(joined)})
+    done = -1
+    for h in heads:
+        if h < done:
+            continue  # inside the key before
+        begin = h - 5 if h >= 5 and joined.startswith("-----", h - 5) else h
+        m = _KEY.match(joined, begin)
+        if m is None:
+            continue
+        i = bisect_right(starts, begin) - 1
+        end = min(m.end(), starts[i] + len(texts[i]))  # within its own text
+        done = end
+        text, start, stop = texts[i], begin - starts[i], end - starts[i]
+        found = out[i]
+        for key in [k for k, f in found.items() if f.type == PRIVATE_KEY_TYPE and start <= f.start < stop]:
+            del found[key]
+        secret = text[start:stop]
+        line_start = text.rfind("\n", 0, start) + 1
+        found[(start, stop - start)] = Finding(
+            PRIVATE_KEY_TYPE, start, stop - start, text.count("\n", 0, start) + 1, start - line_start,
+            hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
+
+
+def _windows(length: int, hits: list[int] | None) -> list[tuple[int, int]]:
+    """The parts of a candidate line detect-secrets reads: all of it, or of
+    a long one (a raw line's JSON around a string) the stretch around each
+    hit (its expressions over a long line cost more than all the rest)."""
+    if length <= LONG_LINE or not hits:
+        return [(0, length)]
+    out: list[tuple[int, int]] = []
+    for h in hits:
+        a, b = max(0, h - WINDOW), min(length, h + WINDOW)
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _candidate_lines(text: str, det: _Detector) -> list[tuple[int, int, str, list[int] | None]]:
+    """(line number from 1, start, line, hits in it or None: anywhere) of
+    each line a plugin's expression hits."""
+    # A match's first and last character: one may start on the newline before its line.
+    hits = {i for p in det.prefilters for m in p.finditer(text) for i in (m.start(), max(m.start(), m.end() - 1))}
+    lowered = text.lower()  # keeps every newline; most often every position too
+    searched = det.lowered[1:] if det.keyword_literals else det.lowered
+    words = [i for p in searched for m in p.finditer(lowered) for i in (m.start(), max(m.start(), m.end() - 1))]
+    if det.keyword_literals:
+        words.extend(_keywords(lowered, det))
+    word_lines: set[int] = set()
+    if len(lowered) == len(text):
+        hits.update(words)
+    elif words:  # a character that lowers to two: count the lowered text's lines
+        word_lines = _line_numbers(lowered, words)
+    lines: dict[int, tuple[int, str, list[int] | None]] = {}
+    for number, p in zip(_line_numbers_list(text, sorted(hits)), sorted(hits)):
+        if number not in lines:
+            lines[number] = (*_line_at(text, p), [])
+        if lines[number][2] is not None:
+            lines[number][2].append(p - lines[number][0])
+    for number in word_lines:  # where in the line is not known: all of it
+        if number in lines:
+            lines[number] = (*lines[number][:2], None)
+    if word_lines - set(lines):
+        start = 0
+        for number, line in enumerate(text.split("\n")):
+            if number in word_lines and number not in lines:
+                lines[number] = (start, line, None)
+            start += len(line) + 1
+    return [(n + 1, start, line, at) for n, (start, line, at) in sorted(lines.items())]
+
+
+def _keywords(lowered: str, det: _Detector) -> list[int]:
+    """Where the keyword plugin's words start and end in ``lowered``: each
+    is found around one of its literals (_KEYWORD_LITERALS)."""
+    words, last = det.lowered[0], -1
+    out: list[int] = []
+    for p in det.keyword_literals:
+        for m in p.finditer(lowered):
+            k = words.search(lowered, max(0, m.start() - _KEYWORD_AROUND), m.end() + _KEYWORD_AROUND)
+            if k is not None and k.start() != last:
+                last = k.start()
+                out += (k.start(), max(k.start(), k.end() - 1))
+    return out
+
+
+def _line_numbers_list(text: str, positions: list[int]) -> list[int]:
+    """The line (from 0) of each of the sorted ``positions``, in one pass."""
+    out, line, prev = [], 0, 0
+    for p in positions:
+        line += text.count("\n", prev, p)
+        prev = p
+        out.append(line)
+    return out
+
+
+def _line_numbers(text: str, positions: list[int]) -> set[int]:
+    return set(_line_numbers_list(text, sorted(positions)))
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, text[start:end if end >= 0 else len(text)]
+
+
+def _locate(line: str, number: int, line_start: int, kind: str, value: str, col: int = 0):
+    # A plugin's value may run on to the line's end (npm's `npm_.+`): in a
+    # line's raw JSON or a call's input, a quote there may end the string,
+    # and masking it would break the JSON; the secret stops before it.
+    value = value.split('"', 1)[0]
+    if not value:
+        return
+    for m in re.finditer(re.escape(value), line):
+        end = _TOKEN_REST.match(line, m.end()).end() if _TOKEN_REST.fullmatch(value) else m.end()
+        secret = line[m.start():end]
+        yield Finding(kind, line_start + m.start(), len(secret), number, col + m.start(),
+                      hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
+
+
+def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int):
+    """(offset, idx, field, text) of the file's text from ``start_offset``
+    on: each block's text (field ''), each string of an attachment line's
+    ``attachment`` (idx ATTACHMENT_IDX, field its JSON path: a file an
+    @-mention attached, hook output, a queued prompt), each raw line
+    decoded (idx RAW_IDX: toolUseResult, summaries, titles, cwd, gitBranch,
+    every other string and key it holds) and, from the start, the file's
+    own path, root and project folder name (FILE_OFFSET, FILE_IDX, field
+    the column). Yielded, not listed: a file is scanned a chunk at a time."""
+    for offset, idx, text, kind in conn.execute(SELECT_TEXTS, (file_id, start_offset)):
+        if kind == "tool_use":  # its input's JSON, decoded: the lines its raw line holds too
+            yield offset, idx, DECODED, _decoded(text)
+        else:
+            yield offset, idx, "", text
+    attachments = {o for o, in conn.execute(SELECT_ATTACHMENTS, (file_id, start_offset))}
+    for offset, raw in raw_lines(conn, file_id, start_offset):  # the attachments' strings first
+        if offset in attachments:
+            for field, text in _strings(_attachment(raw)):
+                yield offset, ATTACHMENT_IDX, field, text
+    for offset, raw in raw_lines(conn, file_id, start_offset):
+        yield offset, RAW_IDX, "", _decoded(raw)
+    if start_offset == 0:
+        row = conn.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id = ?", (file_id,)).fetchone()
+        for field, value in zip(FILE_FIELDS, row or ()):
+            if isinstance(value, str) and value:
+                yield FILE_OFFSET, FILE_IDX, field, value
+
+
+_JSON_ESCAPES = (('\\"', '"'), ("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\/", "/"),
+                 ("\\b", "\b"), ("\\f", "\f"))
+_U_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})")
+
+
+def _decoded(raw) -> str:
+    """A raw line with its JSON escapes decoded (not parsed: a malformed
+    line, or one nested deeper than any parser reads, is decoded too): each
+    string it holds stands in it as its text, multi-line ones on their own
+    lines, between the line's punctuation. Replacements in C, not a pass
+    in Python per escape."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if '"data":"' in raw or '"signature":"' in raw:
+        raw = _OPAQUE.sub(r"\1", raw)
+    if "\\" not in raw:
+        return raw
+    backslashes = "\\\\" in raw
+    # An escaped backslash, kept out of the way (JSON text holds no NUL).
+    s = raw.replace("\\\\", "\x00") if backslashes else raw
+    s = s.replace('\\"', '"').replace("\\n", "\n")  # the common two; most often no other is left
+    if "\\" in s:
+        for escape, char in _JSON_ESCAPES[2:]:
+            if escape in s:
+                s = s.replace(escape, char)
+        if "\\u" in s:
+            s = _U_ESCAPE.sub(_unicode, s)
+    return s.replace("\x00", "\\") if backslashes else s
+
+
+def _unicode(m: re.Match) -> str:
+    if m.group(3):
+        return chr(int(m.group(3), 16))
+    hi, lo = int(m.group(1), 16), int(m.group(2), 16)
+    return chr(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+
+
+def _attachment(raw: bytes | str):
+    try:
+        value = deep.loads(raw)  # a line may nest deeper than orjson reads
+    except ValueError:  # TooDeep, or a record refresh recovered: its text stays in the raw line only
+        return None
+    return value.get("attachment") if isinstance(value, dict) else None
+
+
+def _strings(value) -> list[tuple[str, str]]:
+    """(JSON path, string) of every string in ``value`` long enough to hold
+    a secret, in document order (without recursion: a line may nest deep)."""
+    out, stack = [], [("$", value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            if len(v) >= MIN_CHARS:
+                out.append((path, v))
+        elif isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if k.isidentifier() else f"{path}[{orjson.dumps(k).decode()}]", x)
+                         for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return out
+
+
+def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> tuple[int, int, int]:
+    """Scan the file's text from ``start_offset`` on (_texts) and store its
+    findings: (texts, characters, findings)."""
+    texts = chars = stored = 0
+    for values, n, c in _findings(conn, file_id, start_offset):
+        if values:
+            conn.executemany(FINDINGS_INSERT, values)
+        texts, chars, stored = texts + n, chars + c, stored + len(values)
+    return texts, chars, stored
+
+
+def _findings(conn: sqlite3.Connection, file_id: int, start_offset: int):
+    """The file's findings from ``start_offset`` on, a chunk of texts at a
+    time: (rows for secret_findings, texts, characters). A raw line's
+    finding of a secret its record's block or attachment already gave is
+    left out (the same secret, in the same place), as is one another raw
+    line gave (cwd and gitBranch are on every line)."""
+    seen: dict[int, set[str]] = {}  # offset -> the secrets its blocks and attachment hold; -2: raw lines
+    chunk: list[tuple[int, int, str, str]] = []
+    size = 0
+    for row in _texts(conn, file_id, start_offset):
+        chunk.append(row)
+        size += len(row[3])
+        if size >= CHUNK_CHARS:
+            yield _scan_chunk(file_id, chunk, seen), len(chunk), size
+            chunk, size = [], 0
+    if chunk:
+        yield _scan_chunk(file_id, chunk, seen), len(chunk), size
+
+
+def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]]) -> list[tuple]:
+    values = []
+    for (offset, idx, field, _), fs in zip(rows, scan_texts([r[3] for r in rows])):
+        for f in fs:
+            if idx == RAW_IDX:
+                in_raws = seen.setdefault(RAW_IDX, set())
+                if f.sha256 in seen.get(offset, ()) or f.sha256 in in_raws:
+                    continue
+                in_raws.add(f.sha256)
+            elif idx != FILE_IDX:
+                seen.setdefault(offset, set()).add(f.sha256)
+            values.append((file_id, offset, idx, field, f.start, f.length, f.line, f.col, f.type, f.sha256))
+    return values
+
+
+def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | None:
+    """A function masking every secret found in the file, in any text (a
+    block's, a line's raw JSON, a title, its path) as ``[REDACTED:<type>]``;
+    None when the file has no finding. Text no scan has read yet (past the
+    file's ``secret_scans.scanned_to``: a refresh since) is scanned here,
+    its findings used and not stored: a redacted export never holds text
+    unscanned."""
+    rows = conn.execute(
+        "SELECT f.type, f.start, f.length, f.offset, f.idx, f.field, b.text FROM secret_findings f "
+        "LEFT JOIN blocks b ON b.file_id = f.file_id AND b.offset = f.offset AND b.idx = f.idx "
+        "WHERE f.file_id = ?", (file_id,)).fetchall()
+    sources: dict[tuple[int, int], dict[str, str]] = {}  # (offset, idx) -> field -> text
+    masks: dict[str, str] = {}  # secret -> its mask
+    for kind, start, length, offset, idx, field, text in rows:
+        if field == DECODED and idx >= 0 and text is not None:
+            text = _decoded(text)
+        elif idx < 0:
+            if (offset, idx) not in sources:
+                sources[(offset, idx)] = _source(conn, file_id, offset, idx)
+            text = sources[(offset, idx)].get(field)
+        secret = (text or "")[start:start + length]
+        if secret:
+            masks.setdefault(secret, f"[REDACTED:{kind}]")
+    scanned = conn.execute("SELECT coalesce((SELECT scanned_to FROM secret_scans WHERE file_id = ?), -1), "
+                           "(SELECT cursor FROM files WHERE id = ?)", (file_id, file_id)).fetchone()
+    if scanned[1] is not None and scanned[0] < scanned[1]:
+        start = max(scanned[0], 0)
+        for chunk in _unscanned(conn, file_id, start):
+            for (_, _, _, text), fs in zip(chunk, scan_texts([r[3] for r in chunk])):
+                for f in fs:
+                    masks.setdefault(text[f.start:f.start + f.length], f"[REDACTED:{f.type}]")
+    masks.pop("", None)
+    return Redactor(masks) if masks else None
+
+
+class Redactor:
+    """Masks each of a file's secrets, in any spelling (_spelled)."""
+
+    def __init__(self, masks: dict[str, str]):
+        self.masks = masks
+        self.secrets = sorted(masks, key=len, reverse=True)
+        self.pattern = re.compile("|".join(f"({_spelled(s)})" for s in self.secrets)) if masks else None
+        # As a title made of a prompt holds them: whitespace collapsed.
+        self.collapsed = [(" ".join(s.split()), masks[s]) for s in self.secrets]
+
+    def __call__(self, value: str) -> str:
+        if self.pattern is None:
+            return value
+        return self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+
+    def truncated(self, value: str) -> str:
+        """``value`` masked, and a secret it was cut in (a title is a
+        prompt's first 60 characters) masked from where it starts."""
+        value = self(value)
+        for form, mask in self.collapsed:
+            for k in range(min(len(form), len(value)), MIN_TAIL - 1, -1):
+                if value.endswith(form[:k]):
+                    return value[:-k] + mask
+        return value
+
+
+def _unscanned(conn: sqlite3.Connection, file_id: int, start_offset: int):
+    chunk, size = [], 0
+    for row in _texts(conn, file_id, start_offset):
+        chunk.append(row)
+        size += len(row[3])
+        if size >= CHUNK_CHARS:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _source(conn: sqlite3.Connection, file_id: int, offset: int, idx: int) -> dict[str, str]:
+    """The texts a finding with a negative idx is in, by field."""
+    if idx == FILE_IDX:
+        row = conn.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id = ?", (file_id,)).fetchone()
+        return {f: v for f, v in zip(FILE_FIELDS, row or ()) if isinstance(v, str)}
+    raw = raw_line(conn, file_id, offset)
+    if raw is None:
+        return {}
+    if idx == RAW_IDX:
+        return {"": _decoded(raw)}
+    return dict(_strings(_attachment(raw)))
+
+
+def _spelled(secret: str) -> str:
+    """A pattern matching ``secret`` as text and as it may stand inside a
+    JSON string, each character as itself or escaped (``\\u0041`` for
+    ``A``, ``\\/``, ``\\n``): a line's raw JSON that spells a key in
+    escapes is still that key once decoded."""
+    out = []
+    for ch in secret:
+        try:
+            forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
+        except orjson.JSONEncodeError:  # a lone surrogate: as itself, and as its \u escape below
+            forms = {re.escape(ch)}
+        if ch == "/":
+            forms.add(re.escape("\\/"))
+        units = [ord(ch)] if ord(ch) < 0x10000 else [0xD800 + ((ord(ch) - 0x10000) >> 10),
+                                                    0xDC00 + ((ord(ch) - 0x10000) & 0x3FF)]
+        forms.add("".join(r"\\u" + "".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h
+                                          for h in f"{u:04x}") for u in units))
+        out.append("(?:" + "|".join(sorted(forms)) + ")")
+    return "".join(out)
+
+
+@dataclass
+class ScanReport:
+    files: int = 0  # files with new text scanned
+    texts: int = 0  # block texts and attachment strings
+    chars: int = 0
+    findings: int = 0  # new findings
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (f"Scanned {self.texts:,} new texts ({self.chars / 1e6:.1f} M characters) in {self.files} files: "
+                f"{self.findings} secrets found, in {self.seconds:.2f}s")
+
+
+def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None) -> ScanReport:
+    """Scan every file's text (blocks, attachments) that no scan has read
+    yet (past its ``secret_scans.scanned_to``), one transaction per file. A file refresh
+    rewrote lost its findings and its scan row with its blocks, so it is
+    scanned whole again. ``progress(files_done, files_total)``."""
+    t0 = time.perf_counter()
+    report = ScanReport()
+    todo = conn.execute(
+        "SELECT f.id FROM files f LEFT JOIN secret_scans s ON s.file_id = f.id "
+        "WHERE s.file_id IS NULL OR f.cursor > s.scanned_to ORDER BY f.id").fetchall()
+    for done, (file_id,) in enumerate(todo, 1):
+        with transaction(conn):  # the cursor and the blocks of one moment
+            row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0) FROM files f LEFT JOIN secret_scans s "
+                               "ON s.file_id = f.id WHERE f.id = ?", (file_id,)).fetchone()
+            if row is not None:
+                cursor, start = row
+                texts, chars, found = store_findings(conn, file_id, start)
+                conn.execute("INSERT OR REPLACE INTO secret_scans (file_id, scanned_to, scanned_at) "
+                             "VALUES (?, ?, datetime('now'))", (file_id, cursor))
+                report.files += 1 if texts else 0
+                report.texts += texts
+                report.chars += chars
+                report.findings += found
+        if progress:
+            progress(done, len(todo))
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,533 @@
+"""Give back, from the catalog, a session whose files are gone.
+
+A session's files are rebuilt from what refresh kept: its ``.jsonl`` (and
+each subagent transcript's) from its raw lines in offset order (``raw_chunks``), the bytes
+between records being line endings; the files in its folder
+(``tool-results/``, ``persisted/``, ``subagents/*.meta.json``) from
+``sidecars`` and their ``blobs``. Each rebuilt file must hash to the sha256
+refresh recorded (``files.sha256``, ``sidecars.sha256``) before anything is
+written; a file that cannot be given back whole (an unparsable line, a last
+line still being written when it vanished, rows an older txdb kept without
+a hash) refuses the restore and is named.
+
+Writing never replaces a file: each goes to a temp file, is fsynced and
+linked to its name (``sidecar.write``), mode 0600, folders 0700; a
+failure takes back every file this restore created. A session file still
+on disk is refused (``--to`` writes the copy into another project folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterable, Iterator
+
+from txdb.catalog import sessions as catalog
+from txdb.catalog.db import connect_readonly, run_query
+from txdb.catalog.sqlutil import transaction
+from txdb.catalog.ingest.chunks import raw_lines
+from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
+from txdb.model import sidecar as sidecarmod
+from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
+from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, archived_from, archived_path, session_stem
+
+
+@dataclass
+class Item:
+    path: Path      # where it is written
+    source: str     # the catalogued path it comes from
+    kind: str       # session, subagent, sidecar
+    size: int
+    sha256: str
+    chunks: Callable[[], Iterator[bytes]]  # its bytes, streamed from the catalog (never held whole)
+    row_id: int = 0  # its files.id (sidecars.id for a sidecar)
+    mode: int | None = None      # as catalogued (None: an older row, written 0600)
+    mtime_ns: int | None = None  # as catalogued
+    gone: bool = True            # its catalog row is gone (else a live file: left alone when there)
+    present: bool = False  # a file is there already and left alone (these very bytes, or the live file)
+    mismatch: str = ""     # the error when the bytes written do not hash to sha256
+
+    def as_dict(self) -> dict:
+        return {"path": str(self.path), "from": self.source, "kind": self.kind, "bytes": self.size,
+                "sha256": self.sha256, "present": self.present}
+
+
+@dataclass
+class Plan:
+    session_id: str
+    file_id: int
+    folder: Path                 # the project folder it is written into
+    items: list[Item] = field(default_factory=list)
+    copy: bool = False           # written under --to: a copy, not the catalogued files
+    failed: str | None = None    # why writing it failed (``restore(each=True)``): nothing of it written
+
+    def as_dict(self) -> dict:
+        return {"session_id": self.session_id, "folder": str(self.folder),
+                "files": [i.as_dict() for i in self.items]}
+
+    @property
+    def todo(self) -> list[Item]:
+        return [i for i in self.items if not i.present]
+
+
+NEWLINES = (b"\n", b"\r\n")  # the line endings a rebuilt file is tried with, in order
+CHUNK = 1 << 20  # bytes handed to the writer at a time (a rebuilt file, an inflated sidecar)
+
+
+def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n", start: int = 0,
+                   chunk: int = CHUNK) -> Iterator[bytes]:
+    """A catalogued file's bytes from its records, streamed in pieces of
+    about ``chunk`` bytes: each record's raw JSON at its offset, the gaps
+    between records (and after the last, up to the file's catalogued size)
+    filled with ``newline`` (``\\n`` where a gap is not a whole number of
+    them). From ``start`` (a record's offset) on. The caller checks the
+    result against ``files.sha256``."""
+    size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
+    at = start
+    pieces: list[bytes] = []
+    held = 0
+    n = len(newline)
+    for offset, raw in raw_lines(conn, file_id, start):
+        gap = offset - at
+        if gap:
+            if gap < 0:
+                raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
+            pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+        pieces.append(raw)
+        at = offset + len(raw)
+        held += gap + len(raw)
+        if held >= chunk:
+            yield b"".join(pieces)
+            pieces.clear()
+            held = 0
+    gap = max(0, size - at)
+    if gap:
+        pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+    if pieces:
+        yield b"".join(pieces)
+
+
+def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> bytes:
+    """``rebuild_chunks`` joined (a small file, or a test)."""
+    return b"".join(rebuild_chunks(conn, file_id, newline))
+
+
+def _digest(chunks: Iterable[bytes]) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    for piece in chunks:
+        h.update(piece)
+        n += len(piece)
+    return h.hexdigest(), n
+
+
+def whole_newline(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:
+    """The line ending with which the rebuilt file hashes to ``sha256``
+    (streamed: nothing held whole), else None."""
+    for newline in NEWLINES:
+        if _digest(rebuild_chunks(conn, file_id, newline))[0] == sha256:
+            return newline
+    return None
+
+
+def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
+    """The one line ending whose rebuild of the file's first and last bytes
+    hashes to the ``head_sha`` and ``tail_sha`` refresh kept (a few kB
+    read, not the file); None when neither or both do. Only a guess: the
+    whole file's sha256 is checked as it is written."""
+    row = conn.execute("SELECT head_sha, tail_sha, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    if row is None or None in row:
+        return None
+    head_sha, tail_sha, cursor = row
+    tail_from = max(0, cursor - TAIL_BYTES)
+    start, = conn.execute("SELECT coalesce(max(offset), 0) FROM records WHERE file_id = ? AND offset <= ?",
+                          (file_id, tail_from)).fetchone()
+    fits = []
+    for newline in NEWLINES:
+        head = b""
+        for piece in rebuild_chunks(conn, file_id, newline, chunk=HEAD_BYTES):
+            head += piece
+            if len(head) >= HEAD_BYTES:
+                break
+        tail = b"".join(rebuild_chunks(conn, file_id, newline, start))[tail_from - start:cursor - start]
+        if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
+                and hashlib.sha256(tail).hexdigest() == tail_sha):
+            fits.append(newline)
+    return fits[0] if len(fits) == 1 else None
+
+
+def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:
+    """The file's bytes when a rebuild hashes to ``sha256``, else None."""
+    newline = whole_newline(conn, file_id, sha256)
+    return None if newline is None else rebuild(conn, file_id, newline)
+
+
+ROWS_CHANGED = "the sha256 of its rebuilt bytes differs from the one refresh recorded: its rows changed since"
+
+
+def _known_gap(conn: sqlite3.Connection, file_id: int) -> str | None:
+    """A line the catalog holds no copy of (one that did not parse, a last
+    line still being written), found from the catalog alone; else None."""
+    bad = conn.execute("SELECT line FROM parse_errors WHERE file_id = ? AND recovered = 0 ORDER BY line LIMIT 1",
+                       (file_id,)).fetchone()
+    if bad:
+        return f"line {bad[0]} did not parse: the catalog has no copy of it"
+    size, cursor = conn.execute("SELECT size, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    if cursor is not None and cursor < size:
+        return "its last line was still being written: the catalog has no copy of it"
+    return None
+
+
+def _why_not_whole(conn: sqlite3.Connection, file_id: int) -> str:
+    """Why the catalogued lines of a file do not make up the bytes refresh hashed."""
+    return _known_gap(conn, file_id) or ROWS_CHANGED
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _inside(rel: str) -> str:
+    """A relative path from the catalog, refused if it could leave its folder."""
+    p = PurePosixPath(rel)
+    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") for part in p.parts) or "\x00" in rel:
+        raise RestoreError(f"refusing a catalogued path that leaves its folder: {rel!r}")
+    return str(p)
+
+
+def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
+    """The version of the file at ``file_id``'s path that restore gives
+    back: of that file and its gone versions kept aside
+    (``paths.archived_path``: another file appeared at its path), the
+    newest gone one whose records hold its session, else the newest gone
+    one; when none is gone, that file (restore refuses: it is in the way)."""
+    path, = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    base = archived_from(path) or path
+    prefix = base + ARCHIVED_SUFFIX
+    row = conn.execute(
+        "SELECT f.id FROM files f WHERE f.gone = 1 AND (f.path = ? OR substr(f.path, 1, ?) = ?) "
+        "ORDER BY EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
+        "f.id DESC LIMIT 1", (base, len(prefix), prefix)).fetchone()
+    return row[0] if row else file_id
+
+
+def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None,
+                 verify: bool = True) -> Plan:
+    """What restoring the session of ``file_id`` writes (nothing written):
+    with ``verify``, every file rebuilt, streamed, and checked against its
+    sha256 (memory holds one piece at a time); without (a restore about to
+    write, which checks each file's sha256 as it writes it and links none
+    that differs), only what the catalog tells without reading the lines.
+    RestoreError names each file that cannot be given back whole, and each
+    target that is in the way. In place, a
+    file of the session that is still there as the catalog knows it (the
+    live session beside a lone deleted subagent transcript) is left alone;
+    a session with nothing missing is refused ("still there")."""
+    row = conn.execute("SELECT path, kind, session_id, sha256 FROM files WHERE id = ?", (file_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(f"no catalogued file {file_id}")
+    path, kind, session_id, _ = row
+    path = archived_from(path) or path  # a gone version kept aside goes back to where it was
+    if kind != "session":
+        raise RestoreError(f"{path} is a subagent transcript: restore the session it belongs to")
+    src = Path(path)
+    stem = session_stem(src)
+    folder = Path(to).expanduser().absolute() if to is not None else src.parent
+    plan = Plan(session_id or stem, file_id, folder, copy=to is not None)
+
+    def target(rel: str) -> Path:
+        return folder / _inside(rel)
+
+    files = [(file_id, path, "session", src.name)]
+    prefix = str(src.parent / stem) + os.sep
+    for fid, p in conn.execute(
+            "SELECT id, path FROM files WHERE kind = 'subagent' AND substr(path, 1, ?) = ? ORDER BY path",
+            (len(prefix), prefix)):
+        files.append((fid, p, "subagent", f"{stem}/{Path(p).relative_to(src.parent / stem).as_posix()}"))
+    broken: list[str] = []
+    for fid, p, k, rel in files:
+        sha, size, mode, mtime, gone = conn.execute(
+            "SELECT sha256, size, mode, mtime_ns, gone FROM files WHERE id = ?", (fid,)).fetchone()
+        if to is None and not gone and _regular(target(rel)):
+            # the live file, as refresh last saw it there: not this restore's to write
+            plan.items.append(Item(target(rel), p, k, size, sha or "", lambda: iter(()), fid, mode, mtime,
+                                   False, True))
+            continue
+        if sha is None:
+            broken.append(f"{p} (the catalog has no sha256 of it: it was gone before a refresh could hash it)")
+            continue
+        newline = (whole_newline(conn, fid, sha) if verify else
+                   likely_newline(conn, fid) or whole_newline(conn, fid, sha))
+        why = _why_not_whole(conn, fid)  # a blank line is a parse error the gaps give back: known only by hashing
+        if newline is None:
+            broken.append(f"{p} ({why})")
+            continue
+        def lines(fid: int = fid, nl: bytes = newline) -> Iterator[bytes]:
+            return rebuild_chunks(conn, fid, nl)
+        plan.items.append(Item(target(rel), p, k, size, sha, lines,
+                               fid, mode, mtime, bool(gone),
+                               mismatch=f"cannot give back whole: {p} ({why}); nothing was written"))
+    sdir = sidecarmod.session_dir(src)
+    for sid, p, rel, sha, size, mode, mtime, gone, stored in conn.execute(
+            "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid "
+            "FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
+            "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
+        def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
+            return inflate_chunks(conn, b, n, p)
+        ok = stored is not None
+        if ok and verify:
+            try:
+                ok = _digest(chunks()) == (sha, size)
+            except RestoreError:
+                ok = False
+        why = f"{p} (its stored content is missing, corrupt or does not match its sha256)"
+        if not ok:
+            broken.append(why)
+            continue
+        plan.items.append(Item(target(f"{sdir.name}/{rel}"), p, "sidecar", size, sha, chunks, sid, mode,
+                               mtime, bool(gone), mismatch=f"cannot give back whole: {why}; nothing was written"))
+    if broken:
+        raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
+    _check_targets(plan)
+    return plan
+
+
+def _regular(p: Path) -> bool:
+    try:
+        return not p.is_symlink() and p.is_file()
+    except OSError:
+        return False
+
+
+def inflate_chunks(conn: sqlite3.Connection, blob_rowid: int, size: int | None, path: str) -> Iterator[bytes]:
+    """A stored sidecar's bytes, inflated a piece at a time from the blob
+    read in pieces (``blobopen``): never more than its catalogued size. A
+    blob that inflates past it, is cut short, or is not zlib at all is
+    corrupt: RestoreError naming ``path``."""
+    limit = size or 0
+    corrupt = RestoreError(f"cannot give back whole: {path} (its stored content is corrupt: "
+                           "it does not inflate to its catalogued size); nothing was written")
+    d = zlib.decompressobj()
+    out = 0
+    try:
+        with conn.blobopen("blobs", "data", blob_rowid, readonly=True) as blob:
+            while not d.eof:
+                data = d.unconsumed_tail or blob.read(CHUNK)
+                if not data:
+                    raise corrupt  # cut short
+                while True:
+                    piece = d.decompress(data, CHUNK)
+                    out += len(piece)
+                    if out > limit:
+                        raise corrupt
+                    if piece:
+                        yield piece
+                    data = d.unconsumed_tail
+                    if not data or d.eof:
+                        break
+    except zlib.error:
+        raise corrupt from None
+    if out != limit:
+        raise corrupt
+
+
+def _check_targets(plan: Plan) -> None:
+    """Refuse a target folder that is a file or a link, a file in the way
+    (other bytes than the catalogued ones; a session or subagent file
+    there in place of a gone one), and a plan with nothing to write; a file
+    already there with the same bytes is left as it is."""
+    folder = plan.folder
+    for p in [folder, *folder.parents]:
+        if p.is_symlink() and p == folder:
+            raise RestoreError(f"refusing to write into {folder}: it is a symlink")
+        if p.exists() and not p.is_dir():
+            raise RestoreError(f"refusing to write into {folder}: {p} is a file, not a folder")
+    for it in plan.items:
+        p = it.path
+        for d in p.parents:
+            if d == folder:
+                break
+            if d.is_symlink():
+                raise RestoreError(f"refusing to write {p}: {d} is a symlink")
+            if d.exists() and not d.is_dir():
+                raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
+        if it.present or not os.path.lexists(p):
+            continue
+        if p.is_symlink():
+            raise RestoreError(f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); "
+                               "txdb never replaces a file")
+        if _holds(p, it):
+            it.present = True
+            continue
+        if it.kind != "sidecar":
+            raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
+        raise RestoreError(f"{p} exists with other content: txdb never replaces a file")
+    if not plan.todo:
+        first = plan.items[0].path if plan.items else plan.folder
+        raise RestoreError(f"{first} exists: the session is still there, nothing of it is missing "
+                           "(restore --to DIR writes a copy elsewhere)")
+
+
+def _holds(p: Path, it: Item) -> bool:
+    """The file at ``p`` has the item's very bytes (read in pieces)."""
+    try:
+        if not p.is_file() or p.stat().st_size != it.size:
+            return False
+        with open(p, "rb") as fh:
+            return _digest(iter(lambda: fh.read(CHUNK), b"")) == (it.sha256, it.size)
+    except OSError:
+        return False
+
+
+def restore(plans: list[Plan], each: bool = False) -> list[Path]:
+    """Write the plans' files (those not already there), all or none: a
+    failure takes back what this call wrote (``each``: what that plan
+    wrote, its error kept in ``Plan.failed``, the other plans written).
+    Each file is streamed from the catalog, hashed again as it is written
+    (linked only when it matches), with its catalogued mode and mtime. The
+    files written."""
+    written: list[tuple[Path, list[Path]]] = []
+    try:
+        for plan in plans:
+            todo = [sidecarmod.Sidecar(it.path, b"", False, chunks=it.chunks, size=it.size, sha256=it.sha256,
+                                       mode=it.mode, mtime_ns=it.mtime_ns, mismatch=it.mismatch or None)
+                    for it in plan.todo]
+            try:
+                written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
+            except Exception as e:
+                if not each:
+                    raise
+                plan.failed = str(e)  # sidecar.write took back what it made of this plan
+    except BaseException as e:
+        for folder, files in written:
+            sidecarmod.remove(folder, files)
+        if isinstance(e, Exception) and not isinstance(e, RestoreError):
+            raise RestoreError(str(e)) from None
+        raise
+    return [p for _folder, files in written for p in files]
+
+
+def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
+    """Make the catalog say what restore wrote, without reading it again:
+    a file written in place is the catalogued one (its rows, sha256, size
+    and mtime), so only its new inode is recorded and its row is live again;
+    the next refresh finds it unchanged. A gone version kept aside
+    (``paths.archived_path``) takes its path back (a row still there moves
+    aside in its place). A ``--to`` copy is not catalogued: it is listed in
+    ``restored_copies``, and a refresh that walks its folder indexes it as
+    a file of its own; ``restore ID`` keeps meaning the original."""
+    with transaction(conn):
+        for plan in plans:
+            if plan.failed:
+                continue
+            if plan.copy:
+                head = plan.items[0]
+                conn.execute("INSERT OR REPLACE INTO restored_copies (path, session_id, source, restored_at) "
+                             "VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                             (str(head.path), plan.session_id, head.source))
+                continue
+            for it in plan.todo:
+                try:
+                    st = os.lstat(it.path)
+                except OSError:
+                    continue
+                if it.kind == "sidecar":
+                    conn.execute("UPDATE sidecars SET size = ?, mtime_ns = ?, mode = ?, gone = 0, gone_at = NULL "
+                                 "WHERE id = ?", (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, it.row_id))
+                    continue
+                path = str(it.path)
+                if conn.execute("SELECT path FROM files WHERE id = ?", (it.row_id,)).fetchone() != (path,):
+                    for (other,) in conn.execute("SELECT id FROM files WHERE path = ? AND id <> ?",
+                                                 (path, it.row_id)).fetchall():
+                        conn.execute("UPDATE files SET path = ?, gone = 1, gone_at = coalesce(gone_at, "
+                                     "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')) WHERE id = ?",
+                                     (archived_path(path, other), other))
+                conn.execute("UPDATE files SET path = ?, size = ?, mtime_ns = ?, inode = ?, mode = ?, gone = 0, "
+                             "gone_at = NULL WHERE id = ?",
+                             (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
+
+
+def pruned_note(conn: sqlite3.Connection, ref: str) -> str | None:
+    """What ``txdb prune`` left of a session named by id, prefix or path: a
+    sentence saying its archive was deleted, or None when it never was."""
+    row = conn.execute(
+        "SELECT session_id, path, pruned_at FROM pruned_sessions WHERE session_id = ? OR path = ? "
+        "OR (length(?) >= ? AND substr(session_id, 1, length(?)) = ?) ORDER BY pruned_at DESC LIMIT 1",
+        (ref, ref, ref, catalog.MIN_PREFIX, ref, ref)).fetchone()
+    if row is None:
+        return None
+    return (f"session {row[0] or ref} was pruned from the catalog at {row[2]} (`txdb prune`): "
+            f"its archive ({row[1]}) is deleted, nothing of it can be restored")
+
+
+def choose(conn: sqlite3.Connection, ref: str) -> int:
+    """The session file (``files.id``) ``restore REF`` gives back. A path
+    names its file; an id or prefix names the session's original file:
+    ``restore --to`` copies (``restored_copies``) only when nothing else
+    matches, a gone one before a live one (whose missing files, a lone
+    subagent transcript, are then what is restored), a subagent
+    transcript's name its session. Several gone originals are ambiguous."""
+    if catalog.is_bare_name(ref) or catalog.looks_like_path(ref):
+        try:
+            got = catalog.resolve_session(conn, ref)
+        except SessionNotFound:
+            note = pruned_note(conn, str(Path(ref).expanduser().absolute()))
+            if note:
+                raise SessionNotFound(note) from None
+            raise
+        rows = [(got.file_id, got.path, None, got.kind, 0)]
+    else:
+        rows = catalog.session_matches(conn, ref, live_first=False)
+        if not rows:
+            note = pruned_note(conn, ref)
+            if note:
+                raise SessionNotFound(note)
+            got = catalog.resolve_session(conn, ref)  # its own error, or the file found on disk and indexed
+            rows = [(got.file_id, got.path, None, got.kind, 0)]
+    sessions = [r for r in rows if r[3] == "session"]
+    if not sessions:  # a subagent transcript: its session's file
+        for r in rows:
+            sub = Path(archived_from(r[1]) or r[1])
+            parent = str(sub.parent.parent.parent / (sub.parent.parent.name + SESSION_SUFFIX))
+            hit = conn.execute("SELECT id, path, session_id, kind, gone FROM files WHERE kind = 'session' AND "
+                               "(path = ? OR substr(path, 1, ?) = ?) ORDER BY gone, id DESC",
+                               (parent, len(parent) + len(ARCHIVED_SUFFIX), parent + ARCHIVED_SUFFIX)).fetchall()
+            sessions += hit
+        if not sessions:
+            raise RestoreError(f"{rows[0][1]} is a subagent transcript whose session the catalog does not hold")
+    copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
+    originals = [r for r in sessions if (archived_from(r[1]) or r[1]) not in copies] or sessions
+    bases: dict[str, list[tuple]] = {}
+    for r in originals:
+        bases.setdefault(archived_from(r[1]) or r[1], []).append(r)
+    gone = [b for b, rs in bases.items() if any(r[4] for r in rs) or not os.path.lexists(b)]
+    pick = gone if gone else list(bases)
+    if len(pick) > 1:
+        listing = ", ".join(sorted(pick)[:5])
+        raise AmbiguousSession(f"{ref!r} matches {len(pick)} files ({listing}); pass a path")
+    return latest_gone(conn, bases[pick[0]][0][0])
+
+
+def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:
+    """The session files (``files.id``) whose ``sessions`` row matches the
+    condition, read-only and authorized like ``txdb query``; a ``restore
+    --to`` copy only when its original is not among them."""
+    from txdb.surgery.select import check_condition  # the --where rules (loaded only for --where)
+
+    cond = check_condition(where)
+    ro = connect_readonly(db_path)
+    try:
+        _, rows = run_query(ro, f"SELECT file_id FROM sessions WHERE ({cond}) AND file_id IN "
+                                "(SELECT id FROM files WHERE kind = 'session') ORDER BY file_id")
+    except QueryError as e:
+        raise type(e)(f"--where over sessions: {e}") from None
+    finally:
+        ro.close()
+    ids = [r[0] for r in rows]
+    copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
+    info = {i: conn.execute("SELECT path, session_id FROM files WHERE id = ?", (i,)).fetchone() for i in ids}
+    originals = {info[i][1] for i in ids if info[i] and info[i][0] not in copies}
+    return [i for i in ids if not (info[i] and info[i][0] in copies and info[i][1] in originals)]

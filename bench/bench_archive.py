@@ -14,6 +14,11 @@ catalog of it with `txdb refresh`, and prints:
   and each file compressed whole (a lower bound, one blob per file), with
   the catalog's ratio after each.
 
+With ``--export`` (needs pyarrow): the time and bytes of a full `txdb
+export`, then of a second export into the same folder after a small append
+(the last 4 lines of the largest session written again at its end, and a
+refresh), and their ratio: what a daily sync of the folder costs.
+
 Results also go to bench/out/archive.json.
 """
 
@@ -26,6 +31,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -43,6 +49,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append", type=Path)
     ap.add_argument("--out", type=Path, default=HERE / "out" / "archive.json")
+    ap.add_argument("--export", action="store_true", help="also time a full and an incremental export")
     args = ap.parse_args(argv)
     corpora = [c.resolve() for c in (args.corpus or DEFAULT_CORPUS)]
     scratch = Path(tempfile.mkdtemp(prefix="txdb-archive-"))
@@ -93,11 +100,41 @@ def main(argv=None) -> int:
                 print(f"  {t:<22} {mb(size):>10}  {size / catalog:5.1%}")
         print(f"records.raw {mb(raw)}: zlib per line {mb(per_line)} -> catalog {res['ratio_raw_per_line']:.2f}x; "
               f"per file {mb(per_file)} -> {res['ratio_raw_per_file']:.2f}x")
+        if args.export:
+            res["export"] = bench_export(conn, db, roots, scratch)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def bench_export(conn: sqlite3.Connection, db: Path, roots: list[str], scratch: Path) -> dict:
+    out = scratch / "export"
+
+    def export() -> dict:
+        t0 = time.perf_counter()
+        r = subprocess.run([TXDB, "export", str(out), "--db", str(db), "--json"], check=True, capture_output=True)
+        rep = json.loads(r.stdout)
+        rep["wall"] = time.perf_counter() - t0
+        return rep
+
+    full = export()
+    path, size = conn.execute("SELECT path, size FROM files WHERE kind = 'session' ORDER BY size DESC").fetchone()
+    with open(path, "rb") as fh:
+        tail = fh.read().splitlines(keepends=True)[-4:]
+    with open(path, "ab") as fh:
+        fh.writelines(tail)
+    subprocess.run([TXDB, "refresh", *roots, "--db", str(db)], check=True, capture_output=True)
+    again = export()
+    res = {"full_seconds": full["wall"], "full_bytes": full["bytes"], "full_files": full["files"],
+           "update_seconds": again["wall"], "update_bytes": again["bytes"], "update_files": again["files"],
+           "superseded": again["superseded"], "appended_to_bytes": size}
+    print(f"export: full {full['wall']:.2f}s, {mb(full['bytes'])} in {full['files']} files; after appending "
+          f"{len(tail)} lines to the largest session ({mb(size)}): {again['wall']:.2f}s, {mb(again['bytes'])} "
+          f"in {again['files']} files ({again['superseded']} superseded) -> "
+          f"{again['wall'] / full['wall']:.2f}x the time, {again['bytes'] / max(full['bytes'], 1):.3f}x the bytes")
+    return res
 
 
 if __name__ == "__main__":

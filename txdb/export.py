@@ -439,7 +439,9 @@ def _read_manifest(out: Path, redact: bool) -> dict:
     for p in parts:
         try:
             table, key, fids, rows = p["table"], p["key"], p["files"], p["rows"]
-            project, month = key if isinstance(key, list) else (0, 0, 0)
+            if not isinstance(key, list):
+                raise TypeError
+            project, month = key
             ok = (table in TABLES and all(v is None or isinstance(v, str) for v in key)
                   and isinstance(fids, list) and all(type(f) is int for f in fids) and type(rows) is int
                   and isinstance(p["path"], str))

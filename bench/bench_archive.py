@@ -17,7 +17,8 @@ catalog of it with `txdb refresh`, and prints:
 With ``--export`` (needs pyarrow): the time and bytes of a full `txdb
 export`, then of a second export into the same folder after a small append
 (the last 4 lines of the largest session written again at its end, and a
-refresh), and their ratio: what a daily sync of the folder costs.
+refresh), and their ratio: what a daily sync of the folder costs; then
+of one more export with nothing changed.
 
 Results also go to bench/out/archive.json.
 """
@@ -127,13 +128,15 @@ def bench_export(conn: sqlite3.Connection, db: Path, roots: list[str], scratch: 
         fh.writelines(tail)
     subprocess.run([TXDB, "refresh", *roots, "--db", str(db)], check=True, capture_output=True)
     again = export()
-    res = {"full_seconds": full["wall"], "full_bytes": full["bytes"], "full_files": full["files"],
+    idle = export()  # nothing changed since: reads the fingerprints, writes nothing
+    res = {"noop_seconds": idle["wall"], "full_seconds": full["wall"], "full_bytes": full["bytes"], "full_files": full["files"],
            "update_seconds": again["wall"], "update_bytes": again["bytes"], "update_files": again["files"],
            "superseded": again["superseded"], "appended_to_bytes": size}
     print(f"export: full {full['wall']:.2f}s, {mb(full['bytes'])} in {full['files']} files; after appending "
           f"{len(tail)} lines to the largest session ({mb(size)}): {again['wall']:.2f}s, {mb(again['bytes'])} "
           f"in {again['files']} files ({again['superseded']} superseded) -> "
-          f"{again['wall'] / full['wall']:.2f}x the time, {again['bytes'] / max(full['bytes'], 1):.3f}x the bytes")
+          f"{again['wall'] / full['wall']:.2f}x the time, {again['bytes'] / max(full['bytes'], 1):.3f}x the bytes; "
+          f"with nothing changed {idle['wall']:.2f}s ({idle['wall'] / full['wall']:.2f}x)")
     return res
 
 

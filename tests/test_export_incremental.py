@@ -156,3 +156,23 @@ def test_a_forged_or_damaged_manifest_is_one_error_line(tmp_path, forge):
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
     assert victim.read_bytes() == b"keep"
     assert parts(out) == before
+
+
+def test_parts_an_interrupted_update_left_are_deleted_by_the_next(tmp_path):
+    """An update cut off after moving its new parts in, before its manifest:
+    the folder then holds parts no manifest names; the next export deletes
+    those (and only part files inside the table folders)."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    some = next((out / "records").rglob("part-0.parquet"))
+    leftover = some.with_name("part-g7-0.parquet")
+    leftover.write_bytes(some.read_bytes())  # its rows, twice
+    mine = out / "records" / "notes.txt"
+    mine.write_text("not a part")
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    assert export(path, out).returncode == 0
+    assert not leftover.exists() and mine.read_text() == "not a part"
+    mine.unlink()
+    assert_reads_as_fresh(path, out, tmp_path / "fresh")

@@ -292,7 +292,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
             generation, keep, surgeries = 0, None, True
             prefix = "part-"
         else:
-            generation = earlier["generation"] + 1
+            # Past every generation a part is named by too: a new name never lands on a kept part.
+            generation = 1 + max([earlier["generation"], *(int(m[1]) for p in earlier["parts"]
+                                                          if (m := GENERATION.search(p["path"])))])
             prefix = f"part-g{generation}-"
             report.incremental = True
             keep, wanted, surgeries = _changed(ro, earlier, state, files, redact)
@@ -407,7 +409,8 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
     return keep, wanted, surgeries
 
 
-PART = re.compile(r"part-[0-9g-]{1,40}\.parquet")
+PART = re.compile(r"part-(?:g[0-9]{1,12}-)?[0-9]{1,12}\.parquet")
+GENERATION = re.compile(r"/part-g([0-9]+)-[0-9]+\.parquet$")
 
 
 def _read_manifest(out: Path, redact: bool) -> dict:
@@ -486,7 +489,10 @@ def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier:
     for p in manifest["parts"]:
         src = tmp / p["path"]
         if src.exists():
-            os.rename(src, _inside(out, p["path"], make=True))
+            target = _inside(out, p["path"], make=True)
+            if target.exists() or target.is_symlink():
+                raise ExportError(f"{target} is in the way of a new part file: export into a new folder")
+            os.rename(src, target)
     rows = {t: 0 for t in TABLES}
     for p in manifest["parts"]:
         rows[p["table"]] += p["rows"]

@@ -21,6 +21,12 @@ catalog of it with `txdb refresh`, and prints:
   RSS against `cp` of the same file (ratios), and what the next refresh
   then reads (nothing: the restored file is the catalogued one).
 
+With ``--export`` (needs pyarrow): the time and bytes of a full `txdb
+export`, then of a second export into the same folder after a small append
+(the last 4 lines of the largest session written again at its end, and a
+refresh), and their ratio: what a daily sync of the folder costs; then
+of one more export with nothing changed.
+
 Results also go to bench/out/archive.json.
 """
 
@@ -34,6 +40,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -58,6 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--restore-mb", type=int, default=100, help="size of the restored session (0: skip)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--restore-only", action="store_true", help="only the restore figures")
+    ap.add_argument("--export", action="store_true", help="also time a full and an incremental export")
     args = ap.parse_args(argv)
     if args.restore_only:
         res = bench_restore([c.resolve() for c in (args.corpus or DEFAULT_CORPUS)], args.restore_mb, args.reps)
@@ -117,6 +125,8 @@ def main(argv=None) -> int:
               f"{res['ratio_raw_per_file']:.2f}x")
         if args.restore_mb:
             res["restore"] = bench_restore(corpora, args.restore_mb, args.reps)
+        if args.export:
+            res["export"] = bench_export(conn, db, roots, scratch)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2))
     finally:
@@ -173,6 +183,36 @@ def bench_restore(corpora: list[Path], target_mb: int, reps: int) -> dict:
         return res
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def bench_export(conn: sqlite3.Connection, db: Path, roots: list[str], scratch: Path) -> dict:
+    out = scratch / "export"
+
+    def export() -> dict:
+        t0 = time.perf_counter()
+        r = subprocess.run([TXDB, "export", str(out), "--db", str(db), "--json"], check=True, capture_output=True)
+        rep = json.loads(r.stdout)
+        rep["wall"] = time.perf_counter() - t0
+        return rep
+
+    full = export()
+    path, size = conn.execute("SELECT path, size FROM files WHERE kind = 'session' ORDER BY size DESC").fetchone()
+    with open(path, "rb") as fh:
+        tail = fh.read().splitlines(keepends=True)[-4:]
+    with open(path, "ab") as fh:
+        fh.writelines(tail)
+    subprocess.run([TXDB, "refresh", *roots, "--db", str(db)], check=True, capture_output=True)
+    again = export()
+    idle = export()  # nothing changed since: reads the fingerprints, writes nothing
+    res = {"noop_seconds": idle["wall"], "full_seconds": full["wall"], "full_bytes": full["bytes"], "full_files": full["files"],
+           "update_seconds": again["wall"], "update_bytes": again["bytes"], "update_files": again["files"],
+           "superseded": again["superseded"], "appended_to_bytes": size}
+    print(f"export: full {full['wall']:.2f}s, {mb(full['bytes'])} in {full['files']} files; after appending "
+          f"{len(tail)} lines to the largest session ({mb(size)}): {again['wall']:.2f}s, {mb(again['bytes'])} "
+          f"in {again['files']} files ({again['superseded']} superseded) -> "
+          f"{again['wall'] / full['wall']:.2f}x the time, {again['bytes'] / max(full['bytes'], 1):.3f}x the bytes; "
+          f"with nothing changed {idle['wall']:.2f}s ({idle['wall'] / full['wall']:.2f}x)")
+    return res
 
 
 if __name__ == "__main__":

@@ -166,9 +166,11 @@ def test_export_files_are_private(exported):
 
 def test_an_existing_folder_is_refused_unless_an_export_and_replace(exported, tmp_path):
     path, out, _ = exported
-    r = export(path, out)
-    assert r.returncode == 1
-    assert r.stderr.strip() == f"Error: {out} holds an earlier export: add --replace to replace it"
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    r = export(path, out)  # an update with nothing changed writes nothing
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"Updated {out}: 0 new Parquet files")
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     other = tmp_path / "notes"
     other.mkdir()
     (other / "mine.txt").write_text("keep me")

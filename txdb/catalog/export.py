@@ -26,7 +26,9 @@ private (0600, folders 0700): they hold transcripts.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -97,9 +99,15 @@ class ExportReport:
     bytes: int = 0
     seconds: float = 0.0
     redacted: bool = False  # secrets masked (--redact)
+    incremental: bool = False  # an earlier export updated: only changed partitions written
+    superseded: int = 0  # the earlier export's part files replaced (deleted once the manifest names the new)
 
     def summary(self) -> str:
         rows = ", ".join(f"{n:,} {t}" for t, n in self.tables.items())
+        if self.incremental:
+            return (f"Updated {self.path}: {self.files} new Parquet files ({rows}), {self.superseded} superseded, "
+                    f"{'secrets redacted; ' if self.redacted else ''}"
+                    f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s")
         return (f"Exported {rows} to {self.path} ({'secrets redacted; ' if self.redacted else ''}"
                 f"{self.files} Parquet files, "
                 f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s)")
@@ -140,14 +148,21 @@ def _arrow_type(pa, declared: str):
 class _Partitions:
     """Open writers and buffered rows of one table, by (project, month)."""
 
-    def __init__(self, pa, pq, out: Path, table: str, schema, report: ExportReport):
+    def __init__(self, pa, pq, out: Path, table: str, schema, report: ExportReport,
+                 keep: set[tuple] | None = None, prefix: str = "part-"):
         self.pa, self.pq, self.out, self.table, self.schema, self.report = pa, pq, out, table, schema, report
-        self.writers: dict[tuple, object] = {}
+        self.keep, self.prefix = keep, prefix  # only these partitions are written (an update)
+        self.writers: dict[tuple, list] = {}
         self.buffers: dict[tuple, list[tuple]] = {}
+        self.held: dict[tuple, set] = {}  # catalog file ids in each open partition file
         self.buffered_bytes = 0
         self.buffered_rows = 0
+        self.written: list[dict] = []  # manifest entries of the closed part files
 
-    def add(self, key: tuple, row: tuple) -> None:
+    def add(self, key: tuple, row: tuple, fid: int | None = None) -> None:
+        if self.keep is not None and key not in self.keep:
+            return
+        self.held.setdefault(key, set()).add(fid)
         self.buffers.setdefault(key, []).append(row)
         self.buffered_rows += 1
         self.buffered_bytes += sum(len(v) for v in row if isinstance(v, (str, bytes)))
@@ -162,6 +177,7 @@ class _Partitions:
             # write_table ends a row group per call (write_batch would keep
             # adding to one open row group, held in memory until the file closes).
             self._writer(key).write_table(self.pa.Table.from_batches([batch]))
+            self.writers[key][3] += len(rows)
             self.report.tables[self.table] += len(rows)
         self.buffers.clear()
         self.buffered_bytes = self.buffered_rows = 0
@@ -174,28 +190,33 @@ class _Partitions:
             for name, value in zip(("project", "month"), key):
                 folder = folder / f"{name}={partition_name(value)}"
                 _private_dir(folder)
-            fh, path = _new_part(folder)
-            w = self.writers[key] = (self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path)
+            fh, path = _new_part(folder, self.prefix)
+            w = self.writers[key] = [self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path, 0]
         return w[0]
 
     def close(self) -> None:
         """Write what is buffered and close every file (at the end of a project)."""
         self.flush()
-        for writer, fh, path in self.writers.values():
+        for key, (writer, fh, path, rows) in self.writers.items():
             writer.close()
             fh.close()
             self.report.files += 1
-            self.report.bytes += path.stat().st_size
+            size = path.stat().st_size
+            self.report.bytes += size
+            self.written.append({"path": path.relative_to(self.out).as_posix(), "table": self.table,
+                                 "key": list(key), "files": sorted(f for f in self.held.get(key, ()) if f is not None),
+                                 "rows": rows, "bytes": size})
         self.writers.clear()
+        self.held.clear()
 
 
-def _new_part(folder: Path):
+def _new_part(folder: Path, prefix: str = "part-"):
     """A new part file in ``folder``: part-0, or the next free number when
     an earlier project wrote there (two project names that read the same
     once redacted)."""
     n = 0
     while True:
-        path = folder / f"part-{n}.parquet"
+        path = folder / f"{prefix}{n}.parquet"
         try:
             return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), path
         except FileExistsError:
@@ -210,27 +231,32 @@ def _private_dir(path: Path) -> None:
     os.chmod(path, 0o700)  # whatever the umask
 
 
-def _check_target(out: Path, replace: bool) -> None:
+def _check_target(out: Path, replace: bool) -> bool:
+    """True when ``out`` holds an earlier export to update (not ``replace``)."""
     if not out.exists() and not out.is_symlink():
-        return
+        return False
     if out.is_symlink():
         raise ExportError(f"{out} is a symbolic link: name the folder itself")
     if not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder: name another")
     if not any(out.iterdir()):
-        return
+        return False
     if not (out / MARKER).is_file():
         raise ExportError(f"{out} is not empty and holds no txdb export: name another folder")
-    if not replace:
-        raise ExportError(f"{out} holds an earlier export: add --replace to replace it")
+    return not replace
 
 
 def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                    progress: Callable[[int, int], None] | None = None, redact: bool = False) -> ExportReport:
     """Write the catalog's tables under ``out`` as partitioned Parquet.
 
-    ``replace``: an earlier txdb export at ``out`` is replaced (only once
-    the new one is whole). ``redact``: the catalog's text no scan has read
+    An earlier txdb export at ``out`` is updated: only the partitions that
+    hold a file the catalog changed since (new, grown, rewritten, gone) are
+    written again, as new part files; the manifest (``_txdb_export.json``)
+    then names them and the part files they supersede are deleted, so the
+    folder always reads as a fresh export would. ``replace``: the earlier
+    export is replaced whole (only once the new one is whole).
+    ``redact``: the catalog's text no scan has read
     yet is scanned first (txdb.catalog.secrets.scan_catalog; text a refresh added
     since is scanned by the redactor, in the export's snapshot), then every
     secret found in a file is masked as ``[REDACTED:<type>]`` in every text
@@ -247,7 +273,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
             secrets.scan_catalog(conn)
     finally:
         conn.close()
-    _check_target(out, replace)
+    earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     ro.create_function("txdb_json", 2, json_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -258,10 +284,30 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     try:
         ro.execute("PRAGMA busy_timeout = 10000")
         ro.execute("BEGIN")  # one snapshot: a watcher writing meanwhile is not half seen
-        parts = {t: _Partitions(pa, pq, tmp, t, _schema(pa, ro, t), report) for t in TABLES}
+        schemas = {t: _schema(pa, ro, t) for t in TABLES}
+        state = {"schema": {t: [f"{f.name} {f.type}" for f in sc] for t, sc in schemas.items()},
+                 "files": _fingerprints(ro, redact), "surgeries": _surgeries_hash(ro)}
         files = ro.execute(
             f"SELECT f.id, f.project, {MONTH_OF.format('s.first_timestamp')} FROM files f "
             "LEFT JOIN sessions s ON s.file_id = f.id ORDER BY f.project, f.id").fetchall()
+        kept: list[dict] = []  # the earlier export's parts still current
+        if earlier is not None and earlier.get("schema") != state["schema"]:
+            earlier = None  # another table layout (a newer txdb): everything is written again
+        if earlier is None:
+            generation, keep, surgeries = 0, None, True
+            prefix = "part-"
+        else:
+            # Past every generation a part is named by too: a new name never lands on a kept part.
+            generation = 1 + max([earlier["generation"], *(int(m[1]) for p in earlier["parts"]
+                                                          if (m := GENERATION.search(p["path"])))])
+            prefix = f"part-g{generation}-"
+            report.incremental = True
+            keep, wanted, surgeries = _changed(ro, earlier, state, files, redact)
+            files = [f for f in files if f[0] in wanted]
+            kept = [p for p in earlier["parts"]
+                    if not (tuple(p["key"]) in keep if p["table"] != "surgeries" else surgeries)]
+            report.superseded = len(earlier["parts"]) - len(kept)
+        parts = {t: _Partitions(pa, pq, tmp, t, schemas[t], report, keep, prefix) for t in TABLES}
         current = object()
         for done, (fid, project, month) in enumerate(files, 1):
             if project != current:
@@ -270,30 +316,205 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 current = project
             mask = (secrets.redactor(ro, fid) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t))
+                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t),
+                        fid)
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
             parts[t].close()
-        file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
-        masks: dict[int, secrets.Redactor | None] = {}
-        for row in ro.execute(SURGERIES):
-            if redact:  # with its file's secrets masked (a file the catalog lost has none)
-                fid = row[file_col]
-                if fid not in masks:
-                    masks[fid] = secrets.redactor(ro, fid) if fid is not None else None
-                if masks[fid] is not None:
-                    row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
-            parts["surgeries"].add((row[-2], row[-1]), row)
+        if surgeries:
+            parts["surgeries"].keep = None
+            _surgeries(ro, parts["surgeries"], redact)
         parts["surgeries"].close()
         ro.execute("COMMIT")
-        _write_marker(tmp, report)
-        _publish(tmp, out)
+        written = [e for t in TABLES for e in parts[t].written]
+        manifest = {**state, "generation": generation, "parts": kept + written}
+        if earlier is None:
+            _write_marker(tmp, report, manifest)
+            _publish(tmp, out)
+        elif written or report.superseded or earlier["files"] != state["files"]:
+            _update(tmp, out, report, manifest, earlier)
     finally:
         ro.close()
         shutil.rmtree(tmp, ignore_errors=True)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _surgeries(ro: sqlite3.Connection, parts: _Partitions, redact: bool) -> None:
+    file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
+    masks: dict[int, secrets.Redactor | None] = {}
+    for row in ro.execute(SURGERIES):
+        fid = row[file_col]
+        if redact:  # with its file's secrets masked (a file the catalog lost has none)
+            if fid not in masks:
+                masks[fid] = secrets.redactor(ro, fid) if fid is not None else None
+            if masks[fid] is not None:
+                row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
+        parts.add((row[-2], row[-1]), row, fid)
+
+
+def _digest(rows) -> str:
+    return hashlib.sha256(orjson.dumps([list(r) for r in rows], default=_blob)).hexdigest()
+
+
+def _blob(v):
+    if isinstance(v, bytes):
+        return v.hex()
+    raise TypeError
+
+
+def _fingerprints(ro: sqlite3.Connection, redact: bool) -> dict[str, str]:
+    """Per catalog file, a hash of what its exported rows derive from: its
+    files and sessions rows (size, hashes, lines, first timestamp), its
+    billed cost (which another file's copy of a message can move) and,
+    redacted, its secret findings."""
+    parts: dict[int, list] = {}
+    for row in ro.execute("SELECT * FROM files"):
+        parts[row[0]] = [row]
+    queries = ["SELECT file_id, * FROM sessions",
+               "SELECT file_id, count(cost_usd), total(cost_usd) FROM billed_cost GROUP BY file_id"]
+    if redact:
+        queries += ["SELECT file_id, count(*), total(start), total(offset), total(length) FROM secret_findings "
+                    "GROUP BY file_id", "SELECT file_id, * FROM secret_scans"]
+    for sql in queries:
+        for row in ro.execute(sql):
+            if row[0] in parts:
+                parts[row[0]].append(row)
+    return {str(fid): _digest(rows) for fid, rows in parts.items()}
+
+
+def _surgeries_hash(ro: sqlite3.Connection) -> str:
+    return _digest(ro.execute(SURGERIES))
+
+
+def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, redact: bool):
+    """(partitions to write again, catalog files to read for them, whether
+    surgeries is written again) for an update of ``earlier``."""
+    before, now = earlier["files"], state["files"]
+    dirty = {int(f) for f in before.keys() ^ now.keys()} | {int(f) for f in now if f in before and before[f] != now[f]}
+    keep: set[tuple] = set()
+    by_key: dict[tuple, set[int]] = {}
+    for p in earlier["parts"]:
+        key = tuple(p["key"])
+        by_key.setdefault(key, set()).update(p["files"])
+        if p["table"] != "surgeries" and dirty & set(p["files"]):
+            keep.add(key)
+    for fid, project, month in files:
+        if fid not in dirty:
+            continue
+        if redact and project is not None:
+            project = (secrets.redactor(ro, fid) or secrets.Redactor({}))(project)
+        for sql in PER_FILE.values():
+            for (m,) in ro.execute(f"SELECT DISTINCT month FROM ({sql})", {"fid": fid, "month": month}):
+                keep.add((project, m))
+    wanted = {f for key in keep for f in by_key.get(key, ())} | dirty
+    surgeries = (earlier["surgeries"] != state["surgeries"]
+                 or any(p["table"] == "surgeries" and dirty & set(p["files"]) for p in earlier["parts"]))
+    return keep, wanted, surgeries
+
+
+PART = re.compile(r"part-(?:g[0-9]{1,12}-)?[0-9]{1,12}\.parquet")
+GENERATION = re.compile(r"/part-g([0-9]+)-[0-9]+\.parquet$")
+
+
+def _read_manifest(out: Path, redact: bool) -> dict:
+    """The earlier export's manifest, checked as hostile input: any damage,
+    or a part named outside its table's partition folders, is one error."""
+    path = out / MARKER
+    bad = f"{path} is damaged or not txdb's: export into a new folder or add --replace"
+    try:
+        if path.is_symlink() or path.stat().st_size > 256 << 20:
+            raise ExportError(bad)
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        raise ExportError(bad) from None
+    if not isinstance(data, dict):
+        raise ExportError(bad)
+    if "parts" not in data and data.get("format") == "parquet":
+        raise ExportError(f"{out} holds an export without a manifest (an older txdb): add --replace to replace it")
+    if not isinstance(data.get("redacted"), bool):
+        raise ExportError(bad)
+    if data["redacted"] != redact:
+        raise ExportError(f"{out} holds an export {'with' if data['redacted'] else 'without'} --redact: "
+                          f"{'add' if data['redacted'] else 'drop'} --redact, or add --replace to replace it")
+    files, parts, gen = data.get("files"), data.get("parts"), data.get("generation")
+    if (not isinstance(files, dict) or not isinstance(parts, list) or type(gen) is not int or gen < 0
+            or not isinstance(data.get("surgeries"), str) or not isinstance(data.get("schema"), dict)
+            or not all(isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in files.items())):
+        raise ExportError(bad)
+    seen = set()
+    for p in parts:
+        try:
+            table, key, fids, rows = p["table"], p["key"], p["files"], p["rows"]
+            if not isinstance(key, list):
+                raise TypeError
+            project, month = key
+            ok = (table in TABLES and all(v is None or isinstance(v, str) for v in key)
+                  and isinstance(fids, list) and all(type(f) is int for f in fids) and type(rows) is int
+                  and isinstance(p["path"], str))
+            folder = f"{table}/project={partition_name(project)}/month={partition_name(month)}/"
+            ok = ok and p["path"].startswith(folder) and PART.fullmatch(p["path"][len(folder):]) is not None
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok or p["path"] in seen:
+            raise ExportError(f"{path} names a part file that is not its own: "
+                              "export into a new folder or add --replace")
+        seen.add(p["path"])
+    return data
+
+
+def _inside(out: Path, rel: str, make: bool = False) -> Path:
+    """``out/rel``, every folder on the way a real folder (not a link)."""
+    folder = out
+    *dirs, name = rel.split("/")
+    for d in dirs:
+        folder = folder / d
+        if make:
+            _private_dir(folder)
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise ExportError(f"{folder} is not a folder of the export: export into a new folder")
+    return folder / name
+
+
+def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier: dict) -> None:
+    """Move the new part files into ``out``, then the manifest (the update is
+    then done: a crash before leaves the earlier manifest, and the next
+    export deletes parts it does not name), then delete superseded parts."""
+    named = {p["path"] for p in manifest["parts"]}
+    listed = named | {p["path"] for p in earlier["parts"]}
+    for table in TABLES:  # leftovers of an update cut off before its manifest
+        root = out / table
+        if root.is_dir() and not root.is_symlink():
+            for dirpath, _, names in os.walk(root):
+                for n in names:
+                    rel = (Path(dirpath) / n).relative_to(out).as_posix()
+                    if PART.fullmatch(n) and rel not in listed:
+                        os.unlink(Path(dirpath) / n)
+    for p in manifest["parts"]:
+        src = tmp / p["path"]
+        if src.exists():
+            target = _inside(out, p["path"], make=True)
+            if target.exists() or target.is_symlink():
+                raise ExportError(f"{target} is in the way of a new part file: export into a new folder")
+            os.rename(src, target)
+    rows = {t: 0 for t in TABLES}
+    for p in manifest["parts"]:
+        rows[p["table"]] += p["rows"]
+    _write_marker(tmp, report, manifest, rows)
+    os.replace(tmp / MARKER, out / MARKER)
+    for p in earlier["parts"]:
+        if p["path"] not in named:
+            target = _inside(out, p["path"])
+            try:
+                os.unlink(target)
+            except FileNotFoundError:
+                pass
+            for folder in (target.parent, target.parent.parent):
+                try:
+                    folder.rmdir()  # a partition no longer held
+                except OSError:
+                    break
 
 
 def _schema(pa, conn, table: str):
@@ -305,7 +526,7 @@ def _schema(pa, conn, table: str):
 
 
 def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
-            mask: secrets.Redactor | None = None, truncated: str | None = None) -> None:
+            mask: secrets.Redactor | None = None, truncated: str | None = None, fid: int | None = None) -> None:
     """Rows of one file's query into their partitions: the table's own
     columns (a table's own ``project`` is the file's), then project, month;
     each text through ``mask`` when given (--redact), the ``truncated``
@@ -328,15 +549,17 @@ def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
                                else None if isinstance(v, bytes) else v for i, v in enumerate(values))
             elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
                 values = tuple(None if isinstance(v, bytes) else v for v in values)
-            parts.add((project, month), values + (project, month))
+            parts.add((project, month), values + (project, month), fid)
 
 
-def _write_marker(tmp: Path, report: ExportReport) -> None:
+def _write_marker(tmp: Path, report: ExportReport, manifest: dict, rows: dict | None = None) -> None:
+    """The marker, which is also the manifest: each part file's table,
+    partition, catalog file ids and rows; each catalog file's fingerprint."""
     from importlib.metadata import version
 
     data = {"format": "parquet", "partitioning": ["project", "month"], "txdb": version("txdb"),
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": report.tables,
-            "redacted": report.redacted}
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows or report.tables,
+            "redacted": report.redacted, **manifest}
     fd = os.open(tmp / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))

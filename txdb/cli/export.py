@@ -17,7 +17,9 @@ from txdb.cli.output import echo, progress_bar, terminal_safe, to_json
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
               help="File format (Parquet needs the extra: pip install 'txdb[parquet]', "
               "from a clone pip install -e '.[parquet]').")
-@click.option("--replace", is_flag=True, help="Replace an earlier txdb export in DIRECTORY (once the new one is whole).")
+@click.option("--replace", is_flag=True,
+              help="Replace an earlier txdb export in DIRECTORY whole (once the new one is whole), "
+              "instead of updating it.")
 @click.option("--redact", is_flag=True,
               help="Mask every secret the catalog found as [REDACTED:<type>] (the catalog is not changed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -27,12 +29,17 @@ def export(db_path, directory, fmt, replace, redact, as_json):
     surgeries (files private to you), ready for DuckDB, Spark, Trino or
     BigQuery, also over several machines' exports at once. --redact masks
     the secrets in every text column (see `secrets` in README), for an
-    export others will read.
+    export others will read. Exporting again into the same DIRECTORY
+    updates it: only partitions holding a session that changed since are
+    written, as new part files, and _txdb_export.json (the manifest) then
+    names them; the parts they replace are deleted. A folder exported with
+    --redact is only updated with --redact, and without it only without.
 
     Example:
 
     \b
         txdb export exports/$(hostname) --format parquet
+        txdb refresh && txdb export exports/$(hostname)   # next day: only what changed
         duckdb -c "select model, sum(output_tokens) from read_parquet('exports/*/usage/**/*.parquet', hive_partitioning=true) group by model"
     """
     with progress_bar("Exporting", not as_json, show_pos=True) as progress:

@@ -1,0 +1,178 @@
+"""A second `txdb export` into the same folder writes only the partitions
+that changed, and the folder then reads as a fresh full export would."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from sessions import append, conversation
+from test_export import build_catalog, duck, export, parquet
+from txdb.catalog import db
+from txdb.cli import cli
+from txdb.catalog.export import MARKER, TABLES
+from txdb.catalog.ingest.store import refresh
+
+pytest.importorskip("pyarrow.parquet")
+
+
+def parts(out: Path) -> dict[Path, tuple[int, int]]:
+    return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*.parquet")}
+
+
+def table_rows(out: Path, table: str) -> list[str]:
+    if not (out / table).exists():
+        return []
+    return sorted(repr(r) for r in duck(f"select * from {parquet(out / table / '**' / '*.parquet')}"))
+
+
+def assert_reads_as_fresh(db_path: Path, out: Path, fresh: Path, *args) -> None:
+    r = export(db_path, fresh, *args)
+    assert r.returncode == 0, r.stderr
+    for table in TABLES:
+        got = table_rows(out, table)
+        assert got == table_rows(fresh, table), table
+        assert len(got) == len(set(got)), table  # no row twice
+    manifest = orjson.loads((out / MARKER).read_bytes())
+    assert {p["path"] for p in manifest["parts"]} == {p.relative_to(out).as_posix() for p in out.rglob("*.parquet")}
+
+
+def refresh_catalog(db_path: Path, root: Path) -> None:
+    conn = db.connect(db_path)
+    refresh(conn, [root])
+    conn.close()
+
+
+def grow_later(tmp_path: Path, name: str) -> Path:
+    """Append two turns (of December 2026) to the fixture's `later` session."""
+    f = tmp_path / f"{name}-projects" / "-home-me-app" / f"later-{name}.jsonl"
+    more = conversation(2, session=f"later-{name}")
+    for o in more:
+        o["timestamp"] = "2026-12-0" + o["timestamp"][9:]
+    append(f, *more)
+    return f
+
+
+@pytest.mark.parametrize("redact", [False, True])
+def test_an_append_writes_only_its_partitions_and_reads_as_a_fresh_export(tmp_path, redact):
+    args = ("--redact",) if redact else ()
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out, *args).returncode == 0
+    before = parts(out)
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    r = export(path, out, *args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"Updated {out}: ")
+    after = parts(out)
+    new = set(after) - set(before)
+    gone = set(before) - set(after)
+    assert new and gone
+    # Only the grown session's partition was written again; every other part is the same file, untouched.
+    assert all("month=2026-12" in p.as_posix() for p in new | gone)
+    assert all(after[p] == before[p] for p in set(before) & set(after))
+    assert len(set(before) & set(after)) > len(new)
+    assert_reads_as_fresh(path, out, tmp_path / "fresh", *args)
+
+
+def test_a_surgery_rewritten_session_replaces_its_partitions(tmp_path):
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    runner = CliRunner()
+    for cmd in (["strip-tools", "later-one"], ["apply", "later-one"]):
+        r = runner.invoke(cli, [*cmd, "--db", str(path)])
+        assert r.exit_code == 0, r.output
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    assert export(path, out).returncode == 0
+    assert set(parts(out)) != set(before)
+    assert_reads_as_fresh(path, out, tmp_path / "fresh")
+    # And a file the catalog lost (deleted row) leaves the export too.
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = ON")
+    fid = conn.execute("select id from files where path like '%later-one.jsonl'").fetchone()[0]
+    for t in ("chain", "usage", "attachments", "blocks", "records", "raw_chunks", "sessions"):
+        conn.execute(f"delete from {t} where file_id = ?", (fid,))
+    conn.execute("delete from surgeries where file_id = ?", (fid,))
+    conn.execute("delete from files where id = ?", (fid,))
+    conn.commit()
+    conn.close()
+    assert export(path, out).returncode == 0
+    assert_reads_as_fresh(path, out, tmp_path / "fresh2")
+
+
+def test_mixing_redacted_and_plain_exports_is_refused(tmp_path):
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "plain"
+    assert export(path, out).returncode == 0
+    before = parts(out)
+    r = export(path, out, "--redact")
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"Error: {out} holds an export without --redact: drop --redact, or add --replace to replace it"
+    red = tmp_path / "red"
+    assert export(path, red, "--redact").returncode == 0
+    r = export(path, red)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"Error: {red} holds an export with --redact: add --redact, or add --replace to replace it"
+    assert parts(out) == before
+    assert export(path, out, "--redact", "--replace").returncode == 0  # replacing whole is the way to switch
+
+
+@pytest.mark.parametrize("forge", ["outside", "dotdot", "damaged", "not_a_dict", "old", "absolute"])
+def test_a_forged_or_damaged_manifest_is_one_error_line(tmp_path, forge):
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    victim = tmp_path / "victim.parquet"
+    victim.write_bytes(b"keep")
+    m = orjson.loads((out / MARKER).read_bytes())
+    first = m["parts"][0]
+    folder = first["path"].rsplit("/", 1)[0]
+    if forge == "outside":
+        first["path"] = f"{folder}/../../../../victim.parquet"
+    elif forge == "dotdot":
+        first["key"] = ["..", ".."]
+        first["path"] = f"{first['table']}/project=../month=../part-0.parquet"
+    elif forge == "absolute":
+        first["path"] = str(victim)
+    elif forge == "not_a_dict":
+        m = [m]
+    elif forge == "old":
+        del m["parts"]
+    data = b"{not json" if forge == "damaged" else orjson.dumps(m)
+    (out / MARKER).write_bytes(data)
+    # The catalog changed, so an update would delete superseded parts.
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+    assert victim.read_bytes() == b"keep"
+    assert parts(out) == before
+
+
+def test_parts_an_interrupted_update_left_are_deleted_by_the_next(tmp_path):
+    """An update cut off after moving its new parts in, before its manifest:
+    the folder then holds parts no manifest names; the next export deletes
+    those (and only part files inside the table folders)."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    some = next((out / "records").rglob("part-0.parquet"))
+    leftover = some.with_name("part-g7-0.parquet")
+    leftover.write_bytes(some.read_bytes())  # its rows, twice
+    mine = out / "records" / "notes.txt"
+    mine.write_text("not a part")
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    assert export(path, out).returncode == 0
+    assert not leftover.exists() and mine.read_text() == "not a part"
+    mine.unlink()
+    assert_reads_as_fresh(path, out, tmp_path / "fresh")

@@ -183,3 +183,45 @@ def test_csv_keeps_a_rows_nested_figures_as_json(catalog):
     rows = list(csv.DictReader(io.StringIO(out)))
     assert rows and all(json.loads(r["models"]) for r in rows)
     assert sum(m["api_messages"] for m in json.loads(rows[0]["models"])) == int(rows[0]["api_messages"])
+
+
+def test_the_usage_blocks_view_agrees_with_the_python_rule(catalog):
+    """One 5-hour rule (txdb.catalog.blocks): `cost --by block` and the statusline
+    run it in Python, the usage_blocks view states it in SQL; on the shipped
+    sessions both find the same blocks with the same totals."""
+    from txdb.catalog import blocks
+
+    _, conn, _ = catalog
+    py = cost.blocks(conn)["rows"]
+    view = [dict(zip(("block_start", "block_end", "api_messages", "total_tokens", "cost_usd"), r)) for r in
+            conn.execute("SELECT block_start, block_end, api_messages, total_tokens, cost_usd "
+                         "FROM usage_blocks ORDER BY block_start")]
+    assert len(py) >= 5
+    assert [(r["block_start"], r["block_end"]) for r in py] == [(r["block_start"], r["block_end"]) for r in view]
+    assert [(r["api_messages"], r["total_tokens"]) for r in py] == [(r["api_messages"], r["total_tokens"])
+                                                                    for r in view]
+    assert [r["cost_usd"] for r in py] == pytest.approx([r["cost_usd"] for r in view], abs=1e-6)
+    assert blocks.last_block(conn) == (py[-1]["block_start"], py[-1]["block_end"])
+
+
+def test_a_message_just_past_a_blocks_end_starts_the_next_in_python_and_sql(tmp_path):
+    """At the edge, to the millisecond: on the end is inside, 0.5 s past it starts a block."""
+    from sessions import assistant, user, write
+
+    stamps = ["2026-11-01T00:10:00.000Z", "2026-11-01T05:00:00.000Z", "2026-11-01T05:00:00.500Z",
+              "2026-11-01T10:00:00.000Z"]
+    objs, parent = [], None
+    for i, t in enumerate(stamps):
+        u = user(f"q{i}", parent, session="s-edge", timestamp=t)
+        a = assistant("a", u["uuid"], session="s-edge", msg_id=f"msg_e{i}", timestamp=t, requestId=f"req_e{i}")
+        objs += [u, a]
+        parent = a["uuid"]
+    write(tmp_path / "projects" / "-home-me-edge" / "s-edge.jsonl", objs)
+    db_path = tmp_path / "c.db"
+    run("refresh", "--db", db_path, "--root", tmp_path / "projects", ok=True)
+    conn = db.connect(db_path)
+    py = [(r["block_start"], r["api_messages"]) for r in cost.blocks(conn)["rows"]]
+    sql = list(conn.execute("SELECT block_start, api_messages FROM usage_blocks ORDER BY block_start"))
+    conn.close()
+    assert py == [("2026-11-01T00:00:00.000Z", 2), ("2026-11-01T05:00:00.000Z", 2)]
+    assert [tuple(r) for r in sql] == py

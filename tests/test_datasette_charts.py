@@ -266,3 +266,36 @@ def test_numbers_in_the_charts_have_thousands_separators():
     for text in shown:
         undated = re.sub(r"\d{4}-\d\d-\d\d", "", text)
         assert not re.search(r"\d{4,}", undated), f"{text!r}: a number without separators"
+
+
+async def test_each_session_is_drawn_against_its_own_window(tmp_path):
+    """A session past 200k runs in a 1M window: `txdb sessions` says ok, so
+    its bar is not red and its window mark is at 1M, not 200k."""
+    root = copy_fixture_sessions(tmp_path / "projects")
+    u = user("a long one " + "word " * 240_000, None, session="big")  # ~300k tokens, as recorded
+    a = assistant("answer", u["uuid"], session="big", msg_id="msg_big",
+                  usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 290_000,
+                         "cache_creation_input_tokens": 10_000})
+    write(root / "-home-me-big" / "b1000000-0000-0000-0000-000000000001.jsonl", [u, a])
+    path = tmp_path / "catalog.db"
+    c = db.connect(path)
+    refresh(c, [root])
+    largest = charts.largest_contexts(c)
+    status = {r[0]: (r[1], r[2]) for r in c.execute(
+        "SELECT file_id, window_tokens, status FROM sessions_near_limit")}
+    windows = {r[0]: r[1] for r in c.execute("SELECT file_id, window_tokens FROM context_gauge")}
+    big = c.execute("SELECT file_id FROM sessions WHERE session_id = 'big'").fetchone()[0]
+    c.close()
+    assert status[big] == (1_000_000, "ok")
+    assert [s["window_tokens"] for s in largest] == [windows.get(s["file_id"], 200_000) for s in largest]
+    d = make_datasette(path)
+    await d.invoke_startup()
+    page = (await d.client.get("/-/txdb/charts")).text
+    bars = {fid: over for over, fid in re.findall(r'class="c-bar ctx( over)?" data-file-id="(\d+)"', page)}
+    for s in largest:
+        assert (bars[str(s["file_id"])] == " over") == (s["est_context_tokens"] > s["window_tokens"])
+    assert bars[str(big)] == ""  # not red: its window is 1M
+    est_big = next(s["est_context_tokens"] for s in largest if s["file_id"] == big)
+    assert est_big > 200_000  # it would have been red against a fixed 200k
+    assert values(page, "limit") == [s["window_tokens"] for s in largest if s["window_tokens"] <= max(
+        200_000 * 1.1, max(max(x["est_context_tokens"] or 0, x["gauge_tokens"] or 0) for x in largest))]

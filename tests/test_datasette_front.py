@@ -16,6 +16,7 @@ from conftest import copy_fixture_sessions
 from sessions import assistant, user, write
 from txdb.catalog import db
 from txdb.catalog.ingest.store import refresh
+from txdb.web.front import human_bytes
 from txdb.web.metadata import load_metadata, make_datasette
 from txdb.web.urls import session_path
 
@@ -86,7 +87,17 @@ async def test_near_limit_recent_and_largest_link_to_their_session_pages(built, 
     assert r.status_code == 200 and "zebrafish" in r.text
     largest = page["html"].split('id="largest"', 1)[1]
     biggest = view(built, "SELECT file_id, file_bytes FROM sessions_by_size WHERE kind = 'session' AND gone = 0")
-    assert session_path(biggest[0]) in largest and f"{biggest[1]:,}" in largest
+    assert session_path(biggest[0]) in largest
+    # the size as a reader takes it in, the exact bytes in its title
+    cell = re.search(rf'<td class="num" title="{biggest[1]:,} bytes">([^<]+)</td>', largest)
+    assert cell and cell.group(1) == human_bytes(biggest[1]) and cell.group(1).endswith((" KB", " MB"))
+    total = view(built, "SELECT sum(size) FROM files WHERE kind = 'session' AND gone = 0")[0]
+    assert f'title="{total:,} bytes">({human_bytes(total)})' in page["html"]
+
+
+def test_human_bytes():
+    assert [human_bytes(n) for n in (0, 1023, 1024, 1536, 5 * 2**20 + 2**19, 3 * 2**30)] == [
+        "0 bytes", "1,023 bytes", "1.0 KB", "1.5 KB", "5.5 MB", "3.0 GB"]
 
 
 async def test_the_search_box_searches_messages_thinking_and_tool_output(built, page):

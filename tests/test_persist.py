@@ -79,9 +79,9 @@ def test_persist_tools_moves_results_to_native_sidecars_and_is_idempotent(sess):
     r = run("persist-tools", sess)
     assert r.exit_code == 0, _out(r)
     assert "persist-tools: persisted 2 tool results (" in r.output and "to 2 new sidecar files" in r.output
-    rows = [ln.split() for ln in r.output.splitlines() if ln.startswith("  tool ")]
-    assert sorted(row[1] for row in rows) == ["toolu_big1:", "toolu_big2:"]  # the id once, as it is
     sdir = sess.parent / SID
+    assert not [ln for ln in r.output.splitlines() if ln.startswith("  tool ")]  # the detail takes -v
+    assert r.output.count(str(sdir / "tool-results")) == 1 and f"Sidecars in: {sdir / 'tool-results'} (-v lists" in r.output
     for i, tid in enumerate(("toolu_big1", "toolu_big2")):
         side = sdir / "tool-results" / f"{tid}.txt"
         assert side.read_bytes() == (BIG + str(i)).encode()  # byte for byte
@@ -101,6 +101,27 @@ def test_persist_tools_moves_results_to_native_sidecars_and_is_idempotent(sess):
     assert pfile.read_bytes() == once  # the second run changes nothing
     assert run("apply", sess).exit_code == 0
     assert run("persist-tools", sess).output.count("Nothing to change") == 1
+
+
+def test_persist_tools_prints_a_short_summary_and_the_detail_with_v(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    f = _session(tmp_path, tool_ids=tuple(f"toolu_{i:02d}" + "a" * 40 for i in range(6)))
+    r = run("persist-tools", f, "--dry-run")
+    assert r.exit_code == 0, _out(r)
+    lines = r.output.splitlines()
+    sdir = f.parent / SID / "tool-results"
+    assert r.output.count(str(sdir)) == 1  # the folder once, not a path per result
+    est = next(ln for ln in lines if ln.startswith("Estimated context:"))
+    before, after = (int(x.replace(",", "")) for x in est.split(":")[1].split(" tokens")[0].split(" -> "))
+    assert after < before and f"~{before - after:,} saved" in est
+    assert "persisted 6 tool results" in r.output
+    v = run("persist-tools", f, "--dry-run", "-v")
+    rows = [ln.split() for ln in v.output.splitlines() if ln.startswith("  tool ")]
+    assert [row[1] for row in rows] == [f"toolu_{i:02d}" + "a" * 40 + ":" for i in range(6)]
+    assert [row[-1] for row in rows] == [f"toolu_{i:02d}" + "a" * 40 + ".txt" for i in range(6)]  # relative
+    assert v.output.count(str(sdir)) == 1
+    js = orjson.loads(run("persist-tools", f, "--dry-run", "--json").output)
+    assert sorted(Path(x["path"]).name for x in js["result"]["files"]) == [row[-1] for row in rows]
 
 
 def test_persist_tools_says_how_many_results_are_too_small_to_shrink(tmp_path, monkeypatch):

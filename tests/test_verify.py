@@ -306,3 +306,15 @@ def test_every_corpus_file_passes_the_glued_line_with_a_warning(tmp_path):
     glued = verify_file(CORPUS / "real/entireio-cli/37/995ebed6e4/2/full.jsonl")
     assert [(f.severity, f.code, f.line) for f in glued.findings if f.code == "parse"] == [("warning", "parse", 128)]
 
+
+
+def test_cli_verify_and_analyze_print_counts_with_separators(run, tmp_path):
+    f = write(tmp_path / "proj" / "s.jsonl", turns(400))  # 1,200 lines: the counts need a separator
+    n = len(f.read_bytes().splitlines())
+    report = json.loads(run("verify", f, "--json"))
+    chain = report["chain_length"]
+    assert n >= 1000 and chain >= 1000 and isinstance(chain, int)  # --json stays numeric
+    assert f"OK: {f}: {n:,} lines, chain of {chain:,}; " in run("verify", f)
+    a = json.loads(run("analyze", f, "--json"))["session"]
+    assert a["lines"] == n and isinstance(a["lines"], int)
+    assert f"Lines: {n:,}  chain: {a['chain_length']:,}  file: " in run("analyze", f)

@@ -1,14 +1,18 @@
-"""The latest 5-hour block, found without computing every block.
+"""The 5-hour block rule, stated once in Python: a block starts at its
+first message's hour (UTC, floored) and holds the messages up to 5 hours
+after that start (``bounds``); the first message after it starts the next
+(``starts_block``); a block is active while its 5 hours have not ended and
+its last message is less than 5 hours old (``is_active``). ``cost.blocks``
+(`txdb cost --by block`) and the status line (``last_block``,
+``active_block``) use these; the view ``usage_blocks`` states the same rule
+in SQL (held to it by tests/test_cost_reports.py).
 
-The view ``usage_blocks`` states the rule over the whole history: a block
-starts at its first message's hour (UTC, floored) and holds the messages up
-to 5 hours after that start; the first message after it starts the next.
-Walking that from the first message costs a lookup per block ever used. A
-message more than 5 hours after the one before it always starts a block
-(the block before ended at most 5 hours after its own first message), so
-the walk may begin at the latest such gap and finds the same last block
-(held to the view by tests/test_statusline.py). Date arithmetic is
-SQLite's, as in the view.
+The latest block is found without computing every block. Walking from the
+first message costs a lookup per block ever used. A message more than 5
+hours after the one before it always starts a block (the block before ended
+at most 5 hours after its own first message), so the walk may begin at the
+latest such gap and finds the same last block (held to the view by
+tests/test_statusline.py).
 """
 
 from __future__ import annotations
@@ -16,8 +20,37 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 
-GAP_DAYS = 5 / 24
+BLOCK_HOURS = 5
+SPAN = dt.timedelta(hours=BLOCK_HOURS)
+GAP_DAYS = BLOCK_HOURS / 24
 _BATCH = 2000
+
+
+def parse_ts(ts: str) -> dt.datetime:
+    """A record's timestamp as an aware UTC datetime, milliseconds kept (ValueError when it is none)."""
+    at = dt.datetime.fromisoformat(ts.replace("Z", "+00:00") if ts.endswith("Z") else ts)
+    return (at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+
+
+def iso(at: dt.datetime) -> str:
+    """The block's bounds as the view writes them (``2026-05-08T01:00:00.000Z``)."""
+    return at.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def bounds(first: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """(start, end) of the block whose first message is at ``first``."""
+    start = first.astimezone(dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return start, start + SPAN
+
+
+def starts_block(at: dt.datetime, end: dt.datetime | None) -> bool:
+    """A message at ``at`` starts a new block after the one ending at ``end`` (None: no block yet)."""
+    return end is None or at > end
+
+
+def is_active(end: dt.datetime, last: dt.datetime, now: dt.datetime) -> bool:
+    """The block's 5 hours have not ended at ``now`` and its last message is less than 5 hours old."""
+    return now < end and now - last < SPAN
 
 
 def _anchor(conn: sqlite3.Connection) -> str | None:
@@ -41,8 +74,7 @@ def last_block(conn: sqlite3.Connection) -> tuple[str, str] | None:
     if first is None:
         return None
     while True:
-        start, end = conn.execute("SELECT strftime('%Y-%m-%dT%H:00:00.000Z', ?), "
-                                  "strftime('%Y-%m-%dT%H:00:00.000Z', ?, '+5 hours')", (first, first)).fetchone()
+        start, end = (iso(t) for t in bounds(parse_ts(first)))
         (nxt,) = conn.execute("SELECT min(timestamp) FROM usage WHERE timestamp > ?", (end,)).fetchone()
         if nxt is None:
             return start, end
@@ -50,9 +82,10 @@ def last_block(conn: sqlite3.Connection) -> tuple[str, str] | None:
 
 
 def active_block(conn: sqlite3.Connection, now: dt.datetime | None = None) -> tuple[str, str] | None:
-    """The latest block while its 5 hours have not ended at ``now``, else None."""
+    """The latest block while it is active at ``now`` (``is_active``), else None."""
     block = last_block(conn)
     if block is None:
         return None
     now = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
-    return block if block[1] > now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" else None
+    (last,) = conn.execute("SELECT max(timestamp) FROM usage WHERE timestamp <= ?", (block[1],)).fetchone()
+    return block if is_active(parse_ts(block[1]), parse_ts(last), now) else None

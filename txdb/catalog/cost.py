@@ -254,7 +254,6 @@ GROUPS = {
 }
 SORTS = ("cost", "last-activity")
 TIME_GROUPS = ("day", "week", "month", "block")
-BLOCK_HOURS = 5
 _FIGURES = ("api_messages", "input_tokens", "output_tokens", "cache_creation_input_tokens",
             "cache_read_input_tokens", "total_tokens", "unpriced_messages")
 # priced_messages: messages the library priced, <synthetic> ones (cost 0 by
@@ -434,14 +433,6 @@ def left_out(conn: sqlite3.Connection, clause: str = "", params=()) -> dict:
     return out
 
 
-def _parse_ts(ts: str) -> _dt.datetime:
-    return _dt.datetime.fromisoformat(ts[:19]).replace(tzinfo=_dt.UTC)
-
-
-def _iso(at: _dt.datetime) -> str:
-    return at.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
 def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", params=(),
            token_limit: int | str | None = None, now: _dt.datetime | None = None, zone=None,
            breakdown: bool = False) -> dict:
@@ -456,8 +447,9 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
     ``token_limit`` (a count, or 'max': the largest tokens of a block not
     active) adds each block's share of it (``percent_of_limit``; the active
     block's projection has its own). One pass over the messages in time order."""
+    from txdb.catalog import blocks as rule  # the one 5-hour rule, the status line's too
+
     now = now or _dt.datetime.now(_dt.UTC)
-    span = _dt.timedelta(hours=BLOCK_HOURS)
     rows: list[dict] = []
     cur: dict | None = None
     end = None
@@ -468,13 +460,12 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
            f"{clause} AND u.timestamp IS NOT NULL ORDER BY u.timestamp")
     for ts, sid, model, inp, out, cw, cr, total, usd in conn.execute(sql, list(params)):
         try:
-            at = _parse_ts(ts)
+            at = rule.parse_ts(ts)
         except ValueError:
             continue
-        if cur is None or at > end:
-            start = at.replace(minute=0, second=0, microsecond=0)
-            end = start + span
-            cur = {"block_start": _iso(start), "block_end": _iso(end), "first_timestamp": ts,
+        if cur is None or rule.starts_block(at, end):
+            start, end = rule.bounds(at)
+            cur = {"block_start": rule.iso(start), "block_end": rule.iso(end), "first_timestamp": ts,
                    "last_timestamp": ts, "_sessions": set(), "_models": {}, "api_messages": 0,
                    "input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
                    "cache_read_input_tokens": 0, "total_tokens": 0, "_cost": [], "unpriced_messages": 0,
@@ -499,7 +490,7 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
         m["api_messages"] += 1
         m["total_tokens"] += total
     for r in rows:
-        r["is_active"] = now < _parse_ts(r["block_end"]) and now - _parse_ts(r["last_timestamp"]) < span
+        r["is_active"] = rule.is_active(rule.parse_ts(r["block_end"]), rule.parse_ts(r["last_timestamp"]), now)
     past = [r["total_tokens"] for r in rows if not r["is_active"]]
     limit = (max(past) if past else None) if token_limit == "max" else token_limit
     for r in rows:
@@ -515,14 +506,14 @@ def blocks(conn: sqlite3.Connection, clause: str = " WHERE u.invalid IS NULL", p
         _finish(r)
         if breakdown:
             r["model_rows"] = models
-        last = _parse_ts(r["last_timestamp"])
-        block_end = _parse_ts(r["block_end"])
+        last = rule.parse_ts(r["last_timestamp"])
+        block_end = rule.parse_ts(r["block_end"])
         if zone is not None:
-            r["block_start_local"] = _parse_ts(r["block_start"]).astimezone(zone).isoformat()
+            r["block_start_local"] = rule.parse_ts(r["block_start"]).astimezone(zone).isoformat()
         if limit:
             r["percent_of_limit"] = round(100.0 * r["total_tokens"] / limit, 1)
         if r["is_active"]:
-            first = _parse_ts(r["first_timestamp"])
+            first = rule.parse_ts(r["first_timestamp"])
             minutes = (last - first).total_seconds() / 60
             left = max(0.0, (block_end - now).total_seconds() / 60)
             r["minutes_left"] = round(left, 1)

@@ -506,16 +506,16 @@ def analyze(db_path, session, original, as_json):
     if s.get("title"):
         echo(f"Title: {s['title']}")
     echo(
-        f"Lines: {s.get('lines')}  chain: {s.get('chain_length')}  file: {s.get('file_bytes', 0):,} bytes"
+        f"Lines: {s.get('lines') or 0:,}  chain: {s.get('chain_length') or 0:,}  file: {s.get('file_bytes', 0):,} bytes"
     )
     e = report["estimate"]
     turns = e.get("turns") or []
     span = f", chain positions {turns[0]}-{turns[-1]}" if len(turns) > 1 else ""
-    left = f"; {e['rejected_count']} left out" if e.get("rejected_count") else ""
-    how = {"lsq": f"fitted on {e['turns_used']} recorded turns{span}{left}",
-           "ratio": f"fitted on {e['turns_used']} recorded turns{span}{left}",
+    left = f"; {e['rejected_count']:,} left out" if e.get("rejected_count") else ""
+    how = {"lsq": f"fitted on {e['turns_used']:,} recorded turns{span}{left}",
+           "ratio": f"fitted on {e['turns_used']:,} recorded turns{span}{left}",
            "anchor": f"anchored on the one recorded turn that describes the file{left}",
-           "raw": "no recorded turn describes the file: the prior" + (f" ({e['rejected_count']} left out)"
+           "raw": "no recorded turn describes the file: the prior" + (f" ({e['rejected_count']:,} left out)"
                                                                       if e.get("rejected_count") else ""),
            "empty": "no message on the active chain"}.get(e["method"], "")
     echo(
@@ -529,7 +529,7 @@ def analyze(db_path, session, original, as_json):
         for r in rejected[-5:]:
             echo(f"  position {r['pos']}: {r['why']}")
         if e["rejected_count"] > 5:
-            echo(f"  ... and {e['rejected_count'] - 5} more (--json lists {len(rejected)})")
+            echo(f"  ... and {e['rejected_count'] - 5:,} more (--json lists {len(rejected):,})")
     unsent = e.get("unsent") or 0
     echo(
         f"Raw chars/4: {s.get('raw_context_tokens', 0):,} tokens "
@@ -551,7 +551,7 @@ def analyze(db_path, session, original, as_json):
             echo(tabulate([[r.get(k) for k in headers] for r in rows], headers=headers))
     im = report.get("images") or {}
     if im.get("images"):
-        echo(f"\nImages on the active chain: {im['images']} ({im['in_tool_results']} inside tool results); "
+        echo(f"\nImages on the active chain: {im['images']:,} ({im['in_tool_results']:,} inside tool results); "
              f"largest {im['largest_px'] or '?'} px on its long edge (txdb list-images SESSION)")
     for w in im.get("warnings") or ():
         echo(f"Warning: {w}")
@@ -601,7 +601,7 @@ def verify(db_path, session, as_json):
             echo(f"{f.severity}:{where} {f.message}")
         status = "OK" if report.ok else "BROKEN"
         echo(
-            f"{status}: {report.path}: {report.lines} lines, chain of {report.chain_length}; "
+            f"{status}: {report.path}: {report.lines:,} lines, chain of {report.chain_length:,}; "
             f"{_count(c['error'], 'error')}, {_count(c['warning'], 'warning')}, {_count(c['note'], 'note')}"
         )
     if not report.ok:
@@ -626,7 +626,7 @@ def positions_note(ref) -> str:
 
 
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 @cli.command()

@@ -27,7 +27,7 @@ def _summaries(summaries_file: str | None) -> dict | None:
 
 
 @command("persist-tool")
-@surgery_options(where=False)
+@surgery_options(where=False, verbose=True)
 @click.option("--id", "tool_id", required=True, help="The tool_use id (toolu_...) whose result moves.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
@@ -42,7 +42,7 @@ def persist_tool_cmd(o: SurgeryOptions, tool_id, summary):
 
 
 @command("persist-tools")
-@surgery_options()
+@surgery_options(verbose=True)
 @click.option("--tools", default=None, help="Only these tools, comma-separated (globs allowed: mcp__*).")
 @_KEEP
 @click.option("--min-chars", type=click.IntRange(min=0), default=0, help="Only results of at least N chars.")
@@ -62,7 +62,7 @@ def persist_tools_cmd(o: SurgeryOptions, tools, keep_recent, min_chars, summarie
 
 
 @command("persist-thinking")
-@surgery_options(where=False, ranged=False)
+@surgery_options(where=False, ranged=False, verbose=True)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
@@ -77,7 +77,7 @@ def persist_thinking_cmd(o: SurgeryOptions, pos, summary):
 
 
 @command("persist-thinkings")
-@surgery_options(where=False)
+@surgery_options(where=False, verbose=True)
 @_KEEP
 @_SUMMARIES
 def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
@@ -90,7 +90,7 @@ def persist_thinkings_cmd(o: SurgeryOptions, keep_recent, summaries_file):
 
 
 @command("persist-text")
-@surgery_options(where=False, ranged=False)
+@surgery_options(where=False, ranged=False, verbose=True)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--idx", type=click.IntRange(min=0), default=None, help="Only this block of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
@@ -106,7 +106,7 @@ def persist_text_cmd(o: SurgeryOptions, pos, idx, summary):
 
 
 @command("persist-texts")
-@surgery_options(where=False)
+@surgery_options(where=False, verbose=True)
 @click.option("--min-chars", type=click.IntRange(min=0), default=per.DEFAULT_TEXT_MIN_CHARS, show_default=True,
               help="Only text blocks of at least N chars.")
 @_KEEP
@@ -122,7 +122,7 @@ def persist_texts_cmd(o: SurgeryOptions, min_chars, keep_recent, summaries_file)
 
 
 @command("persist-message")
-@surgery_options(where=False, ranged=False)
+@surgery_options(where=False, ranged=False, verbose=True)
 @click.option("--pos", type=click.IntRange(min=0), required=True, help="Chain position of the message.")
 @click.option("--summary", default=None, help="A summary to put in the marker.")
 def persist_message_cmd(o: SurgeryOptions, pos, summary):
@@ -139,7 +139,7 @@ def persist_message_cmd(o: SurgeryOptions, pos, summary):
 
 
 @command("persist-range")
-@surgery_options(where=False)
+@surgery_options(where=False, verbose=True)
 @click.option("--kinds", default="tool,thinking,text", show_default=True,
               help="What to move, comma-separated: tool, thinking, text.")
 @click.option("--min-chars", type=click.IntRange(min=0), default=0, help="Only blocks of at least N chars.")

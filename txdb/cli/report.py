@@ -86,7 +86,7 @@ def print_where(conn, command, selection, outcomes, *, dry_run, do_apply):
                    "(or run again with --apply).")
 
 
-def print_report(r: SurgeryReport, applied: bool = False) -> None:
+def print_report(r: SurgeryReport, applied: bool = False, verbose: bool = False) -> None:
     if r.leftover_removed:
         echo(f"The pending copy beside {r.original} had been applied already (an apply killed before it "
              "removed the copy; the swap journal records it): removed, this pass starts from the session.")
@@ -101,7 +101,7 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
         echo(f"{r.operation}: " + ("; ".join(parts) if parts else "done"))
     if r.base != "original" and res.positional:
         echo(f"Positions are those of the {r.base}'s active chain.")
-    for line in res.notes():
+    for line in res.notes(verbose):
         echo(line)
     for line in res.warnings():
         echo(line, err=True)
@@ -117,7 +117,8 @@ def print_report(r: SurgeryReport, applied: bool = False) -> None:
                    f"{u['last_after']:,} tokens (never raised)")
     # This pass, from the copy it started on (the original's figure too when that was a pending copy).
     since = f" ({r.tokens_before:,} in the original)" if r.base == "pending copy" else ""
-    echo(f"Estimated context: {r.tokens_base:,} -> {r.tokens_after:,} tokens{since}; "
+    saved = f", ~{r.tokens_base - r.tokens_after:,} saved" if r.tokens_after < r.tokens_base else ""
+    echo(f"Estimated context: {r.tokens_base:,} -> {r.tokens_after:,} tokens{saved}{since}; "
          f"file {r.bytes_before:,} -> {r.bytes_after:,} bytes; {r.changed_lines} lines rewritten")
     if r.changed_lines and r.tokens_after > r.tokens_base:
         echo(f"Note: this pass makes the context larger by ~{r.tokens_after - r.tokens_base:,} tokens "

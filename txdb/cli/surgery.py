@@ -39,6 +39,7 @@ class SurgeryOptions:
     keep_dropped_thinking: bool = False
     backup: bool = True          # not --no-backup (takes effect with --apply; nothing to skip otherwise)
     as_json: bool = False
+    verbose: bool = False        # -v: the report's per-block detail
     arguments: dict = field(default_factory=dict)  # the command's options as logged in `surgeries`
 
     @property
@@ -104,12 +105,14 @@ _EDIT = [
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 
 # Parameters that are not the command's options as logged in `surgeries.arguments`.
-_NOT_ARGUMENTS = {"db_path", "as_json", "session", "where", "do_apply"}
+_NOT_ARGUMENTS = {"db_path", "as_json", "verbose", "session", "where", "do_apply"}
 _SHARED = {"session", "db_path", "where", "do_apply", "frm", "to", "pos", "dry_run", "fork", "fork_title",
-           "no_usage_reset", "keep_dropped_thinking", "no_backup", "as_json"}
+           "no_usage_reset", "keep_dropped_thinking", "no_backup", "as_json", "verbose"}
+_VERBOSE = click.option("-v", "--verbose", "verbose", is_flag=True,
+                        help="List each moved block and its sidecar file (--json lists them too).")
 
 
-def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = True):
+def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = True, verbose: bool = False):
     """Give a command the shared options, passed to it as one ``SurgeryOptions``
     (first argument) beside its own options.
 
@@ -117,7 +120,8 @@ def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = Tr
     the command edits content, so --from/--to/--pos, --no-usage-reset,
     --keep-dropped-thinking apply to it (every command takes --no-backup);
     ``ranged=False``: a command that names its one target itself (its own
-    required --pos or --id) takes no --from/--to/--pos range.
+    required --pos or --id) takes no --from/--to/--pos range; ``verbose``:
+    the command takes -v (its report has per-block detail).
     """
     takes_range = edits and ranged
     own = set() if takes_range else {"frm", "to", "pos"}
@@ -138,13 +142,14 @@ def surgery_options(*, where: bool = True, edits: bool = True, ranged: bool = Tr
                 dry_run=shared["dry_run"], fork=shared["fork"] or shared["fork_title"] is not None,
                 fork_title=shared["fork_title"], usage_reset=not shared.get("no_usage_reset", False),
                 keep_dropped_thinking=shared.get("keep_dropped_thinking", False),
-                backup=not shared.get("no_backup", False), as_json=shared["as_json"], arguments=logged,
+                backup=not shared.get("no_backup", False), as_json=shared["as_json"], verbose=shared.get("verbose", False),
+                arguments=logged,
             )
             _check(opts)
             return f(opts, **params)
 
         decorators = [click.argument("session", required=not where), db_option] + (_WHERE if where else []) + (_RANGE if takes_range else []) + _WRITE \
-            + (_EDIT if edits else []) + [_JSON]
+            + (_EDIT if edits else []) + [_JSON] + ([_VERBOSE] if verbose else [])
         for d in reversed(decorators):
             command = d(command)
         return command
@@ -204,7 +209,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
         if o.as_json:
             echo(to_json({"surgery": report.as_dict(), "apply": rep.as_dict(), "surgery_ids": ids}))
             return
-        _print_report(report, applied=True)
+        _print_report(report, applied=True, verbose=o.verbose)
         if earlier:
             echo("--apply: applying the pending copy earlier passes left.")
         _print_apply(rep, False)
@@ -212,7 +217,7 @@ def _run(o: SurgeryOptions, operation: str, options: dict | None = None) -> None
     if o.as_json:
         echo(to_json(report.as_dict()))
         return
-    _print_report(report)
+    _print_report(report, verbose=o.verbose)
     if not o.backup and report.written and not report.fork_session_id:
         echo("--no-backup: no backup was due (the original is untouched); "
              "`txdb apply --no-backup` keeps none when this copy is applied.")

@@ -9,6 +9,7 @@ report missing one is an error where it is built, never a silent 0.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -61,8 +62,8 @@ class Result:
         """Blocks / records / attachments this pass changed."""
         return 0
 
-    def notes(self) -> list[str]:
-        """Lines the report prints after the summary."""
+    def notes(self, verbose: bool = False) -> list[str]:
+        """Lines the report prints after the summary (``verbose``: -v, the detail too)."""
         return []
 
     def warnings(self) -> list[str]:
@@ -210,7 +211,6 @@ class UsageResult(Result):
 
 
 _PERSISTED = {"tool": "tool result", "thinking": "thinking block", "text": "text block", "message": "message"}
-_FILES_SHOWN = 20  # the report lists this many moved blocks; --json lists them all
 
 
 @dataclass
@@ -249,12 +249,18 @@ class PersistResult(Result):
     def changed(self):
         return self.blocks
 
-    def notes(self):
-        out = [f"  {f['kind']:<8} {f['tool_use_id'] if f['tool_use_id'] else 'pos ' + str(f['pos'])}: "
-               f"{f['chars']:,} chars -> {f['path']}" for f in self.files[:_FILES_SHOWN]]
-        if len(self.files) > _FILES_SHOWN:
-            out.append(f"  ... and {len(self.files) - _FILES_SHOWN} more (--json lists them all)")
-        return out
+    def notes(self, verbose=False):
+        if not self.files:
+            return []
+        from txdb.model.chain_health import plural
+
+        # The folder once; each file relative to it (a full path per block ran to ~200 columns).
+        folder = os.path.commonpath([os.path.dirname(f["path"]) for f in self.files])
+        if not verbose:
+            return [f"Sidecars in: {folder} (-v lists the {plural(len(self.files), 'moved block')}; --json too)"]
+        return [f"Sidecars in: {folder}"] + [
+            f"  {f['kind']:<8} {f['tool_use_id'] if f['tool_use_id'] else 'pos ' + str(f['pos'])}: "
+            f"{f['chars']:,} chars -> {os.path.relpath(f['path'], folder)}" for f in self.files]
 
     def warnings(self):
         return [f"Summary key {u['key']!r} not used: {u['reason']}." for u in self.summaries_unused]

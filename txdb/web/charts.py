@@ -10,7 +10,7 @@ from __future__ import annotations
 from txdb.catalog import chain_rows
 from txdb.catalog.sqlutil import rows as _rows
 
-CONTEXT_LIMIT = 200_000   # the context window the charts draw a line at
+CONTEXT_LIMIT = 200_000   # a session's window when context_gauge has none for it (no assistant turn)
 TOKEN_KINDS = (           # usage_by_day's columns, in the order they are drawn
     ("input_tokens", "input"),
     ("output_tokens", "output"),
@@ -33,10 +33,14 @@ def tokens_by_day(conn) -> list[dict]:
 
 def largest_contexts(conn, limit: int = 20) -> list[dict]:
     """The sessions whose active chain sends the most context on --resume,
-    fullest first (sessions_by_context's estimate, beside the recorded gauge)."""
+    fullest first (sessions_by_context's estimate, beside the recorded gauge),
+    each with its own window (context_gauge.window_tokens, as `txdb sessions` judges it)."""
     return _rows(conn, """
-        SELECT file_id, session_id, title, kind, est_context_tokens, gauge_tokens
-        FROM sessions_by_context ORDER BY est_context_tokens DESC, file_id LIMIT ?""", (limit,))
+        SELECT x.*, coalesce((SELECT g.window_tokens FROM context_gauge g WHERE g.file_id = x.file_id), ?)
+                    AS window_tokens
+        FROM (SELECT file_id, session_id, title, kind, est_context_tokens, gauge_tokens
+              FROM sessions_by_context ORDER BY est_context_tokens DESC, file_id LIMIT ?) x
+        ORDER BY x.est_context_tokens DESC, x.file_id""", (CONTEXT_LIMIT, limit))
 
 
 def context_over_chain(conn, file_id: int) -> dict:
@@ -65,10 +69,10 @@ def context_over_chain(conn, file_id: int) -> dict:
     compactions = [{"after_turn": sum(1 for p in points if p["offset"] < n.offset), "offset": n.offset,
                     "timestamp": n.timestamp}
                    for n in history if n.offset in boundaries]
-    gauge = conn.execute("SELECT message_id, gauge_tokens FROM context_gauge WHERE file_id = ?",
+    gauge = conn.execute("SELECT message_id, gauge_tokens, window_tokens FROM context_gauge WHERE file_id = ?",
                          (file_id,)).fetchone()
     if points and gauge and gauge[0] == points[-1]["message_id"] and gauge[1] != points[-1]["context"]:
         at = conn.execute("SELECT max(at) FROM surgeries WHERE file_id = ?", (file_id,)).fetchone()[0]
         points.append({"turn": len(points) + 1, "offset": None, "message_id": None, "timestamp": at,
                        "context": gauge[1], "now": True})
-    return {"points": points, "compactions": compactions, "limit": CONTEXT_LIMIT}
+    return {"points": points, "compactions": compactions, "limit": gauge[2] if gauge else CONTEXT_LIMIT}

@@ -58,6 +58,19 @@ def load_front(conn, limit: int = ROWS) -> dict:
     }
 
 
+def human_bytes(n: int | None) -> str:
+    """A size as a reader takes it in (``101.3 MB``; 1024-based); the page keeps the exact bytes in a title."""
+    n = n or 0
+    if n < 1024:
+        return f"{n:,} bytes"
+    size = float(n)
+    for unit in ("KB", "MB", "GB", "TB"):
+        size /= 1024
+        if size < 1024 or unit == "TB":
+            break
+    return f"{size:.1f} {unit}"
+
+
 def _add_cost(conn, sessions: list[dict]) -> None:
     """Each session's cost (session_costs.cost_usd: its subagents' included, as
     `txdb sessions` and the session page show it), read for these files only."""

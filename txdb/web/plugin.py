@@ -194,6 +194,7 @@ def extra_template_vars(template, database, datasette):
         data["table_url"] = lambda table: datasette.urls.table(database, table)
         data["search_url"] = data["table_url"]
         data["charts_url"] = charts_url(datasette, database)
+        data["size"] = front.human_bytes
         return {"txdb_front": data}
 
     return front_page

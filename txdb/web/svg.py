@@ -119,38 +119,45 @@ def tokens_by_day(days: list[dict], kinds) -> str:
 
 def largest_contexts(sessions: list[dict], limit: int, link) -> str:
     """Horizontal bars: each session's estimated context, its recorded gauge
-    as a tick, and the context window as a dashed line."""
+    as a tick, and its own context window (``window_tokens``; ``limit`` when
+    a row has none) as a dashed mark across its bar."""
     if not sessions:
         return ""
     left, right, bar_h, gap, top = 260, 60, 18, 6, 22
     height = top + len(sessions) * (bar_h + gap) + 10
     plot_w = WIDTH - left - right
     peak = max(max(s["est_context_tokens"] or 0, s["gauge_tokens"] or 0) for s in sessions)
-    top_v = max(limit * 1.1, peak)
+    windows = [s.get("window_tokens") or limit for s in sessions]
+    top_v = max(min(windows) * 1.1, peak)
     sx = plot_w / top_v
     body = []
-    for i, s in enumerate(sessions):
+    for i, (s, window) in enumerate(zip(sessions, windows)):
         y = top + i * (bar_h + gap)
         est = s["est_context_tokens"] or 0
         name = s["title"] or s["session_id"] or f"#{s['file_id']}"
         fits = int((left - 12) / CHAR_W["lbl"])  # the label stays in the left margin
         short = name if len(name) <= fits else name[:fits - 1] + "…"
-        over = " over" if est > limit else ""
+        over = " over" if est > window else ""
         body.append(f'<a href="{escape(link(s["file_id"]))}">'
                     f'<text class="lbl" x="{left - 8}" y="{_n(y + bar_h - 5)}" text-anchor="end">{escape(short)}</text>'
                     f'<rect class="c-bar ctx{over}" data-file-id="{s["file_id"]}" data-value="{est}" x="{left}" '
                     f'y="{_n(y)}" width="{_n(est * sx)}" height="{bar_h}"><title>{escape(name)}: '
                     f'{est:,} tokens estimated'
                     + (f', {s["gauge_tokens"]:,} recorded' if s["gauge_tokens"] is not None else "")
-                    + '</title></rect></a>'
+                    + f' of its {window:,} window</title></rect></a>'
                     f'<text class="sub" x="{_n(left + est * sx + 4)}" y="{_n(y + bar_h - 5)}">{human(est)}</text>')
         if s["gauge_tokens"] is not None:
             gx = left + s["gauge_tokens"] * sx
             body.append(f'<line class="gauge" data-value="{s["gauge_tokens"]}" x1="{_n(gx)}" x2="{_n(gx)}" '
                         f'y1="{_n(y - 2)}" y2="{_n(y + bar_h + 2)}"/>')
-    lx = left + limit * sx
-    body.append(f'<line class="limit" x1="{_n(lx)}" x2="{_n(lx)}" y1="{top - 6}" y2="{height - 4}"/>'
-                f'<text class="limit-lbl" x="{_n(lx)}" y="{top - 9}" text-anchor="middle">{human(limit)} context window</text>')
+        if window <= top_v:
+            wx = _n(left + window * sx)
+            body.append(f'<line class="limit" data-value="{window}" x1="{wx}" x2="{wx}" '
+                        f'y1="{_n(y - gap / 2)}" y2="{_n(y + bar_h + gap / 2)}"/>')
+    for window in sorted(set(w for w in windows if w <= top_v)):
+        lx = left + window * sx
+        body.append(f'<text class="limit-lbl" x="{_n(lx)}" y="{top - 9}" text-anchor="middle">'
+                    f'{human(window)} context window</text>')
     return _svg(height, "Largest sessions by context, with the context window", body)
 
 

@@ -89,7 +89,7 @@ def test_metadata_describes_every_table_view_and_column(ro):
     tables = meta["databases"]["txdb"]["tables"]
     names = {r[0]: r[1] for r in ro.execute(
         "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
-        "AND name NOT LIKE 'blocks_fts_%' AND name NOT LIKE 'sqlite_%'")}
+        "AND name NOT LIKE 'blocks_fts_%' AND name NOT LIKE 'history_fts_%' AND name NOT LIKE 'sqlite_%'")}
     missing = sorted(n for n in names if n not in tables)
     assert not missing, f"no metadata for {missing}"
     for name, kind in names.items():
@@ -107,7 +107,7 @@ def test_metadata_describes_every_table_view_and_column(ro):
             if key in t:
                 assert t[key] in cols, f"{name}: {key} {t[key]}"
         if "fts_table" in t:
-            assert t["fts_table"] == "blocks_fts"
+            assert t["fts_table"] in ("blocks_fts", "history_fts")
             assert t.get("fts_pk", "rowid") in cols | {"rowid"}
 
 
@@ -130,7 +130,9 @@ async def test_index_and_database_pages(ds):
 async def test_every_table_and_view_answers_with_rows(ds, ro):
     empty_ok = {"parse_errors", "chain_problems", "persisted", "persisted_by_session", "markers",  # none here
                 "gone_sessions", "secret_findings", "secret_scans", "secrets",
-                "pruned_sessions", "restored_copies"}  # secrets: tests/test_secrets.py; the restore tables: tests/test_restore_whole.py
+                "pruned_sessions", "restored_copies",
+                "history", "history_files", "history_sessions"}  # secrets: tests/test_secrets.py; the restore tables:
+    # tests/test_restore_whole.py; history.jsonl (none beside these roots): tests/test_history.py
     names = [r[0] for r in ro.execute(
         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
         "AND name NOT LIKE '%fts%' AND name NOT LIKE '\\_%' ESCAPE '\\'")]

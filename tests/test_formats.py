@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from txdb.catalog import db
 from txdb.cli import cli
 from txdb.model.records import ENVELOPE_KEYS, LINE_TYPES
+from rewind import rewind
 
 TOOLS_DIR = Path(__file__).parent / "data" / "cli" / "-tmp-txdb-cli-fixtures-tools-demo"
 
@@ -151,8 +152,7 @@ def test_format_census_of_a_catalog_an_older_txdb_made(tmp_path, monkeypatch):
     assert CliRunner().invoke(cli, ["refresh"], catch_exceptions=False).exit_code == 0
     conn = db.connect(tmp_path / "catalog.db")
     made = _census(conn)
-    conn.execute("DROP TABLE file_formats")
-    conn.execute("DELETE FROM _txdb_migrations WHERE name = '012_file_formats'")
+    rewind(conn, "012")  # the schema before the census: records hold their raw lines again
     conn.close()
     conn = db.connect(tmp_path / "catalog.db")
     assert _census(conn) == made == _expected_census(f)

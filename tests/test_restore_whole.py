@@ -244,3 +244,16 @@ def test_prune_leaves_live_rows_alone(archive, tmp_path, where):
     with _conn(tmp_path) as conn:
         live = conn.execute(f"SELECT count(*) FROM {where} WHERE gone = 0").fetchone()[0]
         assert live > 0 and conn.execute(f"SELECT count(*) FROM {where} WHERE gone = 1").fetchone()[0] == 0
+
+
+def test_restore_of_a_backup_path_says_it_is_not_a_session(archive, tmp_path):
+    """A `.bak` named by path is neither a session nor a subagent: one Error
+    saying so (it read "a subagent transcript whose session ..."), nothing written."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    bak = session.with_name(session.name + ".bak")
+    shutil.copyfile(session, bak)
+    err = _one_error(run("restore", str(bak)))
+    assert "is not a session transcript" in err
+    bak.unlink()
+    assert tree(projects / SUBAGENT_DEMO) == before

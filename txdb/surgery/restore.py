@@ -33,7 +33,7 @@ from txdb.catalog.ingest.chunks import raw_lines
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
-from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, archived_from, archived_path, session_stem
+from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, SUBAGENTS, archived_from, archived_path, session_stem
 
 
 @dataclass
@@ -489,6 +489,9 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
             rows = [(got.file_id, got.path, None, got.kind, 0)]
     sessions = [r for r in rows if r[3] == "session"]
     if not sessions:  # a subagent transcript: its session's file
+        if not any(Path(archived_from(r[1]) or r[1]).parent.name == SUBAGENTS for r in rows):
+            raise RestoreError(f"{rows[0][1]} is not a session transcript (a backup, pending copy or other file): "
+                               "restore takes a session id or its .jsonl")
         for r in rows:
             sub = Path(archived_from(r[1]) or r[1])
             parent = str(sub.parent.parent.parent / (sub.parent.parent.name + SESSION_SUFFIX))

@@ -25,7 +25,7 @@ LAYERS = ("base", "model", "catalog", "surgery", "web", "entry")
 BASE = ("__init__", "errors", "config", "rules", "sql")
 ENTRY_TOP = ("hook", "__main__")
 # Inside model/, each imports only those before it (the session-file model's own order).
-MODEL_ORDER = ("deep", "regular", "paths", "tokens", "vision", "claude_code", "lines", "policy", "lock", "records",
+MODEL_ORDER = ("deep", "regular", "paths", "windows", "tokens", "vision", "claude_code", "lines", "policy", "lock", "records",
                "durability", "chain", "chain_health", "sidecar", "transcript", "verify")
 FOLDERS = {"model": "model", "catalog": "catalog", "surgery": "surgery", "web": "web", "cli": "entry"}
 

@@ -72,7 +72,7 @@ VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
     "attachments_by_type", "billed_cost", "billed_usage", "block_targets", "cli_cost", "chain_health",
     "chain_problems", "chain_targets", "context_by_category", "context_by_tool", "context_gauge",
-    "costliest_tool_calls", "format_census", "gone_sessions", "history_sessions", "human_prompts", "image_targets", "known_formats",
+    "costliest_tool_calls", "format_census", "gone_sessions", "history_sessions", "human_prompts", "image_targets", "known_formats", "model_windows",
     "persisted", "persisted_by_session", "record_costs", "search_blocks", "search_messages", "search_thinking",
     "search_tool_input", "search_tool_output", "secrets", "session_costs", "session_usage", "sessions_by_context",
     "sessions_by_size", "sessions_near_limit", "sidecars_by_session", "surgery_log", "system_prompt",

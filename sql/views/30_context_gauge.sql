@@ -35,9 +35,26 @@ SELECT
     -- Python, held to this by tests/test_rules.py): 1M when any turn the file
     -- records ran on a model named with [1m] or recorded a context past 200k
     -- (only a 1M window holds that; the window is the model's, not the
-    -- current size, so a session brought back under 200k keeps it), else 200k
+    -- current size, so a session brought back under 200k keeps it); else
+    -- the window the session's release runs the last turn's model in
+    -- (model_windows: the newest known release at or before it, the newest
+    -- when the session names none), else 200k
     CASE WHEN EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = lt.file_id
                       AND (w.model LIKE '%[1m]%' OR w.gauge_tokens > 200000))
+         THEN 1000000
+         WHEN EXISTS (SELECT 1 FROM model_windows mw
+                      WHERE lower(r.model) GLOB mw.pattern
+                        AND mw.release_key = (
+                            SELECT coalesce(max(k.release_key), (SELECT min(release_key) FROM model_windows))
+                            FROM model_windows k
+                            WHERE k.release_key <= coalesce(
+                                (SELECT CAST(v.version AS INTEGER) * 1000000
+                                        + CAST(substr(v.version, instr(v.version, '.') + 1) AS INTEGER) * 1000
+                                        + CAST(substr(substr(v.version, instr(v.version, '.') + 1),
+                                                      instr(substr(v.version, instr(v.version, '.') + 1), '.') + 1)
+                                               AS INTEGER)
+                                 FROM sessions v WHERE v.file_id = lt.file_id AND v.version IS NOT NULL),
+                                1000000000)))
          THEN 1000000 ELSE 200000 END
         AS window_tokens,
     -- what the API recorded for that turn (differs after a usage reset)

@@ -55,7 +55,24 @@ def migrations() -> list[tuple[str, str]]:
 
 def view_files() -> list[tuple[str, str]]:
     """The views of sql/views, after ``known_formats`` (made from code)."""
-    return [known_formats_view()] + [(name[:-4].split("_", 1)[1], sql) for name, sql in _sql_files("views")]
+    return [known_formats_view(), model_windows_view()] + [(name[:-4].split("_", 1)[1], sql) for name, sql in _sql_files("views")]
+
+
+def model_windows_view() -> tuple[str, str]:
+    """The view ``model_windows`` (release, release_key, pattern): per known
+    Claude Code release, the model families (GLOB patterns) it runs in a 1M
+    window, as ``windows.LONG_MODELS`` states them; a release with none has
+    one row whose pattern is NULL. ``release_key`` orders releases
+    (major * 1e6 + minor * 1e3 + patch)."""
+    from txdb.model.windows import LONG_MODELS, release_key
+
+    rows = []
+    for rel, pats in sorted(LONG_MODELS.items(), key=lambda kv: release_key(kv[0])):
+        a, b, c = (release_key(rel) + (0, 0, 0))[:3]
+        key = a * 1_000_000 + b * 1_000 + c
+        rows += [f"('{rel}', {key}, '{p}')" for p in pats] or [f"('{rel}', {key}, NULL)"]
+    return "model_windows", ("CREATE VIEW model_windows (release, release_key, pattern) AS\nVALUES\n"
+                             + ",\n".join(rows) + ";\n")
 
 
 def known_formats_view() -> tuple[str, str]:

@@ -45,9 +45,10 @@ nothing.
 
 Default target (``default_target``): the window a resume runs in
 (``resume_window``: ``--window``, else 1M for a model named ``[1m]``, else
-200k, even when a turn once recorded more than 200k: that turn ran on a 1M
-window, but a resume on the session's model without ``[1m]`` runs in 200k,
-and Claude Code then auto-compacts it) less what Claude Code 2.1.x keeps
+the smallest window a known release runs the model in, ``windows``: 200k
+for every model on 2.1.250, though 2.1.300 and later run claude-opus-5-5
+in 1M; a session there past 200k would be auto-compacted on resume by 2.1.250)
+less what Claude Code 2.1.x keeps
 free before it auto-compacts: the output reserve (``min(max output tokens,
 20,000)``) and the auto-compact buffer (13,000); less the room the largest
 system prompt and tools among the releases txdb knows
@@ -67,14 +68,15 @@ from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import persist as per
 from txdb.model import sidecar as sc
+from txdb.model import windows
 from txdb.surgery import thinking
 from txdb.surgery.compact_range import CompactRangeOp, stays_in_place
 from txdb.surgery.ops import Op, chain_estimate, system_prompt_tokens, tool_spans
 from txdb.model.transcript import Transcript
 from txdb.surgery.usage import chain_images, context_estimator, unsent_tokens
 
-WINDOW = 200_000
-LONG_WINDOW = 1_000_000
+WINDOW = windows.WINDOW
+LONG_WINDOW = windows.LONG_WINDOW
 OUTPUT_RESERVE = 20_000      # Claude Code: min(maxOutputTokens, 20000) off the window
 AUTOCOMPACT_BUFFER = 13_000  # Claude Code: the auto-compact threshold is the rest less 13000
 MARGIN = OUTPUT_RESERVE + AUTOCOMPACT_BUFFER
@@ -95,17 +97,33 @@ _KIND = {"persist-tools": "tool", "persist-thinkings": "thinking", "persist-text
 
 
 def window_of(t: Transcript) -> int:
-    """The context window of the session's model: 1M when any turn the file
+    """The context window the session ran in: 1M when any turn the file
     records ran on a ``[1m]`` model or recorded a context past 200k (only a
     1M window holds that: the window is the model's, not the current size,
-    so a session a rescue brought under 200k keeps it), else 200k. The rule
-    of the ``context_gauge`` view's ``window_tokens`` (what
-    ``sessions_near_limit`` and ``txdb sessions`` judge by), held to it by
-    tests/test_rules.py."""
+    so a session a rescue brought under 200k keeps it); else the window the
+    session's release (``first_release``) runs its last turn's model in
+    (``windows.model_window``). The rule of the ``context_gauge`` view's
+    ``window_tokens`` (what ``sessions_near_limit`` and ``txdb sessions``
+    judge by), held to it by tests/test_rules.py."""
+    last, at = None, -1
     for r in t.records:  # each turn's model and recorded context are kept on it (no parse here)
-        if r.type == "assistant" and ("[1m]" in (r.model or "").lower() or (ops.recorded_context(r) or 0) > WINDOW):
+        if r.type != "assistant":
+            continue
+        if "[1m]" in (r.model or "").lower() or (ops.recorded_context(r) or 0) > WINDOW:
             return LONG_WINDOW
-    return WINDOW
+        if r.pos is not None and r.pos > at and r.model and r.model != "<synthetic>":
+            last, at = r.model, r.pos
+    return windows.model_window(last, first_release(t))
+
+
+def first_release(t: Transcript) -> str | None:
+    """The ``version`` of the first user or assistant record that has one (the catalog's ``sessions.version``)."""
+    for r in t.records:
+        if r.type in ("user", "assistant"):
+            v = r.parse().get("version")
+            if isinstance(v, str) and v:
+                return v
+    return None
 
 
 def parse_window(text: str | int | None) -> int | None:
@@ -160,22 +178,33 @@ def release_room(release: str | None) -> tuple[int, str, str]:
 
 def resume_window(t: Transcript, window: int | None = None) -> tuple[int, str]:
     """(the window a resume runs in, why): ``window`` (``--window``); else 1M
-    for a ``[1m]`` model; else 200k, saying so when a turn recorded more."""
+    for a ``[1m]`` model; else the smallest window any known release runs
+    the session's model in (``windows.windows_by_release``), so the result
+    loads whole on each of them, saying so when a turn recorded more."""
     if window is not None:
         return window, "--window"
     peak, model = 0, None
     for r in t.records:
-        if r.type != "assistant":
+        if r.type != "assistant" or r.model == "<synthetic>":
             continue
         model = r.model or model
         if "[1m]" in (r.model or "").lower():
             return LONG_WINDOW, f"the model {r.model} has a 1M window"
         peak = max(peak, ops.recorded_context(r) or 0)
-    why = f"the model {model or 'of the session'} runs in 200k unless resumed as [1m]"
-    if peak > WINDOW:
-        why += (f"; a turn recorded {peak:,} (it ran on a 1M window), but Claude Code auto-compacts a resume "
-                "that is not [1m] (pass --window 1m to keep 1M)")
-    return WINDOW, why
+    by = windows.windows_by_release(model)
+    win = min(by.values())
+    name = model or "of the session"
+    longer = [r for r, w in by.items() if w > win]
+    if longer:
+        shorter = [r for r, w in by.items() if w == win]
+        why = (f"the model {name} runs in {win // 1000:,}k on {', '.join(shorter)} (1M on {', '.join(longer)}): "
+               "the target fits the smallest (pass --window 1m to keep 1M)")
+    else:
+        why = f"the model {name} runs in {win // 1000:,}k on every known release unless resumed as [1m]"
+        if peak > WINDOW:
+            why += (f"; a turn recorded {peak:,} (it ran on a 1M window), but Claude Code auto-compacts a resume "
+                    "that is not [1m] (pass --window 1m to keep 1M)")
+    return win, why
 
 
 def default_target(t: Transcript, window: int | None = None) -> int:

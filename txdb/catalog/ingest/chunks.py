@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
@@ -166,11 +167,36 @@ def raw_line(conn: sqlite3.Connection, file_id: int, offset: int) -> bytes | Non
     return raw_at(conn, file_id, (offset,)).get(offset)
 
 
+class _Unpacked:
+    """A decoded chunk, its records sliced out only when asked for."""
+
+    __slots__ = ("first", "deltas", "lengths", "buf", "start")
+
+    def __init__(self, first_offset: int, lines: int, data: bytes):
+        import zstandard
+
+        buf = zstandard.ZstdDecompressor().decompress(data)
+        head = array("I")
+        head.frombytes(buf[:8 * lines])
+        if not _LITTLE:
+            head.byteswap()
+        self.first, self.deltas, self.lengths = first_offset, head[0::2], head[1::2]
+        self.buf, self.start = buf, 8 * lines
+
+    def get(self, offset: int) -> bytes | None:
+        delta = offset - self.first
+        i = bisect_left(self.deltas, delta)
+        if i == len(self.deltas) or self.deltas[i] != delta:
+            return None
+        at = self.start + sum(self.lengths[:i])
+        return self.buf[at:at + self.lengths[i]]
+
+
 def _record_reader(conn: sqlite3.Connection, cached: int):
     """``record(file_id, offset)``: a record's raw bytes (None for no such
     record), the last ``cached`` chunks kept decoded, by id (a chunk's
     contents never change under its id)."""
-    cache: OrderedDict[int, dict[int, bytes]] = OrderedDict()
+    cache: OrderedDict[int, _Unpacked] = OrderedDict()
 
     def record(file_id, offset) -> bytes | None:
         if file_id is None or offset is None:
@@ -180,15 +206,15 @@ def _record_reader(conn: sqlite3.Connection, cached: int):
         if head is None:
             return None
         cid = head[0]
-        records = cache.get(cid)
-        if records is None:
+        chunk = cache.get(cid)
+        if chunk is None:
             data, = conn.execute("SELECT data FROM raw_chunks WHERE id = ?", (cid,)).fetchone()
-            records = cache[cid] = dict(decode(head[1], head[2], data))
+            chunk = cache[cid] = _Unpacked(head[1], head[2], data)
             while len(cache) > cached:
                 cache.popitem(last=False)
         else:
             cache.move_to_end(cid)
-        return records.get(offset)
+        return chunk.get(offset)
 
     return record
 

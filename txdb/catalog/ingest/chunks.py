@@ -243,14 +243,14 @@ def text_function(conn: sqlite3.Connection, cached: int = 8):
     text, derived again from its record's raw JSON (NULL for no such block):
     what ``blocks.text`` holds only the start of when ``blocks.cut`` is 1
     (``WHOLE_TEXT`` reads it so); no view calls it."""
-    from txdb.catalog.ingest.rows import block_text
-
     record = _record_reader(conn, cached)
 
     def txdb_text(file_id, offset, idx):
         raw = record(file_id, offset)
         if raw is None or idx is None:
             return None
+        from txdb.catalog.ingest.rows import block_text  # here: `txdb query` imports no ingest module
+
         try:
             return block_text(raw, int(idx))
         except (ValueError, TypeError, RecursionError):  # not one JSON object: no block of it

@@ -52,7 +52,11 @@ def kept_text(kind: str, tool_name, text):
 def block_text(raw, idx: int):
     """The whole text of block ``idx`` of the record whose raw JSON is
     ``raw``, as refresh derived it (None when there is no such block)."""
-    obj = orjson.loads(raw)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # deeper than orjson reads, or recovered: as add_line parses it
+        objects = parse_line(raw).objects
+        obj = objects[0][2] if objects else None
     if type(obj) is not dict:
         return None
     msg = obj.get("message")

@@ -247,8 +247,21 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
     if column in JSON_COLUMNS and isinstance(value, str) and value[:1] in "{[":
         return _json_cell(value, _on_row_page())
     if column == "text" and table in TEXT_TABLES and isinstance(value, str):
-        chars = row["chars"] if "chars" in row.keys() else None  # a cut block's whole length (migration 038)
-        return _text_cell(value, _on_row_page(), _search_terms(), chars if type(chars) is int else 0)
+        keys = row.keys()
+        chars = row["chars"] if "chars" in keys else None  # a cut block's whole length (migration 038)
+        chars = chars if type(chars) is int else 0
+        full, terms = _on_row_page(), _search_terms()
+        if full and chars > len(value) and {"file_id", "offset", "idx"} <= set(keys):
+            # A cut block's row page shows its whole text, decoded from its raw line.
+            where = (row["file_id"], row["offset"], row["idx"])
+
+            async def whole():
+                res = await datasette.get_database(database).execute("SELECT txdb_text(?, ?, ?)", where)
+                first = res.first()
+                return _text_cell((first[0] if first else None) or value, True, terms, chars)
+
+            return whole
+        return _text_cell(value, full, terms, chars)
     return None
 
 

@@ -6,7 +6,8 @@ dropped, a created table or index is dropped, and its row in
 ``_txdb_migrations`` is deleted; views and ``_txdb_meta`` are cleared (they
 are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
-moved the raw lines out of ``records``, is undone by its own function).
+moved the raw lines out of ``records``, and 038, which cut long texts and
+remade the full-text index, are undone by their own functions: ``UNDO``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def rewind(conn: sqlite3.Connection, before: str) -> list[str]:
     for name, sql in reversed(db.migrations()):
         if name < before or name not in applied:
             continue
-        if name == COMPACT_ARCHIVE:
-            _undo_compact_archive(conn)
+        if name in UNDO:
+            UNDO[name](conn)
             conn.execute("DELETE FROM _txdb_migrations WHERE name = ?", (name,))
             undone.append(name)
             continue
@@ -92,3 +93,26 @@ def _undo_compact_archive(conn: sqlite3.Connection) -> None:
                "ALTER TABLE records ADD COLUMN json TEXT GENERATED ALWAYS AS "
                "(CASE WHEN json_valid(raw) THEN raw END) VIRTUAL"):
         conn.execute(st)
+
+
+TEXT_ONCE = "038_text_once"
+
+
+def _undo_text_once(conn: sqlite3.Connection) -> None:
+    """``blocks`` and ``blocks_fts`` as before 038: every cut text whole
+    again (decoded from raw_chunks), no ``cut`` column, the full-text index
+    over ``blocks.text``, the three indexes it dropped."""
+    from txdb.catalog.ingest.chunks import text_function
+
+    conn.create_function("txdb_text", 3, text_function(conn))
+    conn.execute("UPDATE blocks SET text = coalesce(txdb_text(file_id, offset, idx), text) WHERE cut = 1")
+    conn.execute("ALTER TABLE blocks DROP COLUMN cut")
+    conn.execute("DROP TABLE blocks_fts")
+    conn.execute('CREATE VIRTUAL TABLE blocks_fts USING fts5(text, content="blocks", content_rowid="rowid")')
+    conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('rebuild')")
+    conn.execute("CREATE INDEX records_session ON records(session_id)")
+    conn.execute("CREATE INDEX blocks_kind ON blocks(kind, tool_name)")
+    conn.execute("CREATE INDEX usage_session ON usage(session_id)")
+
+
+UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once}

@@ -206,8 +206,9 @@ def test_valid_deep_nesting_is_stored_whole(conn, tmp_path, depth, place):
         (b,) = rows(conn, "SELECT chars FROM blocks WHERE kind = 'tool_use' AND tool_use_id = 'toolu_deep'")
         assert b["chars"] == len('{"x":' + nested_json(depth) + "}")
     if place == "tool_result":
-        (b,) = rows(conn, "SELECT text FROM blocks WHERE kind = 'tool_result' AND tool_use_id = 'toolu_deep'")
-        assert nested_json(depth) in b["text"]
+        (b,) = rows(conn, "SELECT txdb_text(file_id, offset, idx) AS text, cut FROM blocks "
+                          "WHERE kind = 'tool_result' AND tool_use_id = 'toolu_deep'")
+        assert nested_json(depth) in b["text"]  # its whole text, decoded (cut: blocks.text keeps 2001 chars)
 
 
 def test_a_deep_file_stops_no_other_file(conn, tmp_path):

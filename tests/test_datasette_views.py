@@ -441,3 +441,19 @@ async def test_every_titled_view_links_its_titles_to_the_session_page(ds, ro):
         html = await get_html(ds, f"/{DB}/{name}")
         assert f'<a href="/-/txdb/session/{row[0]}?db={DB}">' in html, name  # the title's link, not the conversation's
     assert {"sessions", "sessions_by_size", "block_targets", "chain_targets", "surgery_log"} <= set(titled)
+
+
+async def test_a_cut_blocks_row_page_shows_its_whole_text(ds, ro):
+    """blocks.text keeps 2001 characters of a long tool output (cut = 1);
+    its row page decodes the whole text (txdb_text), its table cell names
+    the whole length."""
+    import html as htmlmod
+
+    fid, offset, idx, chars, whole = ro.execute(
+        "SELECT file_id, offset, idx, chars, txdb_text(file_id, offset, idx) FROM blocks WHERE cut = 1 "
+        "AND kind = 'tool_result' ORDER BY chars DESC LIMIT 1").fetchone()
+    assert len(whole) == chars > 2001
+    page = await get_html(ds, f"/{DB}/blocks/{fid},{offset},{idx}")
+    tail = whole.rstrip()[-60:].split("\n")[-1][-30:]
+    assert htmlmod.escape(tail, quote=False) in page or htmlmod.escape(tail) in page
+    assert "more characters" not in page

@@ -19,7 +19,7 @@ TABLES = {
                     "free", "hook_event"],
     "blocks": ["file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name", "tool_use_id",
                "is_error", "chars", "signature_chars", "media_type", "width", "height", "image_sha256", "images",
-               "tokens", "text"],
+               "tokens", "text", "cut"],
     "blobs": ["sha256", "size", "data"],
     "blocks_fts": ["text"],
     "blocks_fts_config": ["k", "v"],
@@ -79,11 +79,11 @@ VIEWS = {
     "repeated_reads", "usage_blocks", "usage_by_day", "usage_by_model", "usage_context", "waste", "waste_items",
 }
 INDEXES = {
-    "attachments_type", "blocks_file_tool_use_id", "blocks_kind", "blocks_kind_sizes", "blocks_sizes", "chain_record",
-    "records_file_line", "records_file_uuid", "records_roots", "records_session", "records_sizes", "records_type",
+    "attachments_type", "blocks_file_tool_use_id", "blocks_kind_sizes", "blocks_sizes", "chain_record",
+    "records_file_line", "records_file_uuid", "records_roots", "records_sizes", "records_type",
     "raw_chunks_file", "sessions_session_id", "history_session",
     "sidecars_session", "sidecars_sha256", "pruned_sessions_session",
-    "usage_message", "usage_model", "usage_session", "usage_timestamp",
+    "usage_message", "usage_model", "usage_timestamp",
 }
 
 
@@ -235,3 +235,71 @@ def test_an_older_catalogs_raw_lines_come_back_byte_identical_after_the_upgrade(
     assert conn.execute("SELECT cli_cost_usd FROM cli_cost WHERE file_id = ?", (fid,)).fetchone() == (1.5,)
     assert conn.execute("SELECT txdb_json(file_id, offset) FROM records WHERE file_id = ? AND line = 2",
                         (fid,)).fetchone() == (forked.decode(),)
+
+
+def _long_texts_session(projects) -> None:
+    """A session whose tool input and output are longer than blocks.text
+    keeps of them (a word past the cut in each), with a long Read input."""
+    import json
+
+    far = "word " * 700
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s-long", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "run it"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s-long",
+         "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"role": "assistant", "id": "m1", "model": "claude-sonnet-4-5", "content": [
+             {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": far + "zyzzogeton input"}},
+             {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/x/" + "r" * 2100}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": "s-long", "timestamp": "2026-01-01T00:00:02Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "t1", "content": far + "zyzzogeton output \u00e9\U0001f600"},
+             {"type": "tool_result", "tool_use_id": "t2", "content": "short"}]}},
+    ]
+    folder = projects / "-long"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "s-long.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+
+def test_an_older_catalogs_texts_stay_whole_and_searchable_after_038_cuts_them(tmp_path):
+    """Migration 038 keeps only the first 2001 characters of a long tool
+    input or output in blocks.text: a catalog made before it (refreshed,
+    then rewound, so every text is whole again) upgrades with nothing lost:
+    every block's whole text (txdb_text) as before, a word past the cut
+    found by search with its excerpt, the same rows as a fresh catalog, and
+    three indexes fewer."""
+    from rewind import rewind
+    from txdb.catalog import search
+    from txdb.catalog.ingest.chunks import WHOLE_TEXT
+
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    _long_texts_session(projects)
+    fresh = db.connect(tmp_path / "fresh.db")
+    refresh(fresh, [projects])
+    whole = f"SELECT file_id, offset, idx, {WHOLE_TEXT.format('b')} FROM blocks b ORDER BY 1, 2, 3"
+    stored = "SELECT file_id, offset, idx, text, cut FROM blocks ORDER BY 1, 2, 3"
+    assert fresh.execute("SELECT kind, length(text) FROM blocks WHERE cut = 1 AND session_id = 's-long' "
+                         "ORDER BY kind").fetchall() == [("tool_result", 2001), ("tool_use", 2001)]
+    assert fresh.execute("SELECT 1 FROM blocks WHERE tool_name = 'Read' AND kind = 'tool_use' "
+                         "AND length(text) > 2001 AND cut IS NULL").fetchone()
+    hits = search.search(fresh, "zyzzogeton", limit=None)
+    assert sorted(h["kind"] for h in hits) == ["tool_result", "tool_use"]
+    assert all("\u00bbzyzzogeton\u00ab" in h["excerpt"] for h in hits)
+
+    old = tmp_path / "old.db"
+    conn = db.connect(old)
+    refresh(conn, [projects])
+    texts = conn.execute(whole).fetchall()
+    assert texts == fresh.execute(whole).fetchall()
+    assert rewind(conn, "038") == ["038_text_once"]
+    assert conn.execute("SELECT file_id, offset, idx, text FROM blocks ORDER BY 1, 2, 3").fetchall() == texts
+    assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'zyzzogeton'").fetchone() == (2,)
+    conn.close()
+
+    conn = db.connect(old)  # 038 runs
+    assert conn.execute(whole).fetchall() == texts
+    assert conn.execute(stored).fetchall() == fresh.execute(stored).fetchall()
+    assert search.search(conn, "zyzzogeton", limit=None) == hits
+    assert search.search(conn, "word", limit=None) == search.search(fresh, "word", limit=None)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert not names & {"records_session", "blocks_kind", "usage_session"}

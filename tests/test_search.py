@@ -9,7 +9,7 @@ import pytest
 
 from conftest import copy_fixture_sessions
 from conftest import run as txdb
-from sessions import assistant, user, write
+from sessions import append, assistant, user, write
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +97,56 @@ def test_words_in_quotes_are_a_phrase(catalog):
     assert [h["role"] for h in search(catalog, '"is kept" zanzibar', "--kind", "messages")] == ["assistant"]
     # an unmatched quote is a character, never a syntax error
     assert search(catalog, 'zanzibar "kept', "--kind", "messages") == apart
+
+
+def test_a_cut_texts_words_leave_the_index_when_its_file_is_rewritten_grown_or_pruned(tmp_path):
+    """blocks_fts is contentless and a long tool output keeps only its first
+    2001 characters in blocks.text: refresh unindexes a row with its whole
+    text, decoded from the chunks before they go, so a word past the cut
+    is found while it is in the file and never after (the index stays
+    sound: FTS5's integrity-check over what refresh indexed)."""
+    from txdb.catalog import db, search as searching
+    from txdb.catalog.ingest.store import refresh
+
+    far = "filler " * 400
+    root = tmp_path / "projects"
+    path = root / "-p" / "s-cut.jsonl"
+
+    def result(word, parent):
+        return user([{"type": "tool_result", "tool_use_id": "t1", "content": far + word}], parent, session="s-cut")
+
+    u = user("go", session="s-cut")
+    a = assistant([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": far + "quagga"}}],
+                  u["uuid"], session="s-cut")
+    write(path, [u, a, result("okapi", a["uuid"])])
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+
+    def found(word):
+        return sorted(h["kind"] for h in searching.search(conn, word, limit=None))
+
+    def sound():
+        conn.execute("INSERT INTO blocks_fts (blocks_fts, rank) VALUES ('integrity-check', 0)")
+
+    assert conn.execute("SELECT count(*) FROM blocks WHERE cut = 1").fetchone() == (2,)
+    assert found("okapi") == ["tool_result"] and found("quagga") == ["tool_use"]
+    sound()
+    write(path, [u, a, result("wombat", a["uuid"])])  # rewritten: the result says another word
+    refresh(conn, [root])
+    assert found("okapi") == [] and found("wombat") == ["tool_result"] and found("quagga") == ["tool_use"]
+    sound()
+    last = orjson_last_uuid(path)
+    append(path, user([{"type": "tool_result", "tool_use_id": "t1", "content": far + "narwhal"}], last,
+                      session="s-cut"))  # grown
+    refresh(conn, [root])
+    assert found("narwhal") == ["tool_result"] and found("wombat") == ["tool_result"]
+    sound()
+    path.unlink()
+    refresh(conn, [root], prune=True)  # pruned: its rows and their index entries go
+    assert found("wombat") == [] and found("quagga") == [] and found("narwhal") == []
+    assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'filler'").fetchone() == (0,)
+    sound()
+
+
+def orjson_last_uuid(path):
+    return json.loads(path.read_bytes().splitlines()[-1])["uuid"]

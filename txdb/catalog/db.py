@@ -96,12 +96,16 @@ def known_formats_view() -> tuple[str, str]:
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
-    """SQL access to the token estimates of txdb/model/tokens.py, and to a
+    """SQL access to the token estimates of txdb/model/tokens.py, to a
     record's raw JSON (``txdb_json(file_id, offset)``, txdb/catalog/ingest/chunks.py:
-    for ad-hoc queries; no view calls it)."""
-    from txdb.catalog.ingest.chunks import json_function
+    for ad-hoc queries; no view calls it) and to a block's whole text
+    (``txdb_text(file_id, offset, idx)``: a cut block's, for ad-hoc
+    queries, search excerpts, show, export and the secrets scan; no view
+    calls it)."""
+    from txdb.catalog.ingest.chunks import json_function, text_function
 
     conn.create_function("txdb_json", 2, json_function(conn))
+    conn.create_function("txdb_text", 3, text_function(conn))
     conn.create_function(
         "txdb_tokens", 1, lambda s: tokens.text_tokens(s) if isinstance(s, str) else 0, deterministic=True
     )

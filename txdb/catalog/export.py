@@ -41,7 +41,8 @@ from urllib.parse import quote
 import orjson
 
 from txdb.catalog import db, secrets
-from txdb.catalog.ingest.chunks import json_function
+from txdb.catalog.ingest.chunks import WHOLE_TEXT, json_function, text_function
+from txdb.catalog.ingest.store import BLOCK_COLUMNS
 from txdb.errors import ExportError
 
 MARKER = "_txdb_export.json"
@@ -61,7 +62,10 @@ PER_FILE = {
     "records": f"SELECT t.*, txdb_json(t.file_id, t.offset) AS raw, "
                f"coalesce({MONTH_OF.format('t.timestamp')}, :month) AS month "
                "FROM records t WHERE t.file_id = :fid ORDER BY t.offset",
-    "blocks": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM blocks t "
+    # a cut block's whole text, decoded: an export carries every block's text whole
+    "blocks": "SELECT " + ", ".join(f"t.{c}" if c != "text" else WHOLE_TEXT.format("t") + " AS text"
+                                    for c in BLOCK_COLUMNS)
+              + f", coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM blocks t "
               "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
               "WHERE t.file_id = :fid ORDER BY t.offset, t.idx",
     "attachments": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM attachments t "
@@ -276,6 +280,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     ro.create_function("txdb_json", 2, json_function(ro))
+    ro.create_function("txdb_text", 3, text_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is
     # never written through, and never renamed into DIR's place.

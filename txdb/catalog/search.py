@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from txdb.catalog import db
+from txdb.catalog.ingest.chunks import WHOLE_TEXT
 from txdb.errors import QueryError
 
 # --kind -> the view that holds that kind of block (sql/views/7b..7e).
@@ -47,6 +48,31 @@ def fts_query(text: str) -> str:
     return " ".join(terms)
 
 
+def _excerpts(conn: sqlite3.Connection, query: str, rows: list[dict]) -> None:
+    """Each hit's ``excerpt`` (its block's rowid until then): FTS5's
+    ``snippet()`` of the block's whole text. ``blocks_fts`` holds no text
+    (contentless, migration 038), so the hits' texts (a cut one decoded)
+    are indexed again in memory, where snippet() reads them."""
+    if not rows:
+        return
+    ids = sorted({r["excerpt"] for r in rows})
+    texts = conn.execute(f"SELECT b.rowid, {WHOLE_TEXT.format('b')} FROM blocks b WHERE b.rowid IN "
+                         f"({', '.join('?' * len(ids))})", ids).fetchall()
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.execute("CREATE VIRTUAL TABLE hit USING fts5(text)")
+        mem.executemany("INSERT INTO hit (rowid, text) VALUES (?, ?)", texts)
+        snippets = dict(mem.execute(
+            f"SELECT rowid, snippet(hit, 0, '{MARK_START}', '{MARK_END}', '{CUT}', {EXCERPT_TOKENS}) "
+            "FROM hit WHERE hit MATCH ?", (query,)))
+    finally:
+        mem.close()
+    whole = dict(texts)
+    for r in rows:
+        rowid = r["excerpt"]
+        r["excerpt"] = snippets.get(rowid) or " ".join((whole.get(rowid) or "").split()[:EXCERPT_TOKENS])
+
+
 def _fts_string(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
@@ -54,7 +80,7 @@ def _fts_string(text: str) -> str:
 def search(conn: sqlite3.Connection, text: str, kind: str | None = None, limit: int | None = 20) -> list[dict]:
     """The blocks whose text holds every word of ``text`` (FTS5 rank, best
     first): their session, where they are, and an excerpt around the match
-    (FTS5 ``snippet()``, on one line)."""
+    (FTS5 ``snippet()`` of the whole text, on one line: ``_excerpts``)."""
     query = fts_query(text)
     tail = " ORDER BY rank" + (" LIMIT ?" if limit is not None else "")
     params = (query,) + ((limit,) if limit is not None else ())
@@ -63,11 +89,11 @@ def search(conn: sqlite3.Connection, text: str, kind: str | None = None, limit: 
         view = KINDS[kind] if kind else ALL
         rows = db.rows(conn, (
             "SELECT f.session_id, v.project, v.title, v.timestamp, v.role, v.kind, v.tool_name, v.line, "
-            f"snippet(blocks_fts, 0, '{MARK_START}', '{MARK_END}', '{CUT}', {EXCERPT_TOKENS}) AS excerpt, "
-            "v.file_id, f.path, blocks_fts.rank AS rank "
+            "blocks_fts.rowid AS excerpt, v.file_id, f.path, blocks_fts.rank AS rank "
             f"FROM blocks_fts JOIN {view} v ON v.block_rowid = blocks_fts.rowid "
             "JOIN files f ON f.id = v.file_id "
             "WHERE blocks_fts MATCH ?" + tail), params)
+        _excerpts(conn, query, rows)
     if kind in (None, HISTORY):
         # A prompt of history.jsonl: its session's title and file when catalogued.
         rows += db.rows(conn, (

@@ -37,7 +37,7 @@ import orjson
 
 from txdb.catalog.sqlutil import transaction
 from txdb.model import deep
-from txdb.catalog.ingest.chunks import raw_line, raw_lines
+from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_line, raw_lines
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
 # Left out: the entropy plugins (any long random-looking string: every hash,
@@ -53,8 +53,9 @@ _TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 _CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
 _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
-SELECT_TEXTS = ("SELECT offset, idx, text, kind FROM blocks WHERE file_id = ? AND offset >= ? "
-                "AND text IS NOT NULL AND text <> ''")
+# A cut block's text is decoded whole (WHOLE_TEXT): the scan reads what the file holds.
+SELECT_TEXTS = (f"SELECT offset, idx, {WHOLE_TEXT.format('b')} AS text, kind FROM blocks b "
+                "WHERE file_id = ? AND offset >= ? AND text IS NOT NULL AND text <> ''")
 SELECT_ATTACHMENTS = "SELECT offset FROM attachments WHERE file_id = ? AND offset >= ?"
 ATTACHMENT_IDX = -1  # secret_findings.idx of a finding in an attachment's text
 RAW_IDX = -2  # in a record's raw line, decoded (_decoded): every string it holds, keys too
@@ -492,7 +493,7 @@ def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | N
     its findings used and not stored: a redacted export never holds text
     unscanned."""
     rows = conn.execute(
-        "SELECT f.type, f.start, f.length, f.offset, f.idx, f.field, b.text FROM secret_findings f "
+        f"SELECT f.type, f.start, f.length, f.offset, f.idx, f.field, {WHOLE_TEXT.format('b')} FROM secret_findings f "
         "LEFT JOIN blocks b ON b.file_id = f.file_id AND b.offset = f.offset AND b.idx = f.idx "
         "WHERE f.file_id = ?", (file_id,)).fetchall()
     sources: dict[tuple[int, int], dict[str, str]] = {}  # (offset, idx) -> field -> text

@@ -15,6 +15,7 @@ import re
 import sqlite3
 
 from txdb.catalog import db
+from txdb.catalog.ingest.chunks import WHOLE_TEXT
 from txdb.catalog.sessions import SessionRef, file_info, reading
 from txdb.errors import NoSuchTarget
 from txdb.model.records import MARK as STRIPPED_MARK
@@ -70,7 +71,8 @@ def _tool_rows(conn, file_id: int, extra: str = "", params: dict | None = None,
                keep_text: bool = False) -> list[dict]:
     marks = _persisted(conn, file_id)
     # The texts only when one call is shown: a listing never holds every result in memory.
-    texts = "u.text AS input_text, t.text AS result_text" if keep_text else "1 AS no_text"
+    texts = (f"{WHOLE_TEXT.format('u')} AS input_text, {WHOLE_TEXT.format('t')} AS result_text"
+             if keep_text else "1 AS no_text")
     out, seen = [], set()
     for r in _rows(conn, _TOOL_CALLS.format(extra=extra, texts=texts),
                    {"f": file_id, "mark": STRIPPED_MARK, **(params or {})}):

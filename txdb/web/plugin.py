@@ -31,7 +31,7 @@ from datasette import hookimpl
 from datasette.utils.asgi import Response
 
 from txdb.catalog.db import refuses_function
-from txdb.catalog.ingest.chunks import json_function
+from txdb.catalog.ingest.chunks import json_function, text_function
 from txdb.web import charts, front, svg
 from txdb.web.session import PAGE_RECORDS, find_session, load_session
 from txdb.web.hostcheck import refuse_foreign_hosts
@@ -161,9 +161,10 @@ def _refuse_functions(action, _arg1, arg2, _db, _trigger):
 def prepare_connection(conn):
     # Every served database's connections, as `txdb query`'s: no SQL may
     # reach fts3_tokenizer (txdb.catalog.db.REFUSED_FUNCTIONS). txdb_json(file_id,
-    # offset) gives a record's raw JSON to ad-hoc SQL (no view calls it).
+    # offset) gives a record's raw JSON to ad-hoc SQL, txdb_text a block's whole text.
     conn.set_authorizer(_refuse_functions)
     conn.create_function("txdb_json", 2, json_function(conn))
+    conn.create_function("txdb_text", 3, text_function(conn))
 
 
 @hookimpl
@@ -246,7 +247,21 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
     if column in JSON_COLUMNS and isinstance(value, str) and value[:1] in "{[":
         return _json_cell(value, _on_row_page())
     if column == "text" and table in TEXT_TABLES and isinstance(value, str):
-        return _text_cell(value, _on_row_page(), _search_terms())
+        keys = row.keys()
+        chars = row["chars"] if "chars" in keys else None  # a cut block's whole length (migration 038)
+        chars = chars if type(chars) is int else 0
+        full, terms = _on_row_page(), _search_terms()
+        if full and chars > len(value) and {"file_id", "offset", "idx"} <= set(keys):
+            # A cut block's row page shows its whole text, decoded from its raw line.
+            where = (row["file_id"], row["offset"], row["idx"])
+
+            async def whole():
+                res = await datasette.get_database(database).execute("SELECT txdb_text(?, ?, ?)", where)
+                first = res.first()
+                return _text_cell((first[0] if first else None) or value, True, terms, chars)
+
+            return whole
+        return _text_cell(value, full, terms, chars)
     return None
 
 
@@ -302,12 +317,14 @@ def _mark(text: str, terms: list[str]) -> str:
     return pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
 
 
-def _text_cell(value: str, full: bool, terms: list[str]):
+def _text_cell(value: str, full: bool, terms: list[str], chars: int = 0):
+    # A cut block's text is its start: the row's chars is the whole length.
+    total = max(len(value), chars)
     if full:
         shown = value[:ROW_TEXT_CHARS]
-        more = f"\n… {len(value) - len(shown):,} more characters" if len(value) > len(shown) else ""
+        more = f"\n… {total - len(shown):,} more characters" if total > len(shown) else ""
         return markupsafe.Markup(f'<div class="txdb-text">{_mark(shown, terms)}{html.escape(more)}</div>')
-    if len(value) <= CELL_TEXT_CHARS and not terms:
+    if total <= CELL_TEXT_CHARS and not terms:
         return None
     start = 0
     if terms:
@@ -316,8 +333,8 @@ def _text_cell(value: str, full: bool, terms: list[str]):
             start = max(0, m.start() - CELL_TEXT_CHARS // 3)
     excerpt = value[start:start + CELL_TEXT_CHARS]
     prefix = "… " if start > 0 else ""
-    suffix = " …" if start + CELL_TEXT_CHARS < len(value) else ""
-    size = f' <span class="txdb-size">{len(value):,} chars</span>' if len(value) > CELL_TEXT_CHARS else ""
+    suffix = " …" if start + CELL_TEXT_CHARS < total else ""
+    size = f' <span class="txdb-size">{total:,} chars</span>' if total > CELL_TEXT_CHARS else ""
     return markupsafe.Markup(
         f'<div class="txdb-text">{prefix}{_mark(excerpt, terms)}{suffix}{size}</div>'
     )

@@ -28,7 +28,7 @@ from typing import Callable
 
 from txdb.catalog import db
 from txdb.model.durability import fsync_dir
-from txdb.catalog.ingest.store import RefreshStats, refresh
+from txdb.catalog.ingest.store import FTS_BUILD, RefreshStats, refresh
 
 
 def refresh_db(path: str | Path, roots: list[Path], prune: bool = False,
@@ -74,7 +74,8 @@ def build(path: Path, roots: list[Path], progress=None) -> RefreshStats | None:
             db.ensure_views(conn)
             stats = refresh(conn, roots, progress=progress, index_text=False)
             with db.transaction(conn):  # all of it, a resumed build's earlier files too
-                conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('rebuild')")
+                conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('delete-all')")
+                conn.execute(FTS_BUILD)
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()

@@ -11,7 +11,8 @@ A growing file's last chunk is rewritten (under a new id) until it fills,
 so appending never recompresses more than one chunk.
 
 Every reader of raw lines goes through :func:`raw_lines` (a file's, in
-order) or :func:`raw_at` (some records' of one file).
+order) or :func:`raw_at` (some records' of one file); SQL through
+``txdb_json`` (a record's) and ``txdb_text`` (a block's whole text).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
@@ -165,14 +167,38 @@ def raw_line(conn: sqlite3.Connection, file_id: int, offset: int) -> bytes | Non
     return raw_at(conn, file_id, (offset,)).get(offset)
 
 
-def json_function(conn: sqlite3.Connection, cached: int = 8):
-    """The SQL function ``txdb_json(file_id, offset)``: a record's raw JSON
-    as text (NULL for no such record), for ad-hoc queries of ``txdb query``
-    and Datasette; no view calls it. The last ``cached`` chunks stay
-    decoded, by id (a chunk's contents never change under its id)."""
-    cache: OrderedDict[int, dict[int, bytes]] = OrderedDict()
+class _Unpacked:
+    """A decoded chunk, its records sliced out only when asked for."""
 
-    def txdb_json(file_id, offset):
+    __slots__ = ("first", "deltas", "lengths", "buf", "start")
+
+    def __init__(self, first_offset: int, lines: int, data: bytes):
+        import zstandard
+
+        buf = zstandard.ZstdDecompressor().decompress(data)
+        head = array("I")
+        head.frombytes(buf[:8 * lines])
+        if not _LITTLE:
+            head.byteswap()
+        self.first, self.deltas, self.lengths = first_offset, head[0::2], head[1::2]
+        self.buf, self.start = buf, 8 * lines
+
+    def get(self, offset: int) -> bytes | None:
+        delta = offset - self.first
+        i = bisect_left(self.deltas, delta)
+        if i == len(self.deltas) or self.deltas[i] != delta:
+            return None
+        at = self.start + sum(self.lengths[:i])
+        return self.buf[at:at + self.lengths[i]]
+
+
+def _record_reader(conn: sqlite3.Connection, cached: int):
+    """``record(file_id, offset)``: a record's raw bytes (None for no such
+    record), the last ``cached`` chunks kept decoded, by id (a chunk's
+    contents never change under its id)."""
+    cache: OrderedDict[int, _Unpacked] = OrderedDict()
+
+    def record(file_id, offset) -> bytes | None:
         if file_id is None or offset is None:
             return None
         head = conn.execute("SELECT id, first_offset, lines FROM raw_chunks WHERE file_id = ? AND first_offset <= ? "
@@ -180,18 +206,57 @@ def json_function(conn: sqlite3.Connection, cached: int = 8):
         if head is None:
             return None
         cid = head[0]
-        records = cache.get(cid)
-        if records is None:
+        chunk = cache.get(cid)
+        if chunk is None:
             data, = conn.execute("SELECT data FROM raw_chunks WHERE id = ?", (cid,)).fetchone()
-            records = cache[cid] = dict(decode(head[1], head[2], data))
+            chunk = cache[cid] = _Unpacked(head[1], head[2], data)
             while len(cache) > cached:
                 cache.popitem(last=False)
         else:
             cache.move_to_end(cid)
-        raw = records.get(offset)
+        return chunk.get(offset)
+
+    return record
+
+
+def json_function(conn: sqlite3.Connection, cached: int = 8):
+    """The SQL function ``txdb_json(file_id, offset)``: a record's raw JSON
+    as text (NULL for no such record), for ad-hoc queries of ``txdb query``
+    and Datasette; no view calls it."""
+    record = _record_reader(conn, cached)
+
+    def txdb_json(file_id, offset):
+        raw = record(file_id, offset)
         return None if raw is None else raw.decode("utf-8", "replace")
 
     return txdb_json
+
+
+# A block's whole text in SQL over blocks aliased {0}: blocks.text, or a cut
+# block's decoded (txdb_text, on a connection that has it).
+WHOLE_TEXT = ("CASE WHEN {0}.cut = 1 THEN coalesce(txdb_text({0}.file_id, {0}.offset, {0}.idx), {0}.text) "
+              "ELSE {0}.text END")
+
+
+def text_function(conn: sqlite3.Connection, cached: int = 8):
+    """The SQL function ``txdb_text(file_id, offset, idx)``: a block's whole
+    text, derived again from its record's raw JSON (NULL for no such block):
+    what ``blocks.text`` holds only the start of when ``blocks.cut`` is 1
+    (``WHOLE_TEXT`` reads it so); no view calls it."""
+    record = _record_reader(conn, cached)
+
+    def txdb_text(file_id, offset, idx):
+        raw = record(file_id, offset)
+        if raw is None or idx is None:
+            return None
+        from txdb.catalog.ingest.rows import block_text  # here: `txdb query` imports no ingest module
+
+        try:
+            return block_text(raw, int(idx))
+        except (ValueError, TypeError, RecursionError):  # not one JSON object: no block of it
+            return None
+
+    return txdb_text
 
 
 def upgrade(conn: sqlite3.Connection) -> None:

@@ -32,6 +32,44 @@ BATCH_BYTES = 256 << 10
 
 FORKED, FORKED_TEXT = b'"forkedFrom":{', '"forkedFrom":{'  # records.forked: a fork's copy of a line
 MARKER_KINDS = ("text", "tool_result")  # the blocks a persisted marker stands in
+# blocks.text keeps only the first TEXT_KEPT characters of a long tool input or
+# output (blocks.cut = 1; the whole is txdb_text(file_id, offset, idx), decoded
+# from raw_chunks): the session page shows no more than that of them.
+TEXT_KEPT = 2001
+CUT_KINDS = ("tool_result", "tool_use", "command_output")
+
+
+def kept_text(kind: str, tool_name, text):
+    """(the text blocks.text stores, cut): a long tool input (but Read's,
+    which repeated_reads reads as JSON) or output keeps its first TEXT_KEPT
+    characters; any other text, and a persisted marker, stays whole."""
+    if (type(text) is str and len(text) > TEXT_KEPT and kind in CUT_KINDS
+            and not (kind == "tool_use" and tool_name == "Read") and not is_marker(text)):
+        return text[:TEXT_KEPT], 1
+    return text, None
+
+
+def block_text(raw, idx: int):
+    """The whole text of block ``idx`` of the record whose raw JSON is
+    ``raw``, as refresh derived it (None when there is no such block)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # deeper than orjson reads, or recovered: as add_line parses it
+        objects = parse_line(raw).objects
+        obj = objects[0][2] if objects else None
+    if type(obj) is not dict:
+        return None
+    msg = obj.get("message")
+    role = _str(msg.get("role")) if type(msg) is dict else None
+    content = message_content(obj)
+    if content is None:
+        return None
+    try:
+        brows = block_rows(content, role)
+    except RecursionError:
+        with deep.nesting():
+            brows = block_rows(content, role)
+    return next((b.get("text") for b in brows if b["idx"] == idx), None)
 
 
 def is_marker(text: str) -> bool:
@@ -243,7 +281,7 @@ class FileIngest:
                     tool_name, tuid, b.get("is_error"), b.get("chars", 0),
                     b.get("signature_chars", 0), b.get("media_type"), b.get("width"),
                     b.get("height"), b.get("image_sha256"), b.get("images", 0),
-                    btokens, b.get("text"),
+                    btokens, *kept_text(kind, tool_name, text),
                 ))
         elif rtype == "attachment":
             att = obj.get("attachment")

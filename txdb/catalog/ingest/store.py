@@ -42,7 +42,7 @@ from txdb.catalog.ingest import sha as shamod
 from txdb.model.lines import READ_BUFFER, head_tail, read_lines
 from txdb.model.records import pick_title
 from txdb.catalog.staleness import catalogued_path, same_file
-from txdb.catalog.ingest.chunks import ChunkWriter
+from txdb.catalog.ingest.chunks import WHOLE_TEXT, ChunkWriter
 from txdb.catalog.ingest.rows import FileIngest, FileSummary, RowBatch
 
 # One row per API message, with its final figures. A message is written as
@@ -101,7 +101,7 @@ RECORD_COLUMNS = ("file_id", "offset", "length", "line", "session_id", "type", "
                   "json")
 BLOCK_COLUMNS = ("file_id", "offset", "idx", "session_id", "role", "type", "kind", "tool_name",
                  "tool_use_id", "is_error", "chars", "signature_chars", "media_type", "width",
-                 "height", "image_sha256", "images", "tokens", "text")
+                 "height", "image_sha256", "images", "tokens", "text", "cut")
 ATTACHMENT_COLUMNS = ("file_id", "offset", "session_id", "type", "timestamp", "policy", "tokens",
                       "from_rendered", "free", "hook_event")
 PARSE_ERROR_COLUMNS = ("file_id", "line", "offset", "length", "message", "recovered")
@@ -116,7 +116,8 @@ MARKERS_INSERT = insert_sql("markers", MARKER_COLUMNS)
 DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_uuid"))
 CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
-# The full-text index (blocks_fts, external content over blocks.text) is
+# The full-text index (blocks_fts, contentless: it holds only the index of
+# each block's whole text, a cut block's decoded by WHOLE_TEXT) is
 # kept by the refresh itself, in each file's transaction: its new blocks
 # are indexed in one statement once they are written (FTS5 writes its
 # pending terms at the end of every statement, so one per file, not one per
@@ -124,10 +125,12 @@ CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 # build instead indexes everything once at its end (txdb.catalog.ingest.bulk):
 # one statement writes far fewer index segments than one per file.
 _INDEXED = "text IS NOT NULL AND text <> ''"
-FTS_INDEX = (f"INSERT INTO blocks_fts (rowid, text) SELECT rowid, text FROM blocks "
-             f"WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
-FTS_UNINDEX = (f"INSERT INTO blocks_fts (blocks_fts, rowid, text) SELECT 'delete', rowid, text FROM blocks "
-               f"WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
+FTS_ALL = f"INSERT INTO blocks_fts (rowid, text) SELECT b.rowid, {WHOLE_TEXT.format('b')} FROM blocks b"
+FTS_INDEX = FTS_ALL + f" WHERE file_id = ? AND offset >= ? AND {_INDEXED}"
+FTS_BUILD = FTS_ALL + f" WHERE {_INDEXED}"  # every block at once (a first build)
+# Contentless: a row leaves the index given the text it was indexed with.
+FTS_UNINDEX = (f"INSERT INTO blocks_fts (blocks_fts, rowid, text) SELECT 'delete', b.rowid, {WHOLE_TEXT.format('b')} "
+               f"FROM blocks b WHERE file_id = ? AND offset >= ? AND {_INDEXED}")
 
 
 @dataclass

@@ -102,6 +102,17 @@ def _announce_downloads(config, want: set[str]) -> None:
             f"(about {350 * len(missing)} MB, once)")
 
 
+@pytest.fixture(autouse=True)
+def _recursion_limit_kept():
+    """A test that raises the recursion limit must put it back: left raised, it
+    lets a later test on the same worker parse what must fail to parse."""
+    import sys as _sys
+
+    before = _sys.getrecursionlimit()
+    yield
+    assert _sys.getrecursionlimit() == before, "the test left the recursion limit changed"
+
+
 def copy_fixture_sessions(root: Path) -> Path:
     """Copy tests/data/projects (real MIT-licensed sessions) and the CLI-made
     sessions of tests/data/cli to ``root``, laid out as ~/.claude/projects."""

@@ -47,13 +47,14 @@ def pytest_collection_finish(session):
     process; under xdist the controller says it, see below)."""
     if hasattr(session.config, "workerinput") or not any(i.get_closest_marker("realcli") for i in session.items):
         return
-    from realcli import CLAUDE_CODE_VERSION
+    from realcli import ALSO_USED, CLAUDE_CODE_VERSION
 
     want = {CLAUDE_CODE_VERSION}
     for i in session.items:
         params = getattr(getattr(i, "callspec", None), "params", {})
         if i.get_closest_marker("realcli") and isinstance(params.get("cli"), str):
             want.add(params["cli"])
+        want.update(ALSO_USED.get(i.path.name, ()))
     _announce_downloads(session.config, want)
 
 
@@ -68,11 +69,12 @@ def pytest_xdist_node_collection_finished(node, ids):
     if _announced:
         return
     _announced = True
-    from realcli import CLAUDE_CODE_VERSION, CLI_RELEASES
+    from realcli import ALSO_USED, CLAUDE_CODE_VERSION, CLI_RELEASES
 
     real = [i for i in ids if "_realcli.py::" in i]
     if real:
-        want = {CLAUDE_CODE_VERSION} | {v for v in CLI_RELEASES if any(f"{v}" in i for i in real)}
+        want = {CLAUDE_CODE_VERSION} | {v for v in CLI_RELEASES if any(v in i for i in real)}
+        want.update(v for i in real for v in ALSO_USED.get(i.split("::")[0].rsplit("/", 1)[-1], ()))
         _announce_downloads(node.config, want)
 
 
@@ -99,7 +101,7 @@ def _announce_downloads(config, want: set[str]) -> None:
     if missing:
         say(f"realcli: Claude Code {', '.join(missing)} not in {install.cache_root()}: the real-CLI tests, "
             f"which run last, install {'it' if len(missing) == 1 else 'them'} with npm "
-            f"(about {350 * len(missing)} MB, once)")
+            f"(200-400 MB each, once)")
 
 
 @pytest.fixture(autouse=True)

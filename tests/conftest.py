@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,12 @@ from txdb.catalog.ingest.store import refresh
 # child still shares; plain fork has no such window.
 subprocess._USE_VFORK = False
 
+# Tables are cut to $COLUMNS; pytest-xdist's workers inherit COLUMNS=80 from
+# execnet, so without this a table test passes alone and fails in parallel.
+# Tests that want a width set it themselves.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -36,26 +43,57 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """Say what the real-CLI tests will download before any runs."""
-    if not any(i.get_closest_marker("realcli") for i in session.items):
+    """Say what the real-CLI tests will download before any runs (in one
+    process; under xdist the controller says it, see below)."""
+    if hasattr(session.config, "workerinput") or not any(i.get_closest_marker("realcli") for i in session.items):
         return
-    import sys as _sys
-
-    _sys.path.insert(0, str(TESTS))
-    from realcli import CLAUDE_CODE_VERSION, install
+    from realcli import ALSO_USED, CLAUDE_CODE_VERSION
 
     want = {CLAUDE_CODE_VERSION}
     for i in session.items:
         params = getattr(getattr(i, "callspec", None), "params", {})
         if i.get_closest_marker("realcli") and isinstance(params.get("cli"), str):
             want.add(params["cli"])
+        want.update(ALSO_USED.get(i.path.name, ()))
+    _announce_downloads(session.config, want)
+
+
+_announced = False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """The controller collects nothing itself: it reads the releases the
+    real-CLI tests want from the first worker's test ids."""
+    global _announced
+    if _announced:
+        return
+    _announced = True
+    from realcli import ALSO_USED, CLAUDE_CODE_VERSION, CLI_RELEASES
+
+    real = [i for i in ids if "_realcli.py::" in i]
+    if real:
+        want = {CLAUDE_CODE_VERSION} | {v for v in CLI_RELEASES if any(v in i for i in real)}
+        want.update(v for i in real for v in ALSO_USED.get(i.split("::")[0].rsplit("/", 1)[-1], ()))
+        _announce_downloads(node.config, want)
+
+
+def _announce_downloads(config, want: set[str]) -> None:
+    import sys as _sys
+
+    _sys.path.insert(0, str(TESTS))
+    from realcli import install
+
     missing = sorted(v for v in want if install.find_binary(install.install_dir(v)) is None)
-    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
         return
-    capture = session.config.pluginmanager.get_plugin("capturemanager")
+    capture = config.pluginmanager.get_plugin("capturemanager")
 
     def say(msg: str) -> None:
+        if capture is None:
+            tr.write_line(msg)
+            return
         with capture.global_and_fixture_disabled():
             tr.write_line(msg)
 
@@ -63,7 +101,18 @@ def pytest_collection_finish(session):
     if missing:
         say(f"realcli: Claude Code {', '.join(missing)} not in {install.cache_root()}: the real-CLI tests, "
             f"which run last, install {'it' if len(missing) == 1 else 'them'} with npm "
-            f"(about {350 * len(missing)} MB, once)")
+            f"(200-400 MB each, once)")
+
+
+@pytest.fixture(autouse=True)
+def _recursion_limit_kept():
+    """A test that raises the recursion limit must put it back: left raised, it
+    lets a later test on the same worker parse what must fail to parse."""
+    import sys as _sys
+
+    before = _sys.getrecursionlimit()
+    yield
+    assert _sys.getrecursionlimit() == before, "the test left the recursion limit changed"
 
 
 def copy_fixture_sessions(root: Path) -> Path:

@@ -56,6 +56,7 @@ from txdb.catalog.ingest.store import refresh
 VERSION = "20.0.24"
 CACHE = Path(os.environ.get("TXDB_TEST_CACHE", Path.home() / ".cache" / "txdb-tests")) / f"ccusage-{VERSION}"
 from sessions import CORPUS  # noqa: E402
+from realcli.install import _file_lock  # noqa: E402
 FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 CCUSAGE_FIELDS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens")
 
@@ -79,22 +80,29 @@ def ccusage_command() -> list[str]:
         if npm is None:
             pytest.skip("npm is not installed: cannot install ccusage")
         CACHE.mkdir(parents=True, exist_ok=True)
-        try:
-            proc = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"ccusage@{VERSION}"],
-                capture_output=True, text=True, timeout=300,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip("npm install ccusage timed out (registry unreachable?)")
-        if proc.returncode != 0:
-            pytest.skip(f"npm install ccusage@{VERSION} failed: {proc.stderr.strip()[-300:]}")
-        exe = _native_binary()
+        # Parallel workers (pytest-xdist) must not run npm into one folder at once.
+        with _file_lock(CACHE.parent / f".ccusage-{VERSION}.lock"):
+            exe = _native_binary() or _npm_install(npm)
     if exe is not None:
         return [str(exe)]
     wrapper = CACHE / "node_modules" / ".bin" / "ccusage"
     if wrapper.exists() and shutil.which("node"):
         return [str(wrapper)]
     pytest.skip("ccusage installed but neither its native binary nor node is available")
+
+
+def _npm_install(npm: str) -> Path | None:
+    """npm install ccusage into CACHE (under the caller's lock); skip with the reason if it fails."""
+    try:
+        proc = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"ccusage@{VERSION}"],
+            capture_output=True, text=True, timeout=300,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm install ccusage timed out (registry unreachable?)")
+    if proc.returncode != 0:
+        pytest.skip(f"npm install ccusage@{VERSION} failed: {proc.stderr.strip()[-300:]}")
+    return _native_binary()
 
 
 def lay_out(corpora: list[Path], projects: Path) -> None:

@@ -153,10 +153,15 @@ def import_cycles(root: Path) -> list[list[str]]:
             if len(part) > 1 or v in graph[v]:
                 cycles.append(sorted(part))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+    # Put back after: a raised limit left behind lets later tests' json.loads parse what must fail.
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(old)
     return cycles
 
 

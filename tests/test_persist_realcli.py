@@ -113,8 +113,12 @@ def _usage(path: Path) -> dict:
 
 def _summaries_file(tmp_path: Path, f: Path, sel) -> Path:
     """Summaries for the first blocks the pass will move (a dry run says which), plus one
-    key that matches nothing."""
-    dry = run_surgery(f, "persist-range", per.PersistOp(sel), PassOptions(dry_run=True))
+    key that matches nothing. The dry run gives every block a summary at least as long,
+    since a summary lengthens the marker: a block just above the size where a marker no
+    longer saves anything (the sidecar's path, so tmp_path's length, counts) is moved
+    without one and stays with one."""
+    longest = per.Summaries(default="summary of " + "x" * 64)
+    dry = run_surgery(f, "persist-range", per.PersistOp(sel, longest), PassOptions(dry_run=True))
     table = {}
     for x in dry.result["files"][:3]:
         key = x["tool_use_id"] or f"pos:{x['pos']}"
@@ -163,7 +167,9 @@ def test_resume_sends_markers_and_read_returns_the_original(made, tmp_path, tmp_
     files = rep.result["files"]
     assert files
     if summaries is not None:
-        assert sum(bool(x["summary"]) for x in files) == min(3, len(files))
+        given = {k: v for k, v in summaries.table.items() if k != "msg:no-such-message"}
+        assert given
+        assert {x["tool_use_id"] or f"pos:{x['pos']}": x["summary"] for x in files if x["summary"]} == given
         assert [u["key"] for u in rep.result["summaries_unused"]] == ["msg:no-such-message"]
     pend.apply(f, settle=0.0)
     # what to Read: a moved block whose lines the Read tool returns whole

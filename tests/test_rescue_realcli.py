@@ -30,14 +30,14 @@ from txdb.model import sidecar as sc
 from txdb.model.transcript import Transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from realcli import claude_binary  # noqa: E402
+from realcli import ALSO_USED, claude_binary  # noqa: E402
 from realcli.fake_api import billed_context  # noqa: E402
 from realcli.oracle import resume  # noqa: E402
 
 pytestmark = pytest.mark.realcli
 
 SRC = Path(__file__).parent / "data" / "generated" / "-home-user-src-demo-14" / "5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"
-OLD_CLI = "2.1.250"
+OLD_CLI, = ALSO_USED[Path(__file__).name]
 # 2.1.250's auto-compact threshold lowered to 20% of its effective window (200k - 20k): 36,000
 OLD_CLI_ENV = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "20"}
 OLD_CLI_THRESHOLD = 36_000

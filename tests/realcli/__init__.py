@@ -69,6 +69,10 @@ CLAUDE_CODE_VERSION = "2.1.328"
 #: the registry had when last checked, and one about 80 releases older.
 CLI_RELEASES = (CLAUDE_CODE_VERSION, "2.1.332", "2.1.250")
 
+#: Releases a module's tests use besides the pinned one, in every run (so the
+#: first run says it downloads them).
+ALSO_USED = {"test_rescue_realcli.py": ("2.1.250",)}
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT / "tests" / "data" / "cli"
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
@@ -115,7 +119,7 @@ from .fake_api import FakeAPI, Reply  # noqa: E402
 from .oracle import ResumeResult, content_blocks, resume  # noqa: E402
 
 __all__ = [
-    "CLAUDE_CODE_VERSION", "CLI_RELEASES", "cli_releases", "CORPUS_DIR", "DATA_DIR", "REPO_ROOT",
+    "ALSO_USED", "CLAUDE_CODE_VERSION", "CLI_RELEASES", "cli_releases", "CORPUS_DIR", "DATA_DIR", "REPO_ROOT",
     "claude_binary", "resume", "ResumeResult", "Sandbox", "RunResult",
     "FakeAPI", "Reply", "munge", "content_blocks",
 ]

@@ -274,6 +274,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     finally:
         conn.close()
     earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
+    db.check_side_files(Path(catalog).resolve())  # (connect checked them; a FIFO since would hang this one)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     ro.create_function("txdb_json", 2, json_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)

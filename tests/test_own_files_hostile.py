@@ -432,3 +432,34 @@ def test_a_planted_journal_in_a_corpus_tree_never_fails_its_refresh(tmp_path):
     assert p.returncode == 0, p.stderr
     assert f"{len(sessions)} new" in p.stdout
     assert p.stderr.count("Warning: ") == len(sessions) and "Traceback" not in p.stderr
+
+
+# -- the catalog's own files ----------------------------------------------------
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+@pytest.mark.parametrize("planted", ["fifo", "folder", "dangling link"])
+def test_a_fifo_or_link_at_the_catalogs_sqlite_files_is_one_error_never_a_wait(tmp_path, suffix, planted):
+    """SQLite opens its journal, WAL and WAL index by name: a FIFO there hung
+    every command for ever (refresh, apply, watch); a link sends its writes
+    outside. Each command that opens the catalog names it in one `Error:`."""
+    root = tmp_path / "projects" / PROJECT
+    shutil.copytree(DATA, root)
+    db = tmp_path / "c.db"
+    assert run("refresh", "--root", tmp_path / "projects", "--db", db).exit_code == 0
+    side = Path(f"{db}{suffix}")
+    if side.exists():
+        side.unlink()
+    if planted == "fifo":
+        os.mkfifo(side)
+    elif planted == "folder":
+        side.mkdir()
+    else:
+        side.symlink_to(tmp_path / "outside" / "nowhere")
+    for args in (["refresh", "--root", tmp_path / "projects"], ["verify", _session(tmp_path)],
+                 ["query", "SELECT count(*) FROM files"], ["export", tmp_path / "out"]):
+        p = subprocess.run([sys.executable, "-m", "txdb.cli", *map(str, args), "--db", str(db)],
+                           capture_output=True, text=True, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: the catalog's file "), (args, p.stderr)
+        assert f"{db}{suffix}" in lines[0] and "not a regular file" in lines[0]
+    assert not (tmp_path / "outside").exists()

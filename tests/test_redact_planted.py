@@ -7,7 +7,8 @@ title, gitBranch, cwd, an attachment, a dict key, a line no block holds),
 in the project folder's name and a session file's name, in a subagent
 transcript and in a sidecar file, multi-line (RSA, OpenSSH, EC keys; a
 Read result's numbered lines, as the CLI writes them) and spelled in JSON
-escapes. Read back with DuckDB, no column and no folder name of the export
+escapes, and a secret's start in a field cut short (a branch name in the
+session's transcript and in its subagent's). Read back with DuckDB, no column and no folder name of the export
 holds any 8 characters of one."""
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ def _lines(folder: Path) -> list[bytes]:
                                        S["telegram"][:9].encode() + b"\\u003a" + S["telegram"][10:].encode())
     assert S["telegram"].encode() not in spelled
     lines.append(spelled)
+    # A field cut short (the CLI keeps a branch name's first 60 characters):
+    # the start of the project folder's key, found whole elsewhere.
+    cut = user("which branch?", tg["uuid"], **{**kw, "gitBranch": ("fix/" + S["anthropic"])[:60]})
+    lines.append(orjson.dumps(cut))
     return lines
 
 
@@ -182,7 +187,10 @@ def plant(tmp_path: Path) -> Path:
     side = folder / SESSION / "tool-results" / "toolu_big.txt"
     side.parent.mkdir(parents=True)
     side.write_text(f"AccountKey={S['azure']}\n" + "x" * 9000)
-    sub = user(f"subagent: the bot token is {S['discord']}", session=SESSION, isSidechain=True, agentId="a1")
+    # Its branch cut short after the GitLab token's first 9 random characters
+    # (the token is whole in the session's own lines).
+    sub = user(f"subagent: the bot token is {S['discord']}", session=SESSION, isSidechain=True, agentId="a1",
+               gitBranch=("deploy/" + S["gitlab"])[:22])
     write(folder / SESSION / "subagents" / "agent-a1.jsonl",
           [sub, assistant("checked", sub["uuid"], session=SESSION)])
     return root

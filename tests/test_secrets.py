@@ -281,3 +281,41 @@ def test_export_redact_masks_a_secret_spelled_in_json_escapes(tmp_path):
 
 def dumps_line(obj) -> bytes:
     return orjson.dumps(obj) + b"\n"
+
+
+def test_the_cheaper_indirect_reference_filter_gives_the_library_verdicts():
+    """detect-secrets' line filter is replaced by an expression that holds
+    on exactly the lines its own does (random lines of its punctuation, and
+    shapes it names), and only while the library's is the one it replaces."""
+    import random
+
+    from detect_secrets.filters import heuristic
+
+    from txdb.catalog import secrets
+
+    secrets._detector()
+    library = re.compile(secrets.LIBRARY_INDIRECT_REFERENCE)
+    assert heuristic._get_indirect_reference_regex() is secrets.INDIRECT_REFERENCE
+    rng = random.Random(7)
+    lines = ["secret = get_secret_key()", "secret = request.headers['apikey']", "a := b[c]", "x !== y(z",
+             "key: value", 'token == os.environ["T"]', "k=v(\x0b)", "f(x) = y"]
+    lines += ["".join(rng.choice("ab_.-:=! \t([)]\x0b") for _ in range(rng.randint(0, 24))) for _ in range(50_000)]
+    verdicts = [bool(library.search(line)) for line in lines]
+    assert [bool(secrets.INDIRECT_REFERENCE.search(line)) for line in lines] == verdicts
+    assert 1000 < sum(verdicts) < len(lines) - 1000
+
+
+def test_a_cut_off_start_of_a_secret_is_masked_once_it_identifies_it():
+    """Anywhere in a text (a branch name the CLI cut short): 8 characters
+    past the kind's fixed start, and 12 in all; a bare fixed start is kept."""
+    from txdb.catalog.secrets import Redactor
+
+    key = "sk-ant-api03-" + "Zq8wX2vBn4Lm" * 8
+    mask = Redactor({key: "[REDACTED:Anthropic API Key]"})
+    assert mask(f'"gitBranch":"fix/{key[:50]}","x"') == '"gitBranch":"fix/[REDACTED:Anthropic API Key]","x"'
+    assert mask(f"a {key[:21]} b") == "a [REDACTED:Anthropic API Key] b"
+    assert mask(f"a {key[:20]} b") == f"a {key[:20]} b"  # 7 past sk-ant-api03-
+    assert mask("sk-ant-api03- is the prefix") == "sk-ant-api03- is the prefix"
+    password = "hunter2hunter2xyz"
+    mask = Redactor({password: "[REDACTED:Secret Keyword]"})
+    assert mask(f"{password[:12]}!") == "[REDACTED:Secret Keyword]!" and mask(password[:11]) == password[:11]

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from txdb.model import paths
+from txdb.model import paths, regular
 
 # A hook waits this long for a catalog another txdb is writing, then gives up
 # (the next hook, or `txdb refresh`, catches up).
@@ -86,6 +86,10 @@ def up_to_date(db_path: str | Path, files: list[Path]) -> bool:
     path = Path(db_path).absolute()
     if not path.is_file():
         return False
+    try:
+        regular.check_sqlite_side_files(path)  # a FIFO there would hang the hook
+    except OSError:
+        return False  # the full path reports it
     try:
         conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         try:

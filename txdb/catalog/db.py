@@ -15,7 +15,7 @@ from pathlib import Path
 
 from txdb.catalog import cost
 from txdb.catalog import sqlutil
-from txdb.model import tokens
+from txdb.model import regular, tokens
 from txdb.errors import CatalogError, NoCatalog, QueryError, QueryRefused
 
 # The names its callers use (db.rows, db.transaction); defined below cost.py.
@@ -293,6 +293,17 @@ def no_catalog(path: str | Path) -> NoCatalog:
     return NoCatalog(f"no catalog at {path}: run `txdb refresh{db}` first")
 
 
+def check_side_files(path: Path) -> None:
+    """CatalogError when a file SQLite keeps beside the catalog (its journal,
+    WAL, WAL index) is not a regular file: SQLite would wait on a FIFO there
+    for ever, or write through a link."""
+    try:
+        regular.check_sqlite_side_files(path)
+    except regular.NotRegularFile as e:
+        raise CatalogError(f"the catalog's file {e.filename} is {regular.kind(e.mode)}, not a regular file "
+                           "(SQLite keeps its journal there): move it away") from None
+
+
 def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views;
     a writer waits up to ``busy_timeout_ms`` for another one to finish.
@@ -303,6 +314,7 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True)
     path = Path(path)
     if not create and not (path.is_file() and path.stat().st_size > 0):
         raise no_catalog(path)
+    check_side_files(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where a folder of the path should be
@@ -441,6 +453,7 @@ def connect_readonly(path: str | Path) -> QueryConnection:
     schema changes, transactions or PRAGMAs that set something; run
     statements with ``run_query``.
     """
+    check_side_files(Path(path).resolve())
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=QueryConnection)
     conn.execute("PRAGMA busy_timeout = 10000")

@@ -278,6 +278,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     finally:
         conn.close()
     earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
+    db.check_side_files(Path(catalog).resolve())  # (connect checked them; a FIFO since would hang this one)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
     ro.create_function("txdb_json", 2, json_function(ro))
     ro.create_function("txdb_text", 3, text_function(ro))
@@ -292,6 +293,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
         schemas = {t: _schema(pa, ro, t) for t in TABLES}
         state = {"schema": {t: [f"{f.name} {f.type}" for f in sc] for t, sc in schemas.items()},
                  "files": _fingerprints(ro, redact), "surgeries": _surgeries_hash(ro)}
+        groups = secrets.session_files(ro) if redact else {}  # whose findings mask each file
         files = ro.execute(
             f"SELECT f.id, f.project, {MONTH_OF.format('s.first_timestamp')} FROM files f "
             "LEFT JOIN sessions s ON s.file_id = f.id ORDER BY f.project, f.id").fetchall()
@@ -319,7 +321,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 for t in PER_FILE:
                     parts[t].close()
                 current = project
-            mask = (secrets.redactor(ro, fid) or secrets.Redactor({})) if redact else None
+            mask = (secrets.redactor(ro, fid, groups) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
                 _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t),
                         fid)
@@ -349,11 +351,12 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
 def _surgeries(ro: sqlite3.Connection, parts: _Partitions, redact: bool) -> None:
     file_col = [d[0] for d in ro.execute(SURGERIES).description].index("file_id")
     masks: dict[int, secrets.Redactor | None] = {}
+    groups = secrets.session_files(ro) if redact else {}
     for row in ro.execute(SURGERIES):
         fid = row[file_col]
         if redact:  # with its file's secrets masked (a file the catalog lost has none)
             if fid not in masks:
-                masks[fid] = secrets.redactor(ro, fid) if fid is not None else None
+                masks[fid] = secrets.redactor(ro, fid, groups) if fid is not None else None
             if masks[fid] is not None:
                 row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
         parts.add((row[-2], row[-1]), row, fid)
@@ -373,19 +376,25 @@ def _fingerprints(ro: sqlite3.Connection, redact: bool) -> dict[str, str]:
     """Per catalog file, a hash of what its exported rows derive from: its
     files and sessions rows (size, hashes, lines, first timestamp), its
     billed cost (which another file's copy of a message can move) and,
-    redacted, its secret findings."""
+    redacted, its secret findings and its session's other files'."""
     parts: dict[int, list] = {}
     for row in ro.execute("SELECT * FROM files"):
         parts[row[0]] = [row]
     queries = ["SELECT file_id, * FROM sessions",
                "SELECT file_id, count(cost_usd), total(cost_usd) FROM billed_cost GROUP BY file_id"]
     if redact:
-        queries += ["SELECT file_id, count(*), total(start), total(offset), total(length) FROM secret_findings "
-                    "GROUP BY file_id", "SELECT file_id, * FROM secret_scans"]
+        queries += ["SELECT file_id, * FROM secret_scans"]
     for sql in queries:
         for row in ro.execute(sql):
             if row[0] in parts:
                 parts[row[0]].append(row)
+    if redact:  # its findings, and its session's other files' (their secrets are masked in it too)
+        found = {row[0]: row for row in ro.execute(
+            "SELECT file_id, count(*), total(start), total(offset), total(length) FROM secret_findings "
+            "GROUP BY file_id")}
+        sessions = secrets.session_files(ro)
+        for fid, rows in parts.items():
+            rows += [found.get(i, (i, 0)) for i in sessions.get(fid, (fid,))]
     return {str(fid): _digest(rows) for fid, rows in parts.items()}
 
 
@@ -400,6 +409,7 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
     dirty = {int(f) for f in before.keys() ^ now.keys()} | {int(f) for f in now if f in before and before[f] != now[f]}
     keep: set[tuple] = set()
     by_key: dict[tuple, set[int]] = {}
+    groups = secrets.session_files(ro) if redact else {}
     for p in earlier["parts"]:
         key = tuple(p["key"])
         by_key.setdefault(key, set()).update(p["files"])
@@ -409,7 +419,7 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
         if fid not in dirty:
             continue
         if redact and project is not None:
-            project = (secrets.redactor(ro, fid) or secrets.Redactor({}))(project)
+            project = (secrets.redactor(ro, fid, groups) or secrets.Redactor({}))(project)
         for sql in PER_FILE.values():
             for (m,) in ro.execute(f"SELECT DISTINCT month FROM ({sql})", {"fid": fid, "month": month}):
                 keep.add((project, m))

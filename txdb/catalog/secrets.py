@@ -28,6 +28,7 @@ import re
 import sqlite3
 import time
 from bisect import bisect_right
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -65,7 +66,16 @@ DECODED = "decoded"  # field of a finding in a tool call's input JSON as decoded
 FILE_FIELDS = ("path", "root", "project")
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
 LONG_LINE, WINDOW = 2000, 600  # a candidate line longer than this is read WINDOW characters about each hit
-MIN_TAIL = 6  # a cut-off secret's start this long, or longer, is masked (Redactor.truncated)
+MIN_TAIL = 6  # a cut-off secret's start this long, or longer, ending a title is masked (Redactor.truncated)
+# A cut-off secret's start anywhere else is masked once it holds this many
+# characters, and this many past the fixed start its kind shares (_LEAD):
+# 8 random characters (about 48 bits) match no other text by chance, and
+# are the run the planted-secrets test looks for; a bare fixed start
+# (``sk-ant-api03-``, a key's BEGIN line) says nothing of the secret.
+MIN_PREFIX, MIN_PREFIX_RANDOM = 12, 8
+_LEAD = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----\s*|PuTTY-User-Key-File-\d:[^\n]*\s*"
+                   r"|pypi-AgEIcHlwaS5vcmc|eyJ[\w-]*\.|sk-ant-[a-z]+\d*-|sq0[a-z]{3}-|xox[a-z]-"
+                   r"|[a-z]{2,6}[_-](?:live_)?|A[KS]IA|AIza|SG\.")
 CHUNK_CHARS = 16 << 20  # a file's texts are scanned this many characters at a time
 PRIVATE_KEY_TYPE = "Private Key"  # detect-secrets' PrivateKeyDetector
 # A private key's whole extent: its header, then its lines (base64, or
@@ -95,6 +105,14 @@ _KEYWORD_AROUND = 16  # a keyword starts this close before its literal, ends thi
 # A base64 body in a raw line (an image's or document's data, a thinking
 # block's signature): binary, where no detector can see a secret; not read.
 _OPAQUE = re.compile(r'("(?:data|signature)":")[A-Za-z0-9+/=]{256,}(?=")')
+# detect-secrets' is_indirect_reference filter searches
+# ``([^\v=!:]*)\s*(:=?|[!=]{1,3})\s*(B)`` over each candidate line (its
+# empty-able lead tried at every character: most of a scan's line checks).
+# Its two leading parts may match empty and every operator ends in one of
+# ``:=!``, so this matches on exactly the lines it does (held by tests/test_secrets.py).
+INDIRECT_REFERENCE = re.compile(r"[:=!]\s*[\w.-]+[\[(][^\v]*[\])]")
+LIBRARY_INDIRECT_REFERENCE = r"([^\v=!:]*)\s*(:=?|[!=]{1,3})\s*([\w.-]+[\[\(][^\v]*[\]\)])"  # the one it replaces
+RAW_CACHE_BYTES = 32 << 20  # a file's raw lines read for its attachments are kept for its raw pass up to this
 FINDINGS_INSERT = ("INSERT OR REPLACE INTO secret_findings "
                    "(file_id, offset, idx, field, start, length, line, col, type, secret_sha256) "
                    "VALUES (?,?,?,?,?,?,?,?,?,?)")
@@ -126,6 +144,7 @@ def _detector() -> _Detector:
     """The plugins txdb runs, and their regular expressions (imported on
     first use: only a scan pays for detect-secrets)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.filters import heuristic
     from detect_secrets.plugins import keyword
     from detect_secrets.settings import get_plugins, transient_settings
 
@@ -134,6 +153,8 @@ def _detector() -> _Detector:
     own = Path(__file__).with_name("secret_plugins.py").as_uri()
     plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
     settings = {"plugins_used": plugins}
+    if heuristic._get_indirect_reference_regex().pattern == LIBRARY_INDIRECT_REFERENCE:  # another release: its own
+        heuristic._get_indirect_reference_regex = lambda: INDIRECT_REFERENCE  # the same verdicts, in linear time
     prefilters: list[re.Pattern] = []
     lowered: list[re.Pattern] = []
     with transient_settings(settings):
@@ -200,10 +221,9 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
         line_no += text.count("\n") + 1
     if candidates:
         from detect_secrets.core.scan import _process_line_based_plugins
-        from detect_secrets.settings import transient_settings
 
         g, at = 0, 0  # the last candidate's first place in `lines`, and where that line starts in `joined`
-        with transient_settings(det.settings):
+        with plugin_settings():
             for number, start, line, hits in candidates:
                 if unique is not joined:  # back to the line's first place in `joined`
                     # Distinct lines stand in the order of their first places: each is after the last.
@@ -225,6 +245,30 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
     return [sorted(found.values(), key=lambda f: f.start) for found in out]
+
+
+_ACTIVE = [0]  # how deep plugin_settings is entered
+
+
+@contextmanager
+def plugin_settings():
+    """detect-secrets' settings for txdb's plugins, entered once for a whole
+    scan (entering them resets its caches: a tenth of a scan, per chunk)."""
+    if _ACTIVE[0]:
+        _ACTIVE[0] += 1
+        try:
+            yield
+        finally:
+            _ACTIVE[0] -= 1
+        return
+    from detect_secrets.settings import transient_settings
+
+    with transient_settings(_detector().settings):
+        _ACTIVE[0] += 1
+        try:
+            yield
+        finally:
+            _ACTIVE[0] -= 1
 
 
 def _private_keys(joined: str, texts: list[str], starts: list[int], out: list[dict]) -> None:
@@ -365,11 +409,19 @@ def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int):
         else:
             yield offset, idx, "", text
     attachments = {o for o, in conn.execute(SELECT_ATTACHMENTS, (file_id, start_offset))}
-    for offset, raw in raw_lines(conn, file_id, start_offset):  # the attachments' strings first
-        if offset in attachments:
-            for field, text in _strings(_attachment(raw)):
-                yield offset, ATTACHMENT_IDX, field, text
-    for offset, raw in raw_lines(conn, file_id, start_offset):
+    kept: list[tuple[int, bytes]] | None = [] if attachments else None
+    size = 0
+    if attachments:
+        for offset, raw in raw_lines(conn, file_id, start_offset):  # the attachments' strings first
+            if kept is not None:
+                kept.append((offset, raw))
+                size += len(raw)
+                if size > RAW_CACHE_BYTES:
+                    kept = None  # a big file: inflated again below
+            if offset in attachments:
+                for field, text in _strings(_attachment(raw)):
+                    yield offset, ATTACHMENT_IDX, field, text
+    for offset, raw in raw_lines(conn, file_id, start_offset) if kept is None else kept:
         yield offset, RAW_IDX, "", _decoded(raw)
     if start_offset == 0:
         row = conn.execute(f"SELECT {', '.join(FILE_FIELDS)} FROM files WHERE id = ?", (file_id,)).fetchone()
@@ -485,26 +537,42 @@ def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]]) -> list[tup
     return values
 
 
-def redactor(conn: sqlite3.Connection, file_id: int) -> Callable[[str], str] | None:
-    """A function masking every secret found in the file, in any text (a
-    block's, a line's raw JSON, a title, its path) as ``[REDACTED:<type>]``;
-    None when the file has no finding. Text no scan has read yet (past the
+def session_files(conn: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
+    """Each file's id -> the files of its session (itself too): its
+    transcript and its subagents' (theirs by parent_session_id, in the same
+    project folder) share the cwd, the branch and the prompts."""
+    groups: dict[tuple, list[int]] = {}
+    for fid, key, project in conn.execute(
+            "SELECT s.file_id, coalesce(s.parent_session_id, s.session_id), f.project FROM sessions s "
+            "JOIN files f ON f.id = s.file_id WHERE coalesce(s.parent_session_id, s.session_id) IS NOT NULL"):
+        groups.setdefault((key, project), []).append(fid)
+    return {fid: tuple(ids) for ids in groups.values() for fid in ids}
+
+
+def redactor(conn: sqlite3.Connection, file_id: int,
+             sessions: dict[int, tuple[int, ...]] | None = None) -> Callable[[str], str] | None:
+    """A function masking every secret found in the file or another file of
+    its session, in any text (a block's, a line's raw JSON, a title, its
+    path) as ``[REDACTED:<type>]``, and a piece of one cut off at its end
+    (Redactor.prefixes); None when there is no finding. Text no scan has read yet (past the
     file's ``secret_scans.scanned_to``: a refresh since) is scanned here,
     its findings used and not stored: a redacted export never holds text
-    unscanned."""
+    unscanned. ``sessions``: session_files, when read once for many files."""
+    ids = (sessions if sessions is not None else session_files(conn)).get(file_id) or (file_id,)
     rows = conn.execute(
-        f"SELECT f.type, f.start, f.length, f.offset, f.idx, f.field, {WHOLE_TEXT.format('b')} FROM secret_findings f "
+        f"SELECT f.file_id, f.type, f.start, f.length, f.offset, f.idx, f.field, {WHOLE_TEXT.format('b')} "
+        "FROM secret_findings f "
         "LEFT JOIN blocks b ON b.file_id = f.file_id AND b.offset = f.offset AND b.idx = f.idx "
-        "WHERE f.file_id = ?", (file_id,)).fetchall()
-    sources: dict[tuple[int, int], dict[str, str]] = {}  # (offset, idx) -> field -> text
+        f"WHERE f.file_id IN ({', '.join('?' * len(ids))})", ids).fetchall()
+    sources: dict[tuple[int, int, int], dict[str, str]] = {}  # (file, offset, idx) -> field -> text
     masks: dict[str, str] = {}  # secret -> its mask
-    for kind, start, length, offset, idx, field, text in rows:
+    for fid, kind, start, length, offset, idx, field, text in rows:
         if field == DECODED and idx >= 0 and text is not None:
             text = _decoded(text)
         elif idx < 0:
-            if (offset, idx) not in sources:
-                sources[(offset, idx)] = _source(conn, file_id, offset, idx)
-            text = sources[(offset, idx)].get(field)
+            if (fid, offset, idx) not in sources:
+                sources[(fid, offset, idx)] = _source(conn, fid, offset, idx)
+            text = sources[(fid, offset, idx)].get(field)
         secret = (text or "")[start:start + length]
         if secret:
             masks.setdefault(secret, f"[REDACTED:{kind}]")
@@ -529,11 +597,40 @@ class Redactor:
         self.pattern = re.compile("|".join(f"({_spelled(s)})" for s in self.secrets)) if masks else None
         # As a title made of a prompt holds them: whitespace collapsed.
         self.collapsed = [(" ".join(s.split()), masks[s]) for s in self.secrets]
+        # A field the CLI cuts short (gitBranch, a title) holds a secret's
+        # start: each spelling's first identifying characters, then as many
+        # more of it as follow.
+        self.starts: dict[str, list[tuple[str, str]]] = {}
+        for secret in self.secrets:
+            lead = identifying_from(secret)
+            for form in {secret, " ".join(secret.split()), orjson.dumps(secret).decode()[1:-1]}:
+                n = max(MIN_PREFIX, lead + MIN_PREFIX_RANDOM)
+                if len(form) > n:
+                    self.starts.setdefault(form[:n], []).append((form, masks[secret]))
+        self.prefixes = re.compile("|".join(map(re.escape, sorted(self.starts, key=len, reverse=True)))) \
+            if self.starts else None
 
     def __call__(self, value: str) -> str:
         if self.pattern is None:
             return value
-        return self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+        value = self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+        if self.prefixes is None or self.prefixes.search(value) is None:
+            return value
+        out, at = [], 0
+        for m in self.prefixes.finditer(value):
+            if m.start() < at:
+                continue
+            end, mask = m.end(), ""
+            for form, kind in self.starts[m.group()]:
+                j, i = m.end(), m.end() - m.start()
+                while j < len(value) and i < len(form) and value[j] == form[i]:
+                    j, i = j + 1, i + 1
+                if j >= end:
+                    end, mask = j, kind
+            out += (value[at:m.start()], mask)
+            at = end
+        out.append(value[at:])
+        return "".join(out)
 
     def truncated(self, value: str) -> str:
         """``value`` masked, and a secret it was cut in (a title is a
@@ -544,6 +641,12 @@ class Redactor:
                 if value.endswith(form[:k]):
                     return value[:-k] + mask
         return value
+
+
+def identifying_from(secret: str) -> int:
+    """Where ``secret`` stops being the start its kind shares (0: at once)."""
+    m = _LEAD.match(secret)
+    return m.end() if m else 0
 
 
 def _unscanned(conn: sqlite3.Connection, file_id: int, start_offset: int):
@@ -615,6 +718,14 @@ def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] 
     todo = conn.execute(
         "SELECT f.id FROM files f LEFT JOIN secret_scans s ON s.file_id = f.id "
         "WHERE s.file_id IS NULL OR f.cursor > s.scanned_to ORDER BY f.id").fetchall()
+    if todo:  # (entering the settings imports detect-secrets)
+        with plugin_settings():
+            _scan_files(conn, todo, report, progress)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _scan_files(conn: sqlite3.Connection, todo: list, report: ScanReport, progress) -> None:
     for done, (file_id,) in enumerate(todo, 1):
         with transaction(conn):  # the cursor and the blocks of one moment
             row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0) FROM files f LEFT JOIN secret_scans s "
@@ -630,5 +741,3 @@ def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] 
                 report.findings += found
         if progress:
             progress(done, len(todo))
-    report.seconds = time.perf_counter() - t0
-    return report

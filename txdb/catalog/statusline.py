@@ -18,6 +18,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from txdb.model import regular
+
 # A payload is a few kB; more is not Claude Code's.
 MAX_PAYLOAD = 1 << 20
 SEP = " \u00b7 "
@@ -113,6 +115,10 @@ def _recorded_context(payload: dict) -> tuple[int | None, int | None]:
 
 def _open(db_path: str | Path) -> sqlite3.Connection | None:
     if not os.path.isfile(db_path):
+        return None
+    try:
+        regular.check_sqlite_side_files(Path(db_path).resolve())  # a FIFO there would hang the status line
+    except OSError:
         return None
     conn = sqlite3.connect(Path(db_path).resolve().as_uri() + "?mode=ro", uri=True, timeout=0.2)
     conn.execute("PRAGMA query_only = 1")

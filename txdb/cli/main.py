@@ -78,6 +78,9 @@ def complete_session(ctx, param, incomplete: str):
             return []
         from pathlib import Path
 
+        from txdb.model import regular
+
+        regular.check_sqlite_side_files(Path(path).resolve())  # (a FIFO there would hang the prompt)
         conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=0.2)
         try:
             found = conn.execute(

@@ -98,3 +98,22 @@ def read_regular(path, limit: int | None = None, dir_fd: int | None = None, foll
     if len(data) > limit:
         raise TooLarge(path, len(data), limit)
     return data
+
+
+# The files SQLite keeps beside a database (its rollback journal, its WAL
+# and the WAL's index), which it opens by name and reads without a check.
+SQLITE_SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def check_sqlite_side_files(database) -> None:
+    """NotRegularFile for the first of a database's SQLite side files that
+    is there and is not a regular file (a FIFO there makes SQLite wait
+    forever; a symlink or a folder sends its writes elsewhere or fails it)."""
+    for suffix in SQLITE_SIDE_SUFFIXES:
+        side = f"{os.fspath(database)}{suffix}"
+        try:
+            mode = os.lstat(side).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(side, mode)

@@ -154,7 +154,8 @@ def _detector() -> _Detector:
     plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
     settings = {"plugins_used": plugins}
     if heuristic._get_indirect_reference_regex().pattern == LIBRARY_INDIRECT_REFERENCE:  # another release: its own
-        heuristic._get_indirect_reference_regex = lambda: INDIRECT_REFERENCE  # the same verdicts, in linear time
+        # The same verdicts in linear time; the library reads it through this name.
+        setattr(heuristic, "_get_indirect_reference_regex", lambda: INDIRECT_REFERENCE)
     prefilters: list[re.Pattern] = []
     lowered: list[re.Pattern] = []
     with transient_settings(settings):
@@ -616,7 +617,8 @@ class Redactor:
         value = self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
         if self.prefixes is None or self.prefixes.search(value) is None:
             return value
-        out, at = [], 0
+        out: list[str] = []
+        at = 0
         for m in self.prefixes.finditer(value):
             if m.start() < at:
                 continue
@@ -679,7 +681,7 @@ def _spelled(secret: str) -> str:
     JSON string, each character as itself or escaped (``\\u0041`` for
     ``A``, ``\\/``, ``\\n``): a line's raw JSON that spells a key in
     escapes is still that key once decoded."""
-    out = []
+    out: list[str] = []
     for ch in secret:
         try:
             forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}

@@ -160,6 +160,7 @@ def as_if_dead(folder: Path) -> None:
 
 
 def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch):
+    monkeypatch.setattr(store, "BATCH_FILES", 1)  # a commit per file, as a large build has many batches
     restore = fail_nth_write(monkeypatch, 4)
     path = tmp_path / "catalog.db"
     with pytest.raises(sqlite3.OperationalError):
@@ -191,6 +192,7 @@ def killing(c, *batch):
     if calls[0] == 5:
         os.kill(os.getpid(), signal.SIGKILL)
 store._write_rows = killing
+store.BATCH_FILES = 1  # a commit per file, as a large build has many batches
 bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -267,9 +269,11 @@ def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
     assert_sound(built)
 
 
-def test_another_refresh_adding_files_meanwhile(tmp_path, projects):
+def test_another_refresh_adding_files_meanwhile(tmp_path, projects, monkeypatch):
     """Another process commits between two of this refresh's files: it takes
-    the id the next file was to get, and adds a later file itself."""
+    the id the next file was to get, and adds a later file itself (between
+    two batches: here one file each)."""
+    monkeypatch.setattr(store, "BATCH_FILES", 1)
     path = tmp_path / "catalog.db"
     conn = db.connect(path)
     other = db.connect(path)

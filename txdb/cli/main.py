@@ -324,7 +324,9 @@ def refresh(db_path, roots, prune, watch, as_json):
                                    "what it would delete, `txdb prune SESSION` or `--all-gone --yes` deletes it")
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
-        stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
+        # a one-shot refresh reads no price: the next command that opens the catalog prices new models
+        stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress,
+                           prices=watch)
     stats.swaps_logged = _catch_up_journals(db_path, stats.warnings)
     if as_json:
         d = dict(stats.__dict__)
@@ -348,7 +350,9 @@ def _catch_up_journals(db_path, warnings: list[str]) -> int:
     its catalog full): the surgery code loads only when a journal is there."""
     from txdb.catalog.ingest.store import journalled_sessions
 
-    conn, _ = open_catalog(db_path)
+    from txdb.catalog.db import connect
+
+    conn = connect(db_path or config.default_db_path(), prices=False)
     try:
         todo = journalled_sessions(conn)
         if not todo:

@@ -351,28 +351,3 @@ def test_cost_by_session_names_the_sessions_txdb_sessions_lists_with_their_title
     nl = [json.loads(line) for line in run("cost", *db_, "--by", "session", "--nl", ok=True).output.splitlines()]
     assert {r["session"] for r in nl} == {dear, cheap}
 
-
-def test_a_one_shot_refresh_imports_no_price_library_and_the_next_open_prices(tmp_path):
-    """`txdb refresh` reads no price, so it never imports the library (~0.3 s,
-    ~40 MB); the next command that opens the catalog prices what it brought."""
-    import subprocess
-    import sys
-
-    projects = tmp_path / "projects"
-    _write(projects, _msg(0, "claude-opus-4-5-20251101", "2026-02-01T08:00:00.000Z", 10, 100, 5000, 200))
-    path = tmp_path / "c.db"
-    script = ("import sys\nfrom txdb.cli.main import cli\n"
-              "try:\n    cli(['refresh', '--db', sys.argv[1], '--root', sys.argv[2]])\n"
-              "except SystemExit as e:\n    assert not e.code, e.code\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'genai_prices'))\n")
-    for _ in range(2):  # the first build, then a refresh of the catalog it made
-        p = subprocess.run([sys.executable, "-c", script, str(path), str(projects)], capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        assert p.stdout.strip().splitlines()[-1] == "[]"
-    c = db.connect(path, prices=False)
-    assert c.execute("SELECT count(*) FROM prices").fetchone()[0] == 0
-    c.close()
-    conn = db.connect(path)
-    got = conn.execute("SELECT cost_usd FROM billed_cost WHERE model = 'claude-opus-4-5-20251101'").fetchone()[0]
-    assert got == pytest.approx(_library_price("claude-opus-4-5-20251101", "2026-02-01T08:00:00.000Z",
-                                               10, 100, 5000, 200), rel=1e-9)

@@ -324,9 +324,7 @@ def refresh(db_path, roots, prune, watch, as_json):
                                    "what it would delete, `txdb prune SESSION` or `--all-gone --yes` deletes it")
     root_paths = config.projects_roots(roots)
     with progress_bar("Refreshing", not as_json) as progress:
-        # a one-shot refresh reads no price: the next command that opens the catalog prices new models
-        stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress,
-                           prices=watch)
+        stats = refresh_db(db_path or config.default_db_path(), root_paths, prune=prune, progress=progress)
     stats.swaps_logged = _catch_up_journals(db_path, stats.warnings)
     if as_json:
         d = dict(stats.__dict__)

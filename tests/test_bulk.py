@@ -160,6 +160,7 @@ def as_if_dead(folder: Path) -> None:
 
 
 def test_a_failing_build_publishes_nothing_and_the_next_resumes_it(tmp_path, projects, monkeypatch):
+    monkeypatch.setattr(store, "BATCH_FILES", 1)  # a commit per file, as a large build has many batches
     restore = fail_nth_write(monkeypatch, 4)
     path = tmp_path / "catalog.db"
     with pytest.raises(sqlite3.OperationalError):
@@ -191,6 +192,7 @@ def killing(c, *batch):
     if calls[0] == 5:
         os.kill(os.getpid(), signal.SIGKILL)
 store._write_rows = killing
+store.BATCH_FILES = 1  # a commit per file, as a large build has many batches
 bulk.refresh_db(Path({str(path)!r}), [Path({str(projects)!r})])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -267,9 +269,11 @@ def test_the_whole_corpus_bulk_and_plain_agree(tmp_path, corpus):
     assert_sound(built)
 
 
-def test_another_refresh_adding_files_meanwhile(tmp_path, projects):
+def test_another_refresh_adding_files_meanwhile(tmp_path, projects, monkeypatch):
     """Another process commits between two of this refresh's files: it takes
-    the id the next file was to get, and adds a later file itself."""
+    the id the next file was to get, and adds a later file itself (between
+    two batches: here one file each)."""
+    monkeypatch.setattr(store, "BATCH_FILES", 1)
     path = tmp_path / "catalog.db"
     conn = db.connect(path)
     other = db.connect(path)
@@ -427,3 +431,13 @@ def test_the_index_after_grown_rewritten_and_pruned_files_is_a_fresh_builds(tmp_
     for x, y in (("va", "vb"), ("vb", "va")):
         assert a.execute(f"SELECT count(*) FROM (SELECT * FROM {x} EXCEPT SELECT * FROM {y})").fetchone()[0] == 0
     a.close()
+
+
+def test_a_built_catalog_re_derives_nothing_on_its_first_open(tmp_path, projects):
+    """A new catalog is built under today's rules and says so: its first open
+    computes no estimate again (that was 5% of a cold build)."""
+    path = tmp_path / "catalog.db"
+    bulk.refresh_db(path, [projects])
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert db.rederive(conn) is False
+    conn.close()

@@ -350,3 +350,4 @@ def test_cost_by_session_names_the_sessions_txdb_sessions_lists_with_their_title
     assert csv_lines[0].startswith("session,") and len(csv_lines) == 3
     nl = [json.loads(line) for line in run("cost", *db_, "--by", "session", "--nl", ok=True).output.splitlines()]
     assert {r["session"] for r in nl} == {dear, cheap}
+

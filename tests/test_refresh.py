@@ -26,7 +26,11 @@ def line_count(path: Path) -> int:
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
-def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch):
+def test_a_failing_write_rolls_back_the_open_batch_only(conn, tmp_path, monkeypatch):
+    """A catalog that fails (a full disk) loses only the batch being written:
+    files of batches committed before it stay, and the next refresh reads
+    the rest."""
+    monkeypatch.setattr(store, "BATCH_FILES", 1)  # each file its own batch, as a long refresh has many
     root = tmp_path / "projects"
     write(root / "-p" / "a.jsonl", conversation(2, session="a"))
     write(root / "-p" / "b.jsonl", conversation(2, session="b"))
@@ -39,6 +43,116 @@ def test_a_failing_write_rolls_back_that_file_only(conn, tmp_path, monkeypatch):
     restore()
     assert refresh(conn, [root]).new == 1
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
+
+
+def test_files_of_one_batch_commit_together(conn, tmp_path, monkeypatch):
+    root = tmp_path / "projects"
+    for name in "abc":
+        write(root / "-p" / f"{name}.jsonl", conversation(2, session=name))
+    restore = fail_nth_write(monkeypatch, 3)  # the third file's rows: all three are one batch
+    with pytest.raises(sqlite3.OperationalError):
+        refresh(conn, [root])
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+    restore()
+    assert refresh(conn, [root]).new == 3
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 24
+
+
+def test_a_file_that_fails_rolls_back_alone_inside_its_batch(conn, tmp_path, monkeypatch):
+    """A file whose rows cannot be made (not the catalog's fault) is named
+    unreadable and leaves nothing; the files around it in the same batch
+    commit, their full-text index included."""
+    root = tmp_path / "projects"
+    for name in "abc":
+        write(root / "-p" / f"{name}.jsonl", conversation(2, session=name))
+    real = store._write_rows
+    calls = {"n": 0}
+
+    def fail_second_file(c, batch, raws):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ValueError("a line txdb cannot make rows of")
+        return real(c, batch, raws)
+
+    monkeypatch.setattr(store, "_write_rows", fail_second_file)
+    stats = refresh(conn, [root])
+    assert stats.new == 2 and [u["error"] for u in stats.unreadable] == [
+        "could not be indexed: ValueError: a line txdb cannot make rows of"]
+    bad = stats.unreadable[0]["path"]
+    assert conn.execute("SELECT count(*) FROM files WHERE path = ?", (bad,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(DISTINCT file_id) FROM records").fetchone()[0] == 2
+    indexed = conn.execute("SELECT count(*) FROM blocks_fts").fetchone()[0]
+    assert indexed == conn.execute("SELECT count(*) FROM blocks WHERE text <> ''").fetchone()[0] > 0
+    conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('integrity-check')")
+    monkeypatch.setattr(store, "_write_rows", real)
+    assert refresh(conn, [root]).new == 1  # the failed file is read again
+    assert conn.execute("SELECT count(DISTINCT file_id) FROM records").fetchone()[0] == 3
+
+
+_KILL_MID_REFRESH = """
+import os, signal, sys
+from pathlib import Path
+from txdb.catalog import db
+from txdb.catalog.ingest import store
+store.BATCH_FILES = 3
+real, calls = store._write_rows, [0]
+def write_then_die(c, batch, raws):
+    calls[0] += 1
+    if calls[0] == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(c, batch, raws)
+store._write_rows = write_then_die
+store.refresh(db.connect(sys.argv[1]), [Path(sys.argv[2])])
+"""
+
+
+def _catalog_of(path) -> list[tuple]:
+    c = sqlite3.connect(path)
+    try:
+        return c.execute(
+            "SELECT f.path, f.lines, f.cursor, (SELECT count(*) FROM records r WHERE r.file_id = f.id), "
+            "(SELECT count(*) FROM blocks b WHERE b.file_id = f.id), "
+            "(SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'done' AND rowid IN "
+            " (SELECT rowid FROM blocks b WHERE b.file_id = f.id)) FROM files f ORDER BY f.path").fetchall()
+    finally:
+        c.close()
+
+
+def test_a_refresh_killed_mid_batch_leaves_nothing_half_written(tmp_path):
+    """kill -9 in the middle of a batch (two batches already committed): the
+    catalog holds whole files only, and the next refresh makes it what a
+    refresh that was never killed makes."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "projects"
+    for i in range(10):
+        write(root / "-p" / f"s{i}.jsonl", conversation(3, session=f"s{i}"))
+    killed = tmp_path / "killed.db"
+    db.connect(killed).close()
+    p = subprocess.run([sys.executable, "-c", _KILL_MID_REFRESH, str(killed), str(root), "8"],
+                       capture_output=True, text=True)
+    assert p.returncode == -9, p.stderr
+    c = sqlite3.connect(killed)
+    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    c.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('integrity-check')")
+    kept = c.execute("SELECT count(*) FROM files").fetchone()[0]
+    assert kept == 6  # batches of 3 files: two committed, the third died in its second file
+    assert c.execute("SELECT count(*) FROM records WHERE file_id NOT IN (SELECT id FROM files)").fetchone()[0] == 0
+    c.close()
+    for path, lines, cursor, records, _blocks, _hits in _catalog_of(killed):
+        assert lines == records == line_count(Path(path)) and cursor == Path(path).stat().st_size
+    conn = db.connect(killed)
+    assert refresh(conn, [root]).new == 4
+    conn.close()
+    clean = tmp_path / "clean.db"
+    conn = db.connect(clean)
+    refresh(conn, [root])
+    conn.close()
+    assert _catalog_of(killed) == _catalog_of(clean)
+    assert all(hits > 0 for *_, hits in _catalog_of(clean))
 
 
 def test_every_line_is_a_record_or_a_parse_error(catalog, projects):
@@ -351,11 +465,12 @@ def test_a_crash_mid_refresh_is_completed_by_the_next_one(conn, tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         refresh(conn, [root])
     monkeypatch.setattr(store.FileIngest, "flush", real)
-    # The first file committed whole; the second left nothing behind.
-    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
-    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 8
+    # Both files were one batch: the interrupt took the whole batch, nothing half-written.
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
     s = refresh(conn, [root])
-    assert (s.new, s.unchanged) == (1, 1)
+    assert (s.new, s.unchanged) == (2, 0)
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 16
 
 

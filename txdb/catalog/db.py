@@ -304,13 +304,16 @@ def check_side_files(path: Path) -> None:
                            "(SQLite keeps its journal there): move it away") from None
 
 
-def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True) -> sqlite3.Connection:
+def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True,
+            prices: bool = True) -> sqlite3.Connection:
     """A read-write connection to a migrated catalog with current views;
     a writer waits up to ``busy_timeout_ms`` for another one to finish.
 
     ``create=False`` (every command that only reads): a catalog that does
     not exist, or an empty file, is ``NoCatalog``, and nothing is created
-    (a mistyped ``--db`` must not answer with an empty catalog)."""
+    (a mistyped ``--db`` must not answer with an empty catalog).
+    ``prices=False``: a connection that reads no cost leaves the pricing of
+    new models to the next one."""
     path = Path(path)
     if not create and not (path.is_file() and path.stat().st_size > 0):
         raise no_catalog(path)
@@ -332,7 +335,8 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True)
         register_functions(conn)
         migrate(conn)
         ensure_views(conn)
-        cost.sync_prices(conn)  # the installed price library's figures (txdb/catalog/cost.py)
+        if prices:
+            cost.sync_prices(conn)  # the installed price library's figures (txdb/catalog/cost.py)
         rederive(conn)
     except sqlite3.OperationalError as e:
         conn.close()

@@ -351,7 +351,9 @@ def _catch_up_journals(db_path, warnings: list[str]) -> int:
     its catalog full): the surgery code loads only when a journal is there."""
     from txdb.catalog.ingest.store import journalled_sessions
 
-    conn, _ = open_catalog(db_path)
+    from txdb.catalog.db import connect
+
+    conn = connect(db_path or config.default_db_path(), prices=False)
     try:
         todo = journalled_sessions(conn)
         if not todo:

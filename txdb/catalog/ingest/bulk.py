@@ -32,16 +32,18 @@ from txdb.catalog.ingest.store import FTS_BUILD, RefreshStats, refresh
 
 
 def refresh_db(path: str | Path, roots: list[Path], prune: bool = False,
-               progress: Callable[[int, int], None] | None = None) -> RefreshStats:
-    """Refresh the catalog at ``path``, building it in bulk if it is new."""
+               progress: Callable[[int, int], None] | None = None, prices: bool = True) -> RefreshStats:
+    """Refresh the catalog at ``path``, building it in bulk if it is new.
+    ``prices=False``: models new to the catalog are priced by the next
+    ``db.connect`` instead (a one-shot refresh never reads a price)."""
     path = Path(path)
     if not path.exists():
-        stats = build(path, roots, progress=progress)
+        stats = build(path, roots, progress=progress, prices=prices)
         if stats is not None:
             return stats
-    conn = db.connect(path)
+    conn = db.connect(path, prices=prices)
     try:
-        return refresh(conn, roots, prune=prune, progress=progress)
+        return refresh(conn, roots, prune=prune, progress=progress, prices=prices)
     finally:
         conn.close()
 
@@ -50,7 +52,7 @@ def _scratch_name(path: Path) -> str:
     return f".{path.name}.building-"
 
 
-def build(path: Path, roots: list[Path], progress=None) -> RefreshStats | None:
+def build(path: Path, roots: list[Path], progress=None, prices: bool = True) -> RefreshStats | None:
     """Build a new catalog at ``path`` from ``roots``, resuming the scratch
     file of a build that was killed or failed. Returns None, publishing
     nothing, if another process published a catalog there first."""
@@ -72,7 +74,9 @@ def build(path: Path, roots: list[Path], progress=None) -> RefreshStats | None:
             db.register_functions(conn)
             db.migrate(conn)
             db.ensure_views(conn)
-            stats = refresh(conn, roots, progress=progress, index_text=False)
+            # Built under today's rules: recorded now, so the first open re-derives nothing.
+            db.rederive(conn)
+            stats = refresh(conn, roots, progress=progress, index_text=False, prices=prices)
             with db.transaction(conn):  # all of it, a resumed build's earlier files too
                 conn.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('delete-all')")
                 conn.execute(FTS_BUILD)

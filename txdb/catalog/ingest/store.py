@@ -3,8 +3,9 @@
 For each file: unchanged (same size, mtime and inode) is skipped; grown
 (same inode, the bytes before the cursor unchanged) is read from its cursor;
 anything else is re-ingested from scratch. Each file's rows and its cursor
-commit in one transaction, so an interrupted run leaves a catalog the next
-refresh completes. A file that vanished keeps its rows, marked gone, until
+commit in the same transaction (files are committed in batches, each file in
+its own savepoint), so an interrupted run leaves a catalog the next refresh
+completes. A file that vanished keeps its rows, marked gone, until
 ``prune``.
 
 Every file, whether the catalog is new or not, is written by one function
@@ -80,6 +81,11 @@ USAGE_UPSERT = (
                 for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
 )
 
+# A refresh commits its files in batches (``_Batch``): this much read, this
+# many files, or this long holding the write lock (a hook waits for it).
+BATCH_BYTES = 32 << 20
+BATCH_FILES = 200
+BATCH_SECONDS = 1.0
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
 GONE_AT = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"  # when refresh found a file gone: ISO 8601 UTC, as the records'
 BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)
@@ -117,11 +123,11 @@ DANGLING_INSERT = insert_sql("dangling_parents", ("file_id", "offset", "parent_u
 CHAIN_INSERT = insert_sql("chain", ("file_id", "pos", "offset", "timestamp"))
 
 # The full-text index (blocks_fts, contentless: it holds only the index of
-# each block's whole text, a cut block's decoded by WHOLE_TEXT) is
-# kept by the refresh itself, in each file's transaction: its new blocks
-# are indexed in one statement once they are written (FTS5 writes its
-# pending terms at the end of every statement, so one per file, not one per
-# row), and blocks leave the index before they leave the table. A first
+# each block's whole text, a cut block's decoded by WHOLE_TEXT) is kept by
+# the refresh itself, in each batch's transaction: the batch's new blocks
+# are indexed in one statement at its commit (FTS5 writes its pending terms
+# at the end of every statement, so one per batch, not one per row or
+# file), and blocks leave the index before they leave the table. A first
 # build instead indexes everything once at its end (txdb.catalog.ingest.bulk):
 # one statement writes far fewer index segments than one per file.
 _INDEXED = "text IS NOT NULL AND text <> ''"
@@ -490,12 +496,10 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple, index_text: bool) -> None:
-    """Inside the file's transaction: the full-text index of its new
-    blocks, the session, dangling parents, chain and the cursor."""
+              cursor: int, next_line: int, hashes: tuple) -> None:
+    """Inside the file's transaction: the session, dangling parents, chain
+    and the cursor (the full-text index of its new blocks is the caller's)."""
     f = plan.found
-    if index_text:
-        conn.execute(FTS_INDEX, (file_id, plan.start_offset))
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
     _update_session(conn, file_id, f, s, plan.from_start)
@@ -529,20 +533,32 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
     """Read one file and bring its rows up to date, full-text index
     included (unless ``index_text`` is False: a first build indexes at its
     end); its rows and its cursor commit in one transaction. The one write
-    path of a refresh, for a new catalog as for an existing one."""
+    path of a refresh, for a new catalog as for an existing one (a refresh
+    of many files commits them in batches: ``_refresh_found``)."""
     if plan.status == "unchanged":
         stats.unchanged += 1
         return
+    with transaction(conn):
+        done = _ingest(conn, plan, stats, index_text)
+        if done is not None and index_text:
+            conn.execute(FTS_INDEX, done)
+
+
+def _ingest(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats,
+            index_text: bool) -> tuple[int, int] | None:
+    """``ingest_file`` inside a transaction the caller holds, the full-text
+    index left to it: the (file id, offset) from which the file's new
+    blocks are to be indexed, or None when there was nothing to write."""
     old = None
     if plan.status == "grown":
         old = conn.execute("SELECT size, sha_state FROM files WHERE id = ?", (plan.file_id,)).fetchone()
     size = plan.found.stat.st_size
     file_hash = FileHash(plan.found.path, size, old[1], old[0]) if old and old[1] else FileHash(plan.found.path, size)
-    with open_regular(plan.found.path, buffering=READ_BUFFER) as fh, transaction(conn):
+    with open_regular(plan.found.path, buffering=READ_BUFFER) as fh:
         file_id = _begin_file(conn, plan, index_text)
         if file_id is None:
             stats.unchanged += 1
-            return
+            return None
         raws = ChunkWriter(conn, file_id, plan.start_offset)
         ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, raws), plan.from_start)
         if not plan.from_start:  # a grown file's new lines are priced on the session's model too
@@ -564,8 +580,9 @@ def ingest_file(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats, index
         s = ing.finish()
         raws.close()
         hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, index_text)
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes)
     _count(stats, plan, s, cursor)
+    return file_id, plan.start_offset
 
 
 def _existing(conn) -> dict[str, tuple]:
@@ -578,10 +595,13 @@ def _existing(conn) -> dict[str, tuple]:
 
 
 def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
-            progress: Callable[[int, int], None] | None = None, index_text: bool = True) -> RefreshStats:
+            progress: Callable[[int, int], None] | None = None, index_text: bool = True,
+            prices: bool = True) -> RefreshStats:
     """Refresh every session file under ``roots``. ``index_text=False``
     leaves the full-text index alone, for a first build that then rebuilds
-    it whole (txdb.catalog.ingest.bulk)."""
+    it whole (txdb.catalog.ingest.bulk). ``prices=False`` leaves a model new
+    to the catalog to the next ``db.connect`` to price (importing the price
+    library costs a one-shot refresh ~0.3 s and ~40 MB)."""
     t0 = time.perf_counter()
     stats = RefreshStats()
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
@@ -637,7 +657,8 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     _hash_unhashed(conn, found)
     refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     stats.history_prompts = history.refresh_roots(conn, roots, stats.warnings).prompts
-    sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
+    if prices:
+        sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0
     return stats
 
@@ -865,19 +886,81 @@ def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
             plans.append(plan)
     if progress and done:
         progress(done, total)
-    for plan in plans:
-        try:
-            ingest_file(conn, plan, stats, index_text)
-        except FileNotFoundError:
-            continue  # vanished between discovery and read
-        except sqlite3.Error:
-            raise  # the catalog failed, not the file (each file committed whole)
-        except Exception as e:  # this file only: nothing in one file stops the others
-            stats.add_unreadable(plan.found.path, e)
-            continue
-        done += plan.found.stat.st_size
-        if progress:
-            progress(done, total)
+    batch = _Batch(conn, index_text)
+    try:
+        for plan in plans:
+            batch.begin()
+            conn.execute("SAVEPOINT txdb_file")
+            try:
+                written = _ingest(conn, plan, stats, index_text)
+            except sqlite3.Error:
+                raise  # the catalog failed, not the file: the batch rolls back, the next refresh redoes it
+            except Exception as e:
+                conn.execute("ROLLBACK TO txdb_file")  # this file only: nothing in one file stops the others
+                conn.execute("RELEASE txdb_file")
+                if not isinstance(e, FileNotFoundError):  # else it vanished between discovery and read
+                    stats.add_unreadable(plan.found.path, e)
+                continue
+            conn.execute("RELEASE txdb_file")
+            batch.wrote(written, plan.found.stat.st_size)
+            done += plan.found.stat.st_size
+            if progress:
+                progress(done, total)
+        batch.commit()
+    finally:
+        batch.abandon()  # an error or an interrupt: the open batch goes whole
+
+
+class _Batch:
+    """Files written in one transaction, each inside its own savepoint (a
+    file that fails rolls back alone), committed every ``BATCH_BYTES`` read
+    or ``BATCH_SECONDS``: a commit per file cost a fifth of adding files.
+    A file's rows and its cursor are in the same batch, so a refresh killed
+    mid-batch leaves those files as the catalog had them, and the next one
+    reads them again. The full-text index of a batch's new blocks is one
+    statement at its commit (FTS5 writes a segment per statement)."""
+
+    def __init__(self, conn: sqlite3.Connection, index_text: bool):
+        self.conn, self.index_text = conn, index_text
+        self.open = False
+        self.fts: list[tuple[int, int]] = []
+        self.bytes = self.files = 0
+        self.t0 = 0.0
+
+    def begin(self) -> None:
+        if not self.open:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.open, self.bytes, self.files, self.t0 = True, 0, 0, time.monotonic()
+
+    def wrote(self, written: tuple[int, int] | None, size: int) -> None:
+        if written is not None and self.index_text:
+            self.fts.append(written)
+        self.bytes += size
+        self.files += 1
+        if self.bytes >= BATCH_BYTES or self.files >= BATCH_FILES or time.monotonic() - self.t0 >= BATCH_SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        if not self.open:
+            return
+        for i in range(0, len(self.fts), BATCH_FILES):
+            part = self.fts[i:i + BATCH_FILES]
+            values = ",".join("(?,?)" for _ in part)
+            self.conn.execute(
+                f"WITH t(file_id, start) AS (VALUES {values}) INSERT INTO blocks_fts (rowid, text) "
+                f"SELECT b.rowid, {WHOLE_TEXT.format('b')} FROM t JOIN blocks b "
+                "ON b.file_id = t.file_id AND b.offset >= t.start WHERE b.text IS NOT NULL AND b.text <> ''",
+                [v for pair in part for v in pair])
+        self.fts = []
+        self.conn.execute("COMMIT")
+        self.open = False
+
+    def abandon(self) -> None:
+        """After an error: what the open batch wrote goes (the next refresh redoes it)."""
+        if self.open:
+            self.open = False
+            self.fts = []
+            self.conn.execute("ROLLBACK")
 
 
 def refresh_path(conn: sqlite3.Connection, path: str | Path, root: str | None = None,

@@ -27,4 +27,5 @@ JOIN (
     FROM usage_context v
     JOIN files g ON g.id = v.file_id
 ) k ON k.file_id = u.file_id AND k.message_id = u.message_id
-WHERE u.message_id LIKE 'uuid:%' OR k.rank_in_message = 1;
+-- (tested on k's own columns: a row ranked out is dropped before its usage row is read)
+WHERE k.message_id LIKE 'uuid:%' OR k.rank_in_message = 1;

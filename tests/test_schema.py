@@ -57,6 +57,7 @@ TABLES = {
                  "est_context_tokens", "est_method", "est_turns"],
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at", "mode"],
+    "type_sums": ["file_id", "session_id", "category", "items", "chars", "signature_chars", "tokens"],
     "pruned_sessions": ["path", "session_id", "kind", "lines", "bytes", "pruned_at"],
     "restored_copies": ["path", "session_id", "source", "restored_at"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",
@@ -80,10 +81,10 @@ VIEWS = {
 }
 INDEXES = {
     "attachments_type", "blocks_file_tool_use_id", "blocks_kind_sizes", "blocks_sizes", "chain_record",
-    "records_file_line", "records_file_uuid", "records_roots", "records_sizes", "records_type",
+    "records_file_line", "records_file_uuid", "records_forked", "records_roots", "records_sizes", "records_type",
     "raw_chunks_file", "sessions_session_id", "history_session",
     "sidecars_session", "sidecars_sha256", "pruned_sessions_session",
-    "usage_message", "usage_model", "usage_timestamp",
+    "usage_message", "usage_model", "usage_timestamp", "type_sums_tokens",
 }
 
 

@@ -49,7 +49,9 @@ WITH m AS (
            CASE WHEN instr(head, 'Output too large (') > 0
                 THEN substr(head, instr(head, 'Output too large (') + 18) END AS size_rest
     FROM tag
-), fields AS (
+), fields AS MATERIALIZED (
+    -- (materialized: each column below is read several times, and each read
+    -- re-ran every instr of the ones above it over the whole text: 10 ms a marker)
     SELECT lines.*,
            substr(saved_rest, 1, instr(saved_rest, char(10)) - 1) AS saved_line,
            substr(summary_rest, 1, instr(summary_rest, char(10)) - 1) AS summary,
@@ -61,7 +63,7 @@ WITH m AS (
            CASE WHEN saved_line LIKE '% chars)' THEN substr(saved_line, 1, length(saved_line) - 7)
                 WHEN saved_line LIKE '% files)' THEN substr(saved_line, 1, length(saved_line) - 7) END AS with_n
     FROM fields
-), parsed AS (
+), parsed AS MATERIALIZED (
     SELECT counted.*,
            CASE WHEN with_n IS NOT NULL AND rtrim(with_n, '0123456789,') LIKE '% ('
                 THEN substr(rtrim(with_n, '0123456789,'), 1, length(rtrim(with_n, '0123456789,')) - 2)

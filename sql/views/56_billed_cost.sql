@@ -11,6 +11,12 @@
 -- usage_by_day, usage_by_model, session_usage, session_costs and
 -- usage_blocks read this view.
 CREATE VIEW billed_cost AS
+-- Each price row with the next tier's threshold, computed once per model
+-- and period, not looked up again for every message.
+WITH tiers AS (
+    SELECT p.*, lead(p.above_tokens) OVER (PARTITION BY p.model, p.valid_from ORDER BY p.above_tokens) AS next_above
+    FROM prices p
+)
 SELECT u.*, p.priced_as,
        CASE
            WHEN u.invalid IS NOT NULL THEN NULL
@@ -26,12 +32,11 @@ SELECT u.*, p.priced_as,
                    * p.cache_write_1h_mtok) / 1e6
        END AS cost_usd
 FROM billed_usage u
-LEFT JOIN prices p ON p.model = u.model
+LEFT JOIN tiers p ON p.model = u.model
     AND p.valid_from <= coalesce(u.timestamp, '9999')
     AND (p.valid_until IS NULL OR coalesce(u.timestamp, '9999') < p.valid_until)
-    AND p.above_tokens = (
-        SELECT max(q.above_tokens) FROM prices q
-        WHERE q.model = p.model AND q.valid_from = p.valid_from
-          AND (q.above_tokens = 0
-               OR q.above_tokens < coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
-                                   + coalesce(u.cache_creation_input_tokens, 0)));
+    -- the highest tier whose threshold the input exceeds: no higher one is below it
+    AND (p.above_tokens = 0 OR p.above_tokens < coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+                                                + coalesce(u.cache_creation_input_tokens, 0))
+    AND (p.next_above IS NULL OR p.next_above >= coalesce(u.input_tokens, 0) + coalesce(u.cache_read_input_tokens, 0)
+                                                 + coalesce(u.cache_creation_input_tokens, 0));

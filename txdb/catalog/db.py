@@ -154,9 +154,16 @@ def _compact_archive(conn: sqlite3.Connection) -> None:
     upgrade(conn)
 
 
+def _type_sums(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest import type_sums
+
+    type_sums.store_all(conn)
+
+
 # Migrations with a step SQL cannot do, run after their SQL in the same
-# transaction: 035 compresses the raw lines it took out of records.
-PYTHON_STEPS = {"035_compact_archive": _compact_archive}
+# transaction: 035 compresses the raw lines it took out of records; 039
+# sums the files already catalogued.
+PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums}
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:

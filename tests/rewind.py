@@ -7,7 +7,8 @@ dropped, a created table or index is dropped, and its row in
 are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
-remade the full-text index, are undone by their own functions: ``UNDO``).
+remade the full-text index, and 039, which rebuilt an index, are undone
+by their own functions: ``UNDO``).
 """
 
 from __future__ import annotations
@@ -115,4 +116,16 @@ def _undo_text_once(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX usage_session ON usage(session_id)")
 
 
-UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once}
+TYPE_SUMS = "039_type_sums"
+
+
+def _undo_type_sums(conn: sqlite3.Connection) -> None:
+    """As before 039: no type_sums, no records_forked, and blocks_sizes as
+    021 made it (039 widened it into a covering index)."""
+    conn.execute("DROP TABLE type_sums")
+    conn.execute("DROP INDEX records_forked")
+    conn.execute("DROP INDEX blocks_sizes")
+    conn.execute("CREATE INDEX blocks_sizes ON blocks(file_id, offset, tokens)")
+
+
+UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums}

@@ -113,7 +113,7 @@ def check_sqlite_side_files(database) -> None:
         side = f"{os.fspath(database)}{suffix}"
         try:
             mode = os.lstat(side).st_mode
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not there (a file in its folder's place: said on open)
             continue
         if not stat.S_ISREG(mode):
             raise NotRegularFile(side, mode)

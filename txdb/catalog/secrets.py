@@ -148,8 +148,8 @@ def _detector() -> _Detector:
     from detect_secrets.plugins import keyword
     from detect_secrets.settings import get_plugins, transient_settings
 
-    plugins: list[dict[str, str]] = [{"name": c.__name__} for c in get_mapping_from_secret_type_to_class().values()
-               if c.__name__ not in SKIPPED_PLUGINS]
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
+    plugins: list[dict[str, str]] = [{"name": c.__name__} for c in classes if c.__name__ not in SKIPPED_PLUGINS]
     own = Path(__file__).with_name("secret_plugins.py").as_uri()
     plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
     settings = {"plugins_used": plugins}

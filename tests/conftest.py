@@ -105,6 +105,18 @@ def _announce_downloads(config, want: set[str]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _sigint_live():
+    """Ctrl-C reaches the txdb processes a test starts: a run launched in the
+    background (`&`, nohup) inherits SIGINT ignored, and so would they; a
+    command run in-process after Ctrl-C ignores it too (cli/main.py)."""
+    import signal as _signal
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.SIG_IGN:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _recursion_limit_kept():
     """A test that raises the recursion limit must put it back: left raised, it
     lets a later test on the same worker parse what must fail to parse."""

@@ -4,7 +4,11 @@ Mutating commands never write a session file. They work on
 ``<session>.jsonl.pending``, a copy taken by ``snapshot`` (complete lines
 only: a line the CLI is still writing is left out), with a sidecar
 ``<session>.jsonl.pending.json`` recording the original's size and the
-sha256 of that prefix. ``apply`` is the one write to the real file:
+sha256 of that prefix, and the size of the copy each pass wrote
+(``copy_size``). Every command that reads the pending copy compares the
+open file's size with that record (and with ``copy_limit`` of the snapshot,
+for a record of an earlier release or a forged one) before it reads a byte
+(``read_pending``). ``apply`` is the one write to the real file:
 
 1. settle: the original must not change during 400 ms (a live CLI appends
    every 100 ms);
@@ -55,7 +59,7 @@ from txdb.model.lock import session_lock
 from txdb.surgery import gate, journal
 from txdb.model.transcript import Transcript
 from txdb.model.durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
-from txdb.model.regular import kind, open_fd, open_regular, read_regular
+from txdb.model.regular import NotRegularFile, kind, open_fd, open_regular, read_regular
 
 if TYPE_CHECKING:
     from txdb.model.verify import Report
@@ -131,7 +135,13 @@ def _pass_problem(p) -> str | None:
             return f"a pass's {k} is not a count"
     if not isinstance(p.get("stale_from") or "", str):
         return "a pass's stale_from is not a uuid"
+    if not _is_count(p.get("copy_size", 0)):
+        return "a pass's copy_size is not a count"
     return None
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
 
 
 def load_meta(path: str | Path) -> tuple[dict | None, str | None]:
@@ -159,6 +169,8 @@ def load_meta(path: str | Path) -> tuple[dict | None, str | None]:
         return None, "no size and sha256 of the snapshot"
     if meta.get("original", str(orig)) != str(orig):
         return None, "it names another session file as its original"
+    if not _is_count(meta.get("copy_size", 0)):
+        return None, "its copy_size is not a count"
     left = meta.get("left_out_bytes", 0)
     if not isinstance(left, int) or isinstance(left, bool) or left < 0:
         return None, "its left_out_bytes is not a count"
@@ -187,7 +199,7 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
         st = os.fstat(fh.fileno())
     size = complete_prefix(data)
     digest = sha256(data[:size])
-    meta = {"original": str(orig), "size": size, "sha256": digest,
+    meta = {"original": str(orig), "size": size, "sha256": digest, "copy_size": size,
             "taken_at": time.time(), "left_out_bytes": len(data) - size, "tool": "txdb"}
     if st.st_size == len(data):
         _READ_AS[str(orig)] = (quiet_identity(st), digest)
@@ -258,7 +270,7 @@ def applied_copy(orig: Path, e: dict | None) -> bool:
         return False
     try:
         with open_regular(pending, follow=False) as fh:
-            if sha256(fh.read()) != e["result_sha256"]:
+            if os.fstat(fh.fileno()).st_size != e.get("result_size") or sha256(fh.read()) != e["result_sha256"]:
                 return False
         return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
     except OSError:
@@ -282,6 +294,90 @@ def drop_applied_copy(orig: Path) -> bool:
         except OSError:
             pass
     return True
+
+
+# The most a pending copy may hold, whatever its record says: twice the
+# snapshot (a marker is longer than the short text it replaces) and 16 MiB
+# (a --summary). No pass writes more (``engine``), so a copy over it is not txdb's.
+COPY_GROWTH = 2
+COPY_SLACK = 16 << 20
+
+
+def copy_limit(snapshot_size: int) -> int:
+    """The largest pending copy a pass may make of a snapshot of ``snapshot_size`` bytes."""
+    return COPY_GROWTH * snapshot_size + COPY_SLACK
+
+
+def copy_sizes(meta: dict) -> set[int] | None:
+    """The sizes the pending copy may have by its record: the last pass's
+    copy (the snapshot's, before any pass), or the one before it (a pass
+    killed between recording itself and writing its copy). None when the
+    record does not say (written by an earlier release)."""
+    sizes = [meta.get("copy_size")] + [p.get("copy_size") for p in meta.get("passes") or []]
+    last = sizes[-2:] if len(sizes) > 1 else sizes
+    return None if any(s is None for s in last) else set(last)
+
+
+def copy_problem(orig: Path, meta: dict | None, size: int) -> str | None:
+    """Why a pending copy of ``size`` bytes cannot be the one ``meta`` describes, None if it can."""
+    base = meta["size"] if meta is not None else None
+    try:
+        now = os.stat(orig).st_size
+        base = now if base is None else min(base, now)  # a forged record's size is no bigger than the file
+    except OSError:
+        base = base or 0
+    expected = copy_sizes(meta) if meta is not None else None
+    if expected is not None and size not in expected:
+        return "its record says " + " or ".join(f"{n:,}" for n in sorted(expected, reverse=True))
+    if size > copy_limit(base):
+        return (f"more than any pass makes of the {base:,}-byte snapshot "
+                f"(at most {COPY_GROWTH} x it + {COPY_SLACK >> 20} MiB)")
+    return None
+
+
+def _not_the_copy(orig: Path, size: int, why: str) -> SurgeryError:
+    return SurgeryError(f"the pending copy {pending_path(orig).name} is {size:,} bytes, {why}: not the copy txdb "
+                        f"wrote (none of it read, nothing changed); run `txdb snapshot --refresh {orig}` "
+                        "to start again from the session")
+
+
+def read_pending(orig: Path, meta: dict | None) -> bytes:
+    """The pending copy's bytes, its size checked (``copy_problem``) on the
+    open file before a byte is read; a link, a FIFO or a folder there is refused too."""
+    pend = pending_path(orig)
+    try:
+        fh = open_regular(pend, follow=False)
+    except NotRegularFile as e:
+        raise SurgeryError(f"{pend.name} is {kind(e.mode)}, not a pending copy txdb wrote: "
+                           "remove it and redo the surgery") from None
+    except FileNotFoundError:
+        raise SurgeryError(f"no pending copy for {orig.name}: a surgery command makes one first") from None
+    except OSError as e:
+        raise SurgeryError(f"the pending copy {pend.name} cannot be read: {e.strerror}") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if (why := copy_problem(orig, meta, size)) is not None:
+            raise _not_the_copy(orig, size, why)
+        data = fh.read(size + 1)
+    if len(data) != size:
+        raise SurgeryError(f"the pending copy {pend.name} changed while it was read ({size:,} bytes, then "
+                           f"{len(data):,}): a pending copy is never being written; run "
+                           f"`txdb snapshot --refresh {orig}` and redo the surgery")
+    return data
+
+
+def check_pending_size(orig: Path, meta: dict | None) -> None:
+    """``read_pending``'s check, reading nothing (a command that reuses the copy as it is)."""
+    try:
+        fd = open_fd(pending_path(orig), follow=False)
+    except OSError:
+        return  # not there, or not a file: the caller's own checks say so
+    try:
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if (why := copy_problem(orig, meta, size)) is not None:
+        raise _not_the_copy(orig, size, why)
 
 
 def check_pending_kind(orig: Path) -> None:
@@ -309,6 +405,7 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
         if pend.exists() and meta is None and not refresh:
             raise unreadable_meta(orig)
         if pend.exists() and meta is not None and not refresh:
+            check_pending_size(orig, meta)
             return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False,
                             meta.get("left_out_bytes", 0))
         data, meta = take_snapshot(orig)
@@ -506,8 +603,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     original_chain = gate.original_chain(original)
     had_missing = _missing_sidecars(orig, data)
     del original, data
-    with open_regular(pend, follow=False) as fh:
-        new = fh.read()
+    new = read_pending(orig, meta)
     whole = complete_prefix(new)
     if whole != len(new):
         raise SurgeryError(

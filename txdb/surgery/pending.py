@@ -11,7 +11,10 @@ for a record of an earlier release or a forged one) before it reads a byte
 (``read_pending``). ``apply`` is the one write to the real file:
 
 1. settle: the original must not change during 400 ms (a live CLI appends
-   every 100 ms);
+   every 100 ms); one that has grown past the snapshot and changed in the
+   last ``LIVE_QUIET_SECONDS`` must stay quiet until it has been quiet that
+   long (a writer pausing up to a second between lines is seen); what apply
+   then reads must be the file as the settle saw it;
 2. prefix hash: the original must still begin with the snapshot's bytes
    (else it was rewritten and the copy no longer descends from it);
 3. whole: the pending copy's last line must be complete (a pending copy is
@@ -65,6 +68,9 @@ if TYPE_CHECKING:
     from txdb.model.verify import Report
 
 SETTLE_SECONDS = 0.4
+# A file that grew past its snapshot this recently may have a writer pausing
+# between lines (up to ~1 s): it must be quiet this long, 1 s of scheduling to spare.
+LIVE_QUIET_SECONDS = 2.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 READ_CHUNK = 1 << 20
 
@@ -471,6 +477,7 @@ class ApplyReport:
     catalog_error: str | None = None  # the swap is done but the catalog could not be updated
     entry: dict | None = None  # the swap journal's entry (not in as_dict)
     warnings: list[str] = field(default_factory=list)  # journal entries disregarded (not txdb's)
+    settled_seconds: float = 0.0  # how long the original was watched before it was read (``settle_seconds``)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -519,6 +526,17 @@ def file_state(path: str | Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+def settle_seconds(state: tuple[int, int] | None, meta: dict | None, settle: float = SETTLE_SECONDS) -> float:
+    """How long apply watches the original (``state``: its ``file_state``)
+    before reading it: ``settle``, or, when it has grown past the snapshot
+    and last changed less than ``LIVE_QUIET_SECONDS`` ago, until it has been
+    quiet that long. ``settle`` 0 (the caller watched it) stays 0."""
+    if not settle or state is None or meta is None or state[0] <= meta["size"]:
+        return settle
+    age = time.time() - state[1] / 1e9
+    return round(min(LIVE_QUIET_SECONDS, max(settle, LIVE_QUIET_SECONDS - age)), 3)
+
+
 def being_written(orig: Path, settle: float) -> SurgeryError:
     """The refusal of a settle check that saw the original change."""
     return SurgeryError(
@@ -563,12 +581,14 @@ def digest(fd: int, size: int) -> tuple[str, int]:
 
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
           settle: float = SETTLE_SECONDS, rows: list[dict] | None = None,
-          journal_entries: list[dict] | None = None) -> ApplyReport:
+          journal_entries: list[dict] | None = None, settled: tuple[int, int] | None = None) -> ApplyReport:
     """Swap the pending copy in for the original, after every check. See the module doc.
 
     ``rows``: the ``surgeries`` rows the swap journal records for it
     (default: one per recorded pass); ``journal_entries``: the journal's
-    entries to keep before it (``log.catch_up``; default all)."""
+    entries to keep before it (``log.catch_up``; default all); ``settled``:
+    the original's ``file_state`` at the end of a settle check the caller
+    made (``select.apply_all``), which it must still have."""
     orig = original_path(path)
     pend = pending_path(orig)
     if not orig.is_file():
@@ -581,10 +601,11 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise unreadable_meta(orig)
     if not dry_run:
         clean_stale_temps(orig.parent)
-    st1 = file_state(orig)
-    time.sleep(settle)
+    st1 = settled if settled is not None else file_state(orig)
+    wait = 0.0 if settled is not None else settle_seconds(st1, meta, settle)
+    time.sleep(wait)
     if file_state(orig) != st1:
-        raise being_written(orig, settle)
+        raise being_written(orig, wait or settle)
     # The two files are never held at once: the original's side of every
     # check is taken first (its verify report, chain and missing sidecars),
     # then its bytes go and the pending copy is read.
@@ -595,6 +616,8 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         seen = os.fstat(fh.fileno())
     if seen.st_size != len(data) + discarded_bytes:
         raise _refuse_changed(orig, "while apply read it")
+    if (seen.st_size, seen.st_mtime_ns) != st1:
+        raise being_written(orig, wait or settle)  # changed after the settle, before the read: still live
     check_descends(orig, meta, data)
     from txdb.model.verify import verify_transcript  # apply's check: a pass that only writes the copy loads no verify
 
@@ -620,7 +643,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                            + (f" (+{len(added) - 1} more)" if len(added) > 1 else ""))
     report = ApplyReport(str(orig), str(pend), dry_run, None, seen.st_size, len(new), discarded_lines,
                          discarded_bytes, before.counts()["error"], after.counts()["error"], False,
-                         list(meta.get("passes") or []), sha256(new))
+                         list(meta.get("passes") or []), sha256(new), settled_seconds=wait)
     if dry_run:
         return report
     _step("checked")

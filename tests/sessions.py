@@ -191,3 +191,16 @@ def with_prompt_usage(src: Path, dst: Path, extra: int = 12000) -> Path:
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     Path(dst).write_bytes(data)
     return Path(dst)
+
+
+def edit_pending_copy(session: Path, data: bytes) -> None:
+    """Replace a session's pending copy by ``data`` and record its size as the
+    pass that wrote it would (``copy_size``), so that apply's later checks
+    (a whole last line, the chain gate, verify) judge the edit, not the size check."""
+    copy = Path(f"{session}.pending")
+    meta = Path(f"{session}.pending.json")
+    copy.write_bytes(data)
+    doc = orjson.loads(meta.read_bytes())
+    passes = doc.get("passes") or []
+    (passes[-1] if passes else doc)["copy_size"] = len(data)
+    meta.write_bytes(orjson.dumps(doc))

@@ -79,11 +79,11 @@ def templates(tmp_path_factory):
 
 # Each name txdb gives a file of its own in a session's folder, the template
 # state it is broken in, and the kinds planted there ("huge" only where txdb
-# caps what it reads: a pending copy or a backup is a session's size).
+# caps what it reads: the pending copy by its record, a backup is a session's size).
 NAMES = {
     "swaps.json": ("pending", "{s}.swaps.json", ("fifo", "symlink", "folder", "garbage", "huge")),
     "pending.json": ("pending", "{s}.pending.json", ("fifo", "symlink", "folder", "garbage", "huge")),
-    "pending": ("pending", "{s}.pending", ("fifo", "symlink", "folder", "garbage")),
+    "pending": ("pending", "{s}.pending", ("fifo", "symlink", "folder", "garbage", "huge", "truncated")),
     "bak": ("applied", "{s}.bak", ("fifo", "symlink", "folder", "garbage", "huge")),
     "sidecar": ("pending", "{d}/tool-results/toolu_01SXaWzD5YZ73zGwchbcxeWi.txt",
                 ("fifo", "symlink", "folder", "garbage")),
@@ -96,6 +96,7 @@ COMMANDS = {
     "persist-tools": ["persist-tools", "{s}", "--min-chars", "50"],
     "rescue": ["rescue", "{s}", "--target", "21000"],
     "verify": ["verify", "{s}"],
+    "verify the copy": ["verify", "{s}.pending"],
     "analyze": ["analyze", "{s}"],
 }
 SWAPS = {"apply", "apply --all-pending", "undo"}
@@ -103,7 +104,7 @@ SWAPS = {"apply", "apply --all-pending", "undo"}
 REFUSE = {
     "swaps.json": {"apply", "apply --all-pending", "undo"},
     "pending.json": {"apply", "apply --all-pending", "undo", "persist-tools", "rescue"},
-    "pending": {"apply", "undo", "persist-tools", "rescue"},
+    "pending": {"apply", "undo", "persist-tools", "rescue", "verify the copy"},
     "bak": {"undo"},
     "sidecar": {"undo"},  # refused for the pending copy beside it
 }
@@ -124,6 +125,7 @@ DRIVER = textwrap.dedent('''
         s = str(root / "projects" / %(project)r / %(sid)r) + ".jsonl"
         d = str(root / "projects" / %(project)r / %(sid)r)
         target = Path(rel.format(s=s, d=d))
+        was = target.read_bytes() if target.is_file() and not target.is_symlink() else b""
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         elif os.path.lexists(target):
@@ -140,6 +142,8 @@ DRIVER = textwrap.dedent('''
         elif kind == "huge":
             with open(target, "wb") as fh:
                 fh.truncate(huge)
+        elif kind == "truncated":  # whole lines, the last one gone
+            target.write_bytes(was[: was.rstrip(b"\\n").rfind(b"\\n") + 1])
         before = Path(s).read_bytes()
         argv = [a.format(s=s, root=root) for a in args] + ["--db", str(root / "c.db")]
         print(json.dumps({"start": label}), flush=True)
@@ -196,7 +200,8 @@ def test_each_command_over_a_broken_own_file_names_it_and_never_hangs(tmp_path, 
         assert r["rc"] in (0, 1), f"{where}: {r}"
         if r["rc"] == 1:
             errors = [ln for ln in r["stderr"].splitlines() if ln.startswith("Error: ")]
-            assert len(errors) == 1 or label in ("apply --all-pending", "verify"), f"{where}: {r['stderr']}"
+            assert len(errors) == 1 or label in ("apply --all-pending", "verify", "verify the copy"), \
+                f"{where}: {r['stderr']}"
         if label in REFUSE[name]:
             assert r["rc"] == 1, f"{where} was not refused: {r}"
         for ln in r["stderr"].splitlines():

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from sessions import edit_pending_copy
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
 from txdb.surgery import pending as pend
@@ -142,7 +143,7 @@ def test_apply_refuses_pending_that_fails_verify(tmp_path):
     p = pend.pending_path(f)
     lines = p.read_bytes().split(b"\n")
     lines.insert(3, b'{"type":"user","message":')  # an unparseable line the original did not have
-    p.write_bytes(b"\n".join(lines))
+    edit_pending_copy(f, b"\n".join(lines))
     state = _state(f.parent)
     with pytest.raises(SurgeryError, match="fails verify"):
         pend.apply(f, settle=0.0)

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from sessions import edit_pending_copy
 from txdb.cli import cli
 from txdb.errors import SurgeryError
 from txdb.surgery import ops
@@ -100,7 +101,7 @@ def test_real_session_naive_deletion_is_refused(tmp_path):
     lines = p.read_bytes().split(b"\n")
     assert orjson.loads(lines[1044])["type"] == "attachment"
     del lines[1044]
-    p.write_bytes(b"\n".join(lines))
+    edit_pending_copy(f, b"\n".join(lines))
     with pytest.raises(SurgeryError, match=r"would lose [\d,]+ of the 1,294 records"):
         pend.apply(f, settle=0.0)
     assert f.read_bytes() == D8.read_bytes()
@@ -187,7 +188,7 @@ def test_an_unclaimed_removal_is_refused(tmp_path):
     p = pend.pending_path(f)
     t = Transcript.load(p)
     t.remove([t.chain[3]])
-    p.write_bytes(t.to_bytes())  # children re-parented, chain whole, but no pass recorded the removal
+    edit_pending_copy(f, t.to_bytes())  # children re-parented, chain whole, but no pass recorded the removal
     with pytest.raises(SurgeryError, match="would lose 1 of"):
         pend.apply(f, settle=0.0)
 
@@ -208,7 +209,7 @@ def test_truncated_or_emptied_pending_copy_refused(tmp_path, src):
         "whole lines": (full[: full.rfind(b"\n", 0, len(full) // 2) + 1], "would lose"),
     }
     for name, (data, msg) in cases.items():
-        p.write_bytes(data)
+        edit_pending_copy(f, data)
         state = _state(f.parent)
         for dry in (True, False):
             with pytest.raises(SurgeryError, match=msg):

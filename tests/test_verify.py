@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sessions import assistant, user, write
+from sessions import assistant, edit_pending_copy, user, write
 from txdb.model import chain as chainmod
 from txdb.cli import cli
 from txdb.errors import SurgeryError
@@ -198,7 +198,7 @@ def test_a_cut_short_pending_copy_fails_and_apply_refuses_it(tmp_path):
     f, p = _pending(tmp_path)
     data = p.read_bytes()
     cut = data[: data.rfind(b"\n", 0, len(data) - 1) + 40]  # the last line cut 39 bytes in
-    p.write_bytes(cut)
+    edit_pending_copy(f, cut)  # its record says so: apply's own check of the last line judges it
     r = verify_file(p)
     assert not r.ok
     n = cut.count(b"\n") + 1
@@ -213,7 +213,7 @@ def test_a_cut_short_pending_copy_fails_and_apply_refuses_it(tmp_path):
 
 def test_an_empty_pending_copy_fails_and_apply_refuses_it(tmp_path):
     f, p = _pending(tmp_path)
-    p.write_bytes(b"")
+    edit_pending_copy(f, b"")
     r = verify_file(p)
     assert lines_of(r, "error") == [
         ("error", "empty_pending_copy", None, f"the pending copy holds no record while its original {f.name} "

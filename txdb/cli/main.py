@@ -500,7 +500,7 @@ def analyze(db_path, session, original, as_json):
     from txdb.catalog import sessions as catalog
 
     conn, _ = read_catalog(db_path, session)
-    ref = catalog.resolve_positions(conn, session, original)
+    ref = positions_ref(conn, session, original)
     report = catalog.analyze_session(conn, ref)
     if as_json:
         echo(to_json(report))
@@ -589,11 +589,21 @@ def verify(db_path, session, as_json):
 
         txdb verify ~/.claude/projects/-home-me-app/3f2a9c1e-....jsonl
     """
+    from pathlib import Path
+
     from txdb.catalog import sessions as catalog
+    from txdb.model.paths import is_pending_name
     from txdb.model.verify import verify_file
 
     conn, _ = read_catalog(db_path, session)
-    report = verify_file(catalog.resolve_session(conn, session).path)
+    path = catalog.resolve_session(conn, session).path
+    data = None
+    if is_pending_name(Path(path).name):
+        from txdb.surgery import pending as pend  # a pending copy is read as its record says, or refused
+
+        orig = pend.original_path(path)
+        data = pend.read_pending(orig, pend.read_meta(orig))
+    report = verify_file(path, data=data)
     if report.lines and not report.records:
         raise NotASession(f"{report.path} is not a session: none of its {_count(report.lines, 'line')} "
                           "is a JSON record")
@@ -611,6 +621,20 @@ def verify(db_path, session, as_json):
         )
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def positions_ref(conn, session: str, original: bool):
+    """``resolve_positions``, and a pending copy it reads through checked
+    against its record's size first (a planted huge file is refused, not read)."""
+    from txdb.catalog import sessions as catalog
+
+    ref = catalog.resolve_positions(conn, session, original)
+    if ref.kind == "the pending copy":
+        from txdb.surgery import pending as pend
+
+        orig = pend.original_path(ref.path)
+        pend.check_pending_size(orig, pend.read_meta(orig))
+    return ref
 
 
 def positions_note(ref) -> str:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import click
 
 from txdb.catalog import show
-from txdb.catalog.sessions import resolve_positions
-from txdb.cli.main import command, db_option, original_option, positions_note, read_catalog
+from txdb.cli.main import command, db_option, original_option, positions_note, positions_ref, read_catalog
 from txdb.cli.output import echo, tabulate, to_json, wide_option
 
 
 def _resolve(db_path, session, original):
     conn, _ = read_catalog(db_path, session)
-    return conn, resolve_positions(conn, session, original)
+    return conn, positions_ref(conn, session, original)
 
 
 def _head(report: dict, ref) -> None:

@@ -127,7 +127,8 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
         pend.check_descends(orig, meta, data)
         original = Transcript.from_bytes(data[: meta["size"]], orig, measure=measure_at_load)
         del data
-        return Transcript.load(base, measure=measure_at_load), original, True, meta
+        copy = Transcript.from_bytes(pend.read_pending(orig, meta), base, measure=measure_at_load)
+        return copy, original, True, meta
     data, meta = pend.take_snapshot(orig)
     # Each record's recorded usage is read as the load parses it
     # (``ops.measure_at_load``), each chain record's size (its thinking, its
@@ -224,6 +225,10 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     # from the very objects the changed lines are written from.
     gate.check_chain(gate.original_chain(original), t, gate.recorded_removals(meta) | removed,
                      what=f"the {'fork' if fork else 'pending copy'} ({operation})", via_fork=fork)
+    if not fork and report.bytes_after > pend.copy_limit(meta["size"]):
+        raise SurgeryError(f"{operation} would make a pending copy of {report.bytes_after:,} bytes, more than "
+                           f"txdb makes of a {meta['size']:,}-byte session (at most {pend.COPY_GROWTH} x it + "
+                           f"{pend.COPY_SLACK >> 20} MiB, the most apply accepts): nothing was written")
     if dry_run:
         return report
     if not fork and report.changed_lines == 0:
@@ -268,10 +273,11 @@ def _write_result(t: Transcript, orig: Path, report: SurgeryReport, fork: bool, 
     entry = {"command": operation, "arguments": arguments or {}, "at": now_timestamp(),
              "records_changed": report.changed_lines, "tokens_before": report.tokens_base,
              "tokens_after": report.tokens_after, "removed": sorted(removed),
-             "stale_from": report.stale_from, "fit": list(report.fit) if report.fit else None}
+             "stale_from": report.stale_from, "fit": list(report.fit) if report.fit else None,
+             "copy_size": report.bytes_after}
     if not had_pending:
         pend.check_descends(orig, meta)  # not rewritten while we worked
-        pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry]))
+        pend.write_snapshot(orig, t.chunks(), dict(meta, passes=[entry], copy_size=report.bytes_after))
         report.snapshot_created = True
     else:
         # The pass is recorded before the copy is written: killed in between,

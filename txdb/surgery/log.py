@@ -65,7 +65,7 @@ def _fallback_pass(orig: Path) -> dict:
     meta = pend.read_meta(orig) or {}
     with open_regular(orig) as fh:
         before = Transcript.from_bytes(fh.read()[: meta.get("size", 0)], orig)
-    after = Transcript.load(pend.pending_path(orig))
+    after = Transcript.from_bytes(pend.read_pending(orig, meta or None), pend.pending_path(orig))
     kept = collections.Counter(ln.raw for ln in after.lines)
     changed = 0
     for ln in before.lines:  # lines of the original not found unchanged in the copy
@@ -184,8 +184,10 @@ def applied_pending(orig: Path, e: dict | None) -> bool:
 
 
 def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, backup: bool = True,
-                 settle: float = pend.SETTLE_SECONDS) -> tuple[pend.ApplyReport, list[int]]:
-    """``pending.apply`` + refresh of the file + its ``surgeries`` rows.
+                 settle: float = pend.SETTLE_SECONDS,
+                 settled: tuple[int, int] | None = None) -> tuple[pend.ApplyReport, list[int]]:
+    """``pending.apply`` + refresh of the file + its ``surgeries`` rows
+    (``settled``: the file's state at the end of the caller's settle check).
 
     Returns (report, ids of the rows written). A refusal raises
     ``SurgeryError`` (no file changed, nothing logged); ``dry_run`` logs
@@ -206,19 +208,21 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
             raise SurgeryError(f"the pending copy of {orig.name} was applied already (an apply killed before it "
                                f"removed the copy; the swap journal records it): the leftover copy is removed, "
                                "nothing is left to apply")
-        rep, ids = _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing)
+        rep, ids = _apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=settle, standing=standing,
+                                 settled=settled)
         rep.warnings = warnings
         return rep, ids
 
 
-def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup: bool,
-                  settle: float, standing: list[dict] | None) -> tuple[pend.ApplyReport, list[int]]:
+def _apply_logged(conn: sqlite3.Connection, orig: Path, *, dry_run: bool, backup: bool, settle: float,
+                  standing: list[dict] | None, settled: tuple[int, int] | None) -> tuple[pend.ApplyReport, list[int]]:
     fallback = None
     meta = pend.read_meta(orig)
     if not dry_run and meta is not None and not meta.get("passes") and pend.pending_path(orig).is_file():
         fallback = _fallback_pass(orig)
     rows = journal.pass_rows(meta.get("passes") if meta else None) or journal.pass_rows([fallback] if fallback else [])
-    rep = pend.apply(orig, dry_run=dry_run, backup=backup, settle=settle, rows=rows, journal_entries=standing)
+    rep = pend.apply(orig, dry_run=dry_run, backup=backup, settle=settle, rows=rows, journal_entries=standing,
+                     settled=settled)
     if not rep.applied:
         return rep, []
     try:

@@ -4,10 +4,17 @@ Mutating commands never write a session file. They work on
 ``<session>.jsonl.pending``, a copy taken by ``snapshot`` (complete lines
 only: a line the CLI is still writing is left out), with a sidecar
 ``<session>.jsonl.pending.json`` recording the original's size and the
-sha256 of that prefix. ``apply`` is the one write to the real file:
+sha256 of that prefix, and the size of the copy each pass wrote
+(``copy_size``). Every command that reads the pending copy compares the
+open file's size with that record (and with ``copy_limit`` of the snapshot,
+for a record of an earlier release or a forged one) before it reads a byte
+(``read_pending``). ``apply`` is the one write to the real file:
 
 1. settle: the original must not change during 400 ms (a live CLI appends
-   every 100 ms);
+   every 100 ms); one that has grown past the snapshot and changed in the
+   last ``LIVE_QUIET_SECONDS`` must stay quiet until it has been quiet that
+   long (a writer pausing up to a second between lines is seen); what apply
+   then reads must be the file as the settle saw it;
 2. prefix hash: the original must still begin with the snapshot's bytes
    (else it was rewritten and the copy no longer descends from it);
 3. whole: the pending copy's last line must be complete (a pending copy is
@@ -55,12 +62,15 @@ from txdb.model.lock import session_lock
 from txdb.surgery import gate, journal
 from txdb.model.transcript import Transcript
 from txdb.model.durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
-from txdb.model.regular import kind, open_fd, open_regular, read_regular
+from txdb.model.regular import NotRegularFile, kind, open_fd, open_regular, read_regular
 
 if TYPE_CHECKING:
     from txdb.model.verify import Report
 
 SETTLE_SECONDS = 0.4
+# A file that grew past its snapshot this recently may have a writer pausing
+# between lines (up to ~1 s): it must be quiet this long, 1 s of scheduling to spare.
+LIVE_QUIET_SECONDS = 2.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 READ_CHUNK = 1 << 20
 
@@ -131,7 +141,13 @@ def _pass_problem(p) -> str | None:
             return f"a pass's {k} is not a count"
     if not isinstance(p.get("stale_from") or "", str):
         return "a pass's stale_from is not a uuid"
+    if not _is_count(p.get("copy_size", 0)):
+        return "a pass's copy_size is not a count"
     return None
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
 
 
 def load_meta(path: str | Path) -> tuple[dict | None, str | None]:
@@ -159,6 +175,8 @@ def load_meta(path: str | Path) -> tuple[dict | None, str | None]:
         return None, "no size and sha256 of the snapshot"
     if meta.get("original", str(orig)) != str(orig):
         return None, "it names another session file as its original"
+    if not _is_count(meta.get("copy_size", 0)):
+        return None, "its copy_size is not a count"
     left = meta.get("left_out_bytes", 0)
     if not isinstance(left, int) or isinstance(left, bool) or left < 0:
         return None, "its left_out_bytes is not a count"
@@ -187,7 +205,7 @@ def take_snapshot(path: str | Path) -> tuple[bytes, dict]:
         st = os.fstat(fh.fileno())
     size = complete_prefix(data)
     digest = sha256(data[:size])
-    meta = {"original": str(orig), "size": size, "sha256": digest,
+    meta = {"original": str(orig), "size": size, "sha256": digest, "copy_size": size,
             "taken_at": time.time(), "left_out_bytes": len(data) - size, "tool": "txdb"}
     if st.st_size == len(data):
         _READ_AS[str(orig)] = (quiet_identity(st), digest)
@@ -258,7 +276,7 @@ def applied_copy(orig: Path, e: dict | None) -> bool:
         return False
     try:
         with open_regular(pending, follow=False) as fh:
-            if sha256(fh.read()) != e["result_sha256"]:
+            if os.fstat(fh.fileno()).st_size != e.get("result_size") or sha256(fh.read()) != e["result_sha256"]:
                 return False
         return prefix_sha256(Path(e["backup"]), meta["size"]) == meta["sha256"] and journal.matches(orig, e)
     except OSError:
@@ -282,6 +300,90 @@ def drop_applied_copy(orig: Path) -> bool:
         except OSError:
             pass
     return True
+
+
+# The most a pending copy may hold, whatever its record says: twice the
+# snapshot (a marker is longer than the short text it replaces) and 16 MiB
+# (a --summary). No pass writes more (``engine``), so a copy over it is not txdb's.
+COPY_GROWTH = 2
+COPY_SLACK = 16 << 20
+
+
+def copy_limit(snapshot_size: int) -> int:
+    """The largest pending copy a pass may make of a snapshot of ``snapshot_size`` bytes."""
+    return COPY_GROWTH * snapshot_size + COPY_SLACK
+
+
+def copy_sizes(meta: dict) -> set[int] | None:
+    """The sizes the pending copy may have by its record: the last pass's
+    copy (the snapshot's, before any pass), or the one before it (a pass
+    killed between recording itself and writing its copy). None when the
+    record does not say (written by an earlier release)."""
+    sizes = [meta.get("copy_size")] + [p.get("copy_size") for p in meta.get("passes") or []]
+    last = sizes[-2:] if len(sizes) > 1 else sizes
+    return None if any(s is None for s in last) else set(last)
+
+
+def copy_problem(orig: Path, meta: dict | None, size: int) -> str | None:
+    """Why a pending copy of ``size`` bytes cannot be the one ``meta`` describes, None if it can."""
+    base = meta["size"] if meta is not None else None
+    try:
+        now = os.stat(orig).st_size
+        base = now if base is None else min(base, now)  # a forged record's size is no bigger than the file
+    except OSError:
+        base = base or 0
+    expected = copy_sizes(meta) if meta is not None else None
+    if expected is not None and size not in expected:
+        return "its record says " + " or ".join(f"{n:,}" for n in sorted(expected, reverse=True))
+    if size > copy_limit(base):
+        return (f"more than any pass makes of the {base:,}-byte snapshot "
+                f"(at most {COPY_GROWTH} x it + {COPY_SLACK >> 20} MiB)")
+    return None
+
+
+def _not_the_copy(orig: Path, size: int, why: str) -> SurgeryError:
+    return SurgeryError(f"the pending copy {pending_path(orig).name} is {size:,} bytes, {why}: not the copy txdb "
+                        f"wrote (none of it read, nothing changed); run `txdb snapshot --refresh {orig}` "
+                        "to start again from the session")
+
+
+def read_pending(orig: Path, meta: dict | None) -> bytes:
+    """The pending copy's bytes, its size checked (``copy_problem``) on the
+    open file before a byte is read; a link, a FIFO or a folder there is refused too."""
+    pend = pending_path(orig)
+    try:
+        fh = open_regular(pend, follow=False)
+    except NotRegularFile as e:
+        raise SurgeryError(f"{pend.name} is {kind(e.mode)}, not a pending copy txdb wrote: "
+                           "remove it and redo the surgery") from None
+    except FileNotFoundError:
+        raise SurgeryError(f"no pending copy for {orig.name}: a surgery command makes one first") from None
+    except OSError as e:
+        raise SurgeryError(f"the pending copy {pend.name} cannot be read: {e.strerror}") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if (why := copy_problem(orig, meta, size)) is not None:
+            raise _not_the_copy(orig, size, why)
+        data = fh.read(size + 1)
+    if len(data) != size:
+        raise SurgeryError(f"the pending copy {pend.name} changed while it was read ({size:,} bytes, then "
+                           f"{len(data):,}): a pending copy is never being written; run "
+                           f"`txdb snapshot --refresh {orig}` and redo the surgery")
+    return data
+
+
+def check_pending_size(orig: Path, meta: dict | None) -> None:
+    """``read_pending``'s check, reading nothing (a command that reuses the copy as it is)."""
+    try:
+        fd = open_fd(pending_path(orig), follow=False)
+    except OSError:
+        return  # not there, or not a file: the caller's own checks say so
+    try:
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if (why := copy_problem(orig, meta, size)) is not None:
+        raise _not_the_copy(orig, size, why)
 
 
 def check_pending_kind(orig: Path) -> None:
@@ -309,6 +411,7 @@ def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
         if pend.exists() and meta is None and not refresh:
             raise unreadable_meta(orig)
         if pend.exists() and meta is not None and not refresh:
+            check_pending_size(orig, meta)
             return Snapshot(str(orig), str(pend), meta["size"], meta["sha256"], False,
                             meta.get("left_out_bytes", 0))
         data, meta = take_snapshot(orig)
@@ -374,6 +477,7 @@ class ApplyReport:
     catalog_error: str | None = None  # the swap is done but the catalog could not be updated
     entry: dict | None = None  # the swap journal's entry (not in as_dict)
     warnings: list[str] = field(default_factory=list)  # journal entries disregarded (not txdb's)
+    settled_seconds: float = 0.0  # how long the original was watched before it was read (``settle_seconds``)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -422,6 +526,17 @@ def file_state(path: str | Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+def settle_seconds(state: tuple[int, int] | None, meta: dict | None, settle: float = SETTLE_SECONDS) -> float:
+    """How long apply watches the original (``state``: its ``file_state``)
+    before reading it: ``settle``, or, when it has grown past the snapshot
+    and last changed less than ``LIVE_QUIET_SECONDS`` ago, until it has been
+    quiet that long. ``settle`` 0 (the caller watched it) stays 0."""
+    if not settle or state is None or meta is None or state[0] <= meta["size"]:
+        return settle
+    age = time.time() - state[1] / 1e9
+    return round(min(LIVE_QUIET_SECONDS, max(settle, LIVE_QUIET_SECONDS - age)), 3)
+
+
 def being_written(orig: Path, settle: float) -> SurgeryError:
     """The refusal of a settle check that saw the original change."""
     return SurgeryError(
@@ -466,12 +581,14 @@ def digest(fd: int, size: int) -> tuple[str, int]:
 
 def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
           settle: float = SETTLE_SECONDS, rows: list[dict] | None = None,
-          journal_entries: list[dict] | None = None) -> ApplyReport:
+          journal_entries: list[dict] | None = None, settled: tuple[int, int] | None = None) -> ApplyReport:
     """Swap the pending copy in for the original, after every check. See the module doc.
 
     ``rows``: the ``surgeries`` rows the swap journal records for it
     (default: one per recorded pass); ``journal_entries``: the journal's
-    entries to keep before it (``log.catch_up``; default all)."""
+    entries to keep before it (``log.catch_up``; default all); ``settled``:
+    the original's ``file_state`` at the end of a settle check the caller
+    made (``select.apply_all``), which it must still have."""
     orig = original_path(path)
     pend = pending_path(orig)
     if not orig.is_file():
@@ -484,10 +601,11 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         raise unreadable_meta(orig)
     if not dry_run:
         clean_stale_temps(orig.parent)
-    st1 = file_state(orig)
-    time.sleep(settle)
+    st1 = settled if settled is not None else file_state(orig)
+    wait = 0.0 if settled is not None else settle_seconds(st1, meta, settle)
+    time.sleep(wait)
     if file_state(orig) != st1:
-        raise being_written(orig, settle)
+        raise being_written(orig, wait or settle)
     # The two files are never held at once: the original's side of every
     # check is taken first (its verify report, chain and missing sidecars),
     # then its bytes go and the pending copy is read.
@@ -498,6 +616,8 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
         seen = os.fstat(fh.fileno())
     if seen.st_size != len(data) + discarded_bytes:
         raise _refuse_changed(orig, "while apply read it")
+    if (seen.st_size, seen.st_mtime_ns) != st1:
+        raise being_written(orig, wait or settle)  # changed after the settle, before the read: still live
     check_descends(orig, meta, data)
     from txdb.model.verify import verify_transcript  # apply's check: a pass that only writes the copy loads no verify
 
@@ -506,8 +626,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     original_chain = gate.original_chain(original)
     had_missing = _missing_sidecars(orig, data)
     del original, data
-    with open_regular(pend, follow=False) as fh:
-        new = fh.read()
+    new = read_pending(orig, meta)
     whole = complete_prefix(new)
     if whole != len(new):
         raise SurgeryError(
@@ -524,7 +643,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
                            + (f" (+{len(added) - 1} more)" if len(added) > 1 else ""))
     report = ApplyReport(str(orig), str(pend), dry_run, None, seen.st_size, len(new), discarded_lines,
                          discarded_bytes, before.counts()["error"], after.counts()["error"], False,
-                         list(meta.get("passes") or []), sha256(new))
+                         list(meta.get("passes") or []), sha256(new), settled_seconds=wait)
     if dry_run:
         return report
     _step("checked")

@@ -279,15 +279,18 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     """Apply each pending copy with every check; a refusal is reported and the others go on.
 
     The settle check is done for all files at once (stat, one sleep, stat)
-    instead of 0.4 s per file; right before each apply the file is stat'ed
-    again and must still match, so every file has been quiet for at least
-    ``settle`` seconds when its apply reads it, as with a single ``apply``.
+    instead of 0.4 s per file, the sleep as long as the longest any file
+    needs (``pending.settle_seconds``: longer for one that grew past its
+    snapshot just now); each apply must then find its file as the settle
+    left it, so every file has been quiet for at least that long when its
+    apply reads it, as with a single ``apply``.
     """
     origs = [pend.original_path(p) for p in paths]
     st = pend.file_state
     first = {p: st(p) for p in origs}
-    if origs and settle:
-        time.sleep(settle)
+    wait = max((pend.settle_seconds(first[p], pend.read_meta(p), settle) for p in origs), default=0.0)
+    if origs and wait:
+        time.sleep(wait)
     settled = {p: st(p) for p in origs}
     out = []
     for orig in origs:
@@ -295,8 +298,8 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
         o = ApplyOutcome(str(orig), row[0] if row else None, False)
         try:
             if not (first[orig] == settled[orig] == st(orig)):
-                raise pend.being_written(orig, settle)
-            rep, ids = apply_logged(conn, orig, dry_run=dry_run, backup=backup, settle=0.0)
+                raise pend.being_written(orig, wait or settle)
+            rep, ids = apply_logged(conn, orig, dry_run=dry_run, backup=backup, settled=settled[orig])
         except (TxdbError, OSError) as e:
             o.error = _one_line(e)
             out.append(o)

@@ -24,16 +24,18 @@ WITH turns AS (
     SELECT c.file_id, c.pos, u.timestamp,
            coalesce(u.cache_creation_input_tokens, 0) AS cache_created,
            coalesce(u.cache_read_input_tokens, 0) AS cache_read
-    FROM usage u
-    JOIN chain c ON c.file_id = u.file_id AND c.offset = u.offset
+    FROM usage u  -- usage first: it has no index by offset to be looked up from the chain
+    CROSS JOIN chain c ON c.file_id = u.file_id AND c.offset = u.offset
     WHERE u.file_id = ?1 AND u.in_file = 1
 ),
 results AS (
     SELECT b.file_id, c.pos, r.line, b.tool_use_id, b.tool_name, b.is_error, b.tokens
+    -- the file's tool results first (CROSS JOIN keeps that order): the planner
+    -- would scan them again for each chain record
     FROM blocks b
-    JOIN records r ON r.file_id = b.file_id AND r.offset = b.offset
+    CROSS JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
+    CROSS JOIN records r ON r.file_id = b.file_id AND r.offset = b.offset
     JOIN files f ON f.id = b.file_id
-    JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
     WHERE b.file_id = ?1 AND b.kind = 'tool_result'
 ),
 reads AS (
@@ -58,22 +60,32 @@ items AS (
     FROM reads r
     UNION ALL
     SELECT 'reminder', a.file_id, c.pos, r.line, CAST(a.offset AS TEXT), a.type, a.tokens
-    FROM attachments a
+    FROM (
+        -- newer: a later line of its type in the file (one window, not a lookup per line)
+        SELECT x.*, x.offset < max(x.offset) OVER (PARTITION BY x.type) AS newer
+        FROM attachments x WHERE x.file_id = ?1
+    ) a
     JOIN records r ON r.file_id = a.file_id AND r.offset = a.offset
     JOIN files f ON f.id = a.file_id
     JOIN chain c ON c.file_id = a.file_id AND c.offset = a.offset
-    WHERE a.file_id = ?1 AND a.tokens > 0
+    WHERE a.tokens > 0
       AND CASE
               WHEN a.policy <> 'superseded' THEN 1
-              WHEN NOT EXISTS (SELECT 1 FROM attachments n WHERE n.file_id = a.file_id
-                               AND n.offset > a.offset AND n.type IS a.type) THEN 1
+              WHEN NOT a.newer THEN 1
               WHEN a.free = 1 THEN 1
               ELSE 0
           END = 0
 )
-SELECT i.file_id, i.kind, i.pos, i.line, i.item, i.detail, i.tokens,
-       (SELECT count(*) FROM turns t WHERE t.pos > i.pos) AS resent_turns
-FROM items i
+SELECT file_id, kind, pos, line, item, detail, tokens, resent_turns
+FROM (
+    -- the turns after each item: items and turns in one list, latest first
+    -- (an item before a turn at its own position), turns counted as they come
+    SELECT e.*, sum(e.turn) OVER (ORDER BY e.pos DESC, e.turn ROWS UNBOUNDED PRECEDING) AS resent_turns
+    FROM (SELECT i.*, 0 AS turn FROM items i
+          UNION ALL
+          SELECT t.file_id, NULL, t.pos, NULL, NULL, NULL, NULL, 1 FROM turns t) e
+)
+WHERE turn = 0
 UNION ALL
 SELECT t.file_id, 'cache_rebuild', t.pos, NULL, t.timestamp,
        printf('%.0f min idle', (julianday(t.timestamp) - julianday(t.prev_at)) * 1440), t.cache_created, 1

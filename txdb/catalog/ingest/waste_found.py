@@ -8,7 +8,9 @@ What is stored depends only on the file's own rows (its blocks, chain,
 attachments and usage), never on prices: the views price each row when
 read. Refresh stores a file's rows at the end of its transaction, after its
 chain, as it does ``type_sums``; a deleted file's rows go with its other
-rows (``store._delete_file_rows``)."""
+rows (``store._delete_file_rows``). A change to the rules below must find
+every file's waste again (``store_all``, or a rules bump that rereads them:
+docs/architecture.md, "Schema changes")."""
 
 from __future__ import annotations
 

@@ -160,10 +160,17 @@ def _type_sums(conn: sqlite3.Connection) -> None:
     type_sums.store_all(conn)
 
 
+def _waste_found(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest import waste_found
+
+    waste_found.store_all(conn)
+
+
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
-# sums the files already catalogued.
-PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums}
+# sums the files already catalogued; 043 finds their waste.
+PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
+                "043_waste_found": _waste_found}
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:

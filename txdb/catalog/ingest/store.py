@@ -29,7 +29,7 @@ from typing import Callable
 from txdb.model import chain as chainmod
 from txdb.catalog import chain_rows
 from txdb.catalog import estimate, history
-from txdb.catalog.ingest import census, type_sums
+from txdb.catalog.ingest import census, type_sums, waste_found
 from txdb.model.chain_health import missing_parent_findings
 from txdb.catalog.cost import sync_prices
 from txdb.catalog.sqlutil import transaction
@@ -257,7 +257,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
     left to re-derive take the file's figures once more)."""
     if index_text:
         conn.execute(FTS_UNINDEX, (file_id, 0))
-    for table in ("type_sums", "secret_findings", "secret_scans", "markers", "blocks", "attachments", "usage", "chain", "parse_errors",
+    for table in ("type_sums", "waste_found", "secret_findings", "secret_scans", "markers", "blocks", "attachments", "usage", "chain", "parse_errors",
                   "dangling_parents", "chain_findings", "file_formats", "raw_chunks", "records", "sessions"):
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
@@ -511,6 +511,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         _add_dangling(conn, file_id, ing.parent_candidates, False, plan.start_offset)
         _update_chain(conn, file_id, ing.nodes)
     type_sums.store(conn, file_id)  # what fills its chain, by type (analyze_by_type)
+    waste_found.store(conn, file_id)  # what its chain re-sends or rebuilds (waste_items)
     estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
     store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
     st = f.stat

@@ -29,7 +29,7 @@ from typing import Callable
 from txdb.model import chain as chainmod
 from txdb.catalog import chain_rows
 from txdb.catalog import estimate, history
-from txdb.catalog.ingest import census, type_sums
+from txdb.catalog.ingest import billed, census, type_sums
 from txdb.model.chain_health import missing_parent_findings
 from txdb.catalog.cost import sync_prices
 from txdb.catalog.sqlutil import transaction
@@ -200,7 +200,7 @@ class RefreshStats:
         self.unreadable.append({"path": path, "error": error})
 
 
-def _write_rows(c: sqlite3.Connection, batch: RowBatch, raws: ChunkWriter) -> None:
+def _write_rows(c: sqlite3.Connection, batch: RowBatch, raws: ChunkWriter, usage_ids: list[str]) -> None:
     if batch.records:
         c.executemany(RECORDS_INSERT, batch.records)
         for offset, raw in batch.raws:
@@ -213,6 +213,7 @@ def _write_rows(c: sqlite3.Connection, batch: RowBatch, raws: ChunkWriter) -> No
         c.executemany(ATTACHMENTS_INSERT, batch.attachments)
     if batch.usage:
         c.executemany(USAGE_UPSERT, batch.usage)
+        usage_ids.extend(u[1] for u in batch.usage)
     if batch.errors:
         c.executemany(PARSE_ERRORS_INSERT, batch.errors)
     if batch.markers:
@@ -496,9 +497,11 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple) -> None:
+              cursor: int, next_line: int, hashes: tuple, usage_ids: list[str]) -> None:
     """Inside the file's transaction: the session, dangling parents, chain
-    and the cursor (the full-text index of its new blocks is the caller's)."""
+    and the cursor (the full-text index of its new blocks is the caller's);
+    which file each of its API messages counts in (``usage_ids``: the
+    messages an appended tail wrote)."""
     f = plan.found
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
@@ -521,6 +524,8 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
          hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, st.st_mode & 0o7777, file_id),
     )
+    # after the files row: the rank reads its kind and path
+    billed.rank_file(conn, file_id, None if plan.from_start else sorted(set(usage_ids)))
 
 
 def _count(stats: RefreshStats, plan: Plan, s: FileSummary, cursor: int) -> None:
@@ -561,7 +566,8 @@ def _ingest(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats,
             stats.unchanged += 1
             return None
         raws = ChunkWriter(conn, file_id, plan.start_offset)
-        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, raws), plan.from_start)
+        usage_ids: list[str] = []
+        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, raws, usage_ids), plan.from_start)
         if not plan.from_start:  # a grown file's new lines are priced on the session's model too
             row = conn.execute("SELECT model FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
             if row and row[0]:
@@ -581,7 +587,7 @@ def _ingest(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats,
         s = ing.finish()
         raws.close()
         hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes)
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, usage_ids)
     _count(stats, plan, s, cursor)
     return file_id, plan.start_offset
 

@@ -1,0 +1,8 @@
+-- Which row of an API message repeated in several files counts (1) and
+-- which do not (0), kept by refresh (txdb/catalog/ingest/billed.py): the
+-- billed_usage view ranked every usage row of the catalog for each page
+-- that reads it (most of a second at 10 copies of the corpus). The
+-- migration's Python step ranks the rows already catalogued and adds the
+-- triggers that keep the flag when a counted row is deleted or a file
+-- moves.
+ALTER TABLE usage ADD COLUMN billed INTEGER NOT NULL DEFAULT 1;

@@ -71,25 +71,45 @@ def _counted_in(conn) -> dict:
 
 def test_copies_count_once_in_the_first_path_whichever_is_read_first(tmp_path):
     projects = tmp_path / "projects"
-    for name in ("-b", "-a", "-c"):
+    for name, turns in (("-b", 3), ("-a", 4), ("-c", 3)):
         (projects / name).mkdir(parents=True)
-        (projects / name / f"{SID}.jsonl").write_text(_turns(3))
+        (projects / name / f"{SID}.jsonl").write_text(_turns(turns))
     conn = db.connect(tmp_path / "c.db")
     for name in ("-b", "-c", "-a"):
         refresh_path(conn, projects / name / f"{SID}.jsonl", str(projects))
         _assert_fresh(conn)
-    assert _counted_in(conn) == {f"-a/{SID}.jsonl": 3}
-    # a copy that grows past the others takes its messages (the largest total first)
+    assert _counted_in(conn) == {f"-a/{SID}.jsonl": 4}
+    # a copy grows by a message the first path has: still counted there
     with open(projects / "-c" / f"{SID}.jsonl", "a") as fh:
-        fh.write(_turns(4)[len(_turns(3)):])
+        fh.write(_turns(5)[len(_turns(3)):])
     assert refresh_path(conn, projects / "-c" / f"{SID}.jsonl", str(projects)) == "grown"
     _assert_fresh(conn)
-    assert _counted_in(conn) == {f"-a/{SID}.jsonl": 3, f"-c/{SID}.jsonl": 1}
+    assert _counted_in(conn) == {f"-a/{SID}.jsonl": 4, f"-c/{SID}.jsonl": 1}
     # a rewrite with larger figures takes all of them
     (projects / "-b" / f"{SID}.jsonl").write_text(_turns(3, cache_read=2_000))
     assert refresh_path(conn, projects / "-b" / f"{SID}.jsonl", str(projects)) == "rewritten"
     _assert_fresh(conn)
-    assert _counted_in(conn) == {f"-b/{SID}.jsonl": 3, f"-c/{SID}.jsonl": 1}
+    assert _counted_in(conn) == {f"-b/{SID}.jsonl": 3, f"-a/{SID}.jsonl": 1, f"-c/{SID}.jsonl": 1}
+    conn.close()
+
+
+def test_a_file_row_that_moves_or_changes_kind_is_ranked_again(tmp_path):
+    """The trigger on files: a row takes another path (as a link's
+    discovery and restore move one) or another kind."""
+    projects = tmp_path / "projects"
+    for name in ("-a", "-b"):
+        (projects / name).mkdir(parents=True)
+        (projects / name / f"{SID}.jsonl").write_text(_turns(2))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [projects])
+    assert _counted_in(conn) == {f"-a/{SID}.jsonl": 2}
+    conn.execute("UPDATE files SET path = ? WHERE path = ?",
+                 (str(projects / "-z" / f"{SID}.jsonl"), str(projects / "-a" / f"{SID}.jsonl")))
+    _assert_fresh(conn)
+    assert _counted_in(conn) == {f"-b/{SID}.jsonl": 2}
+    conn.execute("UPDATE files SET kind = 'subagent' WHERE path = ?", (str(projects / "-b" / f"{SID}.jsonl"),))
+    _assert_fresh(conn)
+    assert _counted_in(conn) == {f"-z/{SID}.jsonl": 2}
     conn.close()
 
 

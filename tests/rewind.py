@@ -128,15 +128,16 @@ def _undo_type_sums(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX blocks_sizes ON blocks(file_id, offset, tokens)")
 
 
-BILLED_ONCE = "042_billed_once"
+KEPT_FOR_PAGES = "042_kept_for_pages"
 
 
-def _undo_billed_once(conn: sqlite3.Connection) -> None:
-    """As before 042: no triggers keeping usage.billed, no column."""
+def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
+    """As before 042: no triggers keeping usage.billed, neither column."""
     conn.execute("DROP TRIGGER usage_billed_deleted")
     conn.execute("DROP TRIGGER files_billed_moved")
     conn.execute("ALTER TABLE usage DROP COLUMN billed")
+    conn.execute("ALTER TABLE sessions DROP COLUMN long_context")
 
 
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
-        BILLED_ONCE: _undo_billed_once}
+        KEPT_FOR_PAGES: _undo_kept_for_pages}

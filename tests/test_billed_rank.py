@@ -3,7 +3,9 @@ page before: kept by refresh and the triggers through every change that
 moves which file an API message counts in (a file read in either order, a
 file that grows, one kept aside when another takes its path, one pruned,
 a catalog migrated from 041). Each check compares the flag with the rank
-computed from nothing, in one window over every row (the view's old rule)."""
+computed from nothing, in one window over every row (the view's old rule).
+Then sessions.long_context (the same migration), context_gauge's 1M
+window test, against the view's own lookup of the rows."""
 
 from __future__ import annotations
 
@@ -191,4 +193,60 @@ def test_copies_of_the_real_corpus_count_as_one(tmp_path):
     assert os.path.commonpath([p for (p,) in conn.execute(
         "SELECT DISTINCT f.path FROM billed_usage u JOIN files f ON f.id = u.file_id")]).startswith(
         str(one if str(one) < str(two) else two))
+    conn.close()
+
+
+# -- sessions.long_context: context_gauge's 1M window test, kept by refresh ---
+
+LIVE = ("SELECT s.file_id, EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = s.file_id "
+        "AND (w.model LIKE '%[1m]%' OR w.gauge_tokens > 200000)) FROM sessions s")
+
+
+def _long(conn) -> dict:
+    return dict(conn.execute("SELECT file_id, long_context FROM sessions"))
+
+
+def _windows(conn) -> dict:
+    return dict(conn.execute("SELECT file_id, window_tokens FROM context_gauge"))
+
+
+def test_the_long_context_flag_follows_growth_and_rewrites(tmp_path):
+    projects = tmp_path / "projects"
+    (projects / "-p").mkdir(parents=True)
+    f = projects / "-p" / f"{SID}.jsonl"
+    f.write_text(_turns(2))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [projects])
+    assert _long(conn) == dict(conn.execute(LIVE)) and set(_long(conn).values()) == {0}
+    assert set(_windows(conn).values()) == {200_000}
+    big = _turns(3, cache_read=250_000)
+    with open(f, "a") as fh:  # a turn past 200k appended
+        fh.write(big[len(_turns(2, cache_read=250_000)):])
+    assert refresh_path(conn, f, str(projects)) == "grown"
+    assert _long(conn) == dict(conn.execute(LIVE)) and set(_long(conn).values()) == {1}
+    assert set(_windows(conn).values()) == {1_000_000}
+    f.write_text(_turns(3))  # rewritten under 200k
+    assert refresh_path(conn, f, str(projects)) == "rewritten"
+    assert _long(conn) == dict(conn.execute(LIVE)) and set(_long(conn).values()) == {0}
+    conn.close()
+
+
+def test_a_catalog_from_before_042_shows_the_same_window_then_its_refresh_fills_the_flag(tmp_path):
+    projects = tmp_path / "projects"
+    for name, cache_read in (("-a", 1_000), ("-b", 250_000)):
+        (projects / name).mkdir(parents=True)
+        (projects / name / f"{SID}.jsonl").write_text(_turns(2, cache_read=cache_read))
+    path = tmp_path / "old.db"
+    conn = db.connect(path)
+    refresh(conn, [projects])
+    windows = _windows(conn)
+    assert sorted(windows.values()) == [200_000, 1_000_000]
+    rewind(conn, "042")
+    conn.close()
+    conn = db.connect(path)
+    assert set(_long(conn).values()) == {None}
+    assert _windows(conn) == windows  # looked up by the view meanwhile
+    assert refresh(conn, [projects]).unchanged == 2
+    assert _long(conn) == dict(conn.execute(LIVE)) and sorted(_long(conn).values()) == [0, 1]
+    assert _windows(conn) == windows
     conn.close()

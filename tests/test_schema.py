@@ -54,7 +54,7 @@ TABLES = {
     "sessions": ["file_id", "session_id", "parent_session_id", "agent_id", "project", "title", "title_source",
                  "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
-                 "est_context_tokens", "est_method", "est_turns"],
+                 "est_context_tokens", "est_method", "est_turns", "long_context"],
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at", "mode"],
     "type_sums": ["file_id", "session_id", "category", "items", "chars", "signature_chars", "tokens"],
@@ -67,7 +67,7 @@ TABLES = {
               "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
               "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
               "gauge_input_tokens", "gauge_cache_read_input_tokens", "gauge_cache_creation_input_tokens",
-              "gauge_iterations", "in_file", "rewritten", "invalid"],
+              "gauge_iterations", "in_file", "rewritten", "invalid", "billed"],
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
@@ -292,7 +292,7 @@ def test_an_older_catalogs_texts_stay_whole_and_searchable_after_038_cuts_them(t
     refresh(conn, [projects])
     texts = conn.execute(whole).fetchall()
     assert texts == fresh.execute(whole).fetchall()
-    assert rewind(conn, "038") == ["039_type_sums", "038_text_once"]
+    assert rewind(conn, "038") == ["042_kept_for_pages", "039_type_sums", "038_text_once"]
     assert conn.execute("SELECT file_id, offset, idx, text FROM blocks ORDER BY 1, 2, 3").fetchall() == texts
     assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'zyzzogeton'").fetchone() == (2,)
     conn.close()

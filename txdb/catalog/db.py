@@ -160,7 +160,7 @@ def _type_sums(conn: sqlite3.Connection) -> None:
     type_sums.store_all(conn)
 
 
-def _billed_once(conn: sqlite3.Connection) -> None:
+def _kept_for_pages(conn: sqlite3.Connection) -> None:
     from txdb.catalog.ingest import billed
 
     billed.migrate(conn)
@@ -168,9 +168,10 @@ def _billed_once(conn: sqlite3.Connection) -> None:
 
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
-# sums the files already catalogued; 042 ranks their API messages.
+# sums the files already catalogued; 042 ranks their API messages (its
+# other column is filled by the next refresh, txdb/catalog/ingest/window.py).
 PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
-                "042_billed_once": _billed_once}
+                "042_kept_for_pages": _kept_for_pages}
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:

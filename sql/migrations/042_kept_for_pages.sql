@@ -6,3 +6,8 @@
 -- triggers that keep the flag when a counted row is deleted or a file
 -- moves.
 ALTER TABLE usage ADD COLUMN billed INTEGER NOT NULL DEFAULT 1;
+-- Whether a file recorded a turn only a 1M window holds (context_gauge's
+-- window rule; txdb/catalog/ingest/window.py), kept by refresh: the view
+-- looked through every usage row of every session for each gauge it
+-- showed. NULL until a refresh fills it (the view then looks itself).
+ALTER TABLE sessions ADD COLUMN long_context INTEGER;

@@ -670,8 +670,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     _hash_unhashed(conn, found)
     refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     stats.history_prompts = history.refresh_roots(conn, roots, stats.warnings).prompts
-    with transaction(conn):
-        window.fill(conn)  # the files a catalog from before migration 042 has not read since
+    window.fill(conn)  # the files a catalog from before migration 042 has not read since
     if prices:
         sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0

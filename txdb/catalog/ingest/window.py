@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from txdb.catalog.sqlutil import transaction
+
 # The rule, over usage_context's figures (its gauge_tokens); {rows} picks
 # the rows looked at.
 _ANY = ("EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = {file} AND {rows}"
@@ -38,6 +40,9 @@ def store(conn: sqlite3.Connection, file_id: int, message_ids: list[str] | None 
 
 
 def fill(conn: sqlite3.Connection) -> None:
-    """The files a catalog from before 042 has not read since (one read of
-    the column when there are none)."""
-    conn.execute(_UNSET)
+    """The files a catalog from before 042 has not read since, in one
+    transaction (none, and no write, when every file has it)."""
+    if conn.execute("SELECT 1 FROM sessions WHERE long_context IS NULL LIMIT 1").fetchone() is None:
+        return
+    with transaction(conn):
+        conn.execute(_UNSET)

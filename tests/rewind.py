@@ -132,11 +132,13 @@ KEPT_FOR_PAGES = "042_kept_for_pages"
 
 
 def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
-    """As before 042: no triggers keeping usage.billed, neither column."""
+    """As before 042: no triggers keeping usage.billed, neither column, no
+    blocks_tool_pairs."""
     conn.execute("DROP TRIGGER usage_billed_deleted")
     conn.execute("DROP TRIGGER files_billed_moved")
     conn.execute("ALTER TABLE usage DROP COLUMN billed")
     conn.execute("ALTER TABLE sessions DROP COLUMN long_context")
+    conn.execute("DROP INDEX blocks_tool_pairs")
 
 
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,

@@ -11,3 +11,8 @@ ALTER TABLE usage ADD COLUMN billed INTEGER NOT NULL DEFAULT 1;
 -- looked through every usage row of every session for each gauge it
 -- showed. NULL until a refresh fills it (the view then looks itself).
 ALTER TABLE sessions ADD COLUMN long_context INTEGER;
+-- chain_health pairs each tool call with its results on the chain: this
+-- index holds the two kinds in (file, id) order, so the pairing is one
+-- pass without a sort (the sort was most of chain_problems' time).
+CREATE INDEX blocks_tool_pairs ON blocks(file_id, tool_use_id, kind, offset, tool_name)
+    WHERE kind IN ('tool_use', 'tool_result');

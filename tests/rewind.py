@@ -7,7 +7,7 @@ dropped, a created table or index is dropped, and its row in
 are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
-remade the full-text index, and 039, which rebuilt an index, are undone
+remade the full-text index, and 039, which rebuilt an index, and 042, whose triggers name its column, are undone
 by their own functions: ``UNDO``).
 """
 
@@ -128,4 +128,18 @@ def _undo_type_sums(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX blocks_sizes ON blocks(file_id, offset, tokens)")
 
 
-UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums}
+KEPT_FOR_PAGES = "042_kept_for_pages"
+
+
+def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
+    """As before 042: no triggers keeping usage.billed, neither column, no
+    blocks_tool_pairs."""
+    conn.execute("DROP TRIGGER usage_billed_deleted")
+    conn.execute("DROP TRIGGER files_billed_moved")
+    conn.execute("ALTER TABLE usage DROP COLUMN billed")
+    conn.execute("ALTER TABLE sessions DROP COLUMN long_context")
+    conn.execute("DROP INDEX blocks_tool_pairs")
+
+
+UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
+        KEPT_FOR_PAGES: _undo_kept_for_pages}

@@ -407,6 +407,7 @@ def test_usage_counts_each_api_message_once(conn, tmp_path):
         # what the file holds now (the gauge's figures): the API's until a usage reset
         "gauge_input_tokens": 3, "gauge_cache_read_input_tokens": 1000,
         "gauge_cache_creation_input_tokens": 50, "gauge_iterations": None, "in_file": 1, "rewritten": 0, "invalid": None,
+        "billed": 1,  # the one file that has it: it counts there
     }
     (g,) = rows(conn, "SELECT gauge_tokens, recorded_context FROM context_gauge")
     assert g == {"gauge_tokens": 1053, "recorded_context": 1053}

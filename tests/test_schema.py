@@ -54,7 +54,7 @@ TABLES = {
     "sessions": ["file_id", "session_id", "parent_session_id", "agent_id", "project", "title", "title_source",
                  "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
-                 "est_context_tokens", "est_method", "est_turns"],
+                 "est_context_tokens", "est_method", "est_turns", "long_context"],
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at", "mode"],
     "type_sums": ["file_id", "session_id", "category", "items", "chars", "signature_chars", "tokens"],
@@ -68,7 +68,7 @@ TABLES = {
               "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
               "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens", "service_tier", "iterations",
               "gauge_input_tokens", "gauge_cache_read_input_tokens", "gauge_cache_creation_input_tokens",
-              "gauge_iterations", "in_file", "rewritten", "invalid"],
+              "gauge_iterations", "in_file", "rewritten", "invalid", "billed"],
 }
 VIEWS = {
     "active_chain", "analyze_by_tool", "analyze_by_type", "attachment_policy", "attachment_targets",
@@ -81,7 +81,7 @@ VIEWS = {
     "repeated_reads", "usage_blocks", "usage_by_day", "usage_by_model", "usage_context", "waste", "waste_items",
 }
 INDEXES = {
-    "attachments_type", "blocks_file_tool_use_id", "blocks_kind_sizes", "blocks_sizes", "chain_record",
+    "attachments_type", "blocks_file_tool_use_id", "blocks_kind_sizes", "blocks_sizes", "blocks_tool_pairs", "chain_record",
     "records_file_line", "records_file_uuid", "records_forked", "records_roots", "records_sizes", "records_type",
     "raw_chunks_file", "sessions_session_id", "history_session",
     "sidecars_session", "sidecars_sha256", "pruned_sessions_session",

@@ -8,7 +8,7 @@
 -- Correlated per session, so a filter on file_id touches one session only.
 CREATE VIEW context_gauge AS
 WITH last_turn AS (
-    SELECT s.file_id,
+    SELECT s.file_id, s.long_context,
            (SELECT c.pos FROM chain c
             JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset
             WHERE c.file_id = s.file_id AND r.type = 'assistant'
@@ -38,23 +38,27 @@ SELECT
     -- current size, so a session brought back under 200k keeps it); else
     -- the window the session's release runs the last turn's model in
     -- (model_windows: the newest known release at or before it, the newest
-    -- when the session names none), else 200k
-    CASE WHEN EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = lt.file_id
-                      AND (w.model LIKE '%[1m]%' OR w.gauge_tokens > 200000))
+    -- when the session names none), else 200k. (The first test is kept by
+    -- refresh in sessions.long_context, txdb/catalog/ingest/window.py;
+    -- looked up here while a catalog from before migration 042 has it NULL.)
+    CASE WHEN coalesce(lt.long_context,
+                       EXISTS (SELECT 1 FROM usage_context w WHERE w.file_id = lt.file_id
+                               AND (w.model LIKE '%[1m]%' OR w.gauge_tokens > 200000)))
          THEN 1000000
-         WHEN EXISTS (SELECT 1 FROM model_windows mw
-                      WHERE lower(r.model) GLOB mw.pattern
-                        AND mw.release_key = (
-                            SELECT coalesce(max(k.release_key), (SELECT min(release_key) FROM model_windows))
-                            FROM model_windows k
-                            WHERE k.release_key <= coalesce(
-                                (SELECT CAST(v.version AS INTEGER) * 1000000
-                                        + CAST(substr(v.version, instr(v.version, '.') + 1) AS INTEGER) * 1000
-                                        + CAST(substr(substr(v.version, instr(v.version, '.') + 1),
-                                                      instr(substr(v.version, instr(v.version, '.') + 1), '.') + 1)
-                                               AS INTEGER)
-                                 FROM sessions v WHERE v.file_id = lt.file_id AND v.version IS NOT NULL),
-                                1000000000)))
+         -- (the release's key found once per session, then its patterns)
+         WHEN EXISTS (SELECT 1 FROM (
+                          SELECT coalesce(max(k.release_key), (SELECT min(release_key) FROM model_windows)) AS key
+                          FROM model_windows k
+                          WHERE k.release_key <= coalesce(
+                              (SELECT CAST(v.version AS INTEGER) * 1000000
+                                      + CAST(substr(v.version, instr(v.version, '.') + 1) AS INTEGER) * 1000
+                                      + CAST(substr(substr(v.version, instr(v.version, '.') + 1),
+                                                    instr(substr(v.version, instr(v.version, '.') + 1), '.') + 1)
+                                             AS INTEGER)
+                               FROM sessions v WHERE v.file_id = lt.file_id AND v.version IS NOT NULL),
+                              1000000000)) rk
+                      JOIN model_windows mw ON mw.release_key = rk.key
+                      WHERE lower(r.model) GLOB mw.pattern)
          THEN 1000000 ELSE 200000 END
         AS window_tokens,
     -- what the API recorded for that turn (differs after a usage reset)

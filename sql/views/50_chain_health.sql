@@ -49,8 +49,9 @@ FROM (
            max(CASE WHEN b.kind = 'tool_use' THEN c.pos END) AS use_pos,
            max(CASE WHEN b.kind = 'tool_result' THEN c.pos END) AS result_pos,
            max(b.tool_name) AS tool_name
-    -- (from the covering index: the block rows hold the text)
-    FROM blocks b INDEXED BY blocks_kind_sizes
+    -- (from the partial covering index of the two kinds in (file, id)
+    -- order, migration 042: grouped in one pass, and the block rows hold the text)
+    FROM blocks b INDEXED BY blocks_tool_pairs
     CROSS JOIN chain c ON c.file_id = b.file_id AND c.offset = b.offset
     WHERE b.kind IN ('tool_use', 'tool_result')
     GROUP BY b.file_id, b.tool_use_id

@@ -9,23 +9,10 @@
 -- matters. Rows without a message id (message_id 'uuid:...') are never
 -- merged. The billed total is usage_context.billed_tokens. session_usage,
 -- usage_by_day and usage_by_model read this view.
--- (Ranked in one window per message, not compared pair by pair: at 10
--- copies of a catalog the pairwise form took seconds. A fork's copied
--- line is looked up in the partial index records_forked, migration 039:
--- the records row itself cost 2x the window at 10 copies.)
+-- (The rank is kept by refresh in usage.billed, migration 042,
+-- txdb/catalog/ingest/billed.py: ranking every row in a window for each
+-- page cost most of a second at 10 copies of the corpus.)
 CREATE VIEW billed_usage AS
 SELECT u.*
 FROM usage_context u
-JOIN (
-    SELECT v.file_id, v.message_id,
-           row_number() OVER (
-               PARTITION BY v.message_id, v.request_id
-               ORDER BY v.billed_tokens DESC, g.kind = 'session' DESC,
-                        NOT EXISTS (SELECT 1 FROM records r INDEXED BY records_forked
-                                    WHERE r.file_id = v.file_id AND r.offset = v.offset AND r.forked) DESC,
-                        g.path) AS rank_in_message
-    FROM usage_context v
-    JOIN files g ON g.id = v.file_id
-) k ON k.file_id = u.file_id AND k.message_id = u.message_id
--- (tested on k's own columns: a row ranked out is dropped before its usage row is read)
-WHERE k.message_id LIKE 'uuid:%' OR k.rank_in_message = 1;
+WHERE u.billed;

@@ -14,7 +14,8 @@ SELECT
     s.lines,
     s.messages,
     s.chain_length,
-    g.gauge_tokens,
+    -- correlated, so a page or count that does not show it never computes it
+    (SELECT g.gauge_tokens FROM context_gauge g WHERE g.file_id = s.file_id) AS gauge_tokens,
     s.model,
     s.version,
     s.first_timestamp,
@@ -23,5 +24,4 @@ SELECT
     f.path
 FROM sessions s
 JOIN files f ON f.id = s.file_id
-LEFT JOIN context_gauge g ON g.file_id = s.file_id
 ORDER BY f.size DESC;

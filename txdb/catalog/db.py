@@ -166,11 +166,19 @@ def _waste_found(conn: sqlite3.Connection) -> None:
     waste_found.store_all(conn)
 
 
+def _kept_for_pages(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest import billed
+
+    billed.migrate(conn)
+
+
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
-# sums the files already catalogued; 043 finds their waste.
+# sums the files already catalogued; 042 ranks their API messages (its
+# other column is filled by the next refresh, txdb/catalog/ingest/window.py);
+# 043 finds their waste.
 PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
-                "043_waste_found": _waste_found}
+                "042_kept_for_pages": _kept_for_pages, "043_waste_found": _waste_found}
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:

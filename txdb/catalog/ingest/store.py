@@ -29,7 +29,7 @@ from typing import Callable
 from txdb.model import chain as chainmod
 from txdb.catalog import chain_rows
 from txdb.catalog import estimate, history
-from txdb.catalog.ingest import census, type_sums, waste_found
+from txdb.catalog.ingest import billed, census, type_sums, waste_found, window
 from txdb.model.chain_health import missing_parent_findings
 from txdb.catalog.cost import sync_prices
 from txdb.catalog.sqlutil import transaction
@@ -496,9 +496,11 @@ def _begin_file(conn, plan: Plan, index_text: bool) -> int | None:
 
 
 def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
-              cursor: int, next_line: int, hashes: tuple) -> None:
+              cursor: int, next_line: int, hashes: tuple, usage_ids: list[str]) -> None:
     """Inside the file's transaction: the session, dangling parents, chain
-    and the cursor (the full-text index of its new blocks is the caller's)."""
+    and the cursor (the full-text index of its new blocks is the caller's);
+    which file each of its API messages counts in and whether one needed a
+    1M window (``usage_ids``: the messages an appended tail wrote)."""
     f = plan.found
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
@@ -522,6 +524,10 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
          hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, st.st_mode & 0o7777, file_id),
     )
+    # after the files row: the rank reads its kind and path
+    touched = None if plan.from_start else sorted(set(usage_ids))
+    billed.rank_file(conn, file_id, touched)
+    window.store(conn, file_id, touched)  # a turn only a 1M window holds (context_gauge)
 
 
 def _count(stats: RefreshStats, plan: Plan, s: FileSummary, cursor: int) -> None:
@@ -562,7 +568,13 @@ def _ingest(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats,
             stats.unchanged += 1
             return None
         raws = ChunkWriter(conn, file_id, plan.start_offset)
-        ing = FileIngest(file_id, plan.found.kind, lambda b: _write_rows(conn, b, raws), plan.from_start)
+        usage_ids: list[str] = []  # the messages it writes, ranked at its end
+
+        def write(b: RowBatch) -> None:
+            _write_rows(conn, b, raws)
+            usage_ids.extend(u[1] for u in b.usage)
+
+        ing = FileIngest(file_id, plan.found.kind, write, plan.from_start)
         if not plan.from_start:  # a grown file's new lines are priced on the session's model too
             row = conn.execute("SELECT model FROM sessions WHERE file_id = ?", (file_id,)).fetchone()
             if row and row[0]:
@@ -582,7 +594,7 @@ def _ingest(conn: sqlite3.Connection, plan: Plan, stats: RefreshStats,
         s = ing.finish()
         raws.close()
         hashes = (*head_tail(fh, cursor), *file_hash.result())  # the whole file as stat saw it
-        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes)
+        _end_file(conn, plan, file_id, s, ing, cursor, next_line, hashes, usage_ids)
     _count(stats, plan, s, cursor)
     return file_id, plan.start_offset
 
@@ -659,6 +671,7 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     _hash_unhashed(conn, found)
     refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     stats.history_prompts = history.refresh_roots(conn, roots, stats.warnings).prompts
+    window.fill(conn)  # the files a catalog from before migration 042 has not read since
     if prices:
         sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0

@@ -156,7 +156,23 @@ def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
         if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
                 and hashlib.sha256(tail).hexdigest() == tail_sha):
             fits.append(newline)
+    if len(fits) == 2 and not _even_gap(conn, file_id):
+        return NEWLINES[0]  # both rebuild the same bytes: no second pass over the file to choose
     return fits[0] if len(fits) == 1 else None
+
+
+def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
+    """Some gap between records (or before the first, or after the last up
+    to the file's size) is a whole number of ``\\r\\n``, where the two line
+    endings rebuild different bytes; True too when the records' lengths may
+    not be their raw bytes' (a line that did not parse as it stands)."""
+    if conn.execute("SELECT 1 FROM parse_errors WHERE file_id = ? LIMIT 1", (file_id,)).fetchone():
+        return True
+    return conn.execute(
+        "SELECT 1 FROM (SELECT offset - coalesce(lag(offset + length) OVER (ORDER BY offset), 0) AS gap "
+        "FROM records WHERE file_id = ? UNION ALL SELECT (SELECT size FROM files WHERE id = ?) - "
+        "coalesce((SELECT max(offset + length) FROM records WHERE file_id = ?), 0)) "
+        "WHERE gap > 0 AND gap % 2 = 0 LIMIT 1", (file_id, file_id, file_id)).fetchone() is not None
 
 
 def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:

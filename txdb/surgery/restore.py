@@ -22,6 +22,7 @@ import hashlib
 import os
 import sqlite3
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator
@@ -76,6 +77,23 @@ class Plan:
 
 NEWLINES = (b"\n", b"\r\n")  # the line endings a rebuilt file is tried with, in order
 CHUNK = 1 << 20  # bytes handed to the writer at a time (a rebuilt file, an inflated sidecar)
+STREAM_CACHE_KIB = 2048  # the page cache while a file is rebuilt: each page is read once
+
+
+@contextmanager
+def _small_cache(conn: sqlite3.Connection) -> Iterator[None]:
+    """A small page cache while a whole file's rows are read once (the
+    pages of a 100 MB session's chunks would otherwise stay cached: 6 MB
+    more peak memory for no reuse); the connection's own size after."""
+    size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    smaller = size < -STREAM_CACHE_KIB or size > 0
+    if smaller:
+        conn.execute(f"PRAGMA cache_size = -{STREAM_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        if smaller:
+            conn.execute(f"PRAGMA cache_size = {int(size)}")
 
 
 def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n", start: int = 0,
@@ -86,6 +104,12 @@ def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n
     filled with ``newline`` (``\\n`` where a gap is not a whole number of
     them). From ``start`` (a record's offset) on. The caller checks the
     result against ``files.sha256``."""
+    with _small_cache(conn):
+        yield from _rebuild_chunks(conn, file_id, newline, start, chunk)
+
+
+def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, start: int,
+                    chunk: int) -> Iterator[bytes]:
     size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
     at = start
     pieces: list[bytes] = []
@@ -168,11 +192,12 @@ def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
     not be their raw bytes' (a line that did not parse as it stands)."""
     if conn.execute("SELECT 1 FROM parse_errors WHERE file_id = ? LIMIT 1", (file_id,)).fetchone():
         return True
-    return conn.execute(
-        "SELECT 1 FROM (SELECT offset - coalesce(lag(offset + length) OVER (ORDER BY offset), 0) AS gap "
-        "FROM records WHERE file_id = ? UNION ALL SELECT (SELECT size FROM files WHERE id = ?) - "
-        "coalesce((SELECT max(offset + length) FROM records WHERE file_id = ?), 0)) "
-        "WHERE gap > 0 AND gap % 2 = 0 LIMIT 1", (file_id, file_id, file_id)).fetchone() is not None
+    with _small_cache(conn):
+        return conn.execute(
+            "SELECT 1 FROM (SELECT offset - coalesce(lag(offset + length) OVER (ORDER BY offset), 0) AS gap "
+            "FROM records WHERE file_id = ? UNION ALL SELECT (SELECT size FROM files WHERE id = ?) - "
+            "coalesce((SELECT max(offset + length) FROM records WHERE file_id = ?), 0)) "
+            "WHERE gap > 0 AND gap % 2 = 0 LIMIT 1", (file_id, file_id, file_id)).fetchone() is not None
 
 
 def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:

@@ -157,7 +157,11 @@ def test_the_line_ending_is_chosen_without_a_second_pass_only_where_both_rebuild
     run("refresh", "--root", tmp_path / "projects", ok=True)
     conn = _conn(tmp_path)
     fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
     assert likely_newline(conn, fid) == (b"\n" if middle == b"\n" else None)
+    # an all-LF file is told from its sums alone, without reading every record
+    assert any("lag(" in q for q in statements) == (middle != b"\n")
     conn.close()
     f.unlink()
     run("refresh", "--root", tmp_path / "projects", ok=True)

@@ -192,6 +192,14 @@ def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
     not be their raw bytes' (a line that did not parse as it stands)."""
     if conn.execute("SELECT 1 FROM parse_errors WHERE file_id = ? LIMIT 1", (file_id,)).fetchone():
         return True
+    # Without a parse error each line is one record, its gap at least one byte:
+    # the gaps add up to one a line and the last is one byte, so each is one.
+    row = conn.execute(
+        "SELECT f.size, f.lines, s.record_bytes, (SELECT r.offset + r.length FROM records r WHERE r.file_id = f.id "
+        "ORDER BY r.offset DESC LIMIT 1) FROM files f JOIN sessions s ON s.file_id = f.id WHERE f.id = ?",
+        (file_id,)).fetchone()
+    if row is not None and None not in row and row[2] + row[1] == row[0] and row[0] - row[3] == 1:
+        return False
     with _small_cache(conn):
         return conn.execute(
             "SELECT 1 FROM (SELECT offset - coalesce(lag(offset + length) OVER (ORDER BY offset), 0) AS gap "

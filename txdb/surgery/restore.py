@@ -93,7 +93,10 @@ def _small_cache(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         if smaller:
-            conn.execute(f"PRAGMA cache_size = {int(size)}")
+            try:
+                conn.execute(f"PRAGMA cache_size = {int(size)}")
+            except sqlite3.ProgrammingError:
+                pass  # a stream dropped after its connection was closed: nothing left to restore
 
 
 def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n", start: int = 0,

@@ -192,8 +192,12 @@ def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
     """Some gap between records (or before the first, or after the last up
     to the file's size) is a whole number of ``\\r\\n``, where the two line
     endings rebuild different bytes; True too when the records' lengths may
-    not be their raw bytes' (a line that did not parse as it stands)."""
+    not be their raw bytes' (a line that did not parse as it stands), and
+    when the catalog lacks the file's last bytes (a line still being
+    written: the whole hash then names it before anything is written)."""
     if conn.execute("SELECT 1 FROM parse_errors WHERE file_id = ? LIMIT 1", (file_id,)).fetchone():
+        return True
+    if conn.execute("SELECT cursor <> size FROM files WHERE id = ?", (file_id,)).fetchone() != (0,):
         return True
     # Without a parse error each line is one record, its gap at least one byte:
     # the gaps add up to one a line and the last is one byte, so each is one.

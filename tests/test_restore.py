@@ -136,6 +136,38 @@ def test_line_endings_and_blank_lines_come_back_as_they_were(tmp_path, monkeypat
     assert f.read_bytes() == original
 
 
+
+@pytest.mark.parametrize("middle", [b"\r\n", b"\n"])
+def test_the_line_ending_is_chosen_without_a_second_pass_only_where_both_rebuild_alike(tmp_path, monkeypatch,
+                                                                                      middle):
+    """A file of LF lines, one line in its middle ended by ``middle``: its
+    first and last bytes fit both endings; only the all-LF file is chosen
+    from the catalog alone (``likely_newline``), the mixed one still hashes
+    whole, and both come back byte for byte."""
+    from txdb.surgery.restore import likely_newline
+
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    proj = tmp_path / "projects" / "-home-me-app"
+    proj.mkdir(parents=True)
+    lines = [x for x in (DATA_CLI / f"{SID}.jsonl").read_bytes().split(b"\n") if x]
+    assert sum(map(len, lines[:len(lines) // 2])) > 4096 and len(lines[-1]) > 256  # the middle is in neither
+    f = proj / f"{SID}.jsonl"
+    f.write_bytes(b"".join(line + (middle if i == len(lines) // 2 else b"\n") for i, line in enumerate(lines)))
+    original = f.read_bytes()
+    run("refresh", "--root", tmp_path / "projects", ok=True)
+    conn = _conn(tmp_path)
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    assert likely_newline(conn, fid) == (b"\n" if middle == b"\n" else None)
+    # an all-LF file is told from its sums alone, without reading every record
+    assert any("lag(" in q for q in statements) == (middle != b"\n")
+    conn.close()
+    f.unlink()
+    run("refresh", "--root", tmp_path / "projects", ok=True)
+    run("restore", SID, ok=True)
+    assert f.read_bytes() == original
+
 # -- 2. sidecars ---------------------------------------------------------------
 
 def test_sidecars_are_catalogued_once_each_and_refreshed_incrementally(archive, tmp_path):

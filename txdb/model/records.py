@@ -506,7 +506,8 @@ def usage_problems(usage: dict) -> str | None:
     or absent count is not invalid. Such a record is never priced."""
     out = []
     for k, v in usage.items():
-        if k.endswith("_tokens"):
+        # a valid count (the usual case) needs no _problem call
+        if k.endswith("_tokens") and v is not None and not (type(v) is int and 0 <= v <= MAX_COUNT):
             out.append(_problem(k, v))
     for name in _COUNT_OBJECTS:
         obj = usage.get(name)

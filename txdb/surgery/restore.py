@@ -22,6 +22,7 @@ import hashlib
 import os
 import sqlite3
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator
@@ -76,6 +77,26 @@ class Plan:
 
 NEWLINES = (b"\n", b"\r\n")  # the line endings a rebuilt file is tried with, in order
 CHUNK = 1 << 20  # bytes handed to the writer at a time (a rebuilt file, an inflated sidecar)
+STREAM_CACHE_KIB = 2048  # the page cache while a file is rebuilt: each page is read once
+
+
+@contextmanager
+def _small_cache(conn: sqlite3.Connection) -> Iterator[None]:
+    """A small page cache while a whole file's rows are read once (the
+    pages of a 100 MB session's chunks would otherwise stay cached: 6 MB
+    more peak memory for no reuse); the connection's own size after."""
+    size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    smaller = size < -STREAM_CACHE_KIB or size > 0
+    if smaller:
+        conn.execute(f"PRAGMA cache_size = -{STREAM_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        if smaller:
+            try:
+                conn.execute(f"PRAGMA cache_size = {int(size)}")
+            except sqlite3.ProgrammingError:
+                pass  # a stream dropped after its connection was closed: nothing left to restore
 
 
 def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n", start: int = 0,
@@ -86,6 +107,12 @@ def rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n
     filled with ``newline`` (``\\n`` where a gap is not a whole number of
     them). From ``start`` (a record's offset) on. The caller checks the
     result against ``files.sha256``."""
+    with _small_cache(conn):
+        yield from _rebuild_chunks(conn, file_id, newline, start, chunk)
+
+
+def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, start: int,
+                    chunk: int) -> Iterator[bytes]:
     size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
     at = start
     pieces: list[bytes] = []
@@ -156,7 +183,36 @@ def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
         if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
                 and hashlib.sha256(tail).hexdigest() == tail_sha):
             fits.append(newline)
+    if len(fits) == 2 and not _even_gap(conn, file_id):
+        return NEWLINES[0]  # both rebuild the same bytes: no second pass over the file to choose
     return fits[0] if len(fits) == 1 else None
+
+
+def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
+    """Some gap between records (or before the first, or after the last up
+    to the file's size) is a whole number of ``\\r\\n``, where the two line
+    endings rebuild different bytes; True too when the records' lengths may
+    not be their raw bytes' (a line that did not parse as it stands), and
+    when the catalog lacks the file's last bytes (a line still being
+    written: the whole hash then names it before anything is written)."""
+    if conn.execute("SELECT 1 FROM parse_errors WHERE file_id = ? LIMIT 1", (file_id,)).fetchone():
+        return True
+    if conn.execute("SELECT cursor <> size FROM files WHERE id = ?", (file_id,)).fetchone() != (0,):
+        return True
+    # Without a parse error each line is one record, its gap at least one byte:
+    # the gaps add up to one a line and the last is one byte, so each is one.
+    row = conn.execute(
+        "SELECT f.size, f.lines, s.record_bytes, (SELECT r.offset + r.length FROM records r WHERE r.file_id = f.id "
+        "ORDER BY r.offset DESC LIMIT 1) FROM files f JOIN sessions s ON s.file_id = f.id WHERE f.id = ?",
+        (file_id,)).fetchone()
+    if row is not None and None not in row and row[2] + row[1] == row[0] and row[0] - row[3] == 1:
+        return False
+    with _small_cache(conn):
+        return conn.execute(
+            "SELECT 1 FROM (SELECT offset - coalesce(lag(offset + length) OVER (ORDER BY offset), 0) AS gap "
+            "FROM records WHERE file_id = ? UNION ALL SELECT (SELECT size FROM files WHERE id = ?) - "
+            "coalesce((SELECT max(offset + length) FROM records WHERE file_id = ?), 0)) "
+            "WHERE gap > 0 AND gap % 2 = 0 LIMIT 1", (file_id, file_id, file_id)).fetchone() is not None
 
 
 def rebuild_whole(conn: sqlite3.Connection, file_id: int, sha256: str) -> bytes | None:

@@ -200,11 +200,20 @@ class FileIngest:
         if rtype in JOURNAL_TYPES:
             summary.journal_bytes += length
         get = obj.get
-        uuid, parent, ts, session_id, request_id = (
-            v if type(v) is str else None
-            for v in (get("uuid"), get("parentUuid"), get("timestamp"), get("sessionId"), get("requestId"))
-        )
-        if session_id is None:
+        uuid = get("uuid")
+        if type(uuid) is not str:
+            uuid = None
+        parent = get("parentUuid")
+        if type(parent) is not str:
+            parent = None
+        ts = get("timestamp")
+        if type(ts) is not str:
+            ts = None
+        request_id = get("requestId")
+        if type(request_id) is not str:
+            request_id = None
+        session_id = get("sessionId")
+        if type(session_id) is not str:
             session_id = _str(get("session_id"))
         msg = get("message")
         if type(msg) is dict:

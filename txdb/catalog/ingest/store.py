@@ -87,6 +87,10 @@ BATCH_BYTES = 32 << 20
 BATCH_FILES = 200
 BATCH_SECONDS = 1.0
 REFRESH_CHECKPOINT_PAGES = 10000  # ~40 MB of WAL between checkpoints
+# The page cache while a refresh writes files (KiB): the pages it writes are
+# rarely read again, so a larger one (a connection's 64 MB) only grows the
+# process (74 MB against 59 MB adding half the corpus) for no speed.
+REFRESH_CACHE_KIB = 8192
 GONE_AT = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"  # when refresh found a file gone: ISO 8601 UTC, as the records'
 BLOB_LEVEL = 6  # zlib level of stored sidecar contents (given back, never queried)
 
@@ -678,6 +682,13 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     return stats
 
 
+def _cache_kib(conn, cache_size: int) -> int:
+    """``PRAGMA cache_size`` in KiB (negative: KiB already; positive: pages)."""
+    if cache_size < 0:
+        return -cache_size
+    return cache_size * conn.execute("PRAGMA page_size").fetchone()[0] // 1024
+
+
 def _hash_unhashed(conn, found: list[Found]) -> None:
     """files.sha256 for rows an older catalog made (before migration 017),
     once, while the file is still the size the catalog read."""
@@ -901,6 +912,12 @@ def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
             plans.append(plan)
     if progress and done:
         progress(done, total)
+    if not plans:
+        return
+    cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+    smaller = _cache_kib(conn, cache) > REFRESH_CACHE_KIB
+    if smaller:
+        conn.execute(f"PRAGMA cache_size = -{REFRESH_CACHE_KIB}")
     batch = _Batch(conn, index_text)
     try:
         for plan in plans:
@@ -924,6 +941,8 @@ def _refresh_found(conn, found, existing, stats, progress, index_text) -> None:
         batch.commit()
     finally:
         batch.abandon()  # an error or an interrupt: the open batch goes whole
+        if smaller:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
 class _Batch:

@@ -231,7 +231,7 @@ def test_the_long_context_flag_follows_growth_and_rewrites(tmp_path):
     conn.close()
 
 
-def test_a_catalog_from_before_042_shows_the_same_window_then_its_refresh_fills_the_flag(tmp_path):
+def test_a_catalog_from_before_042_is_filled_as_it_migrates_and_a_null_flag_by_refresh(tmp_path):
     projects = tmp_path / "projects"
     for name, cache_read in (("-a", 1_000), ("-b", 250_000)):
         (projects / name).mkdir(parents=True)
@@ -243,9 +243,11 @@ def test_a_catalog_from_before_042_shows_the_same_window_then_its_refresh_fills_
     assert sorted(windows.values()) == [200_000, 1_000_000]
     rewind(conn, "042")
     conn.close()
-    conn = db.connect(path)
-    assert set(_long(conn).values()) == {None}
-    assert _windows(conn) == windows  # looked up by the view meanwhile
+    conn = db.connect(path)  # 042 again: filled once the views are back
+    assert _long(conn) == dict(conn.execute(LIVE)) and sorted(_long(conn).values()) == [0, 1]
+    assert _windows(conn) == windows
+    conn.execute("UPDATE sessions SET long_context = NULL")
+    assert _windows(conn) == windows  # a NULL flag: looked up by the view
     assert refresh(conn, [projects]).unchanged == 2
     assert _long(conn) == dict(conn.execute(LIVE)) and sorted(_long(conn).values()) == [0, 1]
     assert _windows(conn) == windows

@@ -175,10 +175,28 @@ def _kept_for_pages(conn: sqlite3.Connection) -> None:
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
 # sums the files already catalogued; 042 ranks their API messages (its
-# other column is filled by the next refresh, txdb/catalog/ingest/window.py);
-# 043 finds their waste.
+# other column is filled once the views are back: AFTER_VIEWS); 043 finds
+# their waste.
 PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
                 "042_kept_for_pages": _kept_for_pages, "043_waste_found": _waste_found}
+
+
+def _long_context(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest import window
+
+    window.fill(conn)
+
+
+# Steps of migrations that read views, which are dropped while migrations
+# run: done once they are made again, so a migrated catalog holds what a
+# fresh build does (042's sessions.long_context reads usage_context).
+AFTER_VIEWS = {"042_kept_for_pages": _long_context}
+
+
+def after_views(conn: sqlite3.Connection, applied: list[str]) -> None:
+    for name in applied:
+        if name in AFTER_VIEWS:
+            AFTER_VIEWS[name](conn)
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:
@@ -355,8 +373,9 @@ def connect(path: str | Path, busy_timeout_ms: int = 10000, create: bool = True,
             create_private(path)  # ours: private (another program's file is left as it is)
         _pragmas(conn, busy_timeout_ms)
         register_functions(conn)
-        migrate(conn)
+        applied = migrate(conn)
         ensure_views(conn)
+        after_views(conn, applied)
         if prices:
             cost.sync_prices(conn)  # the installed price library's figures (txdb/catalog/cost.py)
         rederive(conn)

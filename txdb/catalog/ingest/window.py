@@ -2,9 +2,10 @@
 (``sessions.long_context``, migration 042): a model named with [1m], or a
 gauge past 200k. context_gauge's window rule reads it, which otherwise
 looked through every usage row of every session for each page that shows
-a gauge (a fifth of a second at 10 copies of the corpus). NULL (a catalog
-from before 042, until its next refresh fills it): the view looks the
-rows up itself, by the same rule."""
+a gauge (a fifth of a second at 10 copies of the corpus). Migration 042
+fills it once the views are back (db.AFTER_VIEWS), and refresh fills any
+row still NULL; a NULL row's gauge looks the rows up itself, by the same
+rule."""
 
 from __future__ import annotations
 

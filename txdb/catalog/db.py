@@ -160,10 +160,17 @@ def _type_sums(conn: sqlite3.Connection) -> None:
     type_sums.store_all(conn)
 
 
+def _smaller_archive(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest.chunks import repack
+
+    repack(conn)
+
+
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
-# sums the files already catalogued.
-PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums}
+# sums the files already catalogued; 040 packs raw lines in larger chunks.
+PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
+                "040_smaller_archive": _smaller_archive}
 
 
 def _drop_views(conn: sqlite3.Connection) -> None:

@@ -252,10 +252,9 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
         chars = chars if type(chars) is int else 0
         full, terms = _on_row_page(), _search_terms()
         # A cut block's row page shows its whole text, decoded from its raw line,
-        # and so does a search's cell whose words are past the stored start.
+        # and so does a search's cell with a word missing from the stored start.
         if (chars > len(value) and {"file_id", "offset", "idx"} <= set(keys)
-                and (full or (terms and not re.search("|".join(re.escape(t) for t in terms), value,
-                                                       re.IGNORECASE)))):
+                and (full or any(not re.search(re.escape(t), value, re.IGNORECASE) for t in terms))):
             where = (row["file_id"], row["offset"], row["idx"])
 
             async def whole():

@@ -224,8 +224,9 @@ def _record_reader(conn: sqlite3.Connection, cached: int):
     return record
 
 
-# Decoded chunks a SQL function keeps: a few MB (readers go in offset order).
-CACHED_CHUNKS = 3
+# Decoded chunks a SQL function keeps: readers go in offset order (the
+# full-text build, a page's rows), and each 1 MB kept added 1 MB to a build's peak.
+CACHED_CHUNKS = 1
 
 
 def json_function(conn: sqlite3.Connection, cached: int = CACHED_CHUNKS):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from itertools import accumulate
 from typing import Iterable, Iterator
@@ -150,17 +150,24 @@ def raw_lines(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> 
 
 def raw_at(conn: sqlite3.Connection, file_id: int, offsets: Iterable[int]) -> dict[int, bytes]:
     """The raw bytes of the records of one file at ``offsets`` (those
-    catalogued), each chunk inflated once."""
+    catalogued), each chunk read and inflated once, one at a time."""
+    want = sorted(set(offsets))
+    if not want:
+        return {}
+    heads = conn.execute("SELECT id, first_offset, lines FROM raw_chunks WHERE file_id = ? AND last_offset >= ? "
+                         "AND first_offset <= ? ORDER BY first_offset", (file_id, want[0], want[-1])).fetchall()
+    firsts = [h[1] for h in heads]
     out: dict[int, bytes] = {}
-    decoded: dict[int, dict[int, bytes]] = {}
-    for offset in sorted(set(offsets)):
-        row = conn.execute(_CHUNK_AT, (file_id, offset)).fetchone()
-        if row is None:
+    cid, chunk = None, None
+    for offset in want:
+        i = bisect_right(firsts, offset) - 1
+        if i < 0:
             continue
-        cid = row[0]
-        if cid not in decoded:
-            decoded[cid] = dict(decode(row[1], row[2], row[3]))
-        raw = decoded[cid].get(offset)
+        if heads[i][0] != cid:
+            cid = heads[i][0]
+            data, = conn.execute("SELECT data FROM raw_chunks WHERE id = ?", (cid,)).fetchone()
+            chunk = _Unpacked(heads[i][1], heads[i][2], data)
+        raw = chunk.get(offset) if chunk is not None else None
         if raw is not None:
             out[offset] = raw
     return out

@@ -6,8 +6,10 @@ Copies the corpus (sessions, subagent transcripts, their folders'
 tool-results/, persisted/, .meta.json) to a scratch folder, builds a
 catalog of it with `txdb refresh`, and prints:
 
-- the sessions' bytes and the sidecars' bytes the catalog holds, and the
-  catalog's size against both (the ratio);
+- with more than one corpus, each one's catalog built alone: its size
+  against the sessions it holds (the ratio);
+- the sessions' bytes and the sidecars' bytes the catalog of all of them
+  holds, and the catalog's size against both (the ratio);
 - the catalog's size by table (indexes with their table; SQLite's dbstat);
 - the raw lines' bytes and what ``raw_chunks`` stores of them, beside
   each line zlib-compressed on its own (what a compressed column,
@@ -80,49 +82,18 @@ def main(argv=None) -> int:
             dest = scratch / c.name
             shutil.copytree(c, dest, ignore=shutil.ignore_patterns("README.md"))
             roots += ["--root", str(dest)]
+        # Each corpus alone first (its ratio only), then all of them in one catalog.
+        each = {}
+        if len(corpora) > 1:
+            for c in corpora:
+                one = measure(scratch, ["--root", str(scratch / c.name)], f"alone-{c.name}")
+                each[c.name] = {k: one[k] for k in ("sessions_bytes", "catalog_bytes", "ratio", "ratio_to_sessions")}
+                print(f"{c.name} alone: sessions {mb(one['sessions_bytes'])}, catalog {mb(one['catalog_bytes'])}: "
+                      f"{one['ratio_to_sessions']:.2f}x the sessions ({one['ratio']:.2f}x with sidecars)")
         db = scratch / "catalog.db"
-        subprocess.run([TXDB, "refresh", *roots, "--db", str(db)], check=True, capture_output=True)
+        res = measure(scratch, roots, "catalog", detail=True)
+        res["each"] = each
         conn = sqlite3.connect(db)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        catalog = db.stat().st_size
-        sessions = conn.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
-        sidecars, stored = conn.execute(
-            "SELECT coalesce(sum(size), 0), (SELECT coalesce(sum(length(data)), 0) FROM blobs) FROM sidecars"
-        ).fetchone()
-        by_table: dict[str, int] = {}
-        owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type IN ('table', 'index')"))
-        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-            t = owner.get(name, name)
-            t = "blocks_fts" if t.startswith("blocks_fts") else t
-            by_table[t] = by_table.get(t, 0) + size
-        raw = per_line = 0
-        per_file = 0
-        packed = conn.execute("SELECT coalesce(sum(length(data)), 0) FROM raw_chunks").fetchone()[0]
-        for (fid,) in conn.execute("SELECT id FROM files").fetchall():
-            pieces = [data for _, data in chunks.raw_lines(conn, fid)]
-            for data in pieces:
-                raw += len(data)
-                per_line += len(zlib.compress(data, 6))
-            per_file += len(zlib.compress(b"\n".join(pieces), 6))
-        held = sessions + sidecars
-        res = {
-            "sessions_bytes": sessions, "sidecar_bytes": sidecars, "sidecar_stored_bytes": stored,
-            "catalog_bytes": catalog, "ratio": catalog / held if held else None,
-            "ratio_to_sessions": catalog / sessions if sessions else None,
-            "by_table": dict(sorted(by_table.items(), key=lambda kv: -kv[1])),
-            "records_raw_bytes": raw, "raw_zlib_per_line": per_line, "raw_zlib_per_file": per_file,
-            "raw_stored": packed,
-            "ratio_raw_per_line": (catalog - packed + per_line) / held if held else None,
-            "ratio_raw_per_file": (catalog - packed + per_file) / held if held else None,
-        }
-        print(f"sessions {mb(sessions)}, sidecars {mb(sidecars)} (stored {mb(stored)}); "
-              f"catalog {mb(catalog)}: {res['ratio']:.2f}x what it holds ({res['ratio_to_sessions']:.2f}x the sessions)")
-        for t, size in res["by_table"].items():
-            if size >= 0.01 * catalog:
-                print(f"  {t:<22} {mb(size):>10}  {size / catalog:5.1%}")
-        print(f"raw lines {mb(raw)}: stored in raw_chunks {mb(packed)} ({packed / raw:.2f}x); instead zlib per "
-              f"line {mb(per_line)} -> catalog {res['ratio_raw_per_line']:.2f}x, per file {mb(per_file)} -> "
-              f"{res['ratio_raw_per_file']:.2f}x")
         if args.restore_mb:
             res["restore"] = bench_restore(corpora, args.restore_mb, args.reps)
         if args.export:
@@ -132,6 +103,60 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def measure(scratch: Path, roots: list[str], name: str, detail: bool = False) -> dict:
+    """Build a catalog of ``roots`` with `txdb refresh` and measure it: its
+    size against the sessions (and sidecars) it holds, by table; with
+    ``detail``, the raw lines against zlib per line and per file (printed)."""
+    db = scratch / f"{name}.db"
+    subprocess.run([TXDB, "refresh", *roots, "--db", str(db)], check=True, capture_output=True)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    catalog = db.stat().st_size
+    sessions = conn.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
+    sidecars, stored = conn.execute(
+        "SELECT coalesce(sum(size), 0), (SELECT coalesce(sum(length(data)), 0) FROM blobs) FROM sidecars"
+    ).fetchone()
+    by_table: dict[str, int] = {}
+    owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type IN ('table', 'index')"))
+    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+        t = owner.get(name, name)
+        t = "blocks_fts" if t.startswith("blocks_fts") else t
+        by_table[t] = by_table.get(t, 0) + size
+    raw = per_line = 0
+    per_file = 0
+    packed = conn.execute("SELECT coalesce(sum(length(data)), 0) FROM raw_chunks").fetchone()[0]
+    for (fid,) in conn.execute("SELECT id FROM files").fetchall() if detail else []:
+        pieces = [data for _, data in chunks.raw_lines(conn, fid)]
+        for data in pieces:
+            raw += len(data)
+            per_line += len(zlib.compress(data, 6))
+        per_file += len(zlib.compress(b"\n".join(pieces), 6))
+    held = sessions + sidecars
+    res = {
+        "sessions_bytes": sessions, "sidecar_bytes": sidecars, "sidecar_stored_bytes": stored,
+        "catalog_bytes": catalog, "ratio": catalog / held if held else None,
+        "ratio_to_sessions": catalog / sessions if sessions else None,
+        "by_table": dict(sorted(by_table.items(), key=lambda kv: -kv[1])),
+        "records_raw_bytes": raw, "raw_zlib_per_line": per_line, "raw_zlib_per_file": per_file,
+        "raw_stored": packed,
+        "ratio_raw_per_line": (catalog - packed + per_line) / held if held else None,
+        "ratio_raw_per_file": (catalog - packed + per_file) / held if held else None,
+    }
+    if not detail:
+        conn.close()
+        return res
+    print(f"sessions {mb(sessions)}, sidecars {mb(sidecars)} (stored {mb(stored)}); "
+          f"catalog {mb(catalog)}: {res['ratio']:.2f}x what it holds ({res['ratio_to_sessions']:.2f}x the sessions)")
+    for t, size in res["by_table"].items():
+        if size >= 0.01 * catalog:
+            print(f"  {t:<22} {mb(size):>10}  {size / catalog:5.1%}")
+    print(f"raw lines {mb(raw)}: stored in raw_chunks {mb(packed)} ({packed / raw:.2f}x); instead zlib per "
+          f"line {mb(per_line)} -> catalog {res['ratio_raw_per_line']:.2f}x, per file {mb(per_file)} -> "
+          f"{res['ratio_raw_per_file']:.2f}x")
+    conn.close()
+    return res
 
 
 def bench_restore(corpora: list[Path], target_mb: int, reps: int) -> dict:

@@ -7,7 +7,8 @@ machine slows both alike; median of --repeat per page and build.
         context_by_category usage_blocks /
 
 A page is a view name (its HTML page, count and facets as Datasette serves
-them; add .json for the JSON) or `/` for the catalog's front page. Give
+them; add .json for the JSON; a query string may follow), `/` for the
+catalog's front page, or a plugin page (`/-/txdb/session/ID`). Give
 each build its own copy: a build's migrations change the file it opens.
 """
 
@@ -54,6 +55,14 @@ def fetch(url: str) -> float:
     return (time.perf_counter() - t) * 1000
 
 
+def url(base: str, stem: str, page: str) -> str:
+    """A page's URL on one server: a view under its database, `/` the
+    database's page, a plugin page (`/-/txdb/session/ID`) with ``?db=``."""
+    if page.startswith("/-/"):
+        return base[:-len(stem) - 1] + page + ("&" if "?" in page else "?") + f"db={stem}"
+    return base if page == "/" else f"{base}/{page}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", nargs=2, metavar=("TXDB", "DB"), required=True, help="the baseline build and its catalog")
@@ -70,14 +79,14 @@ def main() -> int:
             bases.append(f"{base}/{Path(dbp).stem}")
         for b in bases:  # warm each server and its page cache once
             fetch(b)
+        stems = [Path(dbp).stem for _, dbp in (args.a, args.b)]
         print(f"load average at start: {os.getloadavg()[0]:.1f}")
         print(f"{'page':34s} {'A ms':>8s} {'B ms':>8s} {'B/A':>6s}  (median of {args.repeat}, interleaved)")
         for page in args.pages:
-            suffix = "" if page == "/" else "/" + page
             times: list[list[float]] = [[], []]
             for _ in range(args.repeat):
                 for i, b in enumerate(bases):
-                    times[i].append(fetch(b + suffix))
+                    times[i].append(fetch(url(b, stems[i], page)))
             a, b = (statistics.median(t) for t in times)
             print(f"{page:34s} {a:8.1f} {b:8.1f} {b / a:6.2f}", flush=True)
         print(f"load average at end: {os.getloadavg()[0]:.1f}")

@@ -7,8 +7,9 @@ dropped, a created table or index is dropped, and its row in
 are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
-remade the full-text index, and 039, which rebuilt an index, and 042, whose triggers name its column, are undone
-by their own functions: ``UNDO``).
+remade the full-text index, 039, which rebuilt an index, 040, which cut
+texts shorter, and 042, whose triggers name its column, are undone by
+their own functions: ``UNDO``).
 """
 
 from __future__ import annotations
@@ -128,6 +129,24 @@ def _undo_type_sums(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX blocks_sizes ON blocks(file_id, offset, tokens)")
 
 
+SMALLER_ARCHIVE = "040_smaller_archive"
+
+
+def _undo_smaller_archive(conn: sqlite3.Connection) -> None:
+    """As before 040: a cut text keeps its first 2001 characters again (one
+    no longer than that is whole, not cut). The chunks stay as 040 packed
+    them: any size is read alike."""
+    from txdb.catalog.ingest.chunks import text_function
+
+    whole = text_function(conn)
+    for rowid, fid, offset, idx in conn.execute("SELECT rowid, file_id, offset, idx FROM blocks WHERE cut = 1") \
+            .fetchall():
+        text = whole(fid, offset, idx)
+        if text is not None:
+            conn.execute("UPDATE blocks SET text = ?, cut = ? WHERE rowid = ?",
+                         (text[:2001], 1 if len(text) > 2001 else None, rowid))
+
+
 KEPT_FOR_PAGES = "042_kept_for_pages"
 
 
@@ -142,4 +161,4 @@ def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
 
 
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
-        KEPT_FOR_PAGES: _undo_kept_for_pages}
+        SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages}

@@ -208,7 +208,7 @@ def test_valid_deep_nesting_is_stored_whole(conn, tmp_path, depth, place):
     if place == "tool_result":
         (b,) = rows(conn, "SELECT txdb_text(file_id, offset, idx) AS text, cut FROM blocks "
                           "WHERE kind = 'tool_result' AND tool_use_id = 'toolu_deep'")
-        assert nested_json(depth) in b["text"]  # its whole text, decoded (cut: blocks.text keeps 2001 chars)
+        assert nested_json(depth) in b["text"]  # its whole text, decoded (cut: blocks.text keeps 400 chars)
 
 
 def test_a_deep_file_stops_no_other_file(conn, tmp_path):

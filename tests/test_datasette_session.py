@@ -478,3 +478,47 @@ async def test_the_pages_gauge_is_a_share_of_the_sessions_own_window(tmp_path):
     for sid, want in (("long", "613,220 tokens · 61.3% of 1M"), ("short", "170,000 tokens · 85.0% of 200k")):
         text = " ".join(text_of((await d.client.get(f"/-/txdb/session/{ids[sid]}?db={DB}")).text).split())
         assert want in text, sid
+
+
+def _long_output_session(root: Path) -> None:
+    """A session whose tool input and output hold a word only past the 400
+    characters blocks.text keeps of them (and before the 2,000 the session
+    page shows)."""
+    filler = "".join(f"line {i} of the output\n" for i in range(60))
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s-cut", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "run it"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s-cut",
+         "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"role": "assistant", "id": "m1", "model": "claude-sonnet-4-5", "content": [
+             {"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": filler + " quaggainput"}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": "s-cut", "timestamp": "2026-01-01T00:00:02Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "t1", "content": filler + "quaggaoutput at the end\n"}]}},
+    ]
+    folder = root / "-cut"
+    folder.mkdir(parents=True)
+    (folder / "s-cut.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+
+
+async def test_a_cut_blocks_text_is_shown_whole_on_the_session_page_and_in_search_cells(tmp_path):
+    """blocks.text keeps 400 characters of a long tool input or output: the
+    session page shows what it shows of the block (up to 2,000 characters)
+    decoded from its raw line, and a search whose word is past the stored
+    start shows that word in the cell's excerpt."""
+    _long_output_session(tmp_path / "projects")
+    path = tmp_path / f"{DB}.db"
+    conn = db.connect(path)
+    refresh(conn, [tmp_path / "projects"])
+    assert conn.execute("SELECT kind, length(text), cut FROM blocks WHERE chars > 1000 ORDER BY kind").fetchall() \
+        == [("tool_result", 400, 1), ("tool_use", 400, 1)]
+    fid, = conn.execute("SELECT id FROM files").fetchone()
+    conn.close()
+    d = make_datasette(path)
+    await d.invoke_startup()
+    page = (await d.client.get(f"/-/txdb/session/{fid}?db={DB}")).text
+    assert "quaggaoutput at the end" in page and "line 59 of the output" in page
+    assert "quaggainput" in text_of(page)
+    for view, word in (("search_tool_output", "quaggaoutput"), ("search_tool_input", "quaggainput")):
+        cells = (await d.client.get(f"/{DB}/{view}?_search={word}")).text
+        assert f"<mark>{word}</mark>" in cells, view

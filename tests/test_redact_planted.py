@@ -310,9 +310,10 @@ def test_a_read_key_is_one_finding_over_its_numbered_lines(exports):
     END line, the line numbers between included (2048 bits: 26 body lines)."""
     _, _, tmp = exports
     conn = db.connect(tmp / "c.db")
-    rows = conn.execute("SELECT f.start, f.length, b.text FROM secret_findings f JOIN blocks b "
-                        "USING (file_id, offset, idx) WHERE f.type = 'Private Key' AND b.kind = 'tool_result'"
-                        ).fetchall()
+    # the block's whole text: blocks.text keeps 400 characters of a long result
+    rows = conn.execute("SELECT f.start, f.length, txdb_text(b.file_id, b.offset, b.idx) FROM secret_findings f "
+                        "JOIN blocks b USING (file_id, offset, idx) WHERE f.type = 'Private Key' "
+                        "AND b.kind = 'tool_result'").fetchall()
     assert len(rows) == 1
     start, length, text = rows[0]
     assert text[start:start + length] == numbered(RSA)[7:]

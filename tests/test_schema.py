@@ -281,7 +281,7 @@ def test_an_older_catalogs_texts_stay_whole_and_searchable_after_038_cuts_them(t
     whole = f"SELECT file_id, offset, idx, {WHOLE_TEXT.format('b')} FROM blocks b ORDER BY 1, 2, 3"
     stored = "SELECT file_id, offset, idx, text, cut FROM blocks ORDER BY 1, 2, 3"
     assert fresh.execute("SELECT kind, length(text) FROM blocks WHERE cut = 1 AND session_id = 's-long' "
-                         "ORDER BY kind").fetchall() == [("tool_result", 2001), ("tool_use", 2001)]
+                         "ORDER BY kind").fetchall() == [("tool_result", 400), ("tool_use", 400)]
     assert fresh.execute("SELECT 1 FROM blocks WHERE tool_name = 'Read' AND kind = 'tool_use' "
                          "AND length(text) > 2001 AND cut IS NULL").fetchone()
     hits = search.search(fresh, "zyzzogeton", limit=None)
@@ -299,10 +299,56 @@ def test_an_older_catalogs_texts_stay_whole_and_searchable_after_038_cuts_them(t
     assert conn.execute("SELECT count(*) FROM blocks_fts WHERE blocks_fts MATCH 'zyzzogeton'").fetchone() == (2,)
     conn.close()
 
-    conn = db.connect(old)  # 038 runs
+    conn = db.connect(old)  # 038 runs (and 040)
     assert conn.execute(whole).fetchall() == texts
     assert conn.execute(stored).fetchall() == fresh.execute(stored).fetchall()
     assert search.search(conn, "zyzzogeton", limit=None) == hits
     assert search.search(conn, "word", limit=None) == search.search(fresh, "word", limit=None)
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert not names & {"records_session", "blocks_kind", "usage_session"}
+
+
+def test_040_cuts_texts_to_400_and_packs_raw_lines_in_larger_chunks_losing_nothing(tmp_path, monkeypatch):
+    """Migration 040 on a catalog made before it (texts cut at 2001
+    characters, raw lines in small chunks): its stored rows become a fresh
+    catalog's (400 characters of a long tool text), every whole text, raw
+    line and search hit is as before, and the raw lines sit in fewer
+    chunks."""
+    from rewind import rewind
+    from txdb.catalog import search
+    from txdb.catalog.ingest import chunks
+    from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_lines
+
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    _long_texts_session(projects)
+    fresh = db.connect(tmp_path / "fresh.db")
+    refresh(fresh, [projects])
+    whole = f"SELECT file_id, offset, idx, {WHOLE_TEXT.format('b')} FROM blocks b ORDER BY 1, 2, 3"
+    stored = "SELECT file_id, offset, idx, text, cut FROM blocks ORDER BY 1, 2, 3"
+    chunk_count = "SELECT count(*) FROM raw_chunks"
+
+    def raws(c):
+        return {fid: list(raw_lines(c, fid)) for fid, in c.execute("SELECT id FROM files ORDER BY id").fetchall()}
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 2048)  # the older catalog's chunks: small
+    old = tmp_path / "old.db"
+    conn = db.connect(old)
+    refresh(conn, [projects])
+    hits = {w: search.search(conn, w, limit=None) for w in ("zyzzogeton", "word", "file")}
+    assert rewind(conn, "040") == ["040_smaller_archive"]
+    assert conn.execute("SELECT kind, length(text) FROM blocks WHERE cut = 1 AND session_id = 's-long' "
+                        "ORDER BY kind").fetchall() == [("tool_result", 2001), ("tool_use", 2001)]
+    assert conn.execute("SELECT count(*) FROM blocks WHERE cut IS NULL AND length(text) > 400 "
+                        "AND kind IN ('tool_result', 'tool_use') AND tool_name IS NOT 'Read'").fetchone()[0] > 0
+    texts, lines, small = conn.execute(whole).fetchall(), raws(conn), conn.execute(chunk_count).fetchone()[0]
+    conn.close()
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 64 << 10)
+    conn = db.connect(old)  # 040 runs
+    assert conn.execute(stored).fetchall() == fresh.execute(stored).fetchall()
+    assert conn.execute(whole).fetchall() == texts == fresh.execute(whole).fetchall()
+    assert raws(conn) == lines
+    assert conn.execute(chunk_count).fetchone()[0] < small
+    assert {w: search.search(conn, w, limit=None) for w in hits} == hits
+    assert all(search.search(fresh, w, limit=None) == h for w, h in hits.items())
+    assert hits["zyzzogeton"] and hits["word"]

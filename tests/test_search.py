@@ -101,7 +101,7 @@ def test_words_in_quotes_are_a_phrase(catalog):
 
 def test_a_cut_texts_words_leave_the_index_when_its_file_is_rewritten_grown_or_pruned(tmp_path):
     """blocks_fts is contentless and a long tool output keeps only its first
-    2001 characters in blocks.text: refresh unindexes a row with its whole
+    400 characters in blocks.text: refresh unindexes a row with its whole
     text, decoded from the chunks before they go, so a word past the cut
     is found while it is in the file and never after (the index stays
     sound: FTS5's integrity-check over what refresh indexed)."""

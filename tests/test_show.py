@@ -495,3 +495,31 @@ def test_a_one_line_session_has_a_chain_of_one(tmp_path):
     assert txdb(db_path, "show-tool", path).output.splitlines()[2] == "0 tool calls on the active chain (1 position)"
     r = txdb(db_path, "show-thinking", path, "--pos", 0, ok=False)
     assert r.output == f"Error: no thinking block at position 0 of {path} (the chain has no thinking block)\n"
+
+
+def test_a_long_inputs_strip_mark_past_its_stored_start_is_seen(tmp_path):
+    """blocks.text keeps 400 characters of a long tool input: show-tool
+    finds a strip mark past them in the whole input (txdb_text)."""
+    from txdb.model.records import MARK
+
+    sid = "5e1f0000-0000-4000-8000-000000000001"
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": sid, "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "edit it"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": sid, "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"role": "assistant", "id": "m1", "model": "claude-sonnet-4-5", "content": [
+             {"type": "tool_use", "id": "t1", "name": "Edit",
+              "input": {"file_path": "/x/" + "d/" * 300 + "f.py", "old_string": MARK + " 900 chars]"}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": sid, "timestamp": "2026-01-01T00:00:02Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}},
+    ]
+    folder = tmp_path / "projects" / "-x"
+    folder.mkdir(parents=True)
+    (folder / f"{sid}.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    db_path = tmp_path / "c.db"
+    conn = db.connect(db_path)
+    refresh(conn, [tmp_path / "projects"])
+    assert conn.execute("SELECT cut, instr(text, ?) FROM blocks WHERE kind = 'tool_use'", (MARK,)).fetchone() == (1, 0)
+    conn.close()
+    (call,) = json.loads(txdb(db_path, "show-tool", sid, "--list", "--json").output)["tool_calls"]
+    assert call["input_stripped"] is True

@@ -160,6 +160,12 @@ def _type_sums(conn: sqlite3.Connection) -> None:
     type_sums.store_all(conn)
 
 
+def _smaller_archive(conn: sqlite3.Connection) -> None:
+    from txdb.catalog.ingest.chunks import repack
+
+    repack(conn)
+
+
 def _waste_found(conn: sqlite3.Connection) -> None:
     from txdb.catalog.ingest import waste_found
 
@@ -174,11 +180,12 @@ def _kept_for_pages(conn: sqlite3.Connection) -> None:
 
 # Migrations with a step SQL cannot do, run after their SQL in the same
 # transaction: 035 compresses the raw lines it took out of records; 039
-# sums the files already catalogued; 042 ranks their API messages (its
-# other column is filled once the views are back: AFTER_VIEWS); 043 finds
-# their waste.
+# sums the files already catalogued; 040 packs raw lines in larger chunks;
+# 042 ranks their API messages (its other column is filled once the views
+# are back: AFTER_VIEWS); 043 finds their waste.
 PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
-                "042_kept_for_pages": _kept_for_pages, "043_waste_found": _waste_found}
+                "040_smaller_archive": _smaller_archive, "042_kept_for_pages": _kept_for_pages,
+                "043_waste_found": _waste_found}
 
 
 def _long_context(conn: sqlite3.Connection) -> None:

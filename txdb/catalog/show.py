@@ -52,7 +52,10 @@ SELECT c.pos, r.line, u.idx, u.tool_use_id, u.tool_name,
        u.chars AS input_chars, u.tokens AS input_tokens,
        rc.pos AS result_pos, rr.line AS result_line, t.idx AS result_idx,
        t.chars AS result_chars, t.tokens AS result_tokens, t.is_error, t.images AS result_images,
-       instr(u.text, :mark) > 0 AS input_stripped, substr(t.text, 1, length(:mark)) = :mark AS result_stripped,
+       -- a cut input's mark may be past its stored start: looked for in its whole text
+       CASE WHEN instr(u.text, :mark) > 0 THEN 1 WHEN u.cut = 1 THEN instr(txdb_text(u.file_id, u.offset, u.idx), :mark) > 0
+            ELSE 0 END AS input_stripped,
+       substr(t.text, 1, length(:mark)) = :mark AS result_stripped,
        {texts}
 FROM chain c
 JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset

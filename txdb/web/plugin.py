@@ -251,14 +251,16 @@ def _render_catalog_cell(row, value, column, table, database, datasette):
         chars = row["chars"] if "chars" in keys else None  # a cut block's whole length (migration 038)
         chars = chars if type(chars) is int else 0
         full, terms = _on_row_page(), _search_terms()
-        if full and chars > len(value) and {"file_id", "offset", "idx"} <= set(keys):
-            # A cut block's row page shows its whole text, decoded from its raw line.
+        # A cut block's row page shows its whole text, decoded from its raw line,
+        # and so does a search's cell with a word missing from the stored start.
+        if (chars > len(value) and {"file_id", "offset", "idx"} <= set(keys)
+                and (full or any(not re.search(re.escape(t), value, re.IGNORECASE) for t in terms))):
             where = (row["file_id"], row["offset"], row["idx"])
 
             async def whole():
                 res = await datasette.get_database(database).execute("SELECT txdb_text(?, ?, ?)", where)
                 first = res.first()
-                return _text_cell((first[0] if first else None) or value, True, terms, chars)
+                return _text_cell((first[0] if first else None) or value, full, terms, chars)
 
             return whole
         return _text_cell(value, full, terms, chars)

@@ -115,12 +115,13 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         r["body"] = None if body is None else body[:TOOL_CHARS + 1]
     blocks = _rows(conn, """
         SELECT b.offset, b.idx, b.kind, b.type, b.tool_name, b.tool_use_id, b.is_error, b.chars,
-               b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images,
+               b.signature_chars, b.tokens, b.media_type, b.width, b.height, b.images, b.cut,
                substr(b.text, 1, CASE WHEN b.kind IN ('text', 'thinking', 'command', 'caveat')
                                       THEN ? ELSE ? END) AS text
         FROM chain c JOIN blocks b ON b.file_id = c.file_id AND b.offset = c.offset
         WHERE c.file_id = ? AND c.pos >= ? AND c.pos < ?
         ORDER BY c.pos, b.idx""", (TEXT_CHARS + 1, TOOL_CHARS + 1, file_id, start, start + limit))
+    _whole_texts(conn, file_id, blocks)
     by_offset: dict[int, list] = {}
     for b in blocks:
         text = b["text"] or ""
@@ -186,6 +187,27 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         "text_chars": TEXT_CHARS,
         "tool_chars": TOOL_CHARS,
     }
+
+
+def _whole_texts(conn, file_id: int, blocks: list[dict]) -> None:
+    """The text shown of each cut block (``blocks.text`` holds only its
+    start) decoded from its raw line, each chunk once, up to what the page
+    shows of it."""
+    short = [b for b in blocks if b["cut"] == 1 and (b["chars"] or 0) > len(b["text"] or "")]
+    if not short:
+        return
+    from txdb.catalog.ingest.rows import block_text
+
+    raws = raw_at(conn, file_id, (b["offset"] for b in short))
+    for b in short:
+        raw = raws.get(b["offset"])
+        try:
+            whole = block_text(raw, b["idx"]) if raw is not None else None
+        except (ValueError, TypeError, RecursionError):  # not one JSON object: the stored start is shown
+            whole = None
+        if isinstance(whole, str) and whole.startswith(b["text"] or ""):
+            cap = TEXT_CHARS if b["kind"] in ("text", "thinking", "command", "caveat") else TOOL_CHARS
+            b["text"] = whole[:cap + 1]
 
 
 def _inline_bash(blocks: list[dict]) -> None:

@@ -20,13 +20,17 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from itertools import accumulate
 from typing import Iterable, Iterator
 
-CHUNK_BYTES = 128 << 10  # raw bytes per chunk: near the whole-file ratio, one record costs ~0.3 ms to reach
-# zstd level: on real sessions 3 stores 0.18x of the raw bytes for 0.2 s of
-# CPU per 59 MB; zlib -6 stores 0.21x for 1.5 s, zstd -6 0.176x for 0.7 s.
+# Raw bytes per chunk. On the real corpus (30.6 MB) 1 MB chunks store 0.210x
+# of the raw bytes where 128 KB ones stored 0.243x, for no more CPU; a
+# record costs ~1 ms to reach, an append recompresses at most one chunk.
+CHUNK_BYTES = 1 << 20
+# zstd level: 3. At 1 MB chunks 6 stores 0.201x for 3x the CPU, 9 0.199x
+# for 5x; zlib -6 stored 0.21x of 128 KB chunks for 25x.
 LEVEL = 3
 _MAX_DELTA = 0xFFFFFFFF  # a record's offset after its chunk's first must fit the header's uint32
 _LITTLE = sys.byteorder == "little"
@@ -146,17 +150,24 @@ def raw_lines(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> 
 
 def raw_at(conn: sqlite3.Connection, file_id: int, offsets: Iterable[int]) -> dict[int, bytes]:
     """The raw bytes of the records of one file at ``offsets`` (those
-    catalogued), each chunk inflated once."""
+    catalogued), each chunk read and inflated once, one at a time."""
+    want = sorted(set(offsets))
+    if not want:
+        return {}
+    heads = conn.execute("SELECT id, first_offset, lines FROM raw_chunks WHERE file_id = ? AND last_offset >= ? "
+                         "AND first_offset <= ? ORDER BY first_offset", (file_id, want[0], want[-1])).fetchall()
+    firsts = [h[1] for h in heads]
     out: dict[int, bytes] = {}
-    decoded: dict[int, dict[int, bytes]] = {}
-    for offset in sorted(set(offsets)):
-        row = conn.execute(_CHUNK_AT, (file_id, offset)).fetchone()
-        if row is None:
+    cid, chunk = None, None
+    for offset in want:
+        i = bisect_right(firsts, offset) - 1
+        if i < 0:
             continue
-        cid = row[0]
-        if cid not in decoded:
-            decoded[cid] = dict(decode(row[1], row[2], row[3]))
-        raw = decoded[cid].get(offset)
+        if heads[i][0] != cid:
+            cid = heads[i][0]
+            data, = conn.execute("SELECT data FROM raw_chunks WHERE id = ?", (cid,)).fetchone()
+            chunk = _Unpacked(heads[i][1], heads[i][2], data)
+        raw = chunk.get(offset) if chunk is not None else None
         if raw is not None:
             out[offset] = raw
     return out
@@ -170,7 +181,7 @@ def raw_line(conn: sqlite3.Connection, file_id: int, offset: int) -> bytes | Non
 class _Unpacked:
     """A decoded chunk, its records sliced out only when asked for."""
 
-    __slots__ = ("first", "deltas", "lengths", "buf", "start")
+    __slots__ = ("first", "deltas", "lengths", "buf", "starts")
 
     def __init__(self, first_offset: int, lines: int, data: bytes):
         import zstandard
@@ -181,14 +192,15 @@ class _Unpacked:
         if not _LITTLE:
             head.byteswap()
         self.first, self.deltas, self.lengths = first_offset, head[0::2], head[1::2]
-        self.buf, self.start = buf, 8 * lines
+        # where each record starts in buf: a 1 MB chunk holds thousands of small records
+        self.buf, self.starts = buf, list(accumulate(self.lengths[:-1], initial=8 * lines))
 
     def get(self, offset: int) -> bytes | None:
         delta = offset - self.first
         i = bisect_left(self.deltas, delta)
         if i == len(self.deltas) or self.deltas[i] != delta:
             return None
-        at = self.start + sum(self.lengths[:i])
+        at = self.starts[i]
         return self.buf[at:at + self.lengths[i]]
 
 
@@ -219,7 +231,12 @@ def _record_reader(conn: sqlite3.Connection, cached: int):
     return record
 
 
-def json_function(conn: sqlite3.Connection, cached: int = 8):
+# Decoded chunks a SQL function keeps: readers go in offset order (the
+# full-text build, a page's rows), and each 1 MB kept added 1 MB to a build's peak.
+CACHED_CHUNKS = 1
+
+
+def json_function(conn: sqlite3.Connection, cached: int = CACHED_CHUNKS):
     """The SQL function ``txdb_json(file_id, offset)``: a record's raw JSON
     as text (NULL for no such record), for ad-hoc queries of ``txdb query``
     and Datasette; no view calls it."""
@@ -238,7 +255,7 @@ WHOLE_TEXT = ("CASE WHEN {0}.cut = 1 THEN coalesce(txdb_text({0}.file_id, {0}.of
               "ELSE {0}.text END")
 
 
-def text_function(conn: sqlite3.Connection, cached: int = 8):
+def text_function(conn: sqlite3.Connection, cached: int = CACHED_CHUNKS):
     """The SQL function ``txdb_text(file_id, offset, idx)``: a block's whole
     text, derived again from its record's raw JSON (NULL for no such block):
     what ``blocks.text`` holds only the start of when ``blocks.cut`` is 1
@@ -257,6 +274,27 @@ def text_function(conn: sqlite3.Connection, cached: int = 8):
             return None
 
     return txdb_text
+
+
+def repack(conn: sqlite3.Connection) -> int:
+    """Migration 040's Python step: each file whose chunks are smaller than
+    ``CHUNK_BYTES`` (128 KB ones, written before it) packed again into
+    chunks of that size, under new ids; the bytes are unchanged. One file's
+    compressed chunks and one decoded chunk in memory at a time. Returns
+    how many files it repacked."""
+    todo = [fid for fid, n, raw in conn.execute(
+        "SELECT file_id, count(*), sum(bytes) FROM raw_chunks GROUP BY file_id HAVING count(*) > 1").fetchall()
+        if n > raw // CHUNK_BYTES + 1]
+    for fid in todo:
+        old = conn.execute("SELECT first_offset, lines, data FROM raw_chunks WHERE file_id = ? ORDER BY first_offset",
+                           (fid,)).fetchall()
+        conn.execute("DELETE FROM raw_chunks WHERE file_id = ?", (fid,))  # first: the new first chunk has the same key
+        writer = ChunkWriter(conn, fid)
+        for first, lines, data in old:
+            for offset, raw in decode(first, lines, data):
+                writer.add(offset, raw)
+        writer.close()
+    return len(todo)
 
 
 def upgrade(conn: sqlite3.Connection) -> None:

@@ -34,8 +34,8 @@ FORKED, FORKED_TEXT = b'"forkedFrom":{', '"forkedFrom":{'  # records.forked: a f
 MARKER_KINDS = ("text", "tool_result")  # the blocks a persisted marker stands in
 # blocks.text keeps only the first TEXT_KEPT characters of a long tool input or
 # output (blocks.cut = 1; the whole is txdb_text(file_id, offset, idx), decoded
-# from raw_chunks): the session page shows no more than that of them.
-TEXT_KEPT = 2001
+# from raw_chunks): as many as a table page's cell shows (migration 040).
+TEXT_KEPT = 400
 CUT_KINDS = ("tool_result", "tool_use", "command_output")
 
 

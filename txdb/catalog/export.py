@@ -35,13 +35,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 from urllib.parse import quote
 
 import orjson
 
 from txdb.catalog import db, secrets
-from txdb.catalog.ingest.chunks import WHOLE_TEXT, json_function, text_function
+from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_lines, text_function
 from txdb.catalog.ingest.store import BLOCK_COLUMNS
 from txdb.errors import ExportError
 
@@ -59,7 +59,8 @@ MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' T
 PER_FILE = {
     "files": "SELECT t.*, :month AS month FROM files t WHERE t.id = :fid",
     "sessions": "SELECT t.*, :month AS month FROM sessions t WHERE t.file_id = :fid",
-    "records": f"SELECT t.*, txdb_json(t.file_id, t.offset) AS raw, "
+    # (raw is filled in from the file's chunks, read in order: _with_raw)
+    "records": f"SELECT t.*, NULL AS raw, "
                f"coalesce({MONTH_OF.format('t.timestamp')}, :month) AS month "
                "FROM records t WHERE t.file_id = :fid ORDER BY t.offset",
     # a cut block's whole text, decoded: an export carries every block's text whole
@@ -71,7 +72,8 @@ PER_FILE = {
     "attachments": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM attachments t "
                    "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
                    "WHERE t.file_id = :fid ORDER BY t.offset",
-    "usage": "SELECT t.*, (SELECT c.cost_usd FROM billed_cost c WHERE c.file_id = t.file_id "
+    # (each message's cost from the billed_cost view read once: COSTS)
+    "usage": "SELECT t.*, (SELECT c.cost_usd FROM temp.export_cost c WHERE c.file_id = t.file_id "
              "AND c.message_id = t.message_id) AS cost_usd, "
              f"coalesce({MONTH_OF.format('r.timestamp')}, {MONTH_OF.format('t.timestamp')}, :month) "
              "AS month FROM usage t LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
@@ -80,6 +82,12 @@ PER_FILE = {
              "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
              "WHERE t.file_id = :fid ORDER BY t.pos",
 }
+# The view ranks every usage row of the catalog in one window, so read
+# per file it costs a whole-catalog pass each time (1.1 s over 123 files):
+# it is read once, in the export's snapshot, into a temporary table.
+COSTS = ("CREATE TEMP TABLE export_cost (file_id INTEGER, message_id TEXT, cost_usd REAL, "
+         "PRIMARY KEY (file_id, message_id)) WITHOUT ROWID",
+         "INSERT OR IGNORE INTO temp.export_cost SELECT file_id, message_id, cost_usd FROM billed_cost")
 # The surgeries log is small, and may name files the catalog no longer has.
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
@@ -280,7 +288,6 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
     db.check_side_files(Path(catalog).resolve())  # (connect checked them; a FIFO since would hang this one)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
-    ro.create_function("txdb_json", 2, json_function(ro))
     ro.create_function("txdb_text", 3, text_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is
@@ -290,6 +297,8 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     try:
         ro.execute("PRAGMA busy_timeout = 10000")
         ro.execute("BEGIN")  # one snapshot: a watcher writing meanwhile is not half seen
+        for sql in COSTS:
+            ro.execute(sql)
         schemas = {t: _schema(pa, ro, t) for t in TABLES}
         state = {"schema": {t: [f"{f.name} {f.type}" for f in sc] for t, sc in schemas.items()},
                  "files": _fingerprints(ro, redact), "surgeries": _surgeries_hash(ro)}
@@ -323,8 +332,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 current = project
             mask = (secrets.redactor(ro, fid, groups) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t),
-                        fid)
+                cur = ro.execute(sql, {"fid": fid, "month": month})
+                _stream(_with_raw(ro, cur, fid) if t == "records" else cur, [d[0] for d in cur.description],
+                        parts[t], project, mask, TRUNCATED.get(t), fid)
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
@@ -540,31 +550,44 @@ def _schema(pa, conn, table: str):
     return pa.schema(fields + [pa.field("project", pa.string()), pa.field("month", pa.string())])
 
 
-def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
-            mask: secrets.Redactor | None = None, truncated: str | None = None, fid: int | None = None) -> None:
-    """Rows of one file's query into their partitions: the table's own
-    columns (a table's own ``project`` is the file's), then project, month;
-    each text through ``mask`` when given (--redact), the ``truncated``
-    column through ``mask.truncated``."""
+def _with_raw(ro: sqlite3.Connection, cur: sqlite3.Cursor, fid: int) -> Iterator[tuple]:
+    """A file's records rows (in offset order) with their raw JSON as text
+    in ``raw`` (None for a record without one), from its chunks read in
+    order alongside: each inflated once, no look-up per row."""
     names = [d[0] for d in cur.description]
+    at, put = names.index("offset"), names.index("raw")
+    lines = raw_lines(ro, fid)
+    line = next(lines, None)
+    for row in cur:
+        while line is not None and line[0] < row[at]:
+            line = next(lines, None)
+        raw = line[1].decode("utf-8", "replace") if line is not None and line[0] == row[at] else None
+        yield row[:put] + (raw,) + row[put + 1:]
+
+
+def _stream(rows: Iterable[tuple], names: list[str], parts: _Partitions, project: str | None,
+            mask: secrets.Redactor | None = None, truncated: str | None = None, fid: int | None = None) -> None:
+    """Rows of one file's query (columns ``names``) into their partitions:
+    the table's own columns (a table's own ``project`` is the file's), then
+    project, month; each text through ``mask`` when given (--redact), the
+    ``truncated`` column through ``mask.truncated``."""
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
     cut = [names[i] for i in own].index(truncated) if truncated in names else -1
     if mask is not None and project is not None:
         project = mask(project)  # its partition's folder name too
-    while rows := cur.fetchmany(1000):
-        for row in rows:
-            month = row[-1]
-            values = tuple(row[i] for i in own)
-            if mask is None:
-                pass
-            elif mask.pattern is not None:
-                # A blob is left out (files.sha_state: a hash's state, which
-                # holds the file's last bytes as they are).
-                values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
-                               else None if isinstance(v, bytes) else v for i, v in enumerate(values))
-            elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
-                values = tuple(None if isinstance(v, bytes) else v for v in values)
-            parts.add((project, month), values + (project, month), fid)
+    for row in rows:
+        month = row[-1]
+        values = tuple(row[i] for i in own)
+        if mask is None:
+            pass
+        elif mask.pattern is not None:
+            # A blob is left out (files.sha_state: a hash's state, which
+            # holds the file's last bytes as they are).
+            values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
+                           else None if isinstance(v, bytes) else v for i, v in enumerate(values))
+        elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
+            values = tuple(None if isinstance(v, bytes) else v for v in values)
+        parts.add((project, month), values + (project, month), fid)
 
 
 def _write_marker(tmp: Path, report: ExportReport, manifest: dict, rows: dict | None = None) -> None:

@@ -34,6 +34,7 @@ import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 from urllib.parse import quote
@@ -51,6 +52,7 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # bytes of values, or this many rows: memory stays bounded by one batch.
 BATCH_BYTES = 8 << 20
 BATCH_ROWS = 50_000
+_SIZED = (str, bytes)  # the values a batch's size counts (sqlite3 gives these types exactly)
 
 MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' THEN substr({0}, 1, 7) END"
 
@@ -170,6 +172,7 @@ class _Partitions:
         self.buffered_bytes = 0
         self.buffered_rows = 0
         self.written: list[dict] = []  # manifest entries of the closed part files
+        self.made: set[Path] = set()  # folders made (or found) already
 
     def add(self, key: tuple, row: tuple, fid: int | None = None) -> None:
         if self.keep is not None and key not in self.keep:
@@ -177,7 +180,7 @@ class _Partitions:
         self.held.setdefault(key, set()).add(fid)
         self.buffers.setdefault(key, []).append(row)
         self.buffered_rows += 1
-        self.buffered_bytes += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+        self.buffered_bytes += sum([len(v) for v in row if type(v) in _SIZED])
         if self.buffered_bytes >= BATCH_BYTES or self.buffered_rows >= BATCH_ROWS:
             self.flush()
 
@@ -198,10 +201,12 @@ class _Partitions:
         w = self.writers.get(key)
         if w is None:
             folder = self.out / self.table
-            _private_dir(folder)
-            for name, value in zip(("project", "month"), key):
-                folder = folder / f"{name}={partition_name(value)}"
-                _private_dir(folder)
+            for name, value in ((None, None), *zip(("project", "month"), key)):
+                if name is not None:
+                    folder = folder / f"{name}={partition_name(value)}"
+                if folder not in self.made:
+                    _private_dir(folder)
+                    self.made.add(folder)
             fh, path = _new_part(folder, self.prefix)
             w = self.writers[key] = [self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path, 0]
         return w[0]
@@ -573,11 +578,12 @@ def _stream(rows: Iterable[tuple], names: list[str], parts: _Partitions, project
     ``truncated`` column through ``mask.truncated``."""
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
     cut = [names[i] for i in own].index(truncated) if truncated in names else -1
+    pick = itemgetter(*own) if len(own) > 1 else lambda row: (row[own[0]],)
     if mask is not None and project is not None:
         project = mask(project)  # its partition's folder name too
     for row in rows:
         month = row[-1]
-        values = tuple(row[i] for i in own)
+        values = pick(row)
         if mask is None:
             pass
         elif mask.pattern is not None:

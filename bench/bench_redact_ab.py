@@ -30,6 +30,7 @@ import argparse
 import compileall
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def main() -> int:
     builds = {"A": a, "B": args.b}
     commands = args.only or list(COMMANDS)
     scratch = Path(tempfile.mkdtemp(prefix="txdb-redact-ab-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still removes the scratch folder
     try:
         roots = [x for c in corpus for x in ("--root", str(c))]
         clean, scanned = {}, {}

@@ -242,6 +242,30 @@ def test_a_plugin_anchored_to_its_line_finds_a_token_inside_a_longer_text():
     assert [[(f.type, f.line) for f in fs] for fs in scan_texts(texts)] == [[], [("Telegram Bot Token", 2)]]
 
 
+def test_lines_a_scan_met_clean_before_are_skipped_without_changing_findings():
+    """A catalog's scan skips the lines an earlier file's scan found no hit
+    in (CleanLines); a file that repeats them, with a secret among them or
+    beside them, has the findings a scan of its own gives, line, column and
+    start included."""
+    from txdb.catalog.secrets import CleanLines, scan_texts
+
+    token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
+    shared = "plain words\nconfig follows\n    indent = 4"
+    files = [[shared, "first file only"],
+             [f"{shared}\npassword = \"{PASSWORD}\"", "x", shared],
+             ["config follows", f"key {AWS}\nplain words", f"bot:\n{token}\nplain words"],
+             [shared, f"plain words\n{token}", "indent = 4"]]
+    clean = CleanLines()
+    for texts in files:
+        assert scan_texts(texts, clean) == scan_texts(texts)
+    assert {"plain words", "config follows", "first file only"} <= clean.lines
+    assert not any(token in line or AWS in line for line in clean.lines)
+    held = CleanLines(limit=1)  # full: nothing more is kept
+    scan_texts(files[0], held)
+    scan_texts(files[2], held)
+    assert "config follows" in held.lines and f"key {AWS}" not in held.lines and "bot:" not in held.lines
+
+
 def _strings_of(value) -> list[str]:
     if isinstance(value, dict):
         return [s for v in value.values() for s in _strings_of(v)]

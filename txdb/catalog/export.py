@@ -34,14 +34,15 @@ import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 from urllib.parse import quote
 
 import orjson
 
 from txdb.catalog import db, secrets
-from txdb.catalog.ingest.chunks import WHOLE_TEXT, json_function, text_function
+from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_lines, text_function
 from txdb.catalog.ingest.store import BLOCK_COLUMNS
 from txdb.errors import ExportError
 
@@ -51,6 +52,7 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # bytes of values, or this many rows: memory stays bounded by one batch.
 BATCH_BYTES = 8 << 20
 BATCH_ROWS = 50_000
+_SIZED = (str, bytes)  # the values a batch's size counts (sqlite3 gives these types exactly)
 
 MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' THEN substr({0}, 1, 7) END"
 
@@ -59,7 +61,8 @@ MONTH_OF = "CASE WHEN substr({0}, 1, 7) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]' T
 PER_FILE = {
     "files": "SELECT t.*, :month AS month FROM files t WHERE t.id = :fid",
     "sessions": "SELECT t.*, :month AS month FROM sessions t WHERE t.file_id = :fid",
-    "records": f"SELECT t.*, txdb_json(t.file_id, t.offset) AS raw, "
+    # (raw is filled in from the file's chunks, read in order: _with_raw)
+    "records": f"SELECT t.*, NULL AS raw, "
                f"coalesce({MONTH_OF.format('t.timestamp')}, :month) AS month "
                "FROM records t WHERE t.file_id = :fid ORDER BY t.offset",
     # a cut block's whole text, decoded: an export carries every block's text whole
@@ -71,7 +74,8 @@ PER_FILE = {
     "attachments": f"SELECT t.*, coalesce({MONTH_OF.format('r.timestamp')}, :month) AS month FROM attachments t "
                    "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
                    "WHERE t.file_id = :fid ORDER BY t.offset",
-    "usage": "SELECT t.*, (SELECT c.cost_usd FROM billed_cost c WHERE c.file_id = t.file_id "
+    # (each message's cost from the billed_cost view read once: COSTS)
+    "usage": "SELECT t.*, (SELECT c.cost_usd FROM temp.export_cost c WHERE c.file_id = t.file_id "
              "AND c.message_id = t.message_id) AS cost_usd, "
              f"coalesce({MONTH_OF.format('r.timestamp')}, {MONTH_OF.format('t.timestamp')}, :month) "
              "AS month FROM usage t LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
@@ -80,6 +84,12 @@ PER_FILE = {
              "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
              "WHERE t.file_id = :fid ORDER BY t.pos",
 }
+# The view ranks every usage row of the catalog in one window, so read
+# per file it costs a whole-catalog pass each time (1.1 s over 123 files):
+# it is read once, in the export's snapshot, into a temporary table.
+COSTS = ("CREATE TEMP TABLE export_cost (file_id INTEGER, message_id TEXT, cost_usd REAL, "
+         "PRIMARY KEY (file_id, message_id)) WITHOUT ROWID",
+         "INSERT OR IGNORE INTO temp.export_cost SELECT file_id, message_id, cost_usd FROM billed_cost")
 # The surgeries log is small, and may name files the catalog no longer has.
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
@@ -162,6 +172,7 @@ class _Partitions:
         self.buffered_bytes = 0
         self.buffered_rows = 0
         self.written: list[dict] = []  # manifest entries of the closed part files
+        self.made: set[Path] = set()  # folders made (or found) already
 
     def add(self, key: tuple, row: tuple, fid: int | None = None) -> None:
         if self.keep is not None and key not in self.keep:
@@ -169,7 +180,7 @@ class _Partitions:
         self.held.setdefault(key, set()).add(fid)
         self.buffers.setdefault(key, []).append(row)
         self.buffered_rows += 1
-        self.buffered_bytes += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+        self.buffered_bytes += sum([len(v) for v in row if type(v) in _SIZED])
         if self.buffered_bytes >= BATCH_BYTES or self.buffered_rows >= BATCH_ROWS:
             self.flush()
 
@@ -190,10 +201,12 @@ class _Partitions:
         w = self.writers.get(key)
         if w is None:
             folder = self.out / self.table
-            _private_dir(folder)
-            for name, value in zip(("project", "month"), key):
-                folder = folder / f"{name}={partition_name(value)}"
-                _private_dir(folder)
+            for name, value in ((None, None), *zip(("project", "month"), key)):
+                if name is not None:
+                    folder = folder / f"{name}={partition_name(value)}"
+                if folder not in self.made:
+                    _private_dir(folder)
+                    self.made.add(folder)
             fh, path = _new_part(folder, self.prefix)
             w = self.writers[key] = [self.pq.ParquetWriter(fh, self.schema, compression="zstd"), fh, path, 0]
         return w[0]
@@ -280,7 +293,6 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     earlier = _read_manifest(out, redact) if _check_target(out, replace) else None
     db.check_side_files(Path(catalog).resolve())  # (connect checked them; a FIFO since would hang this one)
     ro = sqlite3.connect(Path(catalog).resolve().as_uri() + "?mode=ro", uri=True)
-    ro.create_function("txdb_json", 2, json_function(ro))
     ro.create_function("txdb_text", 3, text_function(ro))
     out.parent.mkdir(parents=True, exist_ok=True)
     # Made unpredictably and exclusively (0700): a link planted beside DIR is
@@ -290,6 +302,8 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     try:
         ro.execute("PRAGMA busy_timeout = 10000")
         ro.execute("BEGIN")  # one snapshot: a watcher writing meanwhile is not half seen
+        for sql in COSTS:
+            ro.execute(sql)
         schemas = {t: _schema(pa, ro, t) for t in TABLES}
         state = {"schema": {t: [f"{f.name} {f.type}" for f in sc] for t, sc in schemas.items()},
                  "files": _fingerprints(ro, redact), "surgeries": _surgeries_hash(ro)}
@@ -323,8 +337,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 current = project
             mask = (secrets.redactor(ro, fid, groups) or secrets.Redactor({})) if redact else None
             for t, sql in PER_FILE.items():
-                _stream(ro.execute(sql, {"fid": fid, "month": month}), parts[t], project, mask, TRUNCATED.get(t),
-                        fid)
+                cur = ro.execute(sql, {"fid": fid, "month": month})
+                _stream(_with_raw(ro, cur, fid) if t == "records" else cur, [d[0] for d in cur.description],
+                        parts[t], project, mask, TRUNCATED.get(t), fid)
             if progress:
                 progress(done, len(files))
         for t in PER_FILE:
@@ -540,31 +555,45 @@ def _schema(pa, conn, table: str):
     return pa.schema(fields + [pa.field("project", pa.string()), pa.field("month", pa.string())])
 
 
-def _stream(cur: sqlite3.Cursor, parts: _Partitions, project: str | None,
-            mask: secrets.Redactor | None = None, truncated: str | None = None, fid: int | None = None) -> None:
-    """Rows of one file's query into their partitions: the table's own
-    columns (a table's own ``project`` is the file's), then project, month;
-    each text through ``mask`` when given (--redact), the ``truncated``
-    column through ``mask.truncated``."""
+def _with_raw(ro: sqlite3.Connection, cur: sqlite3.Cursor, fid: int) -> Iterator[tuple]:
+    """A file's records rows (in offset order) with their raw JSON as text
+    in ``raw`` (None for a record without one), from its chunks read in
+    order alongside: each inflated once, no look-up per row."""
     names = [d[0] for d in cur.description]
+    at, put = names.index("offset"), names.index("raw")
+    lines = raw_lines(ro, fid)
+    line = next(lines, None)
+    for row in cur:
+        while line is not None and line[0] < row[at]:
+            line = next(lines, None)
+        raw = line[1].decode("utf-8", "replace") if line is not None and line[0] == row[at] else None
+        yield row[:put] + (raw,) + row[put + 1:]
+
+
+def _stream(rows: Iterable[tuple], names: list[str], parts: _Partitions, project: str | None,
+            mask: secrets.Redactor | None = None, truncated: str | None = None, fid: int | None = None) -> None:
+    """Rows of one file's query (columns ``names``) into their partitions:
+    the table's own columns (a table's own ``project`` is the file's), then
+    project, month; each text through ``mask`` when given (--redact), the
+    ``truncated`` column through ``mask.truncated``."""
     own = [i for i, n in enumerate(names[:-1]) if n != "project"]
     cut = [names[i] for i in own].index(truncated) if truncated in names else -1
+    pick = itemgetter(*own) if len(own) > 1 else lambda row: (row[own[0]],)
     if mask is not None and project is not None:
         project = mask(project)  # its partition's folder name too
-    while rows := cur.fetchmany(1000):
-        for row in rows:
-            month = row[-1]
-            values = tuple(row[i] for i in own)
-            if mask is None:
-                pass
-            elif mask.pattern is not None:
-                # A blob is left out (files.sha_state: a hash's state, which
-                # holds the file's last bytes as they are).
-                values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
-                               else None if isinstance(v, bytes) else v for i, v in enumerate(values))
-            elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
-                values = tuple(None if isinstance(v, bytes) else v for v in values)
-            parts.add((project, month), values + (project, month), fid)
+    for row in rows:
+        month = row[-1]
+        values = pick(row)
+        if mask is None:
+            pass
+        elif mask.pattern is not None:
+            # A blob is left out (files.sha_state: a hash's state, which
+            # holds the file's last bytes as they are).
+            values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)
+                           else None if isinstance(v, bytes) else v for i, v in enumerate(values))
+        elif bytes in map(type, values):  # no secret to mask: only a blob to leave out
+            values = tuple(None if isinstance(v, bytes) else v for v in values)
+        parts.add((project, month), values + (project, month), fid)
 
 
 def _write_marker(tmp: Path, report: ExportReport, manifest: dict, rows: dict | None = None) -> None:

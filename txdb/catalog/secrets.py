@@ -31,6 +31,7 @@ from bisect import bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate, filterfalse
 from pathlib import Path
 from typing import Callable
 
@@ -77,6 +78,7 @@ _LEAD = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----\s*|PuT
                    r"|pypi-AgEIcHlwaS5vcmc|eyJ[\w-]*\.|sk-ant-[a-z]+\d*-|sq0[a-z]{3}-|xox[a-z]-"
                    r"|[a-z]{2,6}[_-](?:live_)?|A[KS]IA|AIza|SG\.")
 CHUNK_CHARS = 16 << 20  # a file's texts are scanned this many characters at a time
+CLEAN_CHARS = 64 << 20  # lines without a hit kept, at most, for the files scanned after (CleanLines)
 PRIVATE_KEY_TYPE = "Private Key"  # detect-secrets' PrivateKeyDetector
 # A private key's whole extent: its header, then its lines (base64, or
 # "Name: value" headers; each maybe after a Read's line number, split by a
@@ -200,30 +202,32 @@ def _lower_literals(pattern: str) -> str:
     return re.sub(r"\\.|[A-Z]", lambda m: m.group().lower() if len(m.group()) == 1 else m.group(), pattern)
 
 
-def scan_texts(texts: list[str]) -> list[list[Finding]]:
+def scan_texts(texts: list[str], clean: CleanLines | None = None) -> list[list[Finding]]:
     """The findings in each text, in order. The expressions are searched
     once over the texts' distinct lines joined by newlines (one search per
     call, not per text: most texts are short; detection is per line, so a
     line met again is not searched again: its findings are its first
-    place's). A private key is then found over its whole extent."""
+    place's), less the lines ``clean`` holds (an earlier call's lines no
+    expression hit). A private key is then found over its whole extent."""
     det = _detector()
     joined = "\n".join(texts)
     lines = joined.split("\n")
     distinct = dict.fromkeys(lines)  # in the order each first stands in `lines`
-    unique = "\n".join(distinct) if len(distinct) < len(lines) else joined
+    searched = list(distinct) if clean is None or not clean.lines else list(filterfalse(clean.lines.__contains__,
+                                                                                        distinct))
     del distinct
+    unique = "\n".join(searched) if len(searched) < len(lines) else joined
     candidates = _candidate_lines(unique, det)
-    out: list[dict[tuple[int, int], Finding]] = [{} for _ in texts]
-    starts, first_lines, pos, line_no = [], [], 0, 0  # where each text starts in `joined`
-    for text in texts:
-        starts.append(pos)
-        first_lines.append(line_no)
-        pos += len(text) + 1
-        line_no += text.count("\n") + 1
+    if clean is not None:
+        clean.add(searched, {c[2] for c in candidates})
+    del searched
+    out: dict[int, dict[tuple[int, int], Finding]] = {}  # by text, those with a finding
+    starts = list(accumulate(map((1).__add__, map(len, texts)), initial=0))[:-1]  # where each text starts in `joined`
     if candidates:
         from detect_secrets.core.scan import _process_line_based_plugins
 
         g, at = 0, 0  # the last candidate's first place in `lines`, and where that line starts in `joined`
+        counted, newlines = 0, 0  # how many newlines `joined` holds before `counted` (candidates come in order)
         with plugin_settings():
             for number, start, line, hits in candidates:
                 if unique is not joined:  # back to the line's first place in `joined`
@@ -233,8 +237,10 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
                     g = h
                     number, start = g + 1, at
                 i = bisect_right(starts, start) - 1
-                number, start = number - first_lines[i], start - starts[i]
-                found = out[i]
+                newlines += joined.count("\n", counted, starts[i])
+                counted = starts[i]
+                number, start = number - newlines, start - starts[i]
+                found = out.setdefault(i, {})
                 for a, b in _windows(len(line), hits):
                     part = line[a:b]
                     name = _CONFIG_NAME if a == 0 and _CONFIG_LINE.match(line) else _CODE_NAME
@@ -245,7 +251,25 @@ def scan_texts(texts: list[str]) -> list[list[Finding]]:
                             if held is None or held.type == KEYWORD_TYPE:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
-    return [sorted(found.values(), key=lambda f: f.start) for found in out]
+    return [sorted(out[i].values(), key=lambda f: f.start) if i in out else [] for i in range(len(texts))]
+
+
+class CleanLines:
+    """The lines a scan of many texts (a catalog's files) met without a hit
+    of any expression, so that a line another file repeats (a subagent's
+    copy of its parent's prompt, a file read again, the same tool output)
+    is searched once; up to ``limit`` characters of them."""
+
+    def __init__(self, limit: int = CLEAN_CHARS):
+        self.lines: set[str] = set()
+        self.room = limit
+
+    def add(self, searched: list[str], hit: set[str]) -> None:
+        if self.room <= 0:
+            return
+        self.room -= sum(map(len, searched))
+        self.lines.update(searched)
+        self.lines.difference_update(hit)  # (none was held: each was searched)
 
 
 _ACTIVE = [0]  # how deep plugin_settings is entered
@@ -272,7 +296,7 @@ def plugin_settings():
             _ACTIVE[0] -= 1
 
 
-def _private_keys(joined: str, texts: list[str], starts: list[int], out: list[dict]) -> None:
+def _private_keys(joined: str, texts: list[str], starts: list[int], out: dict[int, dict]) -> None:
     """Each private key's whole extent as one finding (its BEGIN line's
     finding, if any, is inside it and goes)."""
     heads = sorted({m.start() for p in _KEY_STARTS for m in p.finditer(joined)})
@@ -288,7 +312,7 @@ def _private_keys(joined: str, texts: list[str], starts: list[int], out: list[di
         end = min(m.end(), starts[i] + len(texts[i]))  # within its own text
         done = end
         text, start, stop = texts[i], begin - starts[i], end - starts[i]
-        found = out[i]
+        found = out.setdefault(i, {})
         for key in [k for k, f in found.items() if f.type == PRIVATE_KEY_TYPE and start <= f.start < stop]:
             del found[key]
         secret = text[start:stop]
@@ -433,6 +457,7 @@ def _texts(conn: sqlite3.Connection, file_id: int, start_offset: int):
 
 _JSON_ESCAPES = (('\\"', '"'), ("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\/", "/"),
                  ("\\b", "\b"), ("\\f", "\f"))
+_ESCAPE_LEFT = re.compile(r"\\[^\"n]")
 _U_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})")
 
 
@@ -453,10 +478,11 @@ def _decoded(raw) -> str:
     s = raw.replace("\\\\", "\x00") if backslashes else raw
     s = s.replace('\\"', '"').replace("\\n", "\n")  # the common two; most often no other is left
     if "\\" in s:
+        left = set(_ESCAPE_LEFT.findall(s))  # which escapes are left, in one pass
         for escape, char in _JSON_ESCAPES[2:]:
-            if escape in s:
+            if escape in left:
                 s = s.replace(escape, char)
-        if "\\u" in s:
+        if "\\u" in left:
             s = _U_ESCAPE.sub(_unicode, s)
     return s.replace("\x00", "\\") if backslashes else s
 
@@ -493,18 +519,19 @@ def _strings(value) -> list[tuple[str, str]]:
     return out
 
 
-def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> tuple[int, int, int]:
+def store_findings(conn: sqlite3.Connection, file_id: int, start_offset: int = 0,
+                   clean: CleanLines | None = None) -> tuple[int, int, int]:
     """Scan the file's text from ``start_offset`` on (_texts) and store its
     findings: (texts, characters, findings)."""
     texts = chars = stored = 0
-    for values, n, c in _findings(conn, file_id, start_offset):
+    for values, n, c in _findings(conn, file_id, start_offset, clean):
         if values:
             conn.executemany(FINDINGS_INSERT, values)
         texts, chars, stored = texts + n, chars + c, stored + len(values)
     return texts, chars, stored
 
 
-def _findings(conn: sqlite3.Connection, file_id: int, start_offset: int):
+def _findings(conn: sqlite3.Connection, file_id: int, start_offset: int, clean: CleanLines | None = None):
     """The file's findings from ``start_offset`` on, a chunk of texts at a
     time: (rows for secret_findings, texts, characters). A raw line's
     finding of a secret its record's block or attachment already gave is
@@ -517,15 +544,15 @@ def _findings(conn: sqlite3.Connection, file_id: int, start_offset: int):
         chunk.append(row)
         size += len(row[3])
         if size >= CHUNK_CHARS:
-            yield _scan_chunk(file_id, chunk, seen), len(chunk), size
+            yield _scan_chunk(file_id, chunk, seen, clean), len(chunk), size
             chunk, size = [], 0
     if chunk:
-        yield _scan_chunk(file_id, chunk, seen), len(chunk), size
+        yield _scan_chunk(file_id, chunk, seen, clean), len(chunk), size
 
 
-def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]]) -> list[tuple]:
+def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]], clean: CleanLines | None = None) -> list[tuple]:
     values = []
-    for (offset, idx, field, _), fs in zip(rows, scan_texts([r[3] for r in rows])):
+    for (offset, idx, field, _), fs in zip(rows, scan_texts([r[3] for r in rows], clean)):
         for f in fs:
             if idx == RAW_IDX:
                 in_raws = seen.setdefault(RAW_IDX, set())
@@ -722,19 +749,19 @@ def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] 
         "WHERE s.file_id IS NULL OR f.cursor > s.scanned_to ORDER BY f.id").fetchall()
     if todo:  # (entering the settings imports detect-secrets)
         with plugin_settings():
-            _scan_files(conn, todo, report, progress)
+            _scan_files(conn, todo, report, progress, CleanLines())
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _scan_files(conn: sqlite3.Connection, todo: list, report: ScanReport, progress) -> None:
+def _scan_files(conn: sqlite3.Connection, todo: list, report: ScanReport, progress, clean: CleanLines) -> None:
     for done, (file_id,) in enumerate(todo, 1):
         with transaction(conn):  # the cursor and the blocks of one moment
             row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0) FROM files f LEFT JOIN secret_scans s "
                                "ON s.file_id = f.id WHERE f.id = ?", (file_id,)).fetchone()
             if row is not None:
                 cursor, start = row
-                texts, chars, found = store_findings(conn, file_id, start)
+                texts, chars, found = store_findings(conn, file_id, start, clean)
                 conn.execute("INSERT OR REPLACE INTO secret_scans (file_id, scanned_to, scanned_at) "
                              "VALUES (?, ?, datetime('now'))", (file_id, cursor))
                 report.files += 1 if texts else 0

@@ -334,3 +334,22 @@ def test_text_refresh_added_since_the_scan_is_masked_by_the_redactor(tmp_path):
                         (fid,)).fetchone()[0] == 1  # only the first one is stored
     mask = secrets.redactor(conn, fid)
     assert mask(f"x {late} {S['github']} y") == "x [REDACTED:GitHub Token] [REDACTED:GitHub Token] y"
+
+
+@pytest.mark.xfail(strict=True, reason="detectors read text as written (JSON escapes decoded, URL escapes not): a documented limit")
+def test_a_token_spelled_in_url_escapes_is_masked(tmp_path):
+    """Round 4 attack: a GitHub token in a WebFetch URL with its `_` as `%5F`
+    survived `export --redact` whole but for that character (README and the
+    commands guide name the limit)."""
+    token = "ghp_" + rs(ALNUM, 36)
+    root = tmp_path / "projects"
+    u = user("fetch it", session=SESSION)
+    a = assistant([{"type": "tool_use", "id": "toolu_u", "name": "WebFetch",
+                    "input": {"url": "http://127.0.0.1/?k=" + token.replace("_", "%5F")}}], u["uuid"], session=SESSION)
+    write(root / "-home-me-app" / f"{SESSION}.jsonl", [u, a])
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    conn.close()
+    run("export", tmp_path / "out", "--db", path, "--redact", ok=True)
+    assert survivors(token.replace("_", "%5F"), exported_text(tmp_path / "out")) == []

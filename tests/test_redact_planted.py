@@ -335,3 +335,46 @@ def test_text_refresh_added_since_the_scan_is_masked_by_the_redactor(tmp_path):
                         (fid,)).fetchone()[0] == 1  # only the first one is stored
     mask = secrets.redactor(conn, fid)
     assert mask(f"x {late} {S['github']} y") == "x [REDACTED:GitHub Token] [REDACTED:GitHub Token] y"
+
+
+@pytest.mark.xfail(strict=True, reason="detectors read text as written (JSON escapes decoded, URL escapes not): a documented limit")
+def test_a_token_spelled_in_url_escapes_is_masked(tmp_path):
+    """Round 4 attack: a GitHub token in a WebFetch URL with its `_` as `%5F`
+    survived `export --redact` whole but for that character (README and the
+    commands guide name the limit)."""
+    token = "ghp_" + rs(ALNUM, 36)
+    root = tmp_path / "projects"
+    u = user("fetch it", session=SESSION)
+    a = assistant([{"type": "tool_use", "id": "toolu_u", "name": "WebFetch",
+                    "input": {"url": "http://127.0.0.1/?k=" + token.replace("_", "%5F")}}], u["uuid"], session=SESSION)
+    write(root / "-home-me-app" / f"{SESSION}.jsonl", [u, a])
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [root])
+    conn.close()
+    run("export", tmp_path / "out", "--db", path, "--redact", ok=True)
+    assert survivors(token.replace("_", "%5F"), exported_text(tmp_path / "out")) == []
+
+
+@pytest.mark.xfail(strict=True, reason="sidecar files are not scanned, so a secret whole only in one is unknown to the cut-off rule")
+def test_a_secret_cut_by_a_persisted_preview_leaves_nothing_of_its_start(tmp_path):
+    """Round 4 attack: `persist-tools` keeps a 2,000-character preview of a
+    tool result; a token crossing that cut is whole only in the sidecar file
+    (catalogued, never scanned), and its first 25 characters stayed in the
+    session: 18 of its 8-character runs survived `export --redact`."""
+    token = "ghp_" + rs(ALNUM, 36)
+    root = tmp_path / "projects"
+    f = root / "-home-me-app" / f"{SESSION}.jsonl"
+    u = user("run it", session=SESSION)
+    a = assistant([{"type": "tool_use", "id": "toolu_c", "name": "Bash", "input": {"command": "env"}}], u["uuid"],
+                  session=SESSION)
+    r = user([{"type": "tool_result", "tool_use_id": "toolu_c", "content": "x" * 1975 + token + "\n" + "y" * 20000}],
+             a["uuid"], session=SESSION)
+    write(f, [u, a, r, assistant("done", r["uuid"], session=SESSION)])
+    path = tmp_path / "c.db"
+    run("refresh", "--db", path, "--root", root, ok=True)
+    run("persist-tools", f, "--db", path, "--apply", ok=True)
+    assert token not in f.read_text() and token[:25] in f.read_text()  # the preview holds its start only
+    run("refresh", "--db", path, "--root", root, ok=True)
+    run("export", tmp_path / "out", "--db", path, "--redact", ok=True)
+    assert survivors(token, exported_text(tmp_path / "out")) == []

@@ -202,3 +202,26 @@ def test_undo_force_shows_verify_s_verdict_then_restores(env):
     assert "verify " in r.stdout and f.read_bytes() == half
     forced = json.loads(_log()[-1]["arguments"])["forced"]
     assert forced.startswith(f"the backup {bak.name} is not the file")
+
+
+def test_a_planted_journal_of_thousands_of_entries_costs_one_estimate_not_one_each(env, monkeypatch):
+    """Round 4 attack: 20,000 well-formed entries (15 MB, under the journal's
+    size limit) made refresh and undo run for minutes, one session refresh
+    and one estimate per entry. The entries the catalog lacks are logged in
+    one transaction with one estimate."""
+    from txdb.catalog import estimate
+
+    f = env / f"{SID}.jsonl"
+    assert run("strip-all", f, "--apply").exit_code == 0
+    j = Path(f"{f}.swaps.json")
+    doc = json.loads(j.read_text())
+    doc["swaps"] = [dict(doc["swaps"][-1], id=f"{i:032x}") for i in range(500)]
+    j.write_text(json.dumps(doc))
+    calls = []
+    real = estimate.store_session_estimate
+    monkeypatch.setattr(estimate, "store_session_estimate", lambda conn, fid: calls.append(fid) or real(conn, fid))
+    r = run("refresh")
+    assert r.exit_code == 0, r.output
+    assert "500 surgeries logged from swap journals" in r.output
+    assert len(calls) <= 3, len(calls)
+    assert len(_log()) == 501

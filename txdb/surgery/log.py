@@ -98,13 +98,20 @@ def logged_swaps(conn: sqlite3.Connection, orig: Path) -> set[str]:
 
 def log_entry(conn: sqlite3.Connection, orig: Path, e: dict) -> list[int]:
     """Refresh the session and write the ``surgeries`` rows of one journal entry."""
+    return log_entries(conn, orig, [e])
+
+
+def log_entries(conn: sqlite3.Connection, orig: Path, entries: list[dict]) -> list[int]:
+    """Refresh the session once and write the ``surgeries`` rows of journal
+    entries in one transaction (a planted journal of thousands of entries
+    costs one estimate, not one each)."""
     refresh_path(conn, orig)
     file_id, session_id = _file_row(conn, orig)
     rows = [(e["at"], r.get("command") or e["command"],
              orjson.dumps({**(r.get("arguments") or {}), "swap": e["id"]}).decode(), session_id, file_id,
              str(orig), e.get("backup"), r.get("records_changed"), r.get("tokens_before"), r.get("tokens_after"),
              e["result_size"], e["result_sha256"], r.get("stale_from"), *_fit(r.get("fit")))
-            for r in e.get("rows") or [{}]]
+            for e in entries for r in e.get("rows") or [{}]]
     return _insert(conn, rows)
 
 
@@ -137,9 +144,8 @@ def catch_up(conn: sqlite3.Connection, orig: str | Path, warnings: list[str] | N
     if keep[-1]["id"] not in logged and not journal.matches(orig, keep[-1]):
         keep.pop()
     try:
-        for e in keep:
-            if e["id"] not in logged:
-                log_entry(conn, orig, e)
+        if missing := [e for e in keep if e["id"] not in logged]:
+            log_entries(conn, orig, missing)
     except sqlite3.OperationalError as e:
         if not catalog_failed(e):
             raise

@@ -372,8 +372,9 @@ def _surgeries(ro: sqlite3.Connection, parts: _Partitions, redact: bool) -> None
         if redact:  # with its file's secrets masked (a file the catalog lost has none)
             if fid not in masks:
                 masks[fid] = secrets.redactor(ro, fid, groups) if fid is not None else None
-            if masks[fid] is not None:
-                row = tuple(masks[fid](v) if isinstance(v, str) else v for v in row)
+            mask = masks[fid]
+            if mask is not None:
+                row = tuple(mask(v) if isinstance(v, str) else v for v in row)
         parts.add((row[-2], row[-1]), row, fid)
 
 

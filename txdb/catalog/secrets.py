@@ -578,7 +578,7 @@ def session_files(conn: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
 
 
 def redactor(conn: sqlite3.Connection, file_id: int,
-             sessions: dict[int, tuple[int, ...]] | None = None) -> Callable[[str], str] | None:
+             sessions: dict[int, tuple[int, ...]] | None = None) -> Redactor | None:
     """A function masking every secret found in the file or another file of
     its session, in any text (a block's, a line's raw JSON, a title, its
     path) as ``[REDACTED:<type>]``, and a piece of one cut off at its end

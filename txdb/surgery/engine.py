@@ -111,7 +111,7 @@ class SurgeryReport:
         return d
 
 
-def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | None]:
+def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict]:
     """(working transcript, original snapshot, whether a pending copy exists, snapshot meta)."""
     orig = pend.original_path(path)
     if not orig.is_file():
@@ -119,9 +119,9 @@ def load_base(path: str | Path) -> tuple[Transcript, Transcript, bool, dict | No
     pend.check_pending_kind(orig)
     base = pend.working_file(orig)
     meta = pend.read_meta(orig)
-    if base != orig and meta is None:
-        raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
     if base != orig:
+        if meta is None:
+            raise pend.unreadable_meta(orig)  # a new snapshot would overwrite the copy and its passes
         with open_regular(orig) as fh:
             data = fh.read()
         pend.check_descends(orig, meta, data)

@@ -321,7 +321,7 @@ def copy_sizes(meta: dict) -> set[int] | None:
     record does not say (written by an earlier release)."""
     sizes = [meta.get("copy_size")] + [p.get("copy_size") for p in meta.get("passes") or []]
     last = sizes[-2:] if len(sizes) > 1 else sizes
-    return None if any(s is None for s in last) else set(last)
+    return None if any(s is None for s in last) else {int(s) for s in last if s is not None}
 
 
 def copy_problem(orig: Path, meta: dict | None, size: int) -> str | None:

@@ -460,8 +460,9 @@ WHERE s.file_id = ? AND s.stale_from IS NOT NULL AND NOT EXISTS (
 # usage reset, the lowered ones; the API's own stay in ``usage``): the
 # estimate is of the file, whatever history the catalog saw of it.
 _USAGE_SQL = """
-SELECT gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, gauge_iterations
-FROM usage WHERE file_id = ? AND message_id = ?
+SELECT message_id, gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens,
+       gauge_iterations
+FROM usage WHERE file_id = ? AND message_id IN (SELECT value FROM json_each(?))
 """
 
 
@@ -650,8 +651,10 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     images = catalog_images(conn, file_id, turns[0][1]) if turns else []
     out = []
     unsent = unsent_thinking_at(thinking)
+    # The turns' usage rows in one query (one row per message: the primary key).
+    found = {r[0]: r[1:] for r in conn.execute(_USAGE_SQL, (file_id, json.dumps([m for m, _ in turns])))}
     for mid, _pos in turns:
-        row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
+        row = found.get(mid)
         if row is None:
             continue
         inp, cr, cc, its = row

@@ -613,7 +613,8 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
 
 
 def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = None,
-                  surgery_log: bool = False) -> list[tuple[int, int, int, int]]:
+                  surgery_log: bool = False,
+                  thinking: list[tuple[int, str | None, int]] | None = None) -> list[tuple[int, int, int, int]]:
     """``(chain position, estimate, recorded, images)`` per assistant turn
     on a session's stored chain, root first; with ``last``, only the last
     ``last`` turns (read from the leaf back, so the cost does not grow with
@@ -626,7 +627,8 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     (``surgeries.stale_from``) are left out too."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
     stale = conn.execute(_STALE_SQL, (file_id,)).fetchall() if surgery_log else []  # (from position, applied at)
-    thinking = catalog_thinking(conn, file_id)
+    if thinking is None:  # the caller's own read of it, else read here
+        thinking = catalog_thinking(conn, file_id)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
     models: dict[str, str | None] = {}
     after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
@@ -709,9 +711,10 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     context recorded for the last kept turn; ``last_turn_predicted``: the
     leave-last-out prediction of that value (fit without it), the
     accuracy check."""
-    turns = catalog_turns(conn, file_id, last=SELECT_TURNS)
+    thinking = catalog_thinking(conn, file_id)
+    turns = catalog_turns(conn, file_id, last=SELECT_TURNS, thinking=thinking)
     pairs = [t[1:] for t in turns]
-    unsent = unsent_thinking(catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
+    unsent = unsent_thinking(thinking, 1 << 62, catalog_current_model(conn, file_id))
     raw = catalog_chain_tokens(conn, file_id) - unsent
     sp = catalog_system_prompt_tokens(conn, file_id)
     f, kept, rejected = calibrate(pairs, sp)

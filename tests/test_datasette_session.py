@@ -121,6 +121,10 @@ async def test_compact_boundary_and_paging(ds, built):
     last = (await ds.client.get(f"/-/txdb/session/{fid}?start={n - 2}&limit=2")).text
     assert f'id="pos-{n - 1}"' in last and "later →" not in last
     assert "start=0&amp;limit=2#conversation\">⇤ first" in last
+    # ?pos= opens the window that holds a position, scrolled to it
+    moved = await ds.client.get(f"/-/txdb/session/{fid}?pos=3&limit=2")
+    assert moved.status_code == 302
+    assert moved.headers["location"] == f"/-/txdb/session/{fid}?db={DB}&start=2&limit=2#pos-3"
 
 
 async def test_default_window(ds, built):

@@ -114,6 +114,33 @@ async def test_compact_boundary_and_paging(ds, built):
     second = (await ds.client.get(f"/-/txdb/session/{fid}?start=2&limit=2")).text
     assert 'id="pos-2"' in second and "← earlier" in second
     assert full > 2
+    # first and last: the last window is a whole one ending at the chain's end
+    n = db.connect_readonly(built["path"]).execute(
+        "SELECT chain_length FROM sessions WHERE file_id = ?", (fid,)).fetchone()[0]
+    assert f"start={n - 2}&amp;limit=2#conversation\">last ⇥" in first
+    last = (await ds.client.get(f"/-/txdb/session/{fid}?start={n - 2}&limit=2")).text
+    assert f'id="pos-{n - 1}"' in last and "later →" not in last
+    assert "start=0&amp;limit=2#conversation\">⇤ first" in last
+    # ?pos= opens the window that holds a position, scrolled to it
+    moved = await ds.client.get(f"/-/txdb/session/{fid}?pos=3&limit=2")
+    assert moved.status_code == 302
+    assert moved.headers["location"] == f"/-/txdb/session/{fid}?db={DB}&start=2&limit=2#pos-3"
+
+
+async def test_default_window(ds, built):
+    """A chain longer than PAGE_RECORDS opens on its first PAGE_RECORDS records, the rest a page away."""
+    from txdb.web.session import PAGE_RECORDS
+
+    fid = max(built["ids"].values(), key=lambda f: db.connect_readonly(built["path"]).execute(
+        "SELECT chain_length FROM sessions WHERE file_id = ?", (f,)).fetchone()[0])
+    n = db.connect_readonly(built["path"]).execute(
+        "SELECT chain_length FROM sessions WHERE file_id = ?", (fid,)).fetchone()[0]
+    limit = max(1, n // 3)
+    page = (await ds.client.get(f"/-/txdb/session/{fid}?limit={limit}")).text
+    assert len(re.findall(r'<li class="msg ', page)) == limit and 'id="pos-0"' in page
+    assert f'id="pos-{limit}"' not in page and f"positions 0–{limit - 1} of {n}" in page
+    whole = (await ds.client.get(f"/-/txdb/session/{fid}")).text
+    assert len(re.findall(r'<li class="msg ', whole)) == min(n, PAGE_RECORDS)
 
 
 async def test_subagent_session_page(ds, built):

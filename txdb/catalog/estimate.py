@@ -460,8 +460,9 @@ WHERE s.file_id = ? AND s.stale_from IS NOT NULL AND NOT EXISTS (
 # usage reset, the lowered ones; the API's own stay in ``usage``): the
 # estimate is of the file, whatever history the catalog saw of it.
 _USAGE_SQL = """
-SELECT gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, gauge_iterations
-FROM usage WHERE file_id = ? AND message_id = ?
+SELECT message_id, gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens,
+       gauge_iterations
+FROM usage WHERE file_id = ? AND message_id IN (SELECT value FROM json_each(?))
 """
 
 
@@ -612,7 +613,8 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
 
 
 def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = None,
-                  surgery_log: bool = False) -> list[tuple[int, int, int, int]]:
+                  surgery_log: bool = False,
+                  thinking: list[tuple[int, str | None, int]] | None = None) -> list[tuple[int, int, int, int]]:
     """``(chain position, estimate, recorded, images)`` per assistant turn
     on a session's stored chain, root first; with ``last``, only the last
     ``last`` turns (read from the leaf back, so the cost does not grow with
@@ -625,7 +627,8 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     (``surgeries.stale_from``) are left out too."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
     stale = conn.execute(_STALE_SQL, (file_id,)).fetchall() if surgery_log else []  # (from position, applied at)
-    thinking = catalog_thinking(conn, file_id)
+    if thinking is None:  # the caller's own read of it, else read here
+        thinking = catalog_thinking(conn, file_id)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
     models: dict[str, str | None] = {}
     after: dict[str, int] = {}  # message id -> tokens from that position to the leaf
@@ -650,8 +653,10 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     images = catalog_images(conn, file_id, turns[0][1]) if turns else []
     out = []
     unsent = unsent_thinking_at(thinking)
+    # The turns' usage rows in one query (one row per message: the primary key).
+    found = {r[0]: r[1:] for r in conn.execute(_USAGE_SQL, (file_id, json.dumps([m for m, _ in turns])))}
     for mid, _pos in turns:
-        row = conn.execute(_USAGE_SQL, (file_id, mid)).fetchone()
+        row = found.get(mid)
         if row is None:
             continue
         inp, cr, cc, its = row
@@ -706,9 +711,10 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     context recorded for the last kept turn; ``last_turn_predicted``: the
     leave-last-out prediction of that value (fit without it), the
     accuracy check."""
-    turns = catalog_turns(conn, file_id, last=SELECT_TURNS)
+    thinking = catalog_thinking(conn, file_id)
+    turns = catalog_turns(conn, file_id, last=SELECT_TURNS, thinking=thinking)
     pairs = [t[1:] for t in turns]
-    unsent = unsent_thinking(catalog_thinking(conn, file_id), 1 << 62, catalog_current_model(conn, file_id))
+    unsent = unsent_thinking(thinking, 1 << 62, catalog_current_model(conn, file_id))
     raw = catalog_chain_tokens(conn, file_id) - unsent
     sp = catalog_system_prompt_tokens(conn, file_id)
     f, kept, rejected = calibrate(pairs, sp)

@@ -46,7 +46,7 @@ def largest_contexts(conn, limit: int = 20) -> list[dict]:
 def context_over_chain(conn, file_id: int) -> dict:
     """How a session's context grew, turn by turn, and where it was compacted.
 
-    The history is ``chain_rows.compacted_history``: the active chain preceded by
+    The history is ``chain_rows.compacted_history`` (:func:`_history`): the active chain preceded by
     the chains compactions left behind, in file order. Each assistant message
     on it is one point: the context the API recorded for that turn by the
     gauge's rule (``usage_context.api_gauge``: the last ``iterations[]``
@@ -56,19 +56,19 @@ def context_over_chain(conn, file_id: int) -> dict:
     gauge and Claude Code on resume read), one more point, ``now``, after
     the last turn: the context as it stands since, not a recorded turn.
     """
-    history, boundaries = chain_rows.compacted_history(conn, file_id)
+    history, boundaries = _history(conn, file_id)
     usage = {r["message_id"]: r for r in _rows(
         conn, "SELECT message_id, timestamp, api_gauge AS context FROM usage_context WHERE file_id = ?",
         (file_id,))}
     points: list[dict] = []
-    for n in history:
-        if n.type == "assistant" and n.message_id in usage:
-            u = usage.pop(n.message_id)  # one point per API message (its first line)
-            points.append({"turn": len(points) + 1, "offset": n.offset, "message_id": n.message_id,
+    for offset, rtype, mid, _ts in history:
+        if rtype == "assistant" and mid in usage:
+            u = usage.pop(mid)  # one point per API message (its first line)
+            points.append({"turn": len(points) + 1, "offset": offset, "message_id": mid,
                            "timestamp": u["timestamp"], "context": u["context"]})
-    compactions = [{"after_turn": sum(1 for p in points if p["offset"] < n.offset), "offset": n.offset,
-                    "timestamp": n.timestamp}
-                   for n in history if n.offset in boundaries]
+    compactions = [{"after_turn": sum(1 for p in points if p["offset"] < offset), "offset": offset,
+                    "timestamp": ts}
+                   for offset, _t, _m, ts in history if offset in boundaries]
     gauge = conn.execute("SELECT message_id, gauge_tokens, window_tokens FROM context_gauge WHERE file_id = ?",
                          (file_id,)).fetchone()
     if points and gauge and gauge[0] == points[-1]["message_id"] and gauge[1] != points[-1]["context"]:
@@ -76,3 +76,20 @@ def context_over_chain(conn, file_id: int) -> dict:
         points.append({"turn": len(points) + 1, "offset": None, "message_id": None, "timestamp": at,
                        "context": gauge[1], "now": True})
     return {"points": points, "compactions": compactions, "limit": gauge[2] if gauge else CONTEXT_LIMIT}
+
+
+def _history(conn, file_id: int) -> tuple[list[tuple], dict[int, str | None]]:
+    """``(offset, type, message_id, timestamp)`` of ``chain_rows.compacted_history``'s
+    nodes, and the boundaries. A chain that does not start at a compact
+    boundary has no earlier segment: its history is the stored chain
+    (refresh's ``active_chain``), read without rebuilding every node."""
+    boundaries = chain_rows.compact_boundaries(conn, file_id)
+    first = conn.execute("SELECT offset FROM chain WHERE file_id = ? AND pos = 0", (file_id,)).fetchone()
+    if first is not None and first[0] not in boundaries:
+        rows = conn.execute(
+            "SELECT r.offset, r.type, CASE WHEN r.type = 'assistant' THEN r.message_id END, r.timestamp "
+            "FROM chain c JOIN records r ON r.file_id = c.file_id AND r.offset = c.offset "
+            "WHERE c.file_id = ? ORDER BY r.offset", (file_id,)).fetchall()
+        return rows, boundaries
+    nodes, boundaries = chain_rows.compacted_history(conn, file_id)
+    return [(n.offset, n.type, n.message_id, n.timestamp) for n in nodes], boundaries

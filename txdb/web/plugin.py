@@ -9,6 +9,7 @@ every query goes through Datasette's read connections.
 Routes:
     /-/txdb/session/<id>[?db=NAME&start=POS&limit=N]        the conversation (a session id,
                                                              a 4+ character prefix, or a file's number)
+    /-/txdb/session/<id>?pos=POS[&limit=N]                   redirects to the window holding chain position POS
     /-/txdb/charts[?db=NAME]                                 tokens and cost by day, largest contexts
     /-/txdb/txdb.css                                         its stylesheet
 
@@ -396,6 +397,10 @@ async def session_page(request, datasette):
                              status=404)
     start = _int_arg(request, "start", 0, 0, 10**9)
     limit = _int_arg(request, "limit", PAGE_RECORDS, 1, 5000)
+    here = datasette.urls.path(session_path(ref)) + "?" + urlencode({"db": db.name})
+    if "pos" in request.args:  # the window holding a chain position, scrolled to it
+        pos = _int_arg(request, "pos", 0, 0, 10**9)
+        return Response.redirect(here + "&" + urlencode({"start": pos - pos % limit, "limit": limit}) + f"#pos-{pos}")
     data = await db.execute_fn(lambda conn: load_session(conn, file_id, start, limit))
     if data is None:
         return Response.html(f"<h1>No session {html.escape(ref[:40])} in {html.escape(db.name)}</h1>", status=404)
@@ -404,7 +409,6 @@ async def session_page(request, datasette):
     data["row_url"] = lambda table, *pk: datasette.urls.row(db.name, table, ",".join(str(p) for p in pk))
     data["table_url"] = lambda table, **args: datasette.urls.table(db.name, table) + (
         "?" + urlencode(args) if args else "")
-    here = datasette.urls.path(session_path(ref)) + "?" + urlencode({"db": db.name})
     data["page_url"] = lambda s: here + "&" + urlencode({"start": s, "limit": limit})
     context = data.pop("context")
     data["context_chart"] = markupsafe.Markup(svg.context_over_chain(context)) if context else None

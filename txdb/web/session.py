@@ -16,7 +16,7 @@ from txdb.web import charts
 from txdb.web.markdown import preformatted, render as markdown
 from txdb.web.urls import page_ref
 
-PAGE_RECORDS = 400           # chain records per session page
+PAGE_RECORDS = 100           # chain records per session page (a first screen; the pager reaches the rest)
 TEXT_CHARS = 12_000          # text / thinking shown per block on the session page
 TOOL_CHARS = 2_000           # tool input / output shown per block on the session page
 META_OPEN_CHARS = 600        # longer text in a meta record (a skill's body, injected context) is collapsed
@@ -184,6 +184,7 @@ def load_session(conn, file_id: int, start: int, limit: int) -> dict | None:
         "total": total,
         "prev_start": max(0, start - limit) if start > 0 else None,
         "next_start": start + limit if start + limit < total else None,
+        "last_start": max(0, total - limit) if start + limit < total else None,
         "text_chars": TEXT_CHARS,
         "tool_chars": TOOL_CHARS,
     }

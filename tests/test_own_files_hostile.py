@@ -384,6 +384,23 @@ def test_undo_without_the_journal_says_what_is_not_recorded_without_guessing(tmp
     assert "the sha256 of the backup" in r.stderr
 
 
+def test_apply_all_pending_names_each_pending_name_that_is_no_regular_file(tmp_path):
+    """A FIFO and a folder at `.pending` names: never opened, never passed
+    over in silence: one warning names each, and with nothing else pending
+    the command still exits 0."""
+    f = _make(tmp_path, pending=False)
+    db = tmp_path / "c.db"
+    sub = f.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"
+    os.mkfifo(f"{f}.pending")
+    os.mkdir(f"{sub}.pending")
+    r = run("apply", "--all-pending", "--db", db)
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 1, r.stderr
+    assert f"{f}.pending (a FIFO)" in warnings[0] and f"{sub}.pending (a folder)" in warnings[0]
+    assert "No pending copies." in r.stdout
+
+
 def test_a_pending_record_naming_another_session_is_refused(tmp_path):
     f = _make(tmp_path, pending=True)
     db = tmp_path / "c.db"

@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -312,15 +313,31 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     return out
 
 
-def all_pending(conn: sqlite3.Connection) -> list[Path]:
-    """Every catalogued session file that has a pending copy (with its sidecar) beside it."""
+def all_pending(conn: sqlite3.Connection, odd: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Every catalogued session file that has a pending copy (with its
+    sidecar) beside it; ``odd`` gets each name ``.pending`` that holds no
+    regular file (a FIFO, a folder, a dangling link) and what it is: never
+    opened, named instead of passed over in silence."""
     out = []
     for (path,) in conn.execute("SELECT path FROM files ORDER BY path"):
         if not is_session_path(path):
             continue  # an older catalog's row of a backup or a pending copy
-        if pend.pending_path(path).is_file() and os.path.isfile(path):
+        pending = pend.pending_path(path)
+        if pending.is_file() and os.path.isfile(path):
             out.append(Path(path))
+        elif odd is not None and os.path.lexists(pending):
+            odd.append((pending, _what_is(pending)))
     return out
+
+
+def _what_is(p: Path) -> str:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return "a link to nothing"
+    return ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+            or stat.S_ISBLK(st.st_mode) else "not a regular file")
 
 
 def _one_line(e: BaseException) -> str:

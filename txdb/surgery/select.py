@@ -286,14 +286,19 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     left it, so every file has been quiet for at least that long when its
     apply reads it, as with a single ``apply``.
     """
-    origs = [pend.original_path(p) for p in paths]
+    out = []
+    origs = []
+    for p in paths:
+        try:
+            origs.append(pend.own_session_path(p))
+        except SurgeryError as e:  # a link out of its folder: refused, the others go on
+            out.append(ApplyOutcome(str(p), None, False, error=_one_line(e)))
     st = pend.file_state
     first = {p: st(p) for p in origs}
     wait = max((pend.settle_seconds(first[p], pend.read_meta(p), settle) for p in origs), default=0.0)
     if origs and wait:
         time.sleep(wait)
     settled = {p: st(p) for p in origs}
-    out = []
     for orig in origs:
         row = conn.execute("SELECT session_id FROM files WHERE path = ?", (str(orig),)).fetchone()
         o = ApplyOutcome(str(orig), row[0] if row else None, False)

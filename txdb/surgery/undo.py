@@ -160,7 +160,7 @@ def _check_backup(orig: Path, bak: Path, sha: str, lines: int, size: int, last: 
 
 def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, force: bool = False,
          settle: float = pend.SETTLE_SECONDS) -> UndoReport:
-    orig = pend.original_path(path)
+    orig = pend.own_session_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):

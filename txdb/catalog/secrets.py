@@ -41,6 +41,7 @@ import orjson
 
 from txdb.catalog.sqlutil import transaction
 from txdb.model import deep
+from txdb.model.paths import SESSION_SUFFIX
 from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_line, raw_lines
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
@@ -576,14 +577,15 @@ def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]], clean: Clea
 SELECT_SIDECARS = ("SELECT c.id, c.sha256, c.rel, b.rowid, c.refreshed_at FROM sidecars c "
                    "JOIN blobs b ON b.sha256 = c.sha256 WHERE c.path > ? AND c.path < ?")
 # Session files whose folder holds a sidecar refreshed since their last scan.
-SIDECARS_SINCE = ("EXISTS (SELECT 1 FROM sidecars c WHERE c.path > substr(f.path, 1, length(f.path) - 6) || '/' "
-                  "AND c.path < substr(f.path, 1, length(f.path) - 6) || '0' AND c.refreshed_at >= s.scanned_at)")
+_STEM = f"substr(f.path, 1, length(f.path) - {len(SESSION_SUFFIX)})"
+SIDECARS_SINCE = (f"EXISTS (SELECT 1 FROM sidecars c WHERE c.path > {_STEM} || '/' "
+                  f"AND c.path < {_STEM} || '0' AND c.refreshed_at >= s.scanned_at)")
 
 
 def _sidecar_bounds(path: str) -> tuple[str, str] | None:
-    if not path.endswith(".jsonl"):
+    if not path.endswith(SESSION_SUFFIX):
         return None
-    stem = path[:-len(".jsonl")]
+    stem = path[:-len(SESSION_SUFFIX)]
     return stem + "/", stem + "0"
 
 

@@ -361,6 +361,46 @@ def test_undo_refuses_a_logged_backup_outside_the_session_folder(tmp_path):
     assert f.read_bytes() == before
 
 
+def test_a_journal_entry_without_its_backups_sha256_is_named_as_not_txdbs(tmp_path):
+    """txdb writes a backup's sha256 with every backup: an entry without it
+    is forged, named as not txdb's in one warning (its file and what is
+    wrong), never blamed on an older txdb."""
+    f = _make(tmp_path, pending=False)
+    db = tmp_path / "c.db"
+    _forge(f, lambda e: e.update(backup_sha256=None, at="2099-01-01T00:00:00.000Z"))
+    r = run("undo", f, "--db", db, "--dry-run")
+    assert "older txdb" not in r.output
+    assert r.stderr.count(f"Warning: entry 2 of the swap journal {f}.swaps.json") == 1
+    assert "is not one txdb wrote (no size and sha256 of its backup)" in r.stderr
+
+
+def test_undo_without_the_journal_says_what_is_not_recorded_without_guessing(tmp_path):
+    f = _make(tmp_path, pending=False)
+    db = tmp_path / "c.db"
+    Path(f"{f}.swaps.json").unlink()
+    r = run("undo", f, "--db", db)
+    assert r.exit_code == 1 and "older txdb" not in r.output
+    assert r.stderr.startswith("Error: neither the swap journal") and f"{f.name}.swaps.json" in r.stderr
+    assert "the sha256 of the backup" in r.stderr
+
+
+def test_apply_all_pending_names_each_pending_name_that_is_no_regular_file(tmp_path):
+    """A FIFO and a folder at `.pending` names: never opened, never passed
+    over in silence: one warning names each, and with nothing else pending
+    the command still exits 0."""
+    f = _make(tmp_path, pending=False)
+    db = tmp_path / "c.db"
+    sub = f.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"
+    os.mkfifo(f"{f}.pending")
+    os.mkdir(f"{sub}.pending")
+    r = run("apply", "--all-pending", "--db", db)
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 1, r.stderr
+    assert f"{f}.pending (a FIFO)" in warnings[0] and f"{sub}.pending (a folder)" in warnings[0]
+    assert "No pending copies." in r.stdout
+
+
 def test_a_pending_record_naming_another_session_is_refused(tmp_path):
     f = _make(tmp_path, pending=True)
     db = tmp_path / "c.db"

@@ -356,7 +356,6 @@ def test_a_token_spelled_in_url_escapes_is_masked(tmp_path):
     assert survivors(token.replace("_", "%5F"), exported_text(tmp_path / "out")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="sidecar files are not scanned, so a secret whole only in one is unknown to the cut-off rule")
 def test_a_secret_cut_by_a_persisted_preview_leaves_nothing_of_its_start(tmp_path):
     """Round 4 attack: `persist-tools` keeps a 2,000-character preview of a
     tool result; a token crossing that cut is whole only in the sidecar file
@@ -378,3 +377,33 @@ def test_a_secret_cut_by_a_persisted_preview_leaves_nothing_of_its_start(tmp_pat
     run("refresh", "--db", path, "--root", root, ok=True)
     run("export", tmp_path / "out", "--db", path, "--redact", ok=True)
     assert survivors(token, exported_text(tmp_path / "out")) == []
+
+
+def test_a_sidecar_written_after_the_scan_is_scanned_once_per_content(tmp_path):
+    """A sidecar the CLI wrote after the session's last scan (the session
+    file unchanged) is scanned by the next scan; two sidecars with the same
+    content are scanned once, and the secret found masks its start in the
+    session's own text."""
+    token = "ghp_" + rs(ALNUM, 36)
+    root = tmp_path / "projects"
+    f = root / "-home-me-app" / f"{SESSION}.jsonl"
+    u = user(f"the preview held {token[:20]}", session=SESSION)
+    write(f, [u, assistant("ok", u["uuid"], session=SESSION)])
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [root])
+    secrets.scan_catalog(conn)
+    for name in ("a.txt", "b.txt"):
+        side = root / "-home-me-app" / SESSION / "tool-results" / name
+        side.parent.mkdir(parents=True, exist_ok=True)
+        side.write_text("x" * 100 + "\n" + token + "\n")
+    refresh(conn, [root])
+    conn.execute("UPDATE secret_scans SET scanned_at = datetime('now', '-1 minute')")  # the scan was before
+    report = secrets.scan_catalog(conn)
+    assert report.findings == 2 and report.chars == 142  # one content read, its findings stored for each
+    where = {r[0] for r in conn.execute("SELECT found_in FROM secrets")}
+    assert where == {"sidecar tool-results/a.txt", "sidecar tool-results/b.txt"}
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
+    mask = secrets.redactor(conn, fid)
+    assert mask is not None and mask(f"held {token[:20]}") == "held [REDACTED:GitHub Token]"
+    conn.execute("UPDATE secret_scans SET scanned_at = datetime('now', '+1 minute')")
+    assert secrets.scan_catalog(conn).files == 0  # nothing new: not read again

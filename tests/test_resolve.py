@@ -235,21 +235,25 @@ def test_surgery_by_the_target_path_of_a_symlinked_session_keeps_one_row(env, tm
 
 
 def test_the_pending_name_of_a_symlinked_session_finds_its_copy(env, tmp_path):
-    """The pending copy of a linked session lives beside the link's target; the
-    link's `.pending` name still names it, for readers and for apply."""
+    """A session linked from another folder is worked on by its target's own
+    path (its pending copy beside the target); the link's `.pending` name
+    still names that copy for readers, and apply through it is refused."""
     real = session_with_big_result(tmp_path / "elsewhere" / "real.jsonl", "s9")
     link = env / "-home-me-app" / "s9.jsonl"
     link.parent.mkdir(parents=True)
     link.symlink_to(real)
-    run("strip-all", link)
+    run("strip-all", real)
     copy = f"{link}.pending"
     assert not Path(copy).exists() and Path(f"{real}.pending").is_file()
     assert run("verify", copy).output.startswith("OK: ")
     assert json.loads(run("analyze", copy, "--json").output)["file"]["path"] == f"{real}.pending"
-    run("apply", copy)
-    assert link.is_symlink() and not Path(f"{real}.pending").exists()
     r = run("apply", copy, ok=False)
-    assert one_error_line(r).startswith(f"Error: no pending copy at {copy} (the original is {link};")
+    assert one_error_line(r).startswith(f"Error: {link} is a symlink to {real}, in another folder")
+    assert Path(f"{real}.pending").is_file()
+    run("apply", real)
+    assert link.is_symlink() and not Path(f"{real}.pending").exists()
+    r = run("apply", f"{real}.pending", ok=False)
+    assert one_error_line(r).startswith(f"Error: no pending copy at {real}.pending")
 
 
 def test_a_link_named_like_a_session_to_a_backup_is_a_backup(env, tmp_path):

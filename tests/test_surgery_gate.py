@@ -270,7 +270,16 @@ def test_line_appended_at_the_rename_is_counted_and_kept_in_the_backup(tmp_path,
 
 # -- item 5: a symlinked session ---------------------------------------------
 
-def test_symlinked_session_is_written_through_the_link(tmp_path, monkeypatch):
+def _tree(root: Path) -> dict[str, bytes | str]:
+    return {str(p.relative_to(root)): (os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_a_session_linked_from_another_folder_is_refused_by_every_mutating_command(tmp_path, monkeypatch):
+    """txdb writes only inside a session's own folder: a link planted in the
+    projects tree to a file elsewhere never makes it write beside the
+    target. Every mutating command refuses the link in one line naming the
+    target; read-only ones read through it; naming the target works there."""
     monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     store = tmp_path / "store"
@@ -279,21 +288,42 @@ def test_symlinked_session_is_written_through_the_link(tmp_path, monkeypatch):
     proj.mkdir(parents=True)
     link = proj / TOOLS.name
     link.symlink_to(target)
-    old = target.read_bytes()
     runner = CliRunner()
     assert runner.invoke(cli, ["refresh"]).exit_code == 0
-    r = runner.invoke(cli, ["strip-all", link.stem])
+    before = _tree(tmp_path / "store"), _tree(proj)
+    for args in (["strip-tools", link, "--apply"], ["strip-all", link.stem], ["snapshot", link], ["apply", link],
+                 ["undo", link], ["rescue", link, "--apply"], ["persist-tools", link, "--apply"],
+                 ["strip-tools", "--where", "1 = 1", "--apply"]):
+        r = runner.invoke(cli, [str(a) for a in args])
+        assert r.exit_code != 0, (args, r.output)
+        why = (f"{link} is a symlink to {target}, in another folder: txdb writes only in a session's own folder, "
+               f"never through a link out of it; name {target} to work on it there")
+        if args[1] == "--where":  # its target refused in the plan's one line for it
+            assert f"Refused: {link}: {why}" in r.output.splitlines(), r.output
+        else:
+            assert [line for line in r.output.splitlines() if line.startswith("Error:")] == [f"Error: {why}"], \
+                (args, r.output)
+        assert (_tree(tmp_path / "store"), _tree(proj)) == before, args  # nothing written anywhere
+    for args in (["verify", link], ["analyze", link.stem], ["show-tool", link], ["list-images", link]):
+        r = runner.invoke(cli, [str(a) for a in args])  # read through the link
+        assert r.exit_code == 0 and "Error:" not in r.output, (args, r.output)
+    # Named by its own path, the target is worked on in its own folder.
+    r = runner.invoke(cli, ["strip-all", str(target), "--apply"])
     assert r.exit_code == 0, r.output
-    new = pend.pending_path(target).read_bytes()
-    r = runner.invoke(cli, ["apply", link.stem])
+    assert (store / (target.name + ".bak")).is_file() and link.is_symlink() and os.readlink(link) == str(target)
+    assert sorted(p.name for p in proj.iterdir()) == [link.name]
+
+
+def test_a_link_within_its_own_folder_is_operated_on_through_the_link(tmp_path):
+    folder = tmp_path / "p"
+    target = _copy(folder, TOOLS)
+    link = folder / "linked-00000000-0000-4000-8000-000000000000.jsonl"
+    link.symlink_to(target.name)
+    old = target.read_bytes()
+    r = CliRunner().invoke(cli, ["strip-all", str(link), "--apply", "--db", str(tmp_path / "c.db")])
     assert r.exit_code == 0, r.output
-    assert link.is_symlink() and os.readlink(link) == str(target)
-    assert link.read_bytes() == new == target.read_bytes()
-    bak = store / (target.name + ".bak")
-    assert not bak.is_symlink() and bak.is_file() and bak.read_bytes() == old
-    assert sorted(p.name for p in proj.iterdir()) == [link.name]  # nothing written beside the link
-    # the backup and the swap journal beside the target, where the bytes live
-    assert sorted(p.name for p in store.iterdir()) == sorted([target.name, bak.name, f"{target.name}.swaps.json"])
+    assert link.is_symlink() and target.read_bytes() != old
+    assert (folder / (target.name + ".bak")).read_bytes() == old
 
 
 # -- item 6: another user's session ------------------------------------------

@@ -1,7 +1,8 @@
 -- The secrets the catalog holds (secret_findings, found by `txdb secrets
 -- scan`), per session file, type and where they were found (the block's
 -- kind and tool, the attachment's type, `line <type>` for the rest of a
--- raw line, `file path|root|project` for the file's own names): how many findings, how many
+-- raw line, `file path|root|project` for the file's own names,
+-- `sidecar <rel>` for a file of the session's folder): how many findings, how many
 -- distinct secrets, and the first line of the file that holds one. Never
 -- the secret itself.
 CREATE VIEW secrets AS
@@ -14,6 +15,7 @@ SELECT
     CASE WHEN f.idx = -1 THEN 'attachment ' || coalesce(a.type, '?')
          WHEN f.idx = -2 THEN 'line ' || coalesce(r.type, '?')
          WHEN f.idx = -3 THEN 'file ' || f.field
+         WHEN f.idx = -4 THEN 'sidecar ' || f.field
          ELSE b.kind || coalesce(' ' || b.tool_name, '') END AS found_in,
     count(*) AS count,
     count(DISTINCT f.secret_sha256) AS distinct_secrets,

@@ -23,10 +23,12 @@ other line as code.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 import sqlite3
 import time
+import zlib
 from bisect import bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ import orjson
 
 from txdb.catalog.sqlutil import transaction
 from txdb.model import deep
+from txdb.model.paths import SESSION_SUFFIX
 from txdb.catalog.ingest.chunks import WHOLE_TEXT, raw_line, raw_lines
 
 KEYWORD_TYPE = "Secret Keyword"  # detect-secrets' KeywordDetector: a value after a word like password
@@ -63,6 +66,10 @@ ATTACHMENT_IDX = -1  # secret_findings.idx of a finding in an attachment's text
 RAW_IDX = -2  # in a record's raw line, decoded (_decoded): every string it holds, keys too
 FILE_IDX = -3  # in the file's own names (offset FILE_OFFSET; field: path, root or project)
 FILE_OFFSET = -1
+# In a sidecar file of the session (offset: minus its sidecars.id, so a grown
+# file's delete from its cursor on never takes it; field: its rel).
+SIDECAR_IDX = -4
+SIDECAR_PIECE = 4 << 20  # a sidecar's bytes are scanned this many at a time, cut at a newline
 DECODED = "decoded"  # field of a finding in a tool call's input JSON as decoded (_decoded), not as stored
 FILE_FIELDS = ("path", "root", "project")
 MIN_CHARS = 8  # an attachment's shorter strings are not scanned
@@ -565,6 +572,102 @@ def _scan_chunk(file_id: int, rows: list, seen: dict[int, set[str]], clean: Clea
     return values
 
 
+# The sidecars of a session transcript: the files of its folder (its path
+# less ".jsonl", then "/"), by the path index ("0" sorts just after "/").
+SELECT_SIDECARS = ("SELECT c.id, c.sha256, c.rel, b.rowid, c.refreshed_at FROM sidecars c "
+                   "JOIN blobs b ON b.sha256 = c.sha256 WHERE c.path > ? AND c.path < ?")
+# Session files whose folder holds a sidecar refreshed since their last scan.
+_STEM = f"substr(f.path, 1, length(f.path) - {len(SESSION_SUFFIX)})"
+SIDECARS_SINCE = (f"EXISTS (SELECT 1 FROM sidecars c WHERE c.path > {_STEM} || '/' "
+                  f"AND c.path < {_STEM} || '0' AND c.refreshed_at >= s.scanned_at)")
+
+
+def _sidecar_bounds(path: str) -> tuple[str, str] | None:
+    if not path.endswith(SESSION_SUFFIX):
+        return None
+    stem = path[:-len(SESSION_SUFFIX)]
+    return stem + "/", stem + "0"
+
+
+def sidecar_pieces(conn: sqlite3.Connection, blob_rowid: int, rel: str):
+    """(character offset, text) of a stored sidecar's content, inflated a
+    piece at a time (cut after a newline where one is near; a ``.json``
+    one's escapes decoded, as a raw line's): memory holds a piece, not the
+    file. A blob that does not inflate ends the pieces where it breaks."""
+    d, text, base = zlib.decompressobj(), "", 0
+    utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        with conn.blobopen("blobs", "data", blob_rowid, readonly=True) as blob:
+            while True:
+                data = d.unconsumed_tail or (b"" if d.eof else blob.read(1 << 20))
+                last = not data
+                text += utf8.decode(d.decompress(data, SIDECAR_PIECE) if data else b"", final=last)
+                if len(text) >= SIDECAR_PIECE or (last and text):
+                    cut = len(text) if last else (text.rfind("\n") + 1 or len(text))
+                    piece, text = text[:cut], text[cut:]
+                    piece = _decoded(piece) if rel.endswith(".json") else piece
+                    yield base, piece
+                    base += len(piece)
+                if last and not text:
+                    return
+    except (zlib.error, sqlite3.Error):
+        return
+
+
+def _sidecar_findings(conn: sqlite3.Connection, blob_rowid: int, rel: str) -> list[Finding]:
+    """The findings in a stored sidecar, their starts and lines in its whole text."""
+    out: list[Finding] = []
+    lines = 0
+    for base, text in sidecar_pieces(conn, blob_rowid, rel):
+        for f in scan_texts([text])[0]:
+            out.append(Finding(f.type, base + f.start, f.length, lines + f.line, f.col, f.sha256))
+        lines += text.count("\n")
+    return out
+
+
+def store_sidecar_findings(conn: sqlite3.Connection, file_id: int, since: str | None,
+                           blobs: dict[str, list[Finding]]) -> tuple[int, int, int]:
+    """Scan the sidecars of the session file ``file_id`` (those refreshed at
+    or after ``since``; None: all) and store their findings under it
+    (SIDECAR_IDX): (sidecars, characters, findings). ``blobs``: the findings
+    of each content scanned in this scan, so each is scanned once."""
+    row = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    bounds = _sidecar_bounds(row[0]) if row else None
+    if bounds is None:
+        return 0, 0, 0
+    n = chars = stored = 0
+    for sid, sha, rel, rowid, refreshed in conn.execute(SELECT_SIDECARS, bounds).fetchall():
+        if since is not None and (refreshed or "") < since:
+            continue
+        if sha not in blobs:
+            blobs[sha] = _sidecar_findings(conn, rowid, rel)
+            chars += conn.execute("SELECT size FROM blobs WHERE rowid = ?", (rowid,)).fetchone()[0]
+        n += 1
+        conn.execute("DELETE FROM secret_findings WHERE file_id = ? AND offset = ? AND idx = ?",
+                     (file_id, -sid, SIDECAR_IDX))
+        conn.executemany(FINDINGS_INSERT, [(file_id, -sid, SIDECAR_IDX, rel, f.start, f.length, f.line, f.col,
+                                            f.type, f.sha256) for f in blobs[sha]])
+        stored += len(blobs[sha])
+    return n, chars, stored
+
+
+def _sidecar_secrets(conn: sqlite3.Connection, sidecar_id: int, spans: list[tuple[int, int]]) -> list[str]:
+    """The texts at ``spans`` (start, length) of a stored sidecar, in order."""
+    row = conn.execute("SELECT b.rowid, c.rel FROM sidecars c JOIN blobs b ON b.sha256 = c.sha256 "
+                       "WHERE c.id = ?", (sidecar_id,)).fetchone()
+    if row is None:
+        return []
+    out: list[str] = []
+    todo = sorted(spans)
+    for base, text in sidecar_pieces(conn, row[0], row[1]):
+        while todo and todo[0][0] < base + len(text):
+            start, length = todo.pop(0)
+            out.append(text[start - base:start - base + length])
+        if not todo:
+            break
+    return out
+
+
 def session_files(conn: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
     """Each file's id -> the files of its session (itself too): its
     transcript and its subagents' (theirs by parent_session_id, in the same
@@ -594,7 +697,11 @@ def redactor(conn: sqlite3.Connection, file_id: int,
         f"WHERE f.file_id IN ({', '.join('?' * len(ids))})", ids).fetchall()
     sources: dict[tuple[int, int, int], dict[str, str]] = {}  # (file, offset, idx) -> field -> text
     masks: dict[str, str] = {}  # secret -> its mask
+    in_sidecars: dict[int, list[tuple[int, int, str]]] = {}  # sidecar id -> (start, length, type)
     for fid, kind, start, length, offset, idx, field, text in rows:
+        if idx == SIDECAR_IDX:
+            in_sidecars.setdefault(-offset, []).append((start, length, kind))
+            continue
         if field == DECODED and idx >= 0 and text is not None:
             text = _decoded(text)
         elif idx < 0:
@@ -604,6 +711,11 @@ def redactor(conn: sqlite3.Connection, file_id: int,
         secret = (text or "")[start:start + length]
         if secret:
             masks.setdefault(secret, f"[REDACTED:{kind}]")
+    for sid, found in in_sidecars.items():
+        found.sort()
+        for secret, (_, _, kind) in zip(_sidecar_secrets(conn, sid, [(a, n) for a, n, _ in found]), found):
+            if secret:
+                masks.setdefault(secret, f"[REDACTED:{kind}]")
     scanned = conn.execute("SELECT coalesce((SELECT scanned_to FROM secret_scans WHERE file_id = ?), -1), "
                            "(SELECT cursor FROM files WHERE id = ?)", (file_id, file_id)).fetchone()
     if scanned[1] is not None and scanned[0] < scanned[1]:
@@ -746,7 +858,7 @@ def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] 
     report = ScanReport()
     todo = conn.execute(
         "SELECT f.id FROM files f LEFT JOIN secret_scans s ON s.file_id = f.id "
-        "WHERE s.file_id IS NULL OR f.cursor > s.scanned_to ORDER BY f.id").fetchall()
+        f"WHERE s.file_id IS NULL OR f.cursor > s.scanned_to OR {SIDECARS_SINCE} ORDER BY f.id").fetchall()
     if todo:  # (entering the settings imports detect-secrets)
         with plugin_settings():
             _scan_files(conn, todo, report, progress, CleanLines())
@@ -755,13 +867,16 @@ def scan_catalog(conn: sqlite3.Connection, progress: Callable[[int, int], None] 
 
 
 def _scan_files(conn: sqlite3.Connection, todo: list, report: ScanReport, progress, clean: CleanLines) -> None:
+    blobs: dict[str, list[Finding]] = {}  # each sidecar content's findings, scanned once
     for done, (file_id,) in enumerate(todo, 1):
         with transaction(conn):  # the cursor and the blocks of one moment
-            row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0) FROM files f LEFT JOIN secret_scans s "
-                               "ON s.file_id = f.id WHERE f.id = ?", (file_id,)).fetchone()
+            row = conn.execute("SELECT f.cursor, coalesce(s.scanned_to, 0), s.scanned_at FROM files f "
+                               "LEFT JOIN secret_scans s ON s.file_id = f.id WHERE f.id = ?", (file_id,)).fetchone()
             if row is not None:
-                cursor, start = row
+                cursor, start, since = row
                 texts, chars, found = store_findings(conn, file_id, start, clean)
+                n, c, k = store_sidecar_findings(conn, file_id, since if start else None, blobs)
+                texts, chars, found = texts + n, chars + c, found + k
                 conn.execute("INSERT OR REPLACE INTO secret_scans (file_id, scanned_to, scanned_at) "
                              "VALUES (?, ?, datetime('now'))", (file_id, cursor))
                 report.files += 1 if texts else 0

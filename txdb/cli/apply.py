@@ -74,7 +74,11 @@ def apply_cmd(session, db_path, all_pending, dry_run, no_backup, as_json):
 
 def _apply_all(db_path, *, dry_run, no_backup, as_json):
     conn, _ = open_catalog(db_path)
-    paths = sel.all_pending(conn)
+    odd: list = []
+    paths = sel.all_pending(conn, odd)
+    if odd:  # never opened (a FIFO would hang a read): named so that nothing is passed over silently
+        echo("Warning: not a pending copy (no regular file at its name), skipped: "
+             + "; ".join(f"{p} ({what})" for p, what in odd), err=True)
     outs = sel.apply_all(conn, paths, dry_run=dry_run, backup=not no_backup)
     refused = [o for o in outs if o.error]
     if as_json:

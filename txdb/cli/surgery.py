@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
@@ -179,7 +181,11 @@ def _resolve(db_path, session: str, reading: bool = False, index: bool = True):
     replaces; a pass that writes only a pending copy or a fork does not)."""
     conn, _ = read_catalog(db_path, session) if reading else open_catalog(db_path)
     ref = resolve_session(conn, session, mutating=True, index=index)
-    return conn, pend.original_path(ref.path)
+    if reading:
+        return conn, pend.original_path(ref.path)
+    # The path as the user named it, when it is one (the catalog keeps a link's path for its target too).
+    named = Path(session).expanduser()
+    return conn, pend.own_session_path(named if os.path.lexists(pend.session_path(named)) else ref.path)
 
 
 def _csv(value: str | None) -> list[str] | None:

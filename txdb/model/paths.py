@@ -19,6 +19,8 @@ import re
 import stat
 from pathlib import Path
 
+from txdb.errors import SurgeryError
+
 SESSION_SUFFIX = ".jsonl"
 PENDING_SUFFIX = ".pending"
 PENDING_META_SUFFIX = ".pending.json"
@@ -199,9 +201,23 @@ def session_path(path: str | Path) -> Path:
 
 
 def original_path(path: str | Path) -> Path:
-    """The real session file: a symlink is followed, so that every file
-    surgery writes lives beside the file the link points at."""
+    """The real session file (a symlink followed), for reading; a command
+    that writes takes ``own_session_path``."""
     return Path(os.path.realpath(session_path(path)))
+
+
+def own_session_path(path: str | Path) -> Path:
+    """``original_path`` for a command that writes beside the session (a
+    pending copy, backups, the journal): SurgeryError when the path named
+    is a link whose real file lives in another folder (txdb writes only in
+    a session's own folder; a link planted in the tree must not move that).
+    A link within the same folder, and the target named itself, pass."""
+    named = session_path(path)
+    real = Path(os.path.realpath(named))
+    if real.parent != Path(os.path.realpath(named.parent)):
+        raise SurgeryError(f"{named} is a symlink to {real}, in another folder: txdb writes only in a session's "
+                           f"own folder, never through a link out of it; name {real} to work on it there")
+    return real
 
 
 def working_file(path: str | Path) -> Path:

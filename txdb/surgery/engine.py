@@ -150,7 +150,7 @@ def run_surgery(path: str | Path, operation: str, op: Op | Callable[[Transcript,
     its ``positions`` are checked before the op runs, so nothing is written
     otherwise."""
     o = options or PassOptions()
-    orig = pend.original_path(path)
+    orig = pend.own_session_path(path)
     if o.fork:
         forkmod.check_forkable(pend.session_path(path))
     if not orig.is_file():

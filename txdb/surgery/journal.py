@@ -107,7 +107,8 @@ def problem(orig: str | Path, e) -> str | None:
     if bak is not None:
         if not isinstance(bak, str) or backup_number(orig, bak) is None:
             return "its backup is not one of the session's own (a .bak beside it)"
-        if not _count(e.get("backup_size"), False) or e["backup_size"] < 0 or not _sha(e.get("backup_sha256"), True) \
+        # (txdb writes a backup's sha256 with every backup: undo checks it)
+        if not _count(e.get("backup_size"), False) or e["backup_size"] < 0 or not _sha(e.get("backup_sha256")) \
                 or not _count(e.get("backup_lines")):
             return "no size and sha256 of its backup"
     rows = e.get("rows")

@@ -200,7 +200,7 @@ def apply_logged(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = 
     nothing. A catalog that cannot be written after the swap is no refusal:
     the report's ``catalog_error`` says why, the journal keeps the record.
     """
-    orig = pend.original_path(path)
+    orig = pend.own_session_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Iterable
 import orjson
 
 from txdb.errors import SurgeryError
-from txdb.model.paths import backup_of, original_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
+from txdb.model.paths import backup_of, original_path, own_session_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
 from txdb.model.lines import is_whole_object
 from txdb.model.lock import session_lock
 from txdb.surgery import gate, journal
@@ -400,7 +400,7 @@ def check_pending_kind(orig: Path) -> None:
 
 def snapshot(path: str | Path, refresh: bool = False) -> Snapshot:
     """Create the pending copy, or reuse the one there (``refresh`` discards it)."""
-    orig = original_path(path)
+    orig = own_session_path(path)
     pend = pending_path(orig)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
@@ -589,7 +589,7 @@ def apply(path: str | Path, *, dry_run: bool = False, backup: bool = True,
     entries to keep before it (``log.catch_up``; default all); ``settled``:
     the original's ``file_state`` at the end of a settle check the caller
     made (``select.apply_all``), which it must still have."""
-    orig = original_path(path)
+    orig = own_session_path(path)
     pend = pending_path(orig)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")

@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -285,14 +286,19 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     left it, so every file has been quiet for at least that long when its
     apply reads it, as with a single ``apply``.
     """
-    origs = [pend.original_path(p) for p in paths]
+    out = []
+    origs = []
+    for p in paths:
+        try:
+            origs.append(pend.own_session_path(p))
+        except SurgeryError as e:  # a link out of its folder: refused, the others go on
+            out.append(ApplyOutcome(str(p), None, False, error=_one_line(e)))
     st = pend.file_state
     first = {p: st(p) for p in origs}
     wait = max((pend.settle_seconds(first[p], pend.read_meta(p), settle) for p in origs), default=0.0)
     if origs and wait:
         time.sleep(wait)
     settled = {p: st(p) for p in origs}
-    out = []
     for orig in origs:
         row = conn.execute("SELECT session_id FROM files WHERE path = ?", (str(orig),)).fetchone()
         o = ApplyOutcome(str(orig), row[0] if row else None, False)
@@ -312,15 +318,31 @@ def apply_all(conn: sqlite3.Connection, paths: list[str | Path], *, dry_run: boo
     return out
 
 
-def all_pending(conn: sqlite3.Connection) -> list[Path]:
-    """Every catalogued session file that has a pending copy (with its sidecar) beside it."""
+def all_pending(conn: sqlite3.Connection, odd: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Every catalogued session file that has a pending copy (with its
+    sidecar) beside it; ``odd`` gets each name ``.pending`` that holds no
+    regular file (a FIFO, a folder, a dangling link) and what it is: never
+    opened, named instead of passed over in silence."""
     out = []
     for (path,) in conn.execute("SELECT path FROM files ORDER BY path"):
         if not is_session_path(path):
             continue  # an older catalog's row of a backup or a pending copy
-        if pend.pending_path(path).is_file() and os.path.isfile(path):
+        pending = pend.pending_path(path)
+        if pending.is_file() and os.path.isfile(path):
             out.append(Path(path))
+        elif odd is not None and os.path.lexists(pending):
+            odd.append((pending, _what_is(pending)))
     return out
+
+
+def _what_is(p: Path) -> str:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return "a link to nothing"
+    return ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+            or stat.S_ISBLK(st.st_mode) else "not a regular file")
 
 
 def _one_line(e: BaseException) -> str:

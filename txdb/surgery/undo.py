@@ -143,11 +143,12 @@ def _lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _check_backup(bak: Path, sha: str, lines: int, size: int, last: dict, what: str) -> str | None:
+def _check_backup(orig: Path, bak: Path, sha: str, lines: int, size: int, last: dict, what: str) -> str | None:
     """What differs between the backup now (its sha256, lines, size) and the file the swap kept (None: the same)."""
-    if last.get("backup_sha256") is None:
-        return (f"the log does not record the sha256 of the backup {bak.name} (an older txdb applied {what}), "
-                "so undo cannot tell it is the file that was replaced")
+    if last.get("backup_sha256") is None:  # (a journal entry always has it: journal.problem)
+        return (f"neither the swap journal ({journal.journal_path(orig).name}) nor the catalog's log records "
+                f"the sha256 of the backup {bak.name} that {what} kept, so undo cannot tell it is the file "
+                "that was replaced")
     if size == last["backup_size"] and sha == last["backup_sha256"]:
         return None
     then = (f"{last['backup_lines']:,} lines, " if last.get("backup_lines") is not None else "") + \
@@ -159,7 +160,7 @@ def _check_backup(bak: Path, sha: str, lines: int, size: int, last: dict, what: 
 
 def undo(conn: sqlite3.Connection, path: str | Path, *, dry_run: bool = False, force: bool = False,
          settle: float = pend.SETTLE_SECONDS) -> UndoReport:
-    orig = pend.original_path(path)
+    orig = pend.own_session_path(path)
     if not orig.is_file():
         raise SurgeryError(f"no session file at {orig}")
     with session_lock(orig):
@@ -195,7 +196,8 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
     if bak.is_symlink() or not bak.is_file():
         raise SurgeryError(f"the backup of {what} is gone ({bak}): nothing to restore")
     if last["result_size"] is None or last["result_sha256"] is None:
-        raise SurgeryError(f"the log does not record what {what} wrote (an older txdb): undo cannot tell that "
+        raise SurgeryError(f"the catalog's log does not record the size and sha256 of what {what} wrote (and the "
+                           f"swap journal holds no entry for it): undo cannot tell that "
                            f"{orig.name} is unchanged since; restore {bak} by hand if you are sure")
     stale = log.applied_pending(orig, standing[-1] if standing else None)  # an apply killed before removing it
     if os.path.lexists(pend.pending_path(orig)) and not stale:
@@ -219,7 +221,7 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
         # The backup is hashed as it is read in chunks: one that is not the file kept (a huge one
         # planted at its name, say) is refused without being held in memory.
         kept = os.fstat(fh.fileno()).st_size
-        differs = _check_backup(bak, *pend.digest(fh.fileno(), kept), kept, last, what)
+        differs = _check_backup(orig, bak, *pend.digest(fh.fileno(), kept), kept, last, what)
         old = fh.read() if differs is None or force else b""
     verdict = None
     if differs is not None:

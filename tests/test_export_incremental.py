@@ -80,6 +80,23 @@ def test_an_append_writes_only_its_partitions_and_reads_as_a_fresh_export(tmp_pa
     assert_reads_as_fresh(path, out, tmp_path / "fresh", *args)
 
 
+def test_a_scan_read_again_that_finds_the_same_rewrites_nothing(tmp_path):
+    """A sidecar refreshed within its scan's second is read again by the next
+    redacted export: the same findings, so the same parts (it rewrote every
+    partition of such a session, when the scan's time was fingerprinted)."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out, "--redact").returncode == 0
+    before = parts(out)
+    conn = sqlite3.connect(path)
+    with conn:
+        assert conn.execute("UPDATE sidecars SET refreshed_at = datetime('now', '+1 hour')").rowcount > 0
+    conn.close()
+    r = export(path, out, "--redact")
+    assert r.returncode == 0, r.stderr
+    assert parts(out) == before
+
+
 def test_a_surgery_rewritten_session_replaces_its_partitions(tmp_path):
     path = build_catalog(tmp_path, "one")
     out = tmp_path / "exports" / "one"

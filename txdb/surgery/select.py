@@ -60,7 +60,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -70,6 +69,7 @@ from txdb.catalog.sessions import stale
 from txdb.catalog.db import connect_readonly, run_query
 from txdb.errors import QueryError, QueryRefused, SurgeryError, TxdbError
 from txdb.model.paths import is_session_path
+from txdb.model.regular import kind
 from txdb.catalog.ingest.store import refresh_path
 from txdb.model.paths import is_subagent
 from txdb.surgery import pending as pend
@@ -337,12 +337,9 @@ def all_pending(conn: sqlite3.Connection, odd: list[tuple[Path, str]] | None = N
 
 def _what_is(p: Path) -> str:
     try:
-        st = os.stat(p)
+        return kind(os.stat(p).st_mode)
     except OSError:
         return "a link to nothing"
-    return ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
-            else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-            or stat.S_ISBLK(st.st_mode) else "not a regular file")
 
 
 def _one_line(e: BaseException) -> str:

@@ -51,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_refresh import LAST_CPU, build_big_session, median, run_proc, session_files  # noqa: E402
+from bench_refresh import LAST_CPU, build_big_session, compile_txdb, median, run_proc, session_files  # noqa: E402
 TXDB = str(REPO / ".venv" / "bin" / "txdb")
 # another build's txdb (TXDB_BENCH_BASE), its restores interleaved with this one's, same catalog
 BASE_TXDB = os.environ.get("TXDB_BENCH_BASE")
@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--restore-only", action="store_true", help="only the restore figures")
     ap.add_argument("--export", action="store_true", help="also time a full and an incremental export")
     args = ap.parse_args(argv)
+    compile_txdb()  # the bytecode an installed txdb has: no restore compiles its modules first
     if args.restore_only:
         res = bench_restore([c.resolve() for c in (args.corpus or DEFAULT_CORPUS)], args.restore_mb, args.reps)
         args.out.parent.mkdir(parents=True, exist_ok=True)

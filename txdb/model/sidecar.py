@@ -438,14 +438,14 @@ def _write_stream(fd: int, sc: Sidecar) -> None:
     """Write ``sc.chunks()`` piece by piece, hashing as it goes: bytes that
     do not hash to ``sc.sha256`` (the catalog changed since they were
     checked) are never linked. The hashing and writing run on a thread
-    while the next pieces are made (both release the GIL), at most two
-    pieces waiting: the memory stays bounded."""
+    while the next pieces are made (both release the GIL), one piece
+    waiting at most: the memory stays bounded."""
     assert sc.chunks is not None
     import queue
     import threading
 
     h, n = hashlib.sha256(), 0
-    todo: queue.Queue = queue.Queue(maxsize=2)
+    todo: queue.Queue = queue.Queue(maxsize=1)
     failed: list[BaseException] = []
 
     def drain() -> None:

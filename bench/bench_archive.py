@@ -21,7 +21,9 @@ catalog of it with `txdb refresh`, and prints:
   (``bench_refresh.build_big_session``, the surgery bench's big session),
   catalogued, deleted, and given back by `txdb restore`: its time and peak
   RSS against `cp` of the same file (ratios), and what the next refresh
-  then reads (nothing: the restored file is the catalogued one).
+  then reads (nothing: the restored file is the catalogued one); beside
+  `cp` + `sync` of the copy too (restore fsyncs its file). With
+  ``TXDB_BENCH_BASE=path/to/txdb``, that build's restores interleaved.
 
 With ``--export`` (needs pyarrow): the time and bytes of a full `txdb
 export`, then of a second export into the same folder after a small append
@@ -49,8 +51,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_refresh import build_big_session, median, run_proc, session_files  # noqa: E402
+from bench_refresh import LAST_CPU, build_big_session, compile_txdb, median, run_proc, session_files  # noqa: E402
 TXDB = str(REPO / ".venv" / "bin" / "txdb")
+# another build's txdb (TXDB_BENCH_BASE), its restores interleaved with this one's, same catalog
+BASE_TXDB = os.environ.get("TXDB_BENCH_BASE")
 DEFAULT_CORPUS = [REPO.parent / "shared" / "corpus" / "real", REPO.parent / "shared" / "corpus" / "generated"]
 sys.path.insert(0, str(REPO))
 from txdb.catalog.ingest import chunks  # noqa: E402
@@ -69,6 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--restore-only", action="store_true", help="only the restore figures")
     ap.add_argument("--export", action="store_true", help="also time a full and an incremental export")
     args = ap.parse_args(argv)
+    compile_txdb()  # the bytecode an installed txdb has: no restore compiles its modules first
     if args.restore_only:
         res = bench_restore([c.resolve() for c in (args.corpus or DEFAULT_CORPUS)], args.restore_mb, args.reps)
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -179,32 +184,51 @@ def bench_restore(corpora: list[Path], target_mb: int, reps: int) -> dict:
         subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects")], check=True, capture_output=True, env=env)
         original = big.read_bytes()
         cps, cp_rss, restores, restore_rss, reread = [], [], [], [], []
-        for _ in range(reps):
+        syncs, cpus, base, base_cpu = [], [], [], []
+        for rnd in range(reps):
             copy = scratch / "copy.jsonl"
             dt, rss, rc, err = run_proc(["cp", str(big), str(copy)])
             assert rc == 0, err
             cps.append(dt)
             cp_rss.append(rss)
             copy.unlink()
-            big.unlink()
-            subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects")], check=True, capture_output=True,
-                           env=env)
-            dt, rss, rc, err = run_proc([TXDB, "restore", info["session_id"]], env=env)
+            # cp, then the copy made durable as restore makes its file (`sync FILE`: an fsync of it)
+            dt, _, rc, err = run_proc(["sh", "-c", 'cp "$0" "$1" && sync "$1"', str(big), str(copy)])
             assert rc == 0, err
-            restores.append(dt)
-            restore_rss.append(rss)
-            assert big.read_bytes() == original, "restore was not byte-identical"
+            syncs.append(dt)
+            copy.unlink()
+            for which in ((BASE_TXDB, TXDB) if rnd % 2 else (TXDB, BASE_TXDB)) if BASE_TXDB else (TXDB,):
+                big.unlink()
+                subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects")], check=True,
+                               capture_output=True, env=env)
+                dt, rss, rc, err = run_proc([which, "restore", info["session_id"]], env=env)
+                assert rc == 0, err
+                assert big.read_bytes() == original, "restore was not byte-identical"
+                if which == TXDB:
+                    restores.append(dt)
+                    restore_rss.append(rss)
+                    cpus.append(LAST_CPU[0])
+                else:
+                    base.append(dt)
+                    base_cpu.append(LAST_CPU[0])
             out = subprocess.run([TXDB, "refresh", "--root", str(scratch / "projects"), "--json"], check=True,
                                  capture_output=True, env=env).stdout
             reread.append(json.loads(out)["bytes"])
         res = {"bytes": size, "cp_seconds": median(cps), "restore_seconds": median(restores),
+               "cp_sync_seconds": median(syncs), "restore_cpu": median(cpus),
                "cp_peak_rss": median(cp_rss), "restore_peak_rss": median(restore_rss),
                "time_ratio": median(restores) / median(cps), "rss_to_file": median(restore_rss) / size,
+               "sync_ratio": median(restores) / median(syncs),
                "refresh_after_restore_bytes": max(reread)}
         print(f"restore of a {mb(size)} session: {res['restore_seconds']:.2f}s against {res['cp_seconds']:.3f}s "
-              f"for cp ({res['time_ratio']:.1f}x); peak RSS {mb(res['restore_peak_rss'])} "
+              f"for cp ({res['time_ratio']:.1f}x) and {res['cp_sync_seconds']:.3f}s for cp + sync of the copy "
+              f"({res['sync_ratio']:.1f}x); CPU {res['restore_cpu']:.2f}s; peak RSS {mb(res['restore_peak_rss'])} "
               f"({res['rss_to_file']:.2f}x the file; cp {mb(res['cp_peak_rss'])}); "
               f"the next refresh read {res['refresh_after_restore_bytes']:,} bytes")
+        if BASE_TXDB:
+            res.update(base_seconds=median(base), base_cpu=median(base_cpu))
+            print(f"  interleaved, {BASE_TXDB}: {median(base):.2f}s, CPU {median(base_cpu):.2f}s; this / that: "
+                  f"wall {median(restores) / median(base):.2f}x, CPU {median(cpus) / median(base_cpu):.2f}x")
         return res
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -331,3 +331,34 @@ def test_a_pass_of_another_command_cleans_what_a_killed_pass_left(tmp_path):
     r = run("persist-tools", f, "--keep-recent", "0", "--db", tmp_path / "c.db")
     assert r.exit_code == 0, r.output
     assert not temp.exists() and keep.exists()
+
+
+def _streamed(sdir: Path, pieces: list[bytes], fail_after: int | None = None, sha: str | None = None) -> sc.Sidecar:
+    import hashlib
+
+    whole = b"".join(pieces)
+
+    def chunks():
+        for i, piece in enumerate(pieces):
+            if fail_after is not None and i == fail_after:
+                raise OSError("the catalog went away")
+            yield piece
+
+    return sc.Sidecar(path=sdir / "s.jsonl", data=b"", reused=False, chunks=chunks, size=len(whole),
+                      sha256=sha or hashlib.sha256(whole).hexdigest())
+
+
+def test_a_streamed_file_is_written_whole_and_a_failing_or_wrong_stream_leaves_nothing(tmp_path):
+    # restore's streamed write hashes and writes on a thread while the next pieces are made
+    sdir = tmp_path / "sess"
+    sdir.mkdir()
+    pieces = [bytes([65 + i % 26]) * (300_000 + i) for i in range(40)]
+    assert sc.write(sdir, [_streamed(sdir, pieces)]) == [sdir / "s.jsonl"]
+    assert (sdir / "s.jsonl").read_bytes() == b"".join(pieces)
+    (sdir / "s.jsonl").unlink()
+    with pytest.raises(SurgeryError, match="went away"):
+        sc.write(sdir, [_streamed(sdir, pieces, fail_after=17)])
+    assert os.listdir(sdir) == []  # no temp file, nothing named
+    with pytest.raises(SurgeryError, match="do not match"):
+        sc.write(sdir, [_streamed(sdir, pieces, sha="0" * 64)])
+    assert os.listdir(sdir) == []

@@ -223,6 +223,31 @@ def block_rows(content, role: str | None) -> list[dict]:
     return rows
 
 
+def block_text_at(content, idx: int) -> str | None:
+    """The ``text`` that ``block_rows(content, ...)`` gives block ``idx``
+    (None when that block has none), without deriving the other blocks nor
+    the rest of its row: what the full-text index reads of a cut block."""
+    if isinstance(content, str):
+        return content if idx == 0 else None
+    if not isinstance(content, list) or not 0 <= idx < len(content):
+        return None
+    block = content[idx]
+    if not isinstance(block, dict):
+        return None
+    btype = block.get("type")
+    if btype == "text":
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    if btype in ("thinking", "redacted_thinking"):
+        text = block.get("thinking") or block.get("data") or ""
+        return text if isinstance(text, str) else ""
+    if btype in ("tool_use", "server_tool_use"):
+        return dumps_text(block.get("input"))
+    if btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
+        return _result_text(block.get("content"))[0]
+    return None
+
+
 def record_kind(obj: dict) -> tuple[str | None, str | None]:
     """(type, subtype) of a record: subtype is the system subtype or attachment type."""
     rtype = obj.get("type")

@@ -437,13 +437,40 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 def _write_stream(fd: int, sc: Sidecar) -> None:
     """Write ``sc.chunks()`` piece by piece, hashing as it goes: bytes that
     do not hash to ``sc.sha256`` (the catalog changed since they were
-    checked) are never linked."""
+    checked) are never linked. The hashing and writing run on a thread
+    while the next pieces are made (both release the GIL), one piece
+    waiting at most: the memory stays bounded."""
     assert sc.chunks is not None
+    import queue
+    import threading
+
     h, n = hashlib.sha256(), 0
-    for piece in sc.chunks():
-        h.update(piece)
-        n += len(piece)
-        _write_all(fd, piece)
+    todo: queue.Queue = queue.Queue(maxsize=1)
+    failed: list[BaseException] = []
+
+    def drain() -> None:
+        while (piece := todo.get()) is not None:
+            if failed:
+                continue
+            try:
+                h.update(piece)
+                _write_all(fd, piece)
+            except BaseException as e:  # handed to the caller's thread below
+                failed.append(e)
+
+    worker = threading.Thread(target=drain, name="txdb-write", daemon=True)
+    worker.start()
+    try:
+        for piece in sc.chunks():
+            if failed:
+                break
+            n += len(piece)
+            todo.put(piece)
+    finally:
+        todo.put(None)
+        worker.join()
+    if failed:
+        raise failed[0]
     if sc.sha256 is not None and (h.hexdigest() != sc.sha256 or n != sc.size):
         raise SurgeryError(sc.mismatch or f"{sc.path}: the bytes written do not match the sha256 they were "
                            "checked against (the catalog changed meanwhile); nothing was changed")

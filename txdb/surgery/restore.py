@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Iterator
 from txdb.catalog import sessions as catalog
 from txdb.catalog.db import connect_readonly, run_query
 from txdb.catalog.sqlutil import transaction
-from txdb.catalog.ingest.chunks import raw_lines
+from txdb.catalog.ingest.chunks import raw_views
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
@@ -118,15 +118,17 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
     pieces: list[bytes] = []
     held = 0
     n = len(newline)
-    for offset, raw in raw_lines(conn, file_id, start):
-        gap = offset - at
-        if gap:
-            if gap < 0:
-                raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
-            pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
-        pieces.append(raw)
-        at = offset + len(raw)
-        held += gap + len(raw)
+    for records in raw_views(conn, file_id, start):  # a chunk at a time: a call per chunk, not per record
+        was = at
+        for offset, raw in records:
+            gap = offset - at
+            if gap:
+                if gap < 0:
+                    raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
+                pieces.append(newline if gap == n else newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+            pieces.append(raw)
+            at = offset + len(raw)
+        held += at - was
         if held >= chunk:
             yield b"".join(pieces)
             pieces.clear()

@@ -11,7 +11,7 @@ A growing file's last chunk is rewritten (under a new id) until it fills,
 so appending never recompresses more than one chunk.
 
 Every reader of raw lines goes through :func:`raw_lines` (a file's, in
-order) or :func:`raw_at` (some records' of one file); SQL through
+order; :func:`raw_views` the same a chunk at a time) or :func:`raw_at` (some records' of one file); SQL through
 ``txdb_json`` (a record's) and ``txdb_text`` (a block's whole text).
 """
 
@@ -146,6 +146,32 @@ def raw_lines(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> 
         for offset, raw in decode(first, lines, data):
             if offset >= start_offset:
                 yield offset, raw
+
+
+def raw_views(conn: sqlite3.Connection, file_id: int, start_offset: int = 0) -> Iterator[list[tuple[int, memoryview]]]:
+    """``raw_lines`` a chunk at a time: for each chunk, in offset order, the
+    ``(offset, raw)`` of its records from ``start_offset`` on, each raw a
+    view of the inflated chunk (no copy; valid while the list is held). For
+    a reader that joins the bytes again (restore): a call per chunk, not
+    per record."""
+    import zstandard
+
+    inflate = zstandard.ZstdDecompressor().decompress
+    rows = conn.execute("SELECT first_offset, lines, data FROM raw_chunks WHERE file_id = ? AND last_offset >= ? "
+                        "ORDER BY first_offset", (file_id, start_offset))
+    for first, lines, data in rows:
+        buf = inflate(data)
+        head = array("I")
+        head.frombytes(buf[:8 * lines])
+        if not _LITTLE:
+            head.byteswap()
+        lengths = head[1::2]
+        view = memoryview(buf)
+        starts = accumulate(lengths, initial=8 * lines)
+        out = [(first + d, view[s:s + n]) for d, n, s in zip(head[0::2], lengths, starts)]
+        if start_offset > first:
+            out = [r for r in out if r[0] >= start_offset]
+        yield out
 
 
 def raw_at(conn: sqlite3.Connection, file_id: int, offsets: Iterable[int]) -> dict[int, bytes]:

@@ -16,8 +16,8 @@ import orjson
 
 from txdb.model import chain as chainmod
 from txdb.model.policy import attachment_cost, policy_class
-from txdb.model.records import (DROPPED_FIELD, JOURNAL_TYPES, TITLE_KEY, block_rows, message_content, message_facts,
-    message_link, note_title, record_kind, record_tokens, usage_count, usage_problems)
+from txdb.model.records import (DROPPED_FIELD, JOURNAL_TYPES, TITLE_KEY, block_rows, block_text_at, message_content,
+    message_facts, message_link, note_title, record_kind, record_tokens, usage_count, usage_problems)
 from txdb.model import deep
 from txdb.catalog.ingest.census import Census
 from txdb.model.lines import Line, parse_line
@@ -59,17 +59,14 @@ def block_text(raw, idx: int):
         obj = objects[0][2] if objects else None
     if type(obj) is not dict:
         return None
-    msg = obj.get("message")
-    role = _str(msg.get("role")) if type(msg) is dict else None
     content = message_content(obj)
     if content is None:
         return None
     try:
-        brows = block_rows(content, role)
+        return block_text_at(content, idx)
     except RecursionError:
         with deep.nesting():
-            brows = block_rows(content, role)
-    return next((b.get("text") for b in brows if b["idx"] == idx), None)
+            return block_text_at(content, idx)
 
 
 def is_marker(text: str) -> bool:

@@ -29,7 +29,7 @@ import re
 import sqlite3
 import time
 import zlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -56,6 +56,9 @@ SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", 
 # A finding covers the whole token its match starts (a JWT's signature too).
 _TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 _CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
+# A URL escape of an ASCII character (what a secret in a query string or a
+# path is written with: %5F, %2B, %2F, %3D).
+_PERCENT = re.compile(r"%([0-7][0-9A-Fa-f])")
 _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
 # A cut block's text is decoded whole (WHOLE_TEXT): the scan reads what the file holds.
@@ -209,13 +212,14 @@ def _lower_literals(pattern: str) -> str:
     return re.sub(r"\\.|[A-Z]", lambda m: m.group().lower() if len(m.group()) == 1 else m.group(), pattern)
 
 
-def scan_texts(texts: list[str], clean: CleanLines | None = None) -> list[list[Finding]]:
+def scan_texts(texts: list[str], clean: CleanLines | None = None, url_escapes: bool = True) -> list[list[Finding]]:
     """The findings in each text, in order. The expressions are searched
     once over the texts' distinct lines joined by newlines (one search per
     call, not per text: most texts are short; detection is per line, so a
     line met again is not searched again: its findings are its first
     place's), less the lines ``clean`` holds (an earlier call's lines no
-    expression hit). A private key is then found over its whole extent."""
+    expression hit). A private key is then found over its whole extent, and
+    a secret in URL escapes over its extent as written (_url_escaped)."""
     det = _detector()
     joined = "\n".join(texts)
     lines = joined.split("\n")
@@ -258,7 +262,45 @@ def scan_texts(texts: list[str], clean: CleanLines | None = None) -> list[list[F
                             if held is None or held.type == KEYWORD_TYPE:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
+    if url_escapes and "%" in joined and _PERCENT.search(joined) is not None:
+        _url_escaped(joined, texts, starts, out)
     return [sorted(out[i].values(), key=lambda f: f.start) if i in out else [] for i in range(len(texts))]
+
+
+def _url_escaped(joined: str, texts: list[str], starts: list[int], out: dict[int, dict]) -> None:
+    """Secrets written in URL escapes (``ghp%5F...``, ``%2B`` in a key):
+    each text holding one is scanned again with its ASCII escapes decoded,
+    and a finding that covers an escape is kept over its extent in the text
+    as written (the escapes in it: that spelling is what a redactor masks)."""
+    hit = sorted({bisect_right(starts, m.start()) - 1 for m in _PERCENT.finditer(joined)})
+    views: list[str] = []
+    escapes: list[list[int]] = []  # each view's decoded escapes, by their place in it
+    for i in hit:
+        pieces, at, shift = [], [], 0
+        text, last = texts[i], 0
+        for m in _PERCENT.finditer(text):
+            pieces += (text[last:m.start()], chr(int(m.group(1), 16)))
+            at.append(m.start() - shift)
+            shift += 2
+            last = m.end()
+        pieces.append(text[last:])
+        views.append("".join(pieces))
+        escapes.append(at)
+    for i, at, found_in_view in zip(hit, escapes, scan_texts(views, url_escapes=False)):
+        text = texts[i]
+        for f in found_in_view:
+            before, within = bisect_left(at, f.start), bisect_left(at, f.start + f.length)
+            if within == before:
+                continue  # no escape in it: found in the text as written
+            start, stop = f.start + 2 * before, f.start + f.length + 2 * within
+            found = out.setdefault(i, {})
+            if (start, stop - start) in found:
+                continue
+            secret = text[start:stop]
+            line_start = text.rfind("\n", 0, start) + 1
+            found[(start, stop - start)] = Finding(
+                f.type, start, stop - start, text.count("\n", 0, start) + 1, start - line_start,
+                hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 class CleanLines:

@@ -123,8 +123,8 @@ def drop_base(txdb: Path) -> None:
 def package_dir(txdb: Path) -> Path:
     """The txdb package a build's venv runs (its checkout's, editable)."""
     out = subprocess.run([str(txdb.parent / "python"), "-c", "import txdb, os; print(os.path.dirname(txdb.__file__))"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    return Path(out)
+                         capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()).stdout.strip()
+    return Path(out)  # (run elsewhere than here: `-c` puts the working folder first, this checkout's txdb)
 
 
 def copy_db(src: Path, dst: Path) -> Path:

@@ -337,11 +337,11 @@ def test_text_refresh_added_since_the_scan_is_masked_by_the_redactor(tmp_path):
     assert mask(f"x {late} {S['github']} y") == "x [REDACTED:GitHub Token] [REDACTED:GitHub Token] y"
 
 
-@pytest.mark.xfail(strict=True, reason="detectors read text as written (JSON escapes decoded, URL escapes not): a documented limit")
 def test_a_token_spelled_in_url_escapes_is_masked(tmp_path):
     """Round 4 attack: a GitHub token in a WebFetch URL with its `_` as `%5F`
-    survived `export --redact` whole but for that character (README and the
-    commands guide name the limit)."""
+    survived `export --redact` whole but for that character: a text holding
+    URL escapes is scanned again with them decoded, and what is found is
+    masked as written."""
     token = "ghp_" + rs(ALNUM, 36)
     root = tmp_path / "projects"
     u = user("fetch it", session=SESSION)
@@ -407,3 +407,31 @@ def test_a_sidecar_written_after_the_scan_is_scanned_once_per_content(tmp_path):
     assert mask is not None and mask(f"held {token[:20]}") == "held [REDACTED:GitHub Token]"
     conn.execute("UPDATE secret_scans SET scanned_at = datetime('now', '+1 minute')")
     assert secrets.scan_catalog(conn).files == 0  # nothing new: not read again
+
+
+def test_a_url_escaped_secret_is_found_over_its_extent_as_written():
+    """A Stripe key with its `_`s as `%5F` / `%5f`, after `%3D` in a query
+    string: one finding, from its start to its end as the text writes it;
+    the same key unescaped gives the finding it always gave."""
+    key = "sk_live_" + rs(ALNUM, 24)
+    escaped = key.replace("_", "%5F", 1).replace("_", "%5f")
+    text = f"GET https://api.example/charge?token%3D{escaped}&x=1 200"
+    [found] = secrets.scan_texts([text])
+    assert (found[0].type, text[found[0].start:found[0].start + found[0].length]) == ("Stripe Access Key", escaped)
+    assert (found[0].line, found[0].col) == (1, text.index(escaped))
+    plain = secrets.scan_texts([f"GET https://api.example/charge?token={key}&x=1 200"])[0]
+    assert [(f.type, f.length) for f in plain] == [("Stripe Access Key", len(key))]
+
+
+def test_the_redactor_masks_each_spelling_with_or_without_u_escapes_in_the_text():
+    """A Redactor's expression for texts holding no `\\u` leaves the \\u
+    spellings out: the same masks as the whole one, on a key with `/`,
+    `+` and newlines, as written, JSON-escaped, and partly in \\u escapes."""
+    key = EC
+    mask = secrets.Redactor({key: "[REDACTED:Private Key]"})
+    as_json = orjson.dumps(key).decode()[1:-1]
+    slashed = as_json.replace("/", "\\/")
+    u = as_json.replace("B", "\\u0042", 1).replace("E", "\\u0045", 1)
+    for spelled in (key, as_json, slashed, u):
+        assert mask(f"a {spelled} b") == "a [REDACTED:Private Key] b", spelled[:40]
+    assert mask("a \\u0041 b") == "a \\u0041 b"

@@ -29,7 +29,7 @@ import re
 import sqlite3
 import time
 import zlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -56,6 +56,9 @@ SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", 
 # A finding covers the whole token its match starts (a JWT's signature too).
 _TOKEN_REST = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 _CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[A-Za-z_][\w.-]*[\"']?\s*[:=]")
+# A URL escape of an ASCII character (what a secret in a query string or a
+# path is written with: %5F, %2B, %2F, %3D).
+_PERCENT = re.compile(r"%([0-7][0-9A-Fa-f])")
 _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
 # A cut block's text is decoded whole (WHOLE_TEXT): the scan reads what the file holds.
@@ -209,13 +212,14 @@ def _lower_literals(pattern: str) -> str:
     return re.sub(r"\\.|[A-Z]", lambda m: m.group().lower() if len(m.group()) == 1 else m.group(), pattern)
 
 
-def scan_texts(texts: list[str], clean: CleanLines | None = None) -> list[list[Finding]]:
+def scan_texts(texts: list[str], clean: CleanLines | None = None, url_escapes: bool = True) -> list[list[Finding]]:
     """The findings in each text, in order. The expressions are searched
     once over the texts' distinct lines joined by newlines (one search per
     call, not per text: most texts are short; detection is per line, so a
     line met again is not searched again: its findings are its first
     place's), less the lines ``clean`` holds (an earlier call's lines no
-    expression hit). A private key is then found over its whole extent."""
+    expression hit). A private key is then found over its whole extent, and
+    a secret in URL escapes over its extent as written (_url_escaped)."""
     det = _detector()
     joined = "\n".join(texts)
     lines = joined.split("\n")
@@ -258,7 +262,45 @@ def scan_texts(texts: list[str], clean: CleanLines | None = None) -> list[list[F
                             if held is None or held.type == KEYWORD_TYPE:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
+    if url_escapes and "%" in joined and _PERCENT.search(joined) is not None:
+        _url_escaped(joined, texts, starts, out)
     return [sorted(out[i].values(), key=lambda f: f.start) if i in out else [] for i in range(len(texts))]
+
+
+def _url_escaped(joined: str, texts: list[str], starts: list[int], out: dict[int, dict]) -> None:
+    """Secrets written in URL escapes (``ghp%5F...``, ``%2B`` in a key):
+    each text holding one is scanned again with its ASCII escapes decoded,
+    and a finding that covers an escape is kept over its extent in the text
+    as written (the escapes in it: that spelling is what a redactor masks)."""
+    hit = sorted({bisect_right(starts, m.start()) - 1 for m in _PERCENT.finditer(joined)})
+    views: list[str] = []
+    escapes: list[list[int]] = []  # each view's decoded escapes, by their place in it
+    for i in hit:
+        pieces, at, shift = [], [], 0
+        text, last = texts[i], 0
+        for m in _PERCENT.finditer(text):
+            pieces += (text[last:m.start()], chr(int(m.group(1), 16)))
+            at.append(m.start() - shift)
+            shift += 2
+            last = m.end()
+        pieces.append(text[last:])
+        views.append("".join(pieces))
+        escapes.append(at)
+    for i, at, found_in_view in zip(hit, escapes, scan_texts(views, url_escapes=False)):
+        text = texts[i]
+        for f in found_in_view:
+            before, within = bisect_left(at, f.start), bisect_left(at, f.start + f.length)
+            if within == before:
+                continue  # no escape in it: found in the text as written
+            start, stop = f.start + 2 * before, f.start + f.length + 2 * within
+            found = out.setdefault(i, {})
+            if (start, stop - start) in found:
+                continue
+            secret = text[start:stop]
+            line_start = text.rfind("\n", 0, start) + 1
+            found[(start, stop - start)] = Finding(
+                f.type, start, stop - start, text.count("\n", 0, start) + 1, start - line_start,
+                hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 class CleanLines:
@@ -734,7 +776,11 @@ class Redactor:
     def __init__(self, masks: dict[str, str]):
         self.masks = masks
         self.secrets = sorted(masks, key=len, reverse=True)
-        self.pattern = re.compile("|".join(f"({_spelled(s)})" for s in self.secrets)) if masks else None
+        # Without the \\u spellings, for a text holding no "\\u" (most do
+        # not): a run of plain characters is a literal, far cheaper to
+        # compile than each character's alternatives; the whole one is
+        # compiled when a text needs it.
+        self.pattern = _masks_pattern(tuple(self.secrets), False) if masks else None
         # As a title made of a prompt holds them: whitespace collapsed.
         self.collapsed = [(" ".join(s.split()), masks[s]) for s in self.secrets]
         # A field the CLI cuts short (gitBranch, a title) holds a secret's
@@ -753,7 +799,8 @@ class Redactor:
     def __call__(self, value: str) -> str:
         if self.pattern is None:
             return value
-        value = self.pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+        pattern = self.pattern if "\\u" not in value else _masks_pattern(tuple(self.secrets), True)
+        value = pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
         if self.prefixes is None or self.prefixes.search(value) is None:
             return value
         out: list[str] = []
@@ -815,25 +862,49 @@ def _source(conn: sqlite3.Connection, file_id: int, offset: int, idx: int) -> di
     return dict(_strings(_attachment(raw)))
 
 
-def _spelled(secret: str) -> str:
+@lru_cache(maxsize=8)
+def _masks_pattern(secrets: tuple[str, ...], u_escapes: bool) -> re.Pattern:
+    """The expression of a Redactor's secrets (longest first), compiled once
+    for the files of one session (they share their secrets; compiling a
+    private key's spellings costs more than masking a file with it)."""
+    return re.compile("|".join(f"({_spelled(s, u_escapes)})" for s in secrets))
+
+
+def _spelled(secret: str, u_escapes: bool = True) -> str:
     """A pattern matching ``secret`` as text and as it may stand inside a
     JSON string, each character as itself or escaped (``\\u0041`` for
     ``A``, ``\\/``, ``\\n``): a line's raw JSON that spells a key in
-    escapes is still that key once decoded."""
-    out: list[str] = []
-    for ch in secret:
-        try:
-            forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
-        except orjson.JSONEncodeError:  # a lone surrogate: as itself, and as its \u escape below
-            forms = {re.escape(ch)}
-        if ch == "/":
-            forms.add(re.escape("\\/"))
-        units = [ord(ch)] if ord(ch) < 0x10000 else [0xD800 + ((ord(ch) - 0x10000) >> 10),
-                                                    0xDC00 + ((ord(ch) - 0x10000) & 0x3FF)]
-        forms.add("".join(r"\\u" + "".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h
-                                          for h in f"{u:04x}") for u in units))
-        out.append("(?:" + "|".join(sorted(forms)) + ")")
-    return "".join(out)
+    escapes is still that key once decoded. Without ``u_escapes``, not as a
+    ``\\u`` escape (for a text holding none)."""
+    return "".join(map(_spelled_char if u_escapes else _spelled_char_short, secret))
+
+
+@lru_cache(maxsize=1024)
+def _spelled_char_short(ch: str) -> str:
+    """One character's spellings but its \\u escape: itself alone, most often."""
+    try:
+        forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
+    except orjson.JSONEncodeError:  # a lone surrogate: only ever as itself
+        forms = {re.escape(ch)}
+    if ch == "/":
+        forms.add(re.escape("\\/"))
+    return forms.pop() if len(forms) == 1 else "(?:" + "|".join(sorted(forms)) + ")"
+
+
+@lru_cache(maxsize=1024)
+def _spelled_char(ch: str) -> str:
+    """One character's spellings (_spelled)."""
+    try:
+        forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
+    except orjson.JSONEncodeError:  # a lone surrogate: as itself, and as its \u escape below
+        forms = {re.escape(ch)}
+    if ch == "/":
+        forms.add(re.escape("\\/"))
+    units = [ord(ch)] if ord(ch) < 0x10000 else [0xD800 + ((ord(ch) - 0x10000) >> 10),
+                                                0xDC00 + ((ord(ch) - 0x10000) & 0x3FF)]
+    forms.add("".join(r"\\u" + "".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h
+                                      for h in f"{u:04x}") for u in units))
+    return "(?:" + "|".join(sorted(forms)) + ")"
 
 
 @dataclass

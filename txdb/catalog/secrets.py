@@ -276,7 +276,8 @@ def _url_escaped(joined: str, texts: list[str], starts: list[int], out: dict[int
     views: list[str] = []
     escapes: list[list[int]] = []  # each view's decoded escapes, by their place in it
     for i in hit:
-        pieces, at, shift = [], [], 0
+        pieces: list[str] = []
+        at, shift = [], 0
         text, last = texts[i], 0
         for m in _PERCENT.finditer(text):
             pieces += (text[last:m.start()], chr(int(m.group(1), 16)))

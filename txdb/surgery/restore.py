@@ -115,7 +115,7 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
                     chunk: int) -> Iterator[bytes]:
     size, = conn.execute("SELECT size FROM files WHERE id = ?", (file_id,)).fetchone()
     at = start
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     held = 0
     n = len(newline)
     for records in raw_views(conn, file_id, start):  # a chunk at a time: a call per chunk, not per record

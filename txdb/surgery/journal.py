@@ -202,6 +202,25 @@ def record(orig: str | Path, new: dict, standing: list[dict] | None = None) -> l
     return previous
 
 
+def logged_factor(orig: str | Path, size: int | None, sha256: str | None) -> float | None:
+    """The factor the newest swap's last row priced its result at (its
+    ``fit``, ``[overhead, factor]``), when the session's bytes (``size``,
+    ``sha256``) are what that swap wrote; None otherwise, or when the
+    journal cannot be read. What the catalog reads from the same rows
+    (``estimate.session_estimate``), for a pass's own figures."""
+    try:
+        entries, _bad = load(orig)
+    except SurgeryError:
+        return None
+    if not entries or entries[-1]["result_size"] != size or entries[-1]["result_sha256"] != sha256:
+        return None
+    rows = entries[-1]["rows"]
+    fit = rows[-1].get("fit") if rows else None
+    if isinstance(fit, list) and len(fit) == 2 and isinstance(fit[1], (int, float)) and not isinstance(fit[1], bool):
+        return float(fit[1])
+    return None
+
+
 def take_back(orig: str | Path, previous: list[dict]) -> None:
     """A swap that did not happen: put the journal back as it was (best
     effort: an entry left over is one the file does not match, dropped by

@@ -35,7 +35,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Sequence
 
-from txdb.model import deep
+from txdb.model import deep, journal
 from txdb.catalog.ingest.chunks import raw_at
 from txdb.model.records import MAX_COUNT, image_tokens
 from txdb.model.tokens import THINKING_BLOCK_TOKENS
@@ -460,17 +460,9 @@ SELECT coalesce(max(r.timestamp), '') FROM records r
 JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
 WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
 """
-# The factor the newest logged surgery priced its result at
-# (surgeries.fit_factor, the one its original's turns learned), while the
-# file is still byte for byte what it wrote. Once anything else changes the
-# file, or an undo (which logs none), the file's own figures. The newest
-# row only: a fresh catalog rebuilds just the newest swap from its journal
-# (surgery/journal.logged_factor reads the same for a pass).
-_LOGGED_FACTOR_SQL = """
-SELECT s.fit_factor FROM surgeries s JOIN files f ON f.id = s.file_id
-WHERE s.id = (SELECT max(id) FROM surgeries WHERE file_id = ?)
-  AND s.result_sha256 = f.sha256 AND s.result_size = f.size
-"""
+# The file a session's estimate is of, to find the factor its newest swap
+# logged (model/journal.logged_factor).
+_FILE_SQL = "SELECT path, size, sha256 FROM files WHERE id = ?"
 # A turn's figures as the file holds them now (``usage.gauge_*``: after a
 # usage reset, the lowered ones; the API's own stay in ``usage``): the
 # estimate is of the file, whatever history the catalog saw of it.
@@ -708,10 +700,11 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     what its file holds now (:func:`catalog_turns`, :func:`calibrate`): the
     same for a file catalogued fresh as for one catalogued through undo,
     redo, another tool's edit or a restore. While the file is byte for
-    byte what a logged surgery wrote (its row rebuilt from the swap journal
-    by a fresh catalog too), the content is priced at the factor that
-    surgery logged (:func:`at_factor`, ``factor_logged``): the one its
-    original's turns learned, the figure the pass showed.
+    byte what the newest swap in its journal wrote (``model/journal``:
+    read from the session's folder, so a fresh catalog reads it too), the
+    content is priced at the factor that swap logged (:func:`at_factor`,
+    ``factor_logged``): the one its original's turns learned, the figure
+    the pass showed.
 
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
     left out), less the thinking of other models than the current one
@@ -731,8 +724,8 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     raw = catalog_chain_tokens(conn, file_id) - unsent
     sp = catalog_system_prompt_tokens(conn, file_id)
     f, kept, rejected = calibrate(pairs, sp)
-    row = conn.execute(_LOGGED_FACTOR_SQL, (file_id,)).fetchone()
-    logged = at_factor(f, row[0]) if row is not None else f
+    row = conn.execute(_FILE_SQL, (file_id,)).fetchone()
+    logged = at_factor(f, journal.logged_factor(*row)) if row is not None and row[2] else f
     factor_logged = logged is not f
     f = logged
     used = kept[-MAX_TURNS:]

@@ -46,7 +46,7 @@ from txdb.errors import SurgeryError
 from txdb.model.records import now_timestamp
 from txdb.surgery import fork as forkmod
 from txdb.surgery import gate
-from txdb.surgery import journal
+from txdb.model import journal
 from txdb.surgery import pending as pend
 from txdb.model.lock import session_lock
 from txdb.surgery.ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure_at_load

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import orjson
 
-from txdb.catalog import db, estimate
+from txdb.catalog import db
 from txdb.catalog.sqlutil import transaction
 from txdb.catalog.ingest.store import catalogued_path, journalled_sessions, refresh_path
 from txdb.errors import SurgeryError
-from txdb.surgery import journal
+from txdb.model import journal
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import SurgeryReport
 from txdb.model.lock import session_lock
@@ -53,10 +53,6 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
                 "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from, "
                 "fit_overhead, fit_factor) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
-        # The estimate reads the factor a row logged (surgeries.fit_factor,
-        # while the file is what it wrote): refresh stored it before the row.
-        for fid in {r[4] for r in rows if r[4] is not None}:
-            estimate.store_session_estimate(conn, fid)
     return ids
 
 

@@ -42,7 +42,8 @@ from txdb.errors import SurgeryError
 from txdb.model.paths import backup_number, session_stem
 from txdb.model.regular import open_regular
 from txdb.model.verify import verify_file
-from txdb.surgery import journal, log
+from txdb.model import journal
+from txdb.surgery import log
 from txdb.surgery import pending as pend
 from txdb.model.lock import session_lock
 from txdb.model.durability import owner_of, write_atomic

@@ -144,10 +144,12 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, 
 def calibration(ref: Transcript) -> estimate.Fit:
     """The session's fit (``estimate.calibrate``) over ``ref``'s recorded
     turns, estimates with the system prompt counted apart (as the catalog
-    stores them): what ``context_estimator`` predicts with."""
+    stores them; at ``ref.logged_factor`` when the engine found one): what
+    ``context_estimator`` predicts with."""
     sp = system_prompt_tokens(ref)
     pairs = [(e - sp, r, i) for e, r, i in _calibration_pairs(ref, chain_prefix_estimates(ref))]
-    return estimate.calibrate(pairs, sp)[0]
+    # (at the factor a logged surgery priced the file at, while it is what that surgery wrote)
+    return estimate.at_factor(estimate.calibrate(pairs, sp)[0], ref.logged_factor)
 
 
 def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
@@ -168,7 +170,7 @@ def context_estimator(ref: Transcript, factor: float | None = None):
     ``factor`` (a surgery's result: :func:`result_estimator`), or else
     ``ref.logged_factor`` (the file is what a logged surgery wrote), the
     content priced at it (``estimate.at_factor``)."""
-    fit = estimate.at_factor(calibration(ref), ref.logged_factor if factor is None else factor)
+    fit = estimate.at_factor(calibration(ref), factor)
 
     def raw(t: Transcript) -> int:
         return chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t)

@@ -47,7 +47,6 @@ import orjson
 from txdb.errors import SurgeryError
 from txdb.model.paths import backup_number, swaps_of
 from txdb.model.records import now_timestamp
-from txdb.model.durability import owner_of, prefix_sha256, write_atomic
 from txdb.model.regular import read_regular
 
 # A journal holds the few swaps the catalog lacks (kilobytes): a larger file is not one txdb wrote.
@@ -166,6 +165,8 @@ def write(orig: str | Path, entries: list[dict]) -> None:
         except FileNotFoundError:
             pass
         return
+    from txdb.model.durability import owner_of, write_atomic  # (a refresh reads journals, never writes one)
+
     write_atomic(p, orjson.dumps({"swaps": entries}), owner=owner_of(os.stat(orig)))
 
 
@@ -234,6 +235,8 @@ def take_back(orig: str | Path, previous: list[dict]) -> None:
 def matches(orig: str | Path, e: dict) -> bool:
     """Whether the session begins with the file entry ``e`` wrote (its swap
     happened; Claude Code may have appended since)."""
+    from txdb.model.durability import prefix_sha256
+
     try:
         return prefix_sha256(Path(orig), e["result_size"]) == e["result_sha256"]
     except (OSError, KeyError, TypeError):

@@ -130,8 +130,8 @@ def load(orig: str | Path) -> tuple[list[dict], list[str]]:
         raw = read_regular(p, MAX_BYTES, follow=False)
     except FileNotFoundError:
         return [], []
-    except OSError as e:
-        raise SurgeryError(f"the swap journal {p} cannot be read ({e.strerror}): move it away first") from None
+    except OSError as err:
+        raise SurgeryError(f"the swap journal {p} cannot be read ({err.strerror}): move it away first") from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -194,12 +194,10 @@ def test_a_grown_files_attachments_are_priced_on_the_sessions_model(tmp_path):
     assert context_estimator(measured)(measured) == est
 
 
-@pytest.mark.xfail(strict=True, reason="the pass's new fit is applied to the unmeasured tail after the last turn; the note blames what it wrote")
-def test_a_pass_that_only_shrinks_never_says_it_makes_the_context_larger(tmp_path):
-    """Round 4 attack: a real session with a 1 MB pasted prompt after its
-    last turn: strip-tools cleared 84 lines (the file 85 KB smaller, nothing
-    added) and said the context grows by ~54,000 tokens because what it
-    wrote is bigger than what it replaced."""
+def _pasted_session(tmp_path: Path) -> Path:
+    """A real session (its usage billed by the API at ~1.45 tokens per
+    chars/4 token) with a 1 MB prompt pasted after its last turn: a tail of
+    ~250k raw tokens no turn measured."""
     src = session_path("real/hannibal8856-claude_backup/-home-moxa-sdc1-home-moxa-mds4xgl3-buildroot-dl/"
                        "9f11783a-9bf6-44b6-bc6e-65aadfb575ee.jsonl")
     if not src.is_file():
@@ -212,8 +210,70 @@ def test_a_pass_that_only_shrinks_never_says_it_makes_the_context_larger(tmp_pat
              "version": "2.1.328", "type": "user", "message": {"role": "user", "content": "x" * 1_000_000},
              "uuid": "dddddddd-0000-0000-0000-000000000002", "timestamp": "2026-07-30T10:00:00.000Z"}
     f.write_bytes(data + orjson.dumps(paste) + b"\n")
+    return f
+
+
+def _figures_line(output: str) -> tuple[int, int]:
+    line = next(x for x in output.splitlines() if x.startswith("Estimated context: "))
+    before, after = line.split(": ", 1)[1].split(" tokens", 1)[0].split(" -> ")
+    return int(before.replace(",", "")), int(after.replace(",", ""))
+
+
+def test_a_pass_that_only_shrinks_never_says_it_makes_the_context_larger(tmp_path):
+    """Round 4 attack: a real session with a 1 MB pasted prompt after its
+    last turn: strip-tools cleared 84 lines (the file 85 KB smaller, nothing
+    added) and said the context grows by ~54,000 tokens: the result's 30
+    stale turns bent its own fit (1.45 -> 1.78), which priced the unmeasured
+    tail. The result is priced at the original's factor: the saving is what
+    the strip removed at that factor, and `sessions` shows that figure after
+    apply, in this catalog and in a fresh one (the row rebuilt from the
+    swap journal), until anything else changes the file."""
+    f = _pasted_session(tmp_path)
     path = tmp_path / "c.db"
     run("refresh", "--db", path, "--root", tmp_path / "projects")
+    conn = db.connect(path)
+    fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
+    before = estimate.session_estimate(conn, fid)
+    conn.close()
     r = run("strip-tools", f, "--db", path)
     assert len(f.with_name(f.name + ".pending").read_bytes()) < len(f.read_bytes())
     assert "makes the context larger" not in r.output
+    shown_before, shown_after = _figures_line(r.output)
+    assert shown_before == before["calibrated"]
+    run("apply", f, "--db", path)
+    run("refresh", "--db", path, "--root", tmp_path / "projects")
+    conn = db.connect(path)
+    after = estimate.session_estimate(conn, fid)
+    assert after["factor_logged"] and _estimate(conn, f)[0] == after["calibrated"] == shown_after
+    # the saving is the raw tokens the strip took off, at the original's factor
+    removed = before["raw"] - after["raw"]
+    assert removed > 15_000
+    assert abs((shown_before - shown_after) - before["factor"] * removed) <= 0.005 * removed
+    conn.close()
+    run("refresh", "--db", tmp_path / "fresh.db", "--root", tmp_path / "projects")
+    fresh = db.connect(tmp_path / "fresh.db")
+    assert _estimate(fresh, f)[0] == shown_after
+    fresh.close()
+    # Another writer changes the file: its own figures again, as a fresh catalog of its bytes reads them.
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"summary","summary":"hand edit","leafUuid":"x"}\n')
+    run("refresh", "--db", path, "--root", tmp_path / "projects")
+    conn = db.connect(path)
+    edited = estimate.session_estimate(conn, fid)
+    assert not edited["factor_logged"]
+    shutil.copytree(tmp_path / "projects", tmp_path / "bare" / "projects")
+    (tmp_path / "bare" / "projects" / "-home-me-app" / (f.name + ".swaps.json")).unlink()
+    run("refresh", "--db", tmp_path / "bare.db", "--root", tmp_path / "bare" / "projects")
+    bare = db.connect(tmp_path / "bare.db")
+    assert _estimate(bare, tmp_path / "bare" / "projects" / "-home-me-app" / f.name)[0] == edited["calibrated"]
+
+
+@pytest.mark.parametrize("factor,priced", [(1.3, 1.3), (1e9, estimate.FACTOR_RANGE[1]), (-4.0, estimate.FACTOR_RANGE[0]),
+                                           (float("inf"), None), (float("nan"), None), (None, None), (True, None)])
+def test_a_logged_factor_is_held_to_the_plausible_range(factor, priced):
+    """A journal may be forged: a factor out of range prices at its bound,
+    one that is not a number leaves the session's own fit."""
+    own = estimate.Fit(overhead=10_000.0, factor=1.1, method="lsq", anchor_estimate=5_000.0, anchor_recorded=15_500.0)
+    f = estimate.at_factor(own, factor)
+    assert f.factor == (own.factor if priced is None else priced)
+    assert estimate.predict(f, 5_000.0) == 15_500  # through the session's own anchor

@@ -20,7 +20,6 @@ from sessions import session_path  # noqa: E402
 
 from txdb.catalog import db, estimate  # noqa: E402
 from txdb.cli import cli  # noqa: E402
-from txdb.catalog.ingest.store import refresh  # noqa: E402
 
 SESSION = "generated/-home-user-src-demo-14/5a73f7d9-de47-4921-a60f-d1c8c68135c5.jsonl"  # shipped
 
@@ -42,8 +41,10 @@ def _copy(tmp_path: Path, rel: str = SESSION) -> Path:
 
 
 def _estimate(dbp: Path, f: Path) -> dict:
+    """The stored estimate after `txdb refresh` (which also logs the swaps a
+    journal holds and the catalog lacks: a fresh catalog's surgery rows)."""
+    run("refresh", "--root", f.parent.parent, "--db", dbp)
     conn = db.connect(dbp)
-    refresh(conn, [f.parent.parent])
     fid = conn.execute("SELECT id FROM files WHERE path = ? AND gone = 0", (str(f),)).fetchone()[0]
     e = estimate.session_estimate(conn, fid)
     stored = conn.execute("SELECT est_context_tokens FROM sessions WHERE file_id = ?", (fid,)).fetchone()[0]
@@ -53,11 +54,19 @@ def _estimate(dbp: Path, f: Path) -> dict:
 
 
 def _fresh(tmp_path: Path, f: Path, name: str) -> dict:
-    """The estimate of ``f``'s bytes, catalogued from nothing."""
-    where = tmp_path / "fresh" / name / "projects" / f.parent.name
+    """The estimate of the session as its folder holds it (its bytes and
+    txdb's swap journal beside it), in a catalog made from nothing."""
+    (tmp_path / "fresh").mkdir(exist_ok=True)
+    return _estimate(tmp_path / "fresh" / f"{name}.db", f)
+
+
+def _bare(tmp_path: Path, f: Path, name: str) -> dict:
+    """The estimate of ``f``'s bytes alone, copied to another folder (a
+    journal there would name another session: disregarded)."""
+    where = tmp_path / "bare" / name / "projects" / f.parent.name
     where.mkdir(parents=True)
     shutil.copyfile(f, where / f.name)
-    return _estimate(tmp_path / "fresh" / name / "c.db", where / f.name)
+    return _estimate(tmp_path / "bare" / name / "c.db", where / f.name)
 
 
 def cut_tool_results(f: Path) -> int:
@@ -84,7 +93,7 @@ def test_a_foreign_edit_is_estimated_as_a_fresh_catalog_of_its_bytes(tmp_path):
     assert before["rejected_count"] == 0 and before["turns_used"] == estimate.MAX_TURNS - 5
     assert cut_tool_results(f) > 10
     after = _estimate(dbp, f)
-    assert after == _fresh(tmp_path, f, "edited")
+    assert after == _fresh(tmp_path, f, "edited") == _bare(tmp_path, f, "edited")
     # the turns recorded over results no longer there calibrate nothing: the
     # figure is the first turn's plus what the file holds since, not the old one
     assert after["rejected_count"] >= 30 and after["calibrated"] < 0.5 * before["calibrated"]
@@ -95,9 +104,9 @@ def test_a_foreign_edit_is_estimated_as_a_fresh_catalog_of_its_bytes(tmp_path):
 
 def test_rescue_undo_and_redo_are_estimated_as_a_fresh_catalog(tmp_path):
     """After rescue --apply, undo, and undo again (the redo), the catalog's
-    figure is a fresh catalog's of the file as it is at each step (the redo
-    once read 579,513 for a 97k file: its surgery row carried no fit and the
-    stale turns calibrated again)."""
+    figure is a fresh catalog's of the session as its folder holds it at
+    each step (the redo once read 579,513 for a 97k file: its surgery row
+    carried no fit and the stale turns calibrated again)."""
     f = _copy(tmp_path)
     dbp = tmp_path / "c.db"
     before = _estimate(dbp, f)
@@ -110,7 +119,11 @@ def test_rescue_undo_and_redo_are_estimated_as_a_fresh_catalog(tmp_path):
     run("undo", f, "--db", dbp)
     redone = _estimate(dbp, f)
     assert redone == _fresh(tmp_path, f, "redone")
-    assert abs(redone["calibrated"] - rescued["calibrated"]) <= 0.01 * rescued["calibrated"]
+    # the undo that redoes it logs the factor the rescue priced the file at
+    assert redone == rescued and redone["factor_logged"]
+    # the same bytes elsewhere, without the journal: priced from their own figures
+    bare = _bare(tmp_path, f, "redone")
+    assert not bare["factor_logged"] and bare["raw"] == rescued["raw"]
 
 
 def test_a_restored_session_is_estimated_as_a_fresh_catalog(tmp_path):

@@ -26,7 +26,7 @@ BASE = ("__init__", "errors", "config", "rules", "sql")
 ENTRY_TOP = ("hook", "__main__")
 # Inside model/, each imports only those before it (the session-file model's own order).
 MODEL_ORDER = ("deep", "regular", "paths", "windows", "tokens", "vision", "claude_code", "lines", "policy", "lock", "records",
-               "durability", "chain", "chain_health", "sidecar", "transcript", "verify")
+               "durability", "journal", "chain", "chain_health", "sidecar", "transcript", "verify")
 FOLDERS = {"model": "model", "catalog": "catalog", "surgery": "surgery", "web": "web", "cli": "entry"}
 
 

@@ -146,8 +146,8 @@ def test_the_calibration_leaves_out_the_turns_a_strip_made_stale(tree, reset):
     assert est["rejected_count"] >= len(turns) - len(est["turns"]) - 1
     stored = conn.execute("SELECT est_context_tokens, est_turns FROM sessions WHERE file_id = ?", (fid,)).fetchone()
     assert stored == (est["calibrated"], est["turns_used"])
+    run("refresh", "--root", f.parent.parent, "--db", dbp.with_name("fresh.db"))  # the journal's swap logged too
     fresh = db.connect(dbp.with_name("fresh.db"))
-    refresh(fresh, [f.parent.parent])
     ffid = fresh.execute("SELECT id FROM files WHERE path = ?", (str(f),)).fetchone()[0]
     assert estimate.session_estimate(fresh, ffid) == est
     # a new turn, recorded after the strip, measured the stripped chain

@@ -25,7 +25,10 @@ class Bump(NamedTuple):
 
 # Oldest first; the last one's version is RULES_VERSION. Version 0 is the
 # rules migrations 001-027 brought the catalog to.
-BUMPS: tuple[Bump, ...] = ()
+BUMPS: tuple[Bump, ...] = (
+    Bump(1, "a surgery's result is priced at the factor it logged while the file is what it wrote "
+            "(estimate.at_factor)", estimates=True),
+)
 
 RULES_VERSION = BUMPS[-1].version if BUMPS else 0
 

@@ -35,7 +35,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Sequence
 
-from txdb.model import deep
+from txdb.model import deep, journal
 from txdb.catalog.ingest.chunks import raw_at
 from txdb.model.records import MAX_COUNT, image_tokens
 from txdb.model.tokens import THINKING_BLOCK_TOKENS
@@ -361,6 +361,21 @@ def as_line(f: Fit, estimate: float | None = None, images: float = 0.0) -> tuple
     return f.overhead, f.factor
 
 
+def at_factor(f: Fit, factor: float | None) -> Fit:
+    """``f`` with content priced at ``factor`` (held to ``FACTOR_RANGE``;
+    images at it too) through ``f``'s own anchor: a surgery's result priced
+    at its original's factor. The result's recorded turns all measured the
+    content before the surgery, so those it made stale bend its own fit
+    (30 stale turns took a real session's 1.45 to 1.78, and the unrecorded
+    tail after its last turn, 250k tokens, read 54k larger for a strip);
+    its reset last turn, the plan's figure for what is left before it, is
+    the anchor. None or not a number: ``f``."""
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not math.isfinite(factor):
+        return f
+    lo, hi = FACTOR_RANGE
+    return replace(f, factor=min(hi, max(lo, float(factor))), image_factor=None)
+
+
 def context(f: Fit, estimate: float, messages: bool, images: float = 0.0) -> int:
     """A session's calibrated context: :func:`predict`, or 0 when its active
     chain holds no message (no conversation: nothing to send, not the
@@ -445,17 +460,9 @@ SELECT coalesce(max(r.timestamp), '') FROM records r
 JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
 WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
 """
-# The turns a logged surgery made stale (surgeries.stale_from, not undone):
-# from that turn's chain position on (the start when it is gone), those
-# recorded before the surgery was applied measured the history before it.
-_STALE_SQL = """
-SELECT coalesce((SELECT ch.pos FROM records r JOIN chain ch ON ch.file_id = r.file_id AND ch.offset = r.offset
-                 WHERE r.file_id = s.file_id AND r.uuid = s.stale_from ORDER BY ch.pos LIMIT 1), 0), s.at
-FROM surgeries s
-WHERE s.file_id = ? AND s.stale_from IS NOT NULL AND NOT EXISTS (
-    SELECT 1 FROM surgeries u, json_each(u.arguments, '$.undid') j
-    WHERE u.file_id = s.file_id AND u.command = 'undo' AND j.value = s.id)
-"""
+# The file a session's estimate is of, to find the factor its newest swap
+# logged (model/journal.logged_factor).
+_FILE_SQL = "SELECT path, size, sha256 FROM files WHERE id = ?"
 # A turn's figures as the file holds them now (``usage.gauge_*``: after a
 # usage reset, the lowered ones; the API's own stay in ``usage``): the
 # estimate is of the file, whatever history the catalog saw of it.
@@ -613,7 +620,6 @@ def catalog_pairs(conn: sqlite3.Connection, file_id: int, last: int | None = Non
 
 
 def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = None,
-                  surgery_log: bool = False,
                   thinking: list[tuple[int, str | None, int]] | None = None) -> list[tuple[int, int, int, int]]:
     """``(chain position, estimate, recorded, images)`` per assistant turn
     on a session's stored chain, root first; with ``last``, only the last
@@ -622,11 +628,8 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
     tokens from the turn on (the whole chain's is 0, what
     :func:`session_estimate` passes). Read from what the file holds now
     (its records, its usage figures), so a file catalogued through any
-    history gives what a fresh catalog of its bytes gives; with
-    ``surgery_log``, the turns txdb's own logged surgeries made stale
-    (``surgeries.stale_from``) are left out too."""
+    history gives what a fresh catalog of its bytes gives."""
     boundary = conn.execute(_BOUNDARY_SQL, (file_id,)).fetchone()[0]
-    stale = conn.execute(_STALE_SQL, (file_id,)).fetchall() if surgery_log else []  # (from position, applied at)
     if thinking is None:  # the caller's own read of it, else read here
         thinking = catalog_thinking(conn, file_id)
     first_pos: dict[str, int] = {}  # message id -> its first chain position
@@ -641,8 +644,6 @@ def catalog_turns(conn: sqlite3.Connection, file_id: int, last: int | None = Non
             break  # the oldest kept message's first line is behind us
         if (ts or "~") < boundary:
             continue
-        if any(pos >= p and (ts or "") < at for p, at in stale):
-            continue  # recorded before a strip of its history: not what it costs now
         first_pos[mid] = pos
         after[mid] = suffix
         models[mid] = model
@@ -698,7 +699,12 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     """The calibrated context estimate of a session in the catalog, from
     what its file holds now (:func:`catalog_turns`, :func:`calibrate`): the
     same for a file catalogued fresh as for one catalogued through undo,
-    redo, another tool's edit or a restore.
+    redo, another tool's edit or a restore. While the file is byte for
+    byte what the newest swap in its journal wrote (``model/journal``:
+    read from the session's folder, so a fresh catalog reads it too), the
+    content is priced at the factor that swap logged (:func:`at_factor`,
+    ``factor_logged``): the one its original's turns learned, the figure
+    the pass showed.
 
     ``raw``: chars/4 of the whole active chain (system-prompt snapshots
     left out), less the thinking of other models than the current one
@@ -718,6 +724,10 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
     raw = catalog_chain_tokens(conn, file_id) - unsent
     sp = catalog_system_prompt_tokens(conn, file_id)
     f, kept, rejected = calibrate(pairs, sp)
+    row = conn.execute(_FILE_SQL, (file_id,)).fetchone()
+    logged = at_factor(f, journal.logged_factor(*row)) if row is not None and row[2] else f
+    factor_logged = logged is not f
+    f = logged
     used = kept[-MAX_TURNS:]
     loo = leave_last_out(pairs, system_prompt_tokens=sp)
     messages = conn.execute(_MESSAGES_SQL, (file_id,)).fetchone()[0]
@@ -730,6 +740,7 @@ def session_estimate(conn: sqlite3.Connection, file_id: int) -> dict:
         "calibrated": calibrated,
         "overhead": round(calibrated - f.factor * raw) if messages else 0,
         "factor": round(f.factor, 4),
+        "factor_logged": factor_logged and bool(messages),  # priced at a surgery's logged factor (at_factor)
         "method": f.method,
         "turns_used": f.turns_used,
         "turns": [turns[i][0] for i in used] if messages else [],
@@ -822,7 +833,7 @@ __all__ = [
     "scale_breakdown", "catalog_breakdown", "FITTED", "Fit", "fit", "predict", "as_line", "context", "leave_last_out",
     "recorded_context",
     "catalog_pairs", "catalog_chain_tokens", "catalog_system_prompt_tokens",
-    "session_estimate", "store_session_estimate", "store_every_estimate", "prior", "unsent_thinking",
+    "session_estimate", "at_factor", "store_session_estimate", "store_every_estimate", "prior", "unsent_thinking",
     "catalog_thinking", "counts_thinking", "calibrate", "select_turns",
     "overhead_floor", "catalog_turns",
 ]

@@ -224,6 +224,9 @@ class Transcript:
 
     base: str = "original"      # what its chain positions are: "original", "pending copy" or "fork" (the engine says)
     keeps_dropped_thinking: bool = False  # the engine leaves the thinking an edit makes the API drop (it says)
+    # The factor the newest surgery priced this file at, while it is what that
+    # surgery wrote (the engine reads it from the swap journal): how it is priced.
+    logged_factor: float | None = None
     fork_of: str | None = None  # a fork: the session id it was copied from
     fork_stamp: dict | None = None  # a fork: the strippedBy stamp its records carry
 

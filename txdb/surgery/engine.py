@@ -46,6 +46,7 @@ from txdb.errors import SurgeryError
 from txdb.model.records import now_timestamp
 from txdb.surgery import fork as forkmod
 from txdb.surgery import gate
+from txdb.model import journal
 from txdb.surgery import pending as pend
 from txdb.model.lock import session_lock
 from txdb.surgery.ops import Op, as_op, chain_prefix_estimates, chain_thinking, measure_at_load
@@ -55,7 +56,7 @@ from txdb.model.transcript import Transcript
 from txdb.model.durability import clean_stale_temps, owner_of, write_atomic
 from txdb.model.regular import open_regular
 from txdb.model import sidecar as sc
-from txdb.surgery.usage import context_estimator, first_stale_uuid, reset_usage, stale_turns
+from txdb.surgery.usage import context_estimator, first_stale_uuid, reset_usage, result_estimator, stale_turns
 
 @dataclass(frozen=True)
 class PassOptions:
@@ -178,11 +179,16 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
         report.fork_session_id = t.session_id
         report.fork_title = t.records[-1].parse().get("customTitle") if t.records else None
     # Token figures are the calibrated estimate (the one `sessions` and
-    # `analyze` show), fitted on the original's recorded turns.
+    # `analyze` show), fitted on the original's recorded turns, at the
+    # factor the last surgery logged while the file is what it wrote.
+    original.logged_factor = journal.logged_factor(orig, meta.get("size"), meta.get("sha256"))
     calibrated = context_estimator(original)
     report.tokens_before = calibrated(original)
+    # A result is priced at the original's factor (result_estimator): its
+    # recorded turns measured the original, the stale ones would bend its own.
+    result = result_estimator(original)
     # A pending copy's own estimate, as the pass that wrote it gave its tokens_after (and the catalog reads it).
-    report.tokens_base = report.tokens_before if not had_pending or fork else context_estimator(t)(t)
+    report.tokens_base = report.tokens_before if not had_pending or fork else result(t)(t)
     base_uuids = gate.uuids(t)
     report.base = "fork" if fork else "pending copy" if had_pending else "original"
     t.base = report.base  # chain positions an op reports (and --pos) are this copy's (Transcript.base)
@@ -213,8 +219,9 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.lines = len(t.lines)
     report.bytes_after = t.byte_size()
     # The result's own estimate, as the catalog will read the written file (its
-    # reset last turn the anchor); a fork, whose turns all measured the original, by the original's fit.
-    after = calibrated if fork else context_estimator(t)
+    # reset last turn the anchor, the original's factor, logged as `fit`); a
+    # fork, whose turns all measured the original, by the original's fit.
+    after = calibrated if fork else result(t)
     report.tokens_after = after(t)
     report.fit = after.line_at(t)  # the line through that figure (images priced apart)
     removed = base_uuids - gate.uuids(t)

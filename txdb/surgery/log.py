@@ -25,16 +25,16 @@ from pathlib import Path
 
 import orjson
 
-from txdb.catalog import db, estimate
+from txdb.catalog import db
 from txdb.catalog.sqlutil import transaction
 from txdb.catalog.ingest.store import catalogued_path, journalled_sessions, refresh_path
 from txdb.errors import SurgeryError
-from txdb.surgery import journal
+from txdb.model import journal
 from txdb.surgery import pending as pend
 from txdb.surgery.engine import SurgeryReport
 from txdb.model.lock import session_lock
 from txdb.model.regular import open_regular
-from txdb.surgery.usage import context_estimator
+from txdb.surgery.usage import context_estimator, result_estimator
 from txdb.model.transcript import Transcript
 
 
@@ -53,10 +53,6 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> list[int]:
                 "records_changed, tokens_before, tokens_after, result_size, result_sha256, stale_from, "
                 "fit_overhead, fit_factor) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", r)
             ids.append(cur.lastrowid)
-        # The calibration leaves out the turns a logged pass made stale
-        # (surgeries.stale_from): refresh stored the estimate before the row.
-        for fid in {r[4] for r in rows if r[4] is not None}:
-            estimate.store_session_estimate(conn, fid)
     return ids
 
 
@@ -65,6 +61,7 @@ def _fallback_pass(orig: Path) -> dict:
     meta = pend.read_meta(orig) or {}
     with open_regular(orig) as fh:
         before = Transcript.from_bytes(fh.read()[: meta.get("size", 0)], orig)
+    before.logged_factor = journal.logged_factor(orig, meta.get("size"), meta.get("sha256"))
     after = Transcript.from_bytes(pend.read_pending(orig, meta or None), pend.pending_path(orig))
     kept = collections.Counter(ln.raw for ln in after.lines)
     changed = 0
@@ -73,9 +70,10 @@ def _fallback_pass(orig: Path) -> dict:
             kept[ln.raw] -= 1
         else:
             changed += 1
+    priced = result_estimator(before)(after)
     return {"command": "apply", "arguments": {}, "records_changed": changed,
-            "tokens_before": (calibrated := context_estimator(before))(before), "tokens_after": calibrated(after),
-            "fit": list(calibrated.line_at(after))}
+            "tokens_before": context_estimator(before)(before), "tokens_after": priced(after),
+            "fit": list(priced.line_at(after))}
 
 
 def catalog_failed(e: BaseException) -> bool:

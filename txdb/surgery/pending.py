@@ -59,7 +59,8 @@ from txdb.errors import SurgeryError
 from txdb.model.paths import backup_of, original_path, own_session_path, pending_meta_of, pending_of, session_path, session_stem, working_file  # noqa: F401 - session_path, working_file: pend.* callers
 from txdb.model.lines import is_whole_object
 from txdb.model.lock import session_lock
-from txdb.surgery import gate, journal
+from txdb.model import journal
+from txdb.surgery import gate
 from txdb.model.transcript import Transcript
 from txdb.model.durability import clean_stale_temps, owner_of, prefix_sha256, write_atomic
 from txdb.model.regular import NotRegularFile, kind, open_fd, open_regular, read_regular

@@ -42,7 +42,8 @@ from txdb.errors import SurgeryError
 from txdb.model.paths import backup_number, session_stem
 from txdb.model.regular import open_regular
 from txdb.model.verify import verify_file
-from txdb.surgery import journal, log
+from txdb.model import journal
+from txdb.surgery import log
 from txdb.surgery import pending as pend
 from txdb.model.lock import session_lock
 from txdb.model.durability import owner_of, write_atomic
@@ -89,6 +90,23 @@ def _last_surgery(conn: sqlite3.Connection, orig: Path) -> dict | None:
         args = {}
     last["arguments"] = args if isinstance(args, dict) else {}
     return last
+
+
+def _fit_of(conn: sqlite3.Connection, orig: Path, data: bytes) -> list[float] | None:
+    """The fit the newest logged surgery that wrote exactly ``data`` priced
+    it at (``[overhead, factor]``): what the file restored is priced at
+    again (a redo reads what the surgery it redoes read), as the catalog
+    and a fresh one (from the journal) read it back; None when no logged
+    surgery wrote it (the original before any surgery)."""
+    names = sorted({str(orig), str(orig.resolve())})
+    try:
+        row = conn.execute(
+            f"SELECT fit_overhead, fit_factor FROM surgeries WHERE path IN ({','.join('?' * len(names))}) "
+            "AND result_size = ? AND result_sha256 = ? AND fit_factor IS NOT NULL ORDER BY id DESC LIMIT 1",
+            [*names, len(data), pend.sha256(data)]).fetchone()
+    except sqlite3.OperationalError:
+        return None  # a catalog that cannot be read: the file's own figures
+    return [row[0], row[1]] if row else None
 
 
 def _from_entry(e: dict, row: dict | None) -> dict:
@@ -271,7 +289,8 @@ def _undo(conn: sqlite3.Connection, orig: Path, standing: list[dict], *, dry_run
     entry = journal.entry(orig, "undo", backup=str(keep), backup_size=len(data), backup_sha256=pend.sha256(data),
                           backup_lines=_lines(data), result_size=len(old), result_sha256=pend.sha256(old),
                           rows=[{"command": "undo", "arguments": log_args, "records_changed": None,
-                                 "tokens_before": last["tokens_after"], "tokens_after": last["tokens_before"]}])
+                                 "tokens_before": last["tokens_after"], "tokens_after": last["tokens_before"],
+                                 "fit": _fit_of(conn, orig, old)}])
     previous = None
     try:
         previous = journal.record(orig, entry, standing)  # durable before the rename

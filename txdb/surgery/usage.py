@@ -144,10 +144,12 @@ def _calibration_pairs(ref: Transcript, est: list[int]) -> list[tuple[int, int, 
 def calibration(ref: Transcript) -> estimate.Fit:
     """The session's fit (``estimate.calibrate``) over ``ref``'s recorded
     turns, estimates with the system prompt counted apart (as the catalog
-    stores them): what ``context_estimator`` predicts with."""
+    stores them; at ``ref.logged_factor`` when the engine found one): what
+    ``context_estimator`` predicts with."""
     sp = system_prompt_tokens(ref)
     pairs = [(e - sp, r, i) for e, r, i in _calibration_pairs(ref, chain_prefix_estimates(ref))]
-    return estimate.calibrate(pairs, sp)[0]
+    # (at the factor a logged surgery priced the file at, while it is what that surgery wrote)
+    return estimate.at_factor(estimate.calibrate(pairs, sp)[0], ref.logged_factor)
 
 
 def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
@@ -159,13 +161,16 @@ def unsent_tokens(t: Transcript, skip: frozenset[int] = frozenset()) -> int:
     return estimate.unsent_thinking(thinking, len(t.chain), resume_model(t)) if thinking else 0
 
 
-def context_estimator(ref: Transcript):
+def context_estimator(ref: Transcript, factor: float | None = None):
     """The calibrated context estimate of a transcript, fitted on ``ref``'s
     recorded turns exactly as the catalog fits a session
     (``estimate.calibrate``: the turns that still describe the content,
     system prompt counted apart; with none, ``estimate.prior``): the figure
-    ``sessions`` and ``analyze`` show, for the surgery reports."""
-    fit = calibration(ref)
+    ``sessions`` and ``analyze`` show, for the surgery reports. With
+    ``factor`` (a surgery's result: :func:`result_estimator`), or else
+    ``ref.logged_factor`` (the file is what a logged surgery wrote), the
+    content priced at it (``estimate.at_factor``)."""
+    fit = estimate.at_factor(calibration(ref), factor)
 
     def raw(t: Transcript) -> int:
         return chain_estimate(t) - system_prompt_tokens(t) - unsent_tokens(t)
@@ -181,6 +186,17 @@ def context_estimator(ref: Transcript):
     # (overhead, factor) through the figure of ``t``: what the log keeps (surgeries.fit_*)
     calibrated.line_at = lambda t: estimate.as_line(fit, raw(t), chain_images(t))
     return calibrated
+
+
+def result_estimator(original: Transcript):
+    """The estimator of what a surgery makes of ``original``: the result's
+    own calibration (its reset last turn the anchor) at the factor
+    ``original`` is priced at (:func:`context_estimator`'s), ``x ->
+    context_estimator(x, factor)``; what the pass logs (``fit``) and the
+    catalog reads back while the file is what the pass wrote
+    (``estimate.session_estimate``)."""
+    factor = context_estimator(original).factor
+    return lambda t: context_estimator(t, factor)
 
 
 def chain_images(t: Transcript) -> int:

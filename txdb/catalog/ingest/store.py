@@ -518,7 +518,6 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         _update_chain(conn, file_id, ing.nodes)
     type_sums.store(conn, file_id)  # what fills its chain, by type (analyze_by_type)
     waste_found.store(conn, file_id)  # what its chain re-sends or rebuilds (waste_items)
-    estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
     store_chain_findings(conn, file_id)  # missing parents, judged as `verify` judges them
     st = f.stat
     conn.execute(
@@ -528,6 +527,9 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
         (f.root, f.project, f.kind, st.st_size, st.st_mtime_ns, st.st_ino,
          hashes[0], hashes[1], hashes[2], hashes[3], cursor, next_line - 1, st.st_mode & 0o7777, file_id),
     )
+    # after the files row: its size and sha256 tell whether the file is what
+    # its newest swap wrote (the factor that swap logged: estimate.at_factor)
+    estimate.store_session_estimate(conn, file_id)  # the calibrated figure every view shows
     # after the files row: the rank reads its kind and path
     touched = None if plan.from_start else sorted(set(usage_ids))
     billed.rank_file(conn, file_id, touched)
@@ -705,6 +707,8 @@ def _hash_unhashed(conn, found: list[Found]) -> None:
         with transaction(conn):
             conn.execute("UPDATE files SET sha256 = ?, sha_state = ? WHERE id = ? AND size = ?",
                          (digest, state, row[0], row[1]))
+            if os.path.lexists(swaps_of(f.path)):  # priced at its newest swap's factor, now it can be told
+                estimate.store_session_estimate(conn, row[0])
 
 
 def read_blob(path: str) -> tuple[str, int, bytes]:

@@ -47,7 +47,6 @@ import orjson
 from txdb.errors import SurgeryError
 from txdb.model.paths import backup_number, swaps_of
 from txdb.model.records import now_timestamp
-from txdb.model.durability import owner_of, prefix_sha256, write_atomic
 from txdb.model.regular import read_regular
 
 # A journal holds the few swaps the catalog lacks (kilobytes): a larger file is not one txdb wrote.
@@ -131,8 +130,8 @@ def load(orig: str | Path) -> tuple[list[dict], list[str]]:
         raw = read_regular(p, MAX_BYTES, follow=False)
     except FileNotFoundError:
         return [], []
-    except OSError as e:
-        raise SurgeryError(f"the swap journal {p} cannot be read ({e.strerror}): move it away first") from None
+    except OSError as err:
+        raise SurgeryError(f"the swap journal {p} cannot be read ({err.strerror}): move it away first") from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -166,6 +165,8 @@ def write(orig: str | Path, entries: list[dict]) -> None:
         except FileNotFoundError:
             pass
         return
+    from txdb.model.durability import owner_of, write_atomic  # (a refresh reads journals, never writes one)
+
     write_atomic(p, orjson.dumps({"swaps": entries}), owner=owner_of(os.stat(orig)))
 
 
@@ -202,6 +203,25 @@ def record(orig: str | Path, new: dict, standing: list[dict] | None = None) -> l
     return previous
 
 
+def logged_factor(orig: str | Path, size: int | None, sha256: str | None) -> float | None:
+    """The factor the newest swap's last row priced its result at (its
+    ``fit``, ``[overhead, factor]``), when the session's bytes (``size``,
+    ``sha256``) are what that swap wrote; None otherwise, or when the
+    journal cannot be read. What the catalog reads from the same rows
+    (``estimate.session_estimate``), for a pass's own figures."""
+    try:
+        entries, _bad = load(orig)
+    except SurgeryError:
+        return None
+    if not entries or entries[-1]["result_size"] != size or entries[-1]["result_sha256"] != sha256:
+        return None
+    rows = entries[-1]["rows"]
+    fit = rows[-1].get("fit") if rows else None
+    if isinstance(fit, list) and len(fit) == 2 and isinstance(fit[1], (int, float)) and not isinstance(fit[1], bool):
+        return float(fit[1])
+    return None
+
+
 def take_back(orig: str | Path, previous: list[dict]) -> None:
     """A swap that did not happen: put the journal back as it was (best
     effort: an entry left over is one the file does not match, dropped by
@@ -215,6 +235,8 @@ def take_back(orig: str | Path, previous: list[dict]) -> None:
 def matches(orig: str | Path, e: dict) -> bool:
     """Whether the session begins with the file entry ``e`` wrote (its swap
     happened; Claude Code may have appended since)."""
+    from txdb.model.durability import prefix_sha256
+
     try:
         return prefix_sha256(Path(orig), e["result_size"]) == e["result_sha256"]
     except (OSError, KeyError, TypeError):

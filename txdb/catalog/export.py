@@ -589,7 +589,7 @@ def _stream(rows: Iterable[tuple], names: list[str], parts: _Partitions, project
         values = pick(row)
         if mask is None:
             pass
-        elif mask.pattern is not None:
+        elif mask.secrets:
             # A blob is left out (files.sha_state: a hash's state, which
             # holds the file's last bytes as they are).
             values = tuple((mask.truncated(v) if i == cut else mask(v)) if isinstance(v, str)

@@ -39,6 +39,7 @@ from typing import Callable
 
 import orjson
 
+from txdb.catalog import spellings
 from txdb.catalog.sqlutil import transaction
 from txdb.model import deep
 from txdb.model.paths import SESSION_SUFFIX
@@ -772,16 +773,11 @@ def redactor(conn: sqlite3.Connection, file_id: int,
 
 
 class Redactor:
-    """Masks each of a file's secrets, in any spelling (_spelled)."""
+    """Masks each of a file's secrets, in any spelling (``spellings``)."""
 
     def __init__(self, masks: dict[str, str]):
         self.masks = masks
-        self.secrets = sorted(masks, key=len, reverse=True)
-        # Without the \\u spellings, for a text holding no "\\u" (most do
-        # not): a run of plain characters is a literal, far cheaper to
-        # compile than each character's alternatives; the whole one is
-        # compiled when a text needs it.
-        self.pattern = _masks_pattern(tuple(self.secrets), False) if masks else None
+        self.secrets = tuple(sorted(masks, key=len, reverse=True))
         # As a title made of a prompt holds them: whitespace collapsed.
         self.collapsed = [(" ".join(s.split()), masks[s]) for s in self.secrets]
         # A field the CLI cuts short (gitBranch, a title) holds a secret's
@@ -798,10 +794,9 @@ class Redactor:
             if self.starts else None
 
     def __call__(self, value: str) -> str:
-        if self.pattern is None:
+        if not self.secrets:
             return value
-        pattern = self.pattern if "\\u" not in value else _masks_pattern(tuple(self.secrets), True)
-        value = pattern.sub(lambda m: self.masks[self.secrets[m.lastindex - 1]], value)
+        value = spellings.substitute(value, self.secrets, self.masks)
         if self.prefixes is None or self.prefixes.search(value) is None:
             return value
         out: list[str] = []
@@ -861,51 +856,6 @@ def _source(conn: sqlite3.Connection, file_id: int, offset: int, idx: int) -> di
     if idx == RAW_IDX:
         return {"": _decoded(raw)}
     return dict(_strings(_attachment(raw)))
-
-
-@lru_cache(maxsize=8)
-def _masks_pattern(secrets: tuple[str, ...], u_escapes: bool) -> re.Pattern:
-    """The expression of a Redactor's secrets (longest first), compiled once
-    for the files of one session (they share their secrets; compiling a
-    private key's spellings costs more than masking a file with it)."""
-    return re.compile("|".join(f"({_spelled(s, u_escapes)})" for s in secrets))
-
-
-def _spelled(secret: str, u_escapes: bool = True) -> str:
-    """A pattern matching ``secret`` as text and as it may stand inside a
-    JSON string, each character as itself or escaped (``\\u0041`` for
-    ``A``, ``\\/``, ``\\n``): a line's raw JSON that spells a key in
-    escapes is still that key once decoded. Without ``u_escapes``, not as a
-    ``\\u`` escape (for a text holding none)."""
-    return "".join(map(_spelled_char if u_escapes else _spelled_char_short, secret))
-
-
-@lru_cache(maxsize=1024)
-def _spelled_char_short(ch: str) -> str:
-    """One character's spellings but its \\u escape: itself alone, most often."""
-    try:
-        forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
-    except orjson.JSONEncodeError:  # a lone surrogate: only ever as itself
-        forms = {re.escape(ch)}
-    if ch == "/":
-        forms.add(re.escape("\\/"))
-    return forms.pop() if len(forms) == 1 else "(?:" + "|".join(sorted(forms)) + ")"
-
-
-@lru_cache(maxsize=1024)
-def _spelled_char(ch: str) -> str:
-    """One character's spellings (_spelled)."""
-    try:
-        forms = {re.escape(ch), re.escape(orjson.dumps(ch).decode()[1:-1])}
-    except orjson.JSONEncodeError:  # a lone surrogate: as itself, and as its \u escape below
-        forms = {re.escape(ch)}
-    if ch == "/":
-        forms.add(re.escape("\\/"))
-    units = [ord(ch)] if ord(ch) < 0x10000 else [0xD800 + ((ord(ch) - 0x10000) >> 10),
-                                                0xDC00 + ((ord(ch) - 0x10000) & 0x3FF)]
-    forms.add("".join(r"\\u" + "".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h
-                                      for h in f"{u:04x}") for u in units))
-    return "(?:" + "|".join(sorted(forms)) + ")"
 
 
 @dataclass

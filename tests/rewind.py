@@ -8,8 +8,8 @@ are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
 remade the full-text index, 039, which rebuilt an index, 040, which cut
-texts shorter, and 042, whose triggers name its column, are undone by
-their own functions: ``UNDO``).
+texts shorter, 042, whose triggers name its column, and 044, which remade
+``chain`` WITHOUT ROWID, are undone by their own functions: ``UNDO``).
 """
 
 from __future__ import annotations
@@ -160,5 +160,33 @@ def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX blocks_tool_pairs")
 
 
+SLIMMER_CATALOG = "044_slimmer_catalog"
+
+
+def _rowid_table(conn: sqlite3.Connection, table: str) -> None:
+    """``table`` made again as a rowid table, its rows and columns as they are."""
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()[0]
+    head, _, _ = sql.rpartition(")")
+    conn.execute(re.sub(r'^CREATE TABLE "?\w+"?', f"CREATE TABLE _old_{table}", head) + ")")
+    conn.execute(f"INSERT INTO _old_{table} SELECT * FROM {table}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"ALTER TABLE _old_{table} RENAME TO {table}")
+
+
+def _undo_slimmer_catalog(conn: sqlite3.Connection) -> None:
+    """As before 044: chain a rowid table again, records_type whole,
+    records_file_line and blocks_file_tool_use_id back, gauge_iterations
+    stored whole."""
+    _rowid_table(conn, "chain")
+    for st in ("CREATE INDEX chain_record ON chain(file_id, offset)",
+               "DROP INDEX records_type",
+               "CREATE INDEX records_type ON records(type, subtype)",
+               "CREATE INDEX records_file_line ON records(file_id, line)",
+               "CREATE INDEX blocks_file_tool_use_id ON blocks(file_id, tool_use_id)",
+               "UPDATE usage SET gauge_iterations = nullif(coalesce(gauge_iterations, iterations), 'null')"):
+        conn.execute(st)
+
+
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
-        SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages}
+        SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages,
+        SLIMMER_CATALOG: _undo_slimmer_catalog}

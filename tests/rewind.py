@@ -8,8 +8,9 @@ are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
 remade the full-text index, 039, which rebuilt an index, 040, which cut
-texts shorter, 042, whose triggers name its column, and 044, which remade
-``chain`` WITHOUT ROWID, are undone by their own functions: ``UNDO``).
+texts shorter, 042, whose triggers name its column, and 044, whose
+partial index replaced a whole one, are undone by their own functions:
+``UNDO``).
 """
 
 from __future__ import annotations
@@ -163,23 +164,10 @@ def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
 SLIMMER_CATALOG = "044_slimmer_catalog"
 
 
-def _rowid_table(conn: sqlite3.Connection, table: str) -> None:
-    """``table`` made again as a rowid table, its rows and columns as they are."""
-    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()[0]
-    head, _, _ = sql.rpartition(")")
-    conn.execute(re.sub(r'^CREATE TABLE "?\w+"?', f"CREATE TABLE _old_{table}", head) + ")")
-    conn.execute(f"INSERT INTO _old_{table} SELECT * FROM {table}")
-    conn.execute(f"DROP TABLE {table}")
-    conn.execute(f"ALTER TABLE _old_{table} RENAME TO {table}")
-
-
 def _undo_slimmer_catalog(conn: sqlite3.Connection) -> None:
-    """As before 044: chain a rowid table again, records_type whole,
-    records_file_line and blocks_file_tool_use_id back, gauge_iterations
-    stored whole."""
-    _rowid_table(conn, "chain")
-    for st in ("CREATE INDEX chain_record ON chain(file_id, offset)",
-               "DROP INDEX records_type",
+    """As before 044: records_type whole, records_file_line and
+    blocks_file_tool_use_id back, gauge_iterations stored whole."""
+    for st in ("DROP INDEX records_type",
                "CREATE INDEX records_type ON records(type, subtype)",
                "CREATE INDEX records_file_line ON records(file_id, line)",
                "CREATE INDEX blocks_file_tool_use_id ON blocks(file_id, tool_use_id)",

@@ -12,10 +12,11 @@
 --   row), 'null' when the file holds no iterations[] where the API's row
 --   has one; every reader reads nullif(coalesce(gauge_iterations,
 --   iterations), 'null'): usage_context, the estimate, the export;
--- - chain is WITHOUT ROWID: nothing reads its rowid, and its primary key
---   (file_id, pos) stops being a second copy of the key beside the table
---   (records stays a rowid table: WITHOUT ROWID saved 0.06 MB there, not
---   the 0.18 MB of its key's index, its pages filled less by refresh).
+-- records and chain stay rowid tables: WITHOUT ROWID saved 0.06 MB on
+-- records (its pages filled less under refresh's inserts, which ate most
+-- of the 0.18 MB of its key's index), and on chain it turned show's
+-- listing of saved thinking into a pass over a file's markers per chain
+-- record.
 
 DROP INDEX IF EXISTS blocks_file_tool_use_id;
 
@@ -26,20 +27,3 @@ UPDATE usage SET gauge_iterations = CASE WHEN gauge_iterations IS iterations THE
 DROP INDEX IF EXISTS records_file_line;
 DROP INDEX IF EXISTS records_type;
 CREATE INDEX records_type ON records(type, subtype) WHERE type = 'cost-state' OR subtype = 'compact_boundary';
-
--- chain is made again under its name (its index with it); nothing names
--- it in a trigger, and views are dropped while migrations run.
-CREATE TABLE _chain_044 (
-    file_id INTEGER NOT NULL,
-    pos INTEGER NOT NULL,
-    offset INTEGER NOT NULL,
-    timestamp TEXT,
-    PRIMARY KEY (file_id, pos),
-    FOREIGN KEY (file_id, offset) REFERENCES records(file_id, offset)
-) WITHOUT ROWID;
-INSERT INTO _chain_044 (file_id, pos, offset, timestamp)
-SELECT file_id, pos, offset, timestamp FROM chain ORDER BY file_id, pos;
-DROP TABLE chain;
-ALTER TABLE _chain_044 RENAME TO chain;
-CREATE INDEX chain_record ON chain(file_id, offset);
-

@@ -8,8 +8,9 @@ are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
 remade the full-text index, 039, which rebuilt an index, 040, which cut
-texts shorter, and 042, whose triggers name its column, are undone by
-their own functions: ``UNDO``).
+texts shorter, 042, whose triggers name its column, and 044, whose
+partial index replaced a whole one, are undone by their own functions:
+``UNDO``).
 """
 
 from __future__ import annotations
@@ -160,5 +161,20 @@ def _undo_kept_for_pages(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX blocks_tool_pairs")
 
 
+SLIMMER_CATALOG = "044_slimmer_catalog"
+
+
+def _undo_slimmer_catalog(conn: sqlite3.Connection) -> None:
+    """As before 044: records_type whole, records_file_line and
+    blocks_file_tool_use_id back, gauge_iterations stored whole."""
+    for st in ("DROP INDEX records_type",
+               "CREATE INDEX records_type ON records(type, subtype)",
+               "CREATE INDEX records_file_line ON records(file_id, line)",
+               "CREATE INDEX blocks_file_tool_use_id ON blocks(file_id, tool_use_id)",
+               "UPDATE usage SET gauge_iterations = nullif(coalesce(gauge_iterations, iterations), 'null')"):
+        conn.execute(st)
+
+
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
-        SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages}
+        SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages,
+        SLIMMER_CATALOG: _undo_slimmer_catalog}

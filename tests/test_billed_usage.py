@@ -17,7 +17,7 @@ import pytest
 
 from rewind import rewind
 
-from txdb.catalog import db
+from txdb.catalog import db, estimate
 from txdb.catalog.ingest.store import refresh
 from txdb.surgery import ops
 from txdb.surgery.engine import run_surgery
@@ -163,6 +163,55 @@ def test_a_rewrite_never_lowers_an_api_figure_and_new_messages_take_the_file(tmp
     f.unlink()
     refresh(conn, [tmp_path / "projects"], prune=True)
     assert conn.execute("SELECT count(*) FROM usage").fetchone()[0] == 0
+    conn.close()
+
+
+def _iterations(conn, mid):
+    """(stored gauge_iterations, usage_context's gauge_iterations, its gauge, iterations) of a message."""
+    return conn.execute("SELECT u.gauge_iterations, c.gauge_iterations, c.gauge_tokens, u.iterations FROM usage u "
+                        "JOIN usage_context c ON c.file_id = u.file_id AND c.message_id = u.message_id "
+                        "WHERE u.message_id = ?", (mid,)).fetchone()
+
+
+def test_the_files_iterations_are_read_whole_through_a_rewrite(tmp_path):
+    """gauge_iterations is stored NULL when it is the row's iterations and
+    'null' when the file holds none (migration 044); every reader gets what
+    the file holds: the API's iterations[] until a rewrite drops them, none
+    once it has (the totals then), none once the message left the file."""
+    proj = tmp_path / "projects" / "-p"
+    proj.mkdir(parents=True)
+    f = proj / "s.jsonl"
+    lines = _turn(0, None, 5_000) + _turn(1, "a0", 9_000)
+    its = [{"input_tokens": 1, "cache_read_input_tokens": 8_000, "cache_creation_input_tokens": 50}]
+    lines[3]["message"]["usage"]["iterations"] = its
+    f.write_text("".join(map(_line, lines)))
+    conn = db.connect(tmp_path / "c.db")
+    refresh(conn, [tmp_path / "projects"])
+    stored, whole, gauge, api = _iterations(conn, "m1")
+    assert (stored, json.loads(whole), gauge, json.loads(api)) == (None, its, 8_051, its)
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    assert [t[2] for t in estimate.catalog_turns(conn, fid)] == [5_103, 8_051]
+
+    # rewritten: m1 lowered, its iterations[] gone from the file; m0 gone from the file
+    lowered = json.loads(json.dumps(lines[2:]))
+    lowered[1]["message"]["usage"]["cache_read_input_tokens"] = 1_000
+    del lowered[1]["message"]["usage"]["iterations"]
+    lowered[0]["parentUuid"] = None
+    tmp = proj / "s.jsonl.new"
+    tmp.write_text("".join(map(_line, lowered)))
+    tmp.replace(f)
+    refresh(conn, [tmp_path / "projects"])
+    stored, whole, gauge, api = _iterations(conn, "m1")
+    assert (stored, whole, gauge, json.loads(api)) == ("null", None, 3 + 1_000 + 100, its)  # the API's kept
+    assert _iterations(conn, "m0") == (None, None, 0, None)
+    fid = conn.execute("SELECT id FROM files").fetchone()[0]
+    assert [t[2] for t in estimate.catalog_turns(conn, fid)] == [1_103]  # the estimate reads the file's too
+
+    # the file's line holds them again: stored NULL again (the row's own)
+    f.write_text("".join(map(_line, lines[2:3] + [lines[3]])).replace('"parentUuid":"a0"', '"parentUuid":null'))
+    refresh(conn, [tmp_path / "projects"])
+    stored, whole, _gauge, _api = _iterations(conn, "m1")
+    assert (stored, json.loads(whole)) == (None, its)
     conn.close()
 
 

@@ -149,7 +149,7 @@ def test_the_gauge_view_is_the_python_rule_on_every_corpus_turn(tmp_path):
     n = 0
     for ins, cr, cc, its, gauge in conn.execute(
             "SELECT u.gauge_input_tokens, u.gauge_cache_read_input_tokens, u.gauge_cache_creation_input_tokens, "
-            "u.gauge_iterations, g.gauge_tokens FROM context_gauge g "
+            "nullif(coalesce(u.gauge_iterations, u.iterations), 'null'), g.gauge_tokens FROM context_gauge g "
             "JOIN records r ON r.file_id = g.file_id AND r.message_id = g.message_id AND r.offset = "
             "(SELECT c.offset FROM chain c WHERE c.file_id = g.file_id AND c.pos = g.pos) "
             "JOIN usage u ON u.file_id = g.file_id AND u.message_id = g.message_id"):

@@ -81,8 +81,8 @@ VIEWS = {
     "repeated_reads", "usage_blocks", "usage_by_day", "usage_by_model", "usage_context", "waste", "waste_items",
 }
 INDEXES = {
-    "attachments_type", "blocks_file_tool_use_id", "blocks_kind_sizes", "blocks_sizes", "blocks_tool_pairs", "chain_record",
-    "records_file_line", "records_file_uuid", "records_forked", "records_roots", "records_sizes", "records_type",
+    "attachments_type", "blocks_kind_sizes", "blocks_sizes", "blocks_tool_pairs", "chain_record",
+    "records_file_uuid", "records_forked", "records_roots", "records_sizes", "records_type",
     "raw_chunks_file", "sessions_session_id", "history_session",
     "sidecars_session", "sidecars_sha256", "pruned_sessions_session",
     "usage_message", "usage_model", "usage_timestamp", "type_sums_tokens", "waste_found_file",

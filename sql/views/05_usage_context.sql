@@ -16,12 +16,19 @@ SELECT
     coalesce(c.gauge_iterations_context, c.gauge_totals_context) AS gauge_tokens
 FROM (
     SELECT
-        u.*,
+        -- usage's columns, gauge_iterations whole (stored NULL when it is
+        -- iterations, 'null' when the file holds none: migration 044)
+        u.file_id, u.message_id, u.offset, u.request_id, u.session_id, u.timestamp, u.model, u.input_tokens,
+        u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, u.ephemeral_5m_input_tokens,
+        u.ephemeral_1h_input_tokens, u.service_tier, u.iterations, u.gauge_input_tokens,
+        u.gauge_cache_read_input_tokens, u.gauge_cache_creation_input_tokens,
+        nullif(coalesce(u.gauge_iterations, u.iterations), 'null') AS gauge_iterations,
+        u.in_file, u.rewritten, u.invalid, u.billed,
         max(coalesce(u.gauge_input_tokens, 0), 0) + max(coalesce(u.gauge_cache_read_input_tokens, 0), 0)
             + max(coalesce(u.gauge_cache_creation_input_tokens, 0), 0) AS gauge_totals_context,
-        CASE WHEN json_type(u.gauge_iterations, '$[#-1]') = 'object' THEN
+        CASE WHEN json_type(coalesce(u.gauge_iterations, u.iterations), '$[#-1]') = 'object' THEN
             (SELECT coalesce(sum(CASE WHEN j.type = 'integer' AND j.value BETWEEN 1 AND 999999999999999 THEN j.value END), 0)
-             FROM json_each(u.gauge_iterations, '$[#-1]') j
+             FROM json_each(coalesce(u.gauge_iterations, u.iterations), '$[#-1]') j
              WHERE j.key IN ('input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'))
         END AS gauge_iterations_context,
         CASE WHEN json_type(u.iterations, '$[#-1]') = 'object' THEN

@@ -465,10 +465,12 @@ WHERE r.file_id = ? AND r.type = 'system' AND r.subtype = 'compact_boundary'
 _FILE_SQL = "SELECT path, size, sha256 FROM files WHERE id = ?"
 # A turn's figures as the file holds them now (``usage.gauge_*``: after a
 # usage reset, the lowered ones; the API's own stay in ``usage``): the
-# estimate is of the file, whatever history the catalog saw of it.
+# estimate is of the file, whatever history the catalog saw of it
+# (gauge_iterations is stored NULL when it is the row's iterations, 'null'
+# when the file holds none: migration 044).
 _USAGE_SQL = """
 SELECT message_id, gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens,
-       gauge_iterations
+       nullif(coalesce(gauge_iterations, iterations), 'null')
 FROM usage WHERE file_id = ? AND message_id IN (SELECT value FROM json_each(?))
 """
 

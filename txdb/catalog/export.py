@@ -75,7 +75,7 @@ PER_FILE = {
                    "LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
                    "WHERE t.file_id = :fid ORDER BY t.offset",
     # (each message's cost from the billed_cost view read once: COSTS)
-    "usage": "SELECT t.*, (SELECT c.cost_usd FROM temp.export_cost c WHERE c.file_id = t.file_id "
+    "usage": "SELECT {usage}, (SELECT c.cost_usd FROM temp.export_cost c WHERE c.file_id = t.file_id "
              "AND c.message_id = t.message_id) AS cost_usd, "
              f"coalesce({MONTH_OF.format('r.timestamp')}, {MONTH_OF.format('t.timestamp')}, :month) "
              "AS month FROM usage t LEFT JOIN records r ON r.file_id = t.file_id AND r.offset = t.offset "
@@ -94,6 +94,17 @@ COSTS = ("CREATE TEMP TABLE export_cost (file_id INTEGER, message_id TEXT, cost_
 SURGERIES = (f"SELECT t.*, f.project AS project, {MONTH_OF.format('t.at')} AS month FROM surgeries t "
              "LEFT JOIN files f ON f.id = t.file_id ORDER BY project, month, t.id")
 TABLES = (*PER_FILE, "surgeries")
+# usage.gauge_iterations is stored NULL when it is the row's iterations and
+# 'null' when the file holds none (migration 044): exported whole, in the
+# table's column order ({usage} above).
+USAGE_GAUGE_ITERATIONS = "nullif(coalesce(t.gauge_iterations, t.iterations), 'null') AS gauge_iterations"
+
+
+def per_file_sql(conn: sqlite3.Connection) -> dict[str, str]:
+    """PER_FILE with usage's own columns named (gauge_iterations whole)."""
+    cols = ", ".join(USAGE_GAUGE_ITERATIONS if n == "gauge_iterations" else f't."{n}"'
+                     for (n,) in conn.execute("SELECT name FROM pragma_table_info('usage')"))
+    return {t: sql.replace("{usage}", cols) for t, sql in PER_FILE.items()}
 # A column that holds the start of a longer text (a session titled by its
 # first prompt): --redact also masks a secret cut off at its end.
 TRUNCATED = {"sessions": "title"}
@@ -305,6 +316,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
         for sql in COSTS:
             ro.execute(sql)
         schemas = {t: _schema(pa, ro, t) for t in TABLES}
+        per_file = per_file_sql(ro)
         state = {"schema": {t: [f"{f.name} {f.type}" for f in sc] for t, sc in schemas.items()},
                  "files": _fingerprints(ro, redact), "surgeries": _surgeries_hash(ro)}
         groups = secrets.session_files(ro) if redact else {}  # whose findings mask each file
@@ -336,7 +348,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                     parts[t].close()
                 current = project
             mask = (secrets.redactor(ro, fid, groups) or secrets.Redactor({})) if redact else None
-            for t, sql in PER_FILE.items():
+            for t, sql in per_file.items():
                 cur = ro.execute(sql, {"fid": fid, "month": month})
                 _stream(_with_raw(ro, cur, fid) if t == "records" else cur, [d[0] for d in cur.description],
                         parts[t], project, mask, TRUNCATED.get(t), fid)
@@ -438,7 +450,7 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
             continue
         if redact and project is not None:
             project = (secrets.redactor(ro, fid, groups) or secrets.Redactor({}))(project)
-        for sql in PER_FILE.values():
+        for sql in per_file_sql(ro).values():
             for (m,) in ro.execute(f"SELECT DISTINCT month FROM ({sql})", {"fid": fid, "month": month}):
                 keep.add((project, m))
     wanted = {f for key in keep for f in by_key.get(key, ())} | dirty

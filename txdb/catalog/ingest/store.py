@@ -73,12 +73,15 @@ USAGE_UPSERT = (
     "ephemeral_5m_input_tokens, ephemeral_1h_input_tokens, service_tier, iterations, "
     "gauge_input_tokens, gauge_cache_read_input_tokens, gauge_cache_creation_input_tokens, "
     "gauge_iterations, invalid, in_file) "
-    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,?15,?16,1) "
+    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?8,?10,?11,NULL,?16,1) "
     "ON CONFLICT (file_id, message_id) DO UPDATE SET "
     + ", ".join(f"{c} = CASE WHEN {_TAKES} THEN excluded.{c} ELSE usage.{c} END" for c in _API_FIGURES)
     + ", offset = CASE WHEN usage.in_file THEN usage.offset ELSE excluded.offset END, in_file = 1, "
     + ", ".join(f"gauge_{c} = excluded.gauge_{c}"
-                for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"))
+                for c in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    # NULL: the file's iterations are the row's (NULL or not); 'null': the file holds none (migration 044)
+    + f", gauge_iterations = CASE WHEN {_TAKES} OR usage.iterations IS excluded.iterations THEN NULL "
+    "ELSE coalesce(excluded.iterations, 'null') END"
 )
 
 # A refresh commits its files in batches (``_Batch``): this much read, this
@@ -266,7 +269,7 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
         if table == "usage" and keep_usage:
             conn.execute("UPDATE usage SET in_file = 0, rewritten = (rewritten <> 2), gauge_input_tokens = NULL, "
                          "gauge_cache_read_input_tokens = NULL, gauge_cache_creation_input_tokens = NULL, "
-                         "gauge_iterations = NULL WHERE file_id = ?", (file_id,))
+                         "gauge_iterations = CASE WHEN iterations IS NOT NULL THEN 'null' END WHERE file_id = ?", (file_id,))
             continue
         conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 

@@ -245,6 +245,8 @@ def test_a_pass_that_only_shrinks_never_says_it_makes_the_context_larger(tmp_pat
     conn = db.connect(path)
     after = estimate.session_estimate(conn, fid)
     assert after["factor_logged"] and _estimate(conn, f)[0] == after["calibrated"] == shown_after
+    assert f"the factor the surgery that wrote this file logged: {before['factor']:g} x chars/4" in run(
+        "analyze", f, "--db", path).output
     # the saving is the raw tokens the strip took off, at the original's factor
     removed = before["raw"] - after["raw"]
     assert removed > 15_000

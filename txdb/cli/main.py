@@ -523,6 +523,8 @@ def analyze(db_path, session, original, as_json):
            "raw": "no recorded turn describes the file: the prior" + (f" ({e['rejected_count']:,} left out)"
                                                                       if e.get("rejected_count") else ""),
            "empty": "no message on the active chain"}.get(e["method"], "")
+    if e.get("factor_logged"):  # the factor is the original's, as the surgery that wrote this file priced it
+        how += "; the factor the surgery that wrote this file logged"
     echo(
         f"Estimated context: {e['calibrated']:,} tokens, calibrated ({how}: "
         f"{e['factor']:g} x chars/4 {'-' if e['overhead'] < 0 else '+'} {abs(e['overhead']):,})"

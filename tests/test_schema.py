@@ -54,7 +54,7 @@ TABLES = {
     "sessions": ["file_id", "session_id", "parent_session_id", "agent_id", "project", "title", "title_source",
                  "cwd", "git_branch", "version", "model", "first_timestamp", "last_timestamp", "lines", "messages",
                  "leaf_uuid", "chain_length", "chain_tokens", "chain_bytes", "record_bytes", "journal_bytes",
-                 "est_context_tokens", "est_method", "est_turns", "long_context"],
+                 "est_context_tokens", "est_method", "est_turns", "long_context", "est_factor_logged"],
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at", "mode"],
     "type_sums": ["file_id", "session_id", "category", "items", "chars", "signature_chars", "tokens"],

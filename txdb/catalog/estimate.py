@@ -370,10 +370,17 @@ def at_factor(f: Fit, factor: float | None) -> Fit:
     tail after its last turn, 250k tokens, read 54k larger for a strip);
     its reset last turn, the plan's figure for what is left before it, is
     the anchor. None or not a number: ``f``."""
+    v = logged_value(factor)
+    return f if v is None else replace(f, factor=v, image_factor=None)
+
+
+def logged_value(factor) -> float | None:
+    """A logged factor as the estimate prices at it: held to
+    ``FACTOR_RANGE`` (a journal may be forged); None when not a number."""
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not math.isfinite(factor):
-        return f
+        return None
     lo, hi = FACTOR_RANGE
-    return replace(f, factor=min(hi, max(lo, float(factor))), image_factor=None)
+    return min(hi, max(lo, float(factor)))
 
 
 def context(f: Fit, estimate: float, messages: bool, images: float = 0.0) -> int:
@@ -815,9 +822,31 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     """Compute the calibrated estimate and keep it on ``sessions`` (refresh
     calls this for every file it changed); returns it."""
     e = session_estimate(conn, file_id)
-    conn.execute("UPDATE sessions SET est_context_tokens = ?, est_method = ?, est_turns = ? WHERE file_id = ?",
-                 (e["calibrated"], e["method"], e["turns_used"], file_id))
+    conn.execute("UPDATE sessions SET est_context_tokens = ?, est_method = ?, est_turns = ?, est_factor_logged = ? "
+                 "WHERE file_id = ?", (e["calibrated"], e["method"], e["turns_used"],
+                                       e["factor"] if e["factor_logged"] else None, file_id))
     return e["calibrated"]
+
+
+def recheck_logged(conn: sqlite3.Connection, paths_with_journal: Iterable[str]) -> int:
+    """Store again the estimate of each session whose journal now prices it
+    otherwise than its stored figure was (``sessions.est_factor_logged``):
+    a journal removed, edited or written while the session file stayed as
+    it was (a restore writes the file, never its journal). Looks at the
+    sessions priced at a logged factor and those with a journal
+    (``paths_with_journal``); one journal read each. Returns how many
+    estimates changed."""
+    rows = conn.execute(
+        "SELECT f.id, f.path, f.size, f.sha256, s.est_factor_logged FROM files f JOIN sessions s ON s.file_id = f.id "
+        "WHERE f.gone = 0 AND (s.est_factor_logged IS NOT NULL OR f.path IN (SELECT value FROM json_each(?)))",
+        (json.dumps(list(paths_with_journal)),)).fetchall()
+    changed = 0
+    for file_id, path, size, sha, stored in rows:
+        now = logged_value(journal.logged_factor(path, size, sha)) if sha else None
+        if (None if now is None else round(now, 4)) != stored:
+            store_session_estimate(conn, file_id)
+            changed += 1
+    return changed
 
 
 def store_every_estimate(conn: sqlite3.Connection) -> int:

@@ -115,7 +115,8 @@ def _calibration_turns(ref: Transcript, est: list[int]) -> list[tuple[int, int, 
     """(chain position, estimate before the turn, recorded context, image
     tokens within the estimate: ``estimate.fit``'s third term) for the
     recorded turns of ``ref`` after its latest compaction, one per message:
-    what the catalog reads of the same file (``estimate.catalog_turns``).
+    what the catalog reads of the same file (``estimate.catalog_turns``:
+    the latest ``SELECT_TURNS`` messages).
     Which of them still describe the content is ``estimate.calibrate``'s
     to say, from the figures alone, so the file's history does not matter."""
     # Turns recorded before the latest compaction on the chain (a preserved
@@ -127,10 +128,14 @@ def _calibration_turns(ref: Transcript, est: list[int]) -> list[tuple[int, int, 
     last_pos = None
     sent = as_sent(ref, est)
     images = chain_prefix_images(ref)
-    for pos, rec, rc in _turns(ref):
-        if estimate.before_compaction(rec.node.timestamp, boundary):
-            continue
-        if rc > 0 and pos != last_pos and estimate.calibrates(rec.model):
+    turns = [(pos, rec, rc) for pos, rec, rc in _turns(ref)
+             if not estimate.before_compaction(rec.node.timestamp, boundary) and estimate.calibrates(rec.model)]
+    # The latest SELECT_TURNS messages, as the catalog reads them (a longer
+    # session's earlier turns change which ones the selection keeps).
+    firsts = sorted({pos for pos, _rec, _rc in turns})
+    since = firsts[-estimate.SELECT_TURNS] if len(firsts) > estimate.SELECT_TURNS else 0
+    for pos, rec, rc in turns:
+        if pos >= since and rc > 0 and pos != last_pos:
             out.append((pos, sent(pos, rec), rc, images[pos]))
             last_pos = pos
     return out

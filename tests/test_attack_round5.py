@@ -131,4 +131,4 @@ def test_second_strip_after_append_reports_what_sessions_shows(tmp_path):
     _append_user_line(f)
     run("refresh", "--db", db, "--root", root)
     rep = orjson.loads(run("strip-all", f, "--apply", "--json", "--db", db))
-    assert _sessions(db)[f.stem] == rep["tokens_after"]
+    assert _sessions(db)[f.stem] == rep["surgery"]["tokens_after"]

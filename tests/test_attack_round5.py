@@ -16,6 +16,16 @@ Repros (real corpus sessions copied into tmp_path, real SQLite):
    strip-all --apply on d3f32579: the report reads 385,165 -> 140,517
    (~244,648 saved) while ``sessions`` shows 264,299 after the apply (the
    usage reset itself capped the last turn to 262,824).
+
+3. ``export --redact`` keeps an AWS secret access key named mid-line in
+   prose: a user prompt of a real session gets "my aws key is AKIA... and
+   aws_secret_access_key = <40 chars>"; the AKIA key is masked, the secret
+   key survives in blocks/*.parquet (the keyword is found only at a line's
+   start: "the key: aws_secret_access_key=<40>" survives too).
+
+4. ``analyze`` of a swap journal (``<session>.jsonl.swaps.json``) reports
+   "Estimated context: 0 tokens" and exits 0; every surgery command refuses
+   the same path ("not named <id>.jsonl, not a session").
 """
 from __future__ import annotations
 
@@ -132,3 +142,42 @@ def test_second_strip_after_append_reports_what_sessions_shows(tmp_path):
     run("refresh", "--db", db, "--root", root)
     rep = orjson.loads(run("strip-all", f, "--apply", "--json", "--db", db))
     assert _sessions(db)[f.stem] == rep["surgery"]["tokens_after"]
+
+
+SECRET = "bB0JxXujr4qqaaABvvLOzAxzXMcU1vsHiQMaRiNT"
+
+
+@pytest.mark.xfail(strict=True, reason="an aws_secret_access_key named mid-line in a prompt is not found, "
+                                       "so export --redact keeps it")
+def test_redact_aws_secret_key_mid_line(tmp_path):
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    root, f = _copy(tmp_path, SMALL)
+    lines = f.read_bytes().splitlines()
+    for i, raw in enumerate(lines):
+        rec = orjson.loads(raw)
+        if rec.get("type") == "user" and isinstance((rec.get("message") or {}).get("content"), str):
+            rec["message"]["content"] += f"\nmy aws key is AKIAQ7R2ZK5WJ3M4TX8P and aws_secret_access_key = {SECRET}\n"
+            lines[i] = orjson.dumps(rec)
+            break
+    else:
+        pytest.skip("no user prompt")
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    db, out = tmp_path / "c.db", tmp_path / "out"
+    run("refresh", "--db", db, "--root", root)
+    run("export", out, "--redact", "--db", db)
+    con = duckdb.connect()
+    cells = []
+    for pq in sorted(out.rglob("*.parquet")):
+        cells += [" ".join(map(str, r)) for r in con.execute("SELECT * FROM read_parquet(?)", [str(pq)]).fetchall()]
+    text = "\n".join(cells)
+    assert "[REDACTED:" in text and "AKIAQ7R2ZK5WJ3M4TX8P" not in text
+    assert SECRET[:12] not in text
+
+
+@pytest.mark.xfail(strict=True, reason="analyze takes a swap journal for an empty session (0 tokens, exit 0) "
+                                       "where the surgery commands refuse it")
+def test_analyze_refuses_a_swap_journal(tmp_path):
+    root, f, db = _applied(tmp_path, SMALL)
+    r = CliRunner().invoke(cli, ["analyze", str(f) + ".swaps.json", "--db", str(db)], catch_exceptions=False)
+    assert r.exit_code != 0 and r.output.startswith("Error:"), r.output

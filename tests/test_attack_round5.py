@@ -195,7 +195,7 @@ def test_redact_aws_secret_key_mid_line(tmp_path):
 TOKEN = "ghp_" + "Qm3vR8sLx2Tn9WcY4bKpZ7hJd5Fg1AeU6oNi"
 
 
-@pytest.mark.xfail(strict=True, reason="a token \\\\u-escaped inside the text (JSON quoted in a prompt or tool "
+@pytest.mark.xfail(strict=True, reason="a token \\u-escaped inside the text (JSON quoted in a prompt or tool "
                                        "output) is not found, so export --redact keeps it")
 def test_redact_token_json_escaped_inside_text(tmp_path):
     text = _export_with_prompt(tmp_path, '\nconfig: {"token": "ghp\\u005f' + TOKEN[4:] + '"}\n')

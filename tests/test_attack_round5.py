@@ -1,5 +1,5 @@
 """Round-5 attack findings on the logged factor (the swap journal's fit):
-each test is a reproducible break, marked strict xfail until it is fixed.
+each test was a reproducible break (a strict xfail until it was fixed).
 
 Repros (real corpus sessions copied into tmp_path, real SQLite):
 
@@ -93,8 +93,6 @@ def _applied(tmp_path: Path, rel: str) -> tuple[Path, Path, Path]:
     return root, f, db
 
 
-@pytest.mark.xfail(strict=True, reason="refresh keeps a stored estimate priced at a journal that is gone "
-                                       "(the session file unchanged): sessions != analyze != fresh catalog")
 def test_journal_removed_file_unchanged(tmp_path):
     root, f, db = _applied(tmp_path, SMALL)
     f.with_name(f.name + ".swaps.json").rename(tmp_path / "journal.away")
@@ -103,8 +101,6 @@ def test_journal_removed_file_unchanged(tmp_path):
     assert _sessions(db)[f.stem] == _analyze(db, f)
 
 
-@pytest.mark.xfail(strict=True, reason="refresh keeps a stored estimate priced at the journal's old fit "
-                                       "after the journal changed (the session file unchanged)")
 def test_journal_edited_file_unchanged(tmp_path):
     root, f, db = _applied(tmp_path, SMALL)
     j = f.with_name(f.name + ".swaps.json")
@@ -115,8 +111,6 @@ def test_journal_edited_file_unchanged(tmp_path):
     assert _sessions(db) == _fresh(tmp_path, root, "fresh.db")
 
 
-@pytest.mark.xfail(strict=True, reason="txdb restore writes the session but not its journal; the catalog "
-                                       "keeps the logged-factor price a fresh catalog cannot read")
 def test_restore_of_deleted_session_matches_fresh_catalog(tmp_path):
     root, f, db = _applied(tmp_path, SMALL)
     hold = tmp_path / "hold"
@@ -139,8 +133,6 @@ def _append_user_line(f: Path) -> None:
         out.write(orjson.dumps(rec) + b"\n")
 
 
-@pytest.mark.xfail(strict=True, reason="a second surgery after an appended turn reports an after-estimate "
-                                       "124k under what sessions shows once it is applied")
 def test_second_strip_after_append_reports_what_sessions_shows(tmp_path):
     root, f, db = _applied(tmp_path, LARGE)
     _append_user_line(f)
@@ -170,8 +162,6 @@ def _append_recorded_turn(f: Path, cached: int) -> None:
         out.write(orjson.dumps(user) + b"\n" + orjson.dumps(reply) + b"\n")
 
 
-@pytest.mark.xfail(strict=True, reason="a second surgery after a recorded turn was appended reports an "
-                                       "after-estimate 36k under what sessions shows once it is applied")
 def test_second_strip_after_recorded_turn_reports_what_sessions_shows(tmp_path):
     root, f, db = _applied(tmp_path, LARGE)
     gauge = orjson.loads(run("analyze", f, "--db", db, "--json"))["estimate"]["recorded_last"]
@@ -184,8 +174,6 @@ def test_second_strip_after_recorded_turn_reports_what_sessions_shows(tmp_path):
 SECRET = "bB0JxXujr4qqaaABvvLOzAxzXMcU1vsHiQMaRiNT"
 
 
-@pytest.mark.xfail(strict=True, reason="an aws_secret_access_key named mid-line in a prompt is not found, "
-                                       "so export --redact keeps it")
 def test_redact_aws_secret_key_mid_line(tmp_path):
     text = _export_with_prompt(tmp_path, f"\nmy aws key is AKIAQ7R2ZK5WJ3M4TX8P and aws_secret_access_key = {SECRET}\n")
     assert "[REDACTED:" in text and "AKIAQ7R2ZK5WJ3M4TX8P" not in text
@@ -195,8 +183,6 @@ def test_redact_aws_secret_key_mid_line(tmp_path):
 TOKEN = "ghp_" + "Qm3vR8sLx2Tn9WcY4bKpZ7hJd5Fg1AeU6oNi"
 
 
-@pytest.mark.xfail(strict=True, reason="a token \\u-escaped inside the text (JSON quoted in a prompt or tool "
-                                       "output) is not found, so export --redact keeps it")
 def test_redact_token_json_escaped_inside_text(tmp_path):
     text = _export_with_prompt(tmp_path, '\nconfig: {"token": "ghp\\u005f' + TOKEN[4:] + '"}\n')
     assert TOKEN[4:16] not in text

@@ -23,3 +23,14 @@ class AnthropicApiKeyDetector(RegexBasedDetector):
 
     secret_type = "Anthropic API Key"
     denylist = [re.compile(r"sk-ant-[a-z]{2,8}\d{2}-[A-Za-z0-9_-]{32,}")]
+
+
+class AwsSecretAccessKeyDetector(RegexBasedDetector):
+    """An AWS secret access key named as one anywhere in a line
+    (``aws_secret_access_key = ...``, ``SecretAccessKey: ...``), quoted or
+    not: detect-secrets finds it only quoted, or at a config line's start."""
+
+    secret_type = "AWS Secret Access Key"
+    # The name first (its literal start lets the scan search for it); the key is the group.
+    denylist = [re.compile(r"secret_?access_?key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+                           re.IGNORECASE)]

@@ -60,6 +60,9 @@ _CONFIG_LINE = re.compile(r"^\s*(?:\d+\s*(?:\u2192|\t)\s*)?(?:export\s+)?[\"']?[
 # A URL escape of an ASCII character (what a secret in a query string or a
 # path is written with: %5F, %2B, %2F, %3D).
 _PERCENT = re.compile(r"%([0-7][0-9A-Fa-f])")
+# A JSON escape of an ASCII character left in a text (a JSON document quoted
+# in a prompt or a tool's output: \u005f for "_").
+_U_ASCII = re.compile(r"\\u00([0-7][0-9A-Fa-f])")
 _CONFIG_NAME, _CODE_NAME = "transcript.ini", "transcript.txt"
 # The texts of one file from a byte offset on: its blocks', its attachments'.
 # A cut block's text is decoded whole (WHOLE_TEXT): the scan reads what the file holds.
@@ -164,7 +167,8 @@ def _detector() -> _Detector:
     classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
     plugins: list[dict[str, str]] = [{"name": c.__name__} for c in classes if c.__name__ not in SKIPPED_PLUGINS]
     own = Path(__file__).with_name("secret_plugins.py").as_uri()
-    plugins.extend({"name": name, "path": own} for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector"))
+    plugins.extend({"name": name, "path": own}
+                   for name in ("GoogleApiKeyDetector", "AnthropicApiKeyDetector", "AwsSecretAccessKeyDetector"))
     settings = {"plugins_used": plugins}
     if heuristic._get_indirect_reference_regex().pattern == LIBRARY_INDIRECT_REFERENCE:  # another release: its own
         # The same verdicts in linear time; the library reads it through this name.
@@ -263,38 +267,45 @@ def scan_texts(texts: list[str], clean: CleanLines | None = None, url_escapes: b
                             if held is None or held.type == KEYWORD_TYPE:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
-    if url_escapes and "%" in joined and _PERCENT.search(joined) is not None:
-        _url_escaped(joined, texts, starts, out)
+    if url_escapes:
+        if "%" in joined and _PERCENT.search(joined) is not None:
+            _escaped(joined, texts, starts, out, _PERCENT)
+        if "\\u" in joined and _U_ASCII.search(joined) is not None:
+            _escaped(joined, texts, starts, out, _U_ASCII)
     return [sorted(out[i].values(), key=lambda f: f.start) if i in out else [] for i in range(len(texts))]
 
 
-def _url_escaped(joined: str, texts: list[str], starts: list[int], out: dict[int, dict]) -> None:
-    """Secrets written in URL escapes (``ghp%5F...``, ``%2B`` in a key):
-    each text holding one is scanned again with its ASCII escapes decoded,
-    and a finding that covers an escape is kept over its extent in the text
-    as written (the escapes in it: that spelling is what a redactor masks)."""
-    hit = sorted({bisect_right(starts, m.start()) - 1 for m in _PERCENT.finditer(joined)})
+def _escaped(joined: str, texts: list[str], starts: list[int], out: dict[int, dict], escape: re.Pattern) -> None:
+    """Secrets written in escapes of their ASCII characters inside the text
+    (URL escapes: ``ghp%5F...``, ``%2B`` in a key; a JSON document quoted
+    in a prompt or a tool's output: ``ghp\\u005f...``; ``escape``'s group
+    is the character's hex): each text holding one is scanned again with
+    those escapes decoded, and a finding that covers an escape is kept over
+    its extent in the text as written (the escapes in it: that spelling is
+    what a redactor masks)."""
+    hit = sorted({bisect_right(starts, m.start()) - 1 for m in escape.finditer(joined)})
     views: list[str] = []
-    escapes: list[list[int]] = []  # each view's decoded escapes, by their place in it
+    escapes: list[tuple[list[int], list[int]]] = []  # each view's decoded escapes: where, and the width taken off by then
     for i in hit:
         pieces: list[str] = []
-        at, shift = [], 0
+        at, taken, shift = [], [0], 0
         text, last = texts[i], 0
-        for m in _PERCENT.finditer(text):
+        for m in escape.finditer(text):
             pieces += (text[last:m.start()], chr(int(m.group(1), 16)))
             at.append(m.start() - shift)
-            shift += 2
+            shift += m.end() - m.start() - 1
+            taken.append(shift)
             last = m.end()
         pieces.append(text[last:])
         views.append("".join(pieces))
-        escapes.append(at)
-    for i, at, found_in_view in zip(hit, escapes, scan_texts(views, url_escapes=False)):
+        escapes.append((at, taken))
+    for i, (at, taken), found_in_view in zip(hit, escapes, scan_texts(views, url_escapes=False)):
         text = texts[i]
         for f in found_in_view:
             before, within = bisect_left(at, f.start), bisect_left(at, f.start + f.length)
             if within == before:
                 continue  # no escape in it: found in the text as written
-            start, stop = f.start + 2 * before, f.start + f.length + 2 * within
+            start, stop = f.start + taken[before], f.start + f.length + taken[within]
             found = out.setdefault(i, {})
             if (start, stop - start) in found:
                 continue

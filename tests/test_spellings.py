@@ -94,3 +94,16 @@ def test_a_long_key_is_masked_in_any_spelling_without_its_expression():
         assert r(text) == reference(text, r.masks)
     cut = key[:-10]  # (the redactor masks a cut start apart: Redactor.prefixes)
     assert spellings.substitute(cut, r.secrets, r.masks) == reference(cut, r.masks) == cut
+
+
+def test_a_run_of_backslashes_costs_its_length():
+    """A secret of 60 backslashes against 200 of them and no end: each
+    backslash's spellings (itself, ``\\\\``, ``\\u005c``) are prefixes of
+    one another, so without remembering what failed the search takes
+    1.6 ** 60 steps; it answers at once, as the expression does."""
+    secret = "\\" * 60 + "Z"
+    value = "\\" * 200 + "Y"
+    assert spellings.match_at(value, 0, secret) == -1
+    assert spellings.substitute(value, (secret,), {secret: "[M]"}) == value
+    # 61 of them and the end: one pair read as an escaped backslash, as the expression reads it
+    assert spellings.substitute("\\" * 61 + "Z", (secret,), {secret: "[M]"}) == reference("\\" * 61 + "Z", {secret: "[M]"})

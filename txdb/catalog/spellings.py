@@ -80,10 +80,15 @@ def match_at(value: str, start: int, secret: str) -> int:
     n = len(secret)
     ends = [start] + [0] * n  # ends[i]: where character i starts
     tried = [0] * n  # which spelling of character i the path uses
+    # (character, place) pairs from which the rest cannot match: tried once,
+    # so a run of backslashes costs what its length does, not 1.6 ** length
+    failed: set[tuple[int, int]] = set()
     i, alt = 0, 0
     while i < n:
         forms = char_forms(secret[i])
         j = ends[i]
+        if alt == 0 and (i, j) in failed:
+            alt = len(forms)
         while alt < len(forms):
             literal = forms[alt][1]
             e = (j + len(literal) if value.startswith(literal, j) else -1) if literal is not None \
@@ -94,6 +99,7 @@ def match_at(value: str, start: int, secret: str) -> int:
                 break
             alt += 1
         else:
+            failed.add((i, j))
             if i == 0:
                 return -1
             i -= 1

@@ -851,7 +851,8 @@ def recheck_logged(conn: sqlite3.Connection, paths_with_journal: Iterable[str]) 
 
 def store_every_estimate(conn: sqlite3.Connection) -> int:
     """:func:`store_session_estimate` for every session in the catalog,
-    from what it holds (no file is read): what a migration that changes the
+    from what it holds (no session file is read; a swap journal beside one
+    is, when there is one: :func:`session_estimate`): what a migration that changes the
     estimate's rules asks of the next open (``db.rederive``). Returns the
     number of sessions."""
     ids = [r[0] for r in conn.execute("SELECT file_id FROM sessions")]

@@ -217,14 +217,15 @@ def _lower_literals(pattern: str) -> str:
     return re.sub(r"\\.|[A-Z]", lambda m: m.group().lower() if len(m.group()) == 1 else m.group(), pattern)
 
 
-def scan_texts(texts: list[str], clean: CleanLines | None = None, url_escapes: bool = True) -> list[list[Finding]]:
+def scan_texts(texts: list[str], clean: CleanLines | None = None, escapes: bool = True) -> list[list[Finding]]:
     """The findings in each text, in order. The expressions are searched
     once over the texts' distinct lines joined by newlines (one search per
     call, not per text: most texts are short; detection is per line, so a
     line met again is not searched again: its findings are its first
     place's), less the lines ``clean`` holds (an earlier call's lines no
     expression hit). A private key is then found over its whole extent, and
-    a secret in URL escapes over its extent as written (_url_escaped)."""
+    a secret in URL or JSON escapes of its characters over its extent as
+    written (``_escaped``; ``escapes=False``: not, as for those texts decoded)."""
     det = _detector()
     joined = "\n".join(texts)
     lines = joined.split("\n")
@@ -267,7 +268,7 @@ def scan_texts(texts: list[str], clean: CleanLines | None = None, url_escapes: b
                             if held is None or held.type == KEYWORD_TYPE:
                                 found[(f.start, f.length)] = f
     _private_keys(joined, texts, starts, out)
-    if url_escapes:
+    if escapes:
         if "%" in joined and _PERCENT.search(joined) is not None:
             _escaped(joined, texts, starts, out, _PERCENT)
         if "\\u" in joined and _U_ASCII.search(joined) is not None:
@@ -299,7 +300,7 @@ def _escaped(joined: str, texts: list[str], starts: list[int], out: dict[int, di
         pieces.append(text[last:])
         views.append("".join(pieces))
         escapes.append((at, taken))
-    for i, (at, taken), found_in_view in zip(hit, escapes, scan_texts(views, url_escapes=False)):
+    for i, (at, taken), found_in_view in zip(hit, escapes, scan_texts(views, escapes=False)):
         text = texts[i]
         for f in found_in_view:
             before, within = bisect_left(at, f.start), bisect_left(at, f.start + f.length)

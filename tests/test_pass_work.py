@@ -50,7 +50,7 @@ def test_a_pass_sizes_each_record_once(tmp_path, monkeypatch, command):
     # the sizes the copy carried over are those of its bytes: the report's
     # figure is the one a fresh load of the pending copy gives
     fresh = Transcript.load(path.with_name(path.name + ".pending"))
-    assert rep.tokens_after == result_estimator(Transcript.load(src))(fresh)(fresh)
+    assert rep.tokens_after == result_estimator(context_estimator(Transcript.load(src)))(fresh)(fresh)
 
 
 def test_persist_reads_only_the_messages(tmp_path, monkeypatch):
@@ -106,7 +106,7 @@ def test_a_pass_reads_each_records_thinking_once(tmp_path, monkeypatch, command)
     assert 0 < len(counted) <= holding + rep.changed_lines
     monkeypatch.setattr(records, "thinking_tokens", real)
     fresh = Transcript.load(path.with_name(path.name + ".pending"))
-    assert rep.tokens_after == result_estimator(Transcript.load(src))(fresh)(fresh)
+    assert rep.tokens_after == result_estimator(context_estimator(Transcript.load(src)))(fresh)(fresh)
 
 
 @pytest.mark.parametrize("command", ["persist-tools", "strip-all"])
@@ -141,7 +141,7 @@ def test_a_pass_parses_an_untouched_turn_twice_at_most(tmp_path, monkeypatch, co
     assert len(kept) > 100
     assert max(parsed.get(o, 0) for o in kept) <= 2
     assert rep.usage["turns"] > 0 and rep.usage["last_before"] is not None
-    assert rep.tokens_after == result_estimator(before)(pending)(pending)
+    assert rep.tokens_after == result_estimator(context_estimator(before))(pending)(pending)
 
 
 # What a pass on one session (no --where, no --apply, no --fork) never needs:
@@ -218,7 +218,7 @@ def test_a_pass_sizes_the_chain_from_the_loads_own_parse(tmp_path, monkeypatch):
     assert [o for o in parsed if o in others] == []
     pending = Transcript.load(path.with_name(path.name + ".pending"))
     assert rep.tokens_before == context_estimator(before)(before)
-    assert rep.tokens_after == result_estimator(before)(pending)(pending)
+    assert rep.tokens_after == result_estimator(context_estimator(before))(pending)(pending)
 
 
 def _tool_results(t: Transcript):

@@ -828,7 +828,7 @@ def store_session_estimate(conn: sqlite3.Connection, file_id: int) -> int:
     return e["calibrated"]
 
 
-def recheck_logged(conn: sqlite3.Connection, paths_with_journal: Iterable[str]) -> int:
+def recheck_logged(conn: sqlite3.Connection, paths_with_journal: Iterable[str] = ()) -> int:
     """Store again the estimate of each session whose journal now prices it
     otherwise than its stored figure was (``sessions.est_factor_logged``):
     a journal removed, edited or written while the session file stayed as

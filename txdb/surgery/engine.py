@@ -186,7 +186,7 @@ def _run_locked(orig: Path, operation: str, op: Op, o: PassOptions, path: str | 
     report.tokens_before = calibrated(original)
     # A result is priced at the original's factor (result_estimator): its
     # recorded turns measured the original, the stale ones would bend its own.
-    result = result_estimator(original)
+    result = result_estimator(calibrated)
     # A pending copy's own estimate, as the pass that wrote it gave its tokens_after (and the catalog reads it).
     report.tokens_base = report.tokens_before if not had_pending or fork else result(t)(t)
     base_uuids = gate.uuids(t)

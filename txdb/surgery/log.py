@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from txdb.catalog import db
+from txdb.catalog import db, estimate
 from txdb.catalog.sqlutil import transaction
 from txdb.catalog.ingest.store import catalogued_path, journalled_sessions, refresh_path
 from txdb.errors import SurgeryError
@@ -70,9 +70,10 @@ def _fallback_pass(orig: Path) -> dict:
             kept[ln.raw] -= 1
         else:
             changed += 1
-    priced = result_estimator(before)(after)
+    calibrated = context_estimator(before)
+    priced = result_estimator(calibrated)(after)
     return {"command": "apply", "arguments": {}, "records_changed": changed,
-            "tokens_before": context_estimator(before)(before), "tokens_after": priced(after),
+            "tokens_before": calibrated(before), "tokens_after": priced(after),
             "fit": list(priced.line_at(after))}
 
 
@@ -163,7 +164,14 @@ def catch_up_journals(conn: sqlite3.Connection, sessions: list[Path] | None = No
     from txdb.errors import TxdbError
 
     before = conn.execute("SELECT count(*) FROM surgeries").fetchone()[0]
-    for orig in journalled_sessions(conn) if sessions is None else sessions:
+    if sessions is None:
+        sessions = journalled_sessions(conn)
+    # A journal that now prices its unchanged session otherwise (written
+    # beside it since): the estimate follows (refresh itself rechecks those
+    # priced at a journal already).
+    with transaction(conn):
+        estimate.recheck_logged(conn, map(str, sessions))
+    for orig in sessions:
         try:
             entries, bad = journal.load(orig)
         except SurgeryError as e:

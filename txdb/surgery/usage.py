@@ -193,15 +193,14 @@ def context_estimator(ref: Transcript, factor: float | None = None):
     return calibrated
 
 
-def result_estimator(original: Transcript):
-    """The estimator of what a surgery makes of ``original``: the result's
-    own calibration (its reset last turn the anchor) at the factor
-    ``original`` is priced at (:func:`context_estimator`'s), ``x ->
-    context_estimator(x, factor)``; what the pass logs (``fit``) and the
-    catalog reads back while the file is what the pass wrote
-    (``estimate.session_estimate``)."""
-    factor = context_estimator(original).factor
-    return lambda t: context_estimator(t, factor)
+def result_estimator(of_original):
+    """The estimator of what a surgery makes of a transcript, given
+    ``of_original`` (its :func:`context_estimator`): the result's own
+    calibration (its reset last turn the anchor) at the factor the original
+    is priced at, ``x -> context_estimator(x, factor)``; what the pass logs
+    (``fit``) and the catalog reads back while the file is what the pass
+    wrote (``estimate.session_estimate``)."""
+    return lambda t: context_estimator(t, of_original.factor)
 
 
 def chain_images(t: Transcript) -> int:

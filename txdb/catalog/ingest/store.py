@@ -678,9 +678,11 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                             stats.sessions_gone += 1
                     stats.gone += 1
     _hash_unhashed(conn, found)
-    # A journal removed, edited or left behind while its session stayed as it was: priced again.
+    # A journal removed or edited while its session stayed as it was (a
+    # restore writes the file, never its journal): priced again. (A journal
+    # newly beside an unchanged file: txdb refresh's catch-up, which lists them.)
     with transaction(conn):
-        estimate.recheck_logged(conn, map(str, journalled_sessions(conn)))
+        estimate.recheck_logged(conn)
     refresh_sidecars(conn, sidecars, root_strs, prune, stats)
     stats.history_prompts = history.refresh_roots(conn, roots, stats.warnings).prompts
     window.fill(conn)  # the files a catalog from before migration 042 has not read since

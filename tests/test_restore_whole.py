@@ -95,7 +95,7 @@ def test_a_lone_deleted_subagent_is_listed_and_restored_in_place(archive, tmp_pa
     projects, before = archive
     agent = projects / SUBAGENT_DEMO / AGENT
     agent.unlink()
-    run("refresh", ok=True)
+    assert "(1 subagent transcript newly gone: txdb sessions --gone)" in run("refresh", ok=True).output
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)]
     assert listed[0]["gone_at"]

@@ -155,6 +155,7 @@ class RefreshStats:
     unchanged: int = 0
     gone: int = 0
     sessions_gone: int = 0  # sessions this refresh found gone (newly)
+    subagents_gone: int = 0  # subagent transcripts this refresh found gone (newly)
     sidecars: int = 0  # sidecar files read (new or changed)
     swaps_logged: int = 0  # surgeries rows caught up from swap journals (set by `txdb refresh`)
     pruned: int = 0
@@ -180,8 +181,7 @@ class RefreshStats:
         return (
             f"{self.new} new, {self.grown} grown, {self.rewritten} rewritten, "
             f"{self.unchanged} unchanged, {self.gone} gone"
-            + (f" ({self.sessions_gone} session{'s' if self.sessions_gone != 1 else ''} newly gone: "
-               "txdb sessions --gone)" if self.sessions_gone else "")
+            + self._newly_gone()
             + (f", {self.pruned} pruned" if self.pruned else "")
             + (f", {self.sidecars} sidecar file{'s' if self.sidecars != 1 else ''} kept" if self.sidecars else "")
             + (f", {self.swaps_logged} surgeries logged from swap journals" if self.swaps_logged else "")
@@ -192,6 +192,12 @@ class RefreshStats:
             + f" ({self.mb_per_s:.1f} MB/s)"
             + self._unreadable_summary()
         )
+
+    def _newly_gone(self) -> str:
+        """What of ``gone`` (every file the catalog holds as gone) this refresh found gone."""
+        parts = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in
+                 ((self.sessions_gone, "session"), (self.subagents_gone, "subagent transcript")) if n]
+        return f" ({' and '.join(parts)} newly gone: txdb sessions --gone)" if parts else ""
 
     def _unreadable_summary(self, named: int = 3) -> str:
         if not self.unreadable:
@@ -675,8 +681,11 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     if not existing[path][8]:
                         conn.execute(f"UPDATE files SET gone = 1, gone_at = {GONE_AT} WHERE id = ?",
                                      (file_id,))
-                        if is_session_path(path) and classify(Path(path))[1] == "session":
-                            stats.sessions_gone += 1
+                        if is_session_path(path):
+                            if classify(Path(path))[1] == "session":
+                                stats.sessions_gone += 1
+                            else:
+                                stats.subagents_gone += 1
                     stats.gone += 1
     _hash_unhashed(conn, found)
     # A journal removed or edited while its session stayed as it was (a

@@ -218,7 +218,7 @@ def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_
     assert run("sessions", "--gone", "--json", ok=True).output.strip() == "[]"
     _sweep(projects)
     out = run("refresh", ok=True).output
-    assert "2 gone (1 session newly gone: txdb sessions --gone)" in out
+    assert "2 gone (1 session and 1 subagent transcript newly gone: txdb sessions --gone)" in out
     assert "newly gone" not in run("refresh", ok=True).output  # counted once
     import json
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)

@@ -71,7 +71,7 @@ def test_a_swept_session_comes_back_and_resumes_the_same(tmp_path, monkeypatch):
 
     session.unlink()  # the sweep: the transcript and its folder
     shutil.rmtree(sdir)
-    assert "1 session newly gone" in run("refresh", "--root", project.parent, ok=True).output
+    assert "1 session and 1 subagent transcript newly gone" in run("refresh", "--root", project.parent, ok=True).output
     assert sid in run("sessions", "--gone", "--json", ok=True).output
 
     out = run("restore", sid, ok=True).output

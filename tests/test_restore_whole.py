@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
+from conftest import copy_fixture_sessions, run
 import test_restore
 from test_restore import SID, SUBAGENT_DEMO, _conn, _one_error, _sweep, tree
 
@@ -95,7 +95,7 @@ def test_a_lone_deleted_subagent_is_listed_and_restored_in_place(archive, tmp_pa
     projects, before = archive
     agent = projects / SUBAGENT_DEMO / AGENT
     agent.unlink()
-    run("refresh", ok=True)
+    assert "(1 subagent transcript newly gone: txdb sessions --gone)" in run("refresh", ok=True).output
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)]
     assert listed[0]["gone_at"]
@@ -257,3 +257,148 @@ def test_restore_of_a_backup_path_says_it_is_not_a_session(archive, tmp_path):
     assert "is not a session transcript" in err
     bak.unlink()
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+# -- lone subagent transcripts: their session file never catalogued --------
+
+DAIN = "-Users-dain-workspace-coderabbit-review-helper"
+DAIN_AGENT = "agent-1d78a5e5"  # an older release's agent file beside the sessions
+DAIN_PARENT = "8a69e93c-e842-471d-a053-5c316757e5e9"  # the session its lines name: not in the folder
+
+
+def _lone_archive(tmp_path, monkeypatch) -> tuple[Path, dict[str, str]]:
+    """The subagent demo with its session file deleted before txdb ever saw
+    it (its subagent transcript and its .meta.json are what is left)."""
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    (projects / SUBAGENT_DEMO / f"{SID}.jsonl").unlink()
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    run("refresh", "--root", projects, ok=True)
+    return projects, tree(projects / SUBAGENT_DEMO)
+
+
+def test_a_lone_subagent_whose_session_was_never_catalogued_is_listed_and_restored(tmp_path, monkeypatch):
+    projects, before = _lone_archive(tmp_path, monkeypatch)
+    shutil.rmtree(projects / SUBAGENT_DEMO / SID)  # the sweep takes the folder too
+    run("refresh", ok=True)
+    listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    mine = [r for r in listed if r["session_id"] == SID]
+    assert len(mine) == 1, listed
+    assert (mine[0]["subagents_gone"], mine[0]["file_bytes"], mine[0]["path"]) == (
+        1, None, str(projects / SUBAGENT_DEMO / AGENT))
+    assert mine[0]["gone_at"] and mine[0]["lines"]
+    r = run("restore", SID, ok=True)
+    assert "1 session, 2 files, 2 written" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()  # nothing the catalog never held
+    assert _refresh_json()["bytes"] == 0
+    assert not [r for r in json.loads(run("sessions", "--gone", "--json", ok=True).output)
+                if r["session_id"] == SID]
+    # gone again: named by the transcript's own name, by its path, and chosen by --where
+    shutil.rmtree(projects / SUBAGENT_DEMO / SID)
+    run("refresh", ok=True)
+    for ref in ("agent-af2f709f0345e1da9", str(projects / SUBAGENT_DEMO / AGENT)):
+        assert "2 files: dry run" in run("restore", ref, "--dry-run", ok=True).output, ref
+    r = run("restore", "--where", "session_id = 'agent-af2f709f0345e1da9'", ok=True)
+    assert "2 written" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_a_lone_subagent_beside_the_sessions_is_restored_and_pruned_by_the_session_its_lines_name(
+        tmp_path, monkeypatch):
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    run("refresh", "--root", projects, ok=True)
+    agent = projects / DAIN / f"{DAIN_AGENT}.jsonl"
+    want = agent.read_bytes()
+    agent.unlink()
+    run("refresh", ok=True)
+    listed = {r["session_id"]: r for r in json.loads(run("sessions", "--gone", "--json", ok=True).output)}
+    assert listed[DAIN_PARENT]["path"] == str(agent) and listed[DAIN_PARENT]["subagents_gone"] == 1
+    assert f"would write {agent}" in run("restore", DAIN_AGENT, "--dry-run", ok=True).output
+    r = run("restore", DAIN_PARENT, ok=True)
+    assert "1 session, 1 file, 1 written" in r.output, r.output
+    assert agent.read_bytes() == want
+    agent.unlink()
+    run("refresh", ok=True)
+    dry = json.loads(run("prune", str(agent), "--dry-run", "--json", ok=True).output)
+    assert (dry["sessions"], dry["paths"]) == (1, [str(agent)]), dry
+    run("prune", DAIN_PARENT, ok=True)
+    assert "pruned" in _one_error(run("restore", DAIN_AGENT))
+
+
+def test_an_agent_file_beside_its_session_comes_back_with_it(tmp_path, monkeypatch):
+    """An older release wrote a session's subagent transcripts beside it
+    (agent-*.jsonl, their lines naming the session): restoring the session
+    gives them back too, and prune deletes them with it."""
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    folder = projects / DAIN
+    session = folder / f"{DAIN_PARENT}.jsonl"
+    (folder / "1ca217c4-f55d-4f6e-a994-b7e2231336f0.jsonl").rename(session)
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    run("refresh", "--root", projects, ok=True)
+    before = tree(folder)
+    for p in folder.iterdir():
+        p.unlink()
+    run("refresh", ok=True)
+    listed = {r["session_id"]: r for r in json.loads(run("sessions", "--gone", "--json", ok=True).output)}
+    assert listed[DAIN_PARENT]["subagents_gone"] == 1 and listed[DAIN_PARENT]["file_bytes"] is not None
+    r = run("restore", DAIN_PARENT, ok=True)
+    assert "1 session, 2 files, 2 written" in r.output, r.output
+    assert tree(folder) == before
+    for p in folder.iterdir():
+        p.unlink()
+    run("refresh", ok=True)
+    dry = json.loads(run("prune", DAIN_PARENT, "--dry-run", "--json", ok=True).output)
+    assert (dry["sessions"], sorted(dry["paths"])) == (1, sorted(str(folder / n) for n in before)), dry
+
+
+def test_a_gone_session_is_named_by_its_path(archive, tmp_path):
+    projects, before = archive
+    _gone(projects)
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    assert "6 files: dry run" in run("restore", path, "--dry-run", ok=True).output
+    dry = json.loads(run("prune", path, "--dry-run", "--json", ok=True).output)
+    assert dry["sessions"] == 1 and str(path) in dry["paths"]
+    run("restore", path, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+@pytest.mark.parametrize("forged", ["../../elsewhere/{name}", "{folder}/../../elsewhere/{name}", "rel/{name}"])
+def test_a_catalogued_path_edited_to_climb_out_is_refused(archive, tmp_path, monkeypatch, forged):
+    projects, before = archive
+    _gone(projects)
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    to = forged.format(name=path.name, folder=path.parent)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET path = ? WHERE path = ?", (to, str(path)))
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    err = _one_error(run("restore", SID))
+    assert "not an absolute, normalised path" in err, err
+    assert not (tmp_path / "elsewhere").exists() and not (work / "rel").exists()
+    assert not path.exists()
+
+
+def test_restore_to_inside_a_sessions_folder_or_nowhere_is_refused(archive, tmp_path):
+    projects, before = archive
+    _gone(projects)
+    inside = projects / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1" / "subagents"
+    assert "a session's own folder" in _one_error(run("restore", SID, "--to", inside))
+    assert "--to needs a folder" in _one_error(run("restore", SID, "--to", ""))
+    assert sorted(p.name for p in inside.iterdir()) == ["agent-a4ca7529859c158c2.jsonl",
+                                                         "agent-a4ca7529859c158c2.meta.json"]
+
+
+def test_what_is_in_the_way_is_named(archive, tmp_path):
+    projects, before = archive
+    _gone(projects)
+    (projects / SUBAGENT_DEMO / f"{SID}.jsonl").mkdir()
+    assert "a folder is in the way" in _one_error(run("restore", SID))
+    (projects / SUBAGENT_DEMO / f"{SID}.jsonl").rmdir()
+    dest = tmp_path / "copy"
+    run("restore", SID, "--to", dest, ok=True)
+    assert "a copy of the session is already there" in _one_error(run("restore", SID, "--to", dest))

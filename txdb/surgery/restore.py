@@ -28,13 +28,15 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator
 
 from txdb.catalog import sessions as catalog
+from txdb.catalog import units
 from txdb.catalog.db import connect_readonly, run_query
 from txdb.catalog.sqlutil import transaction
 from txdb.catalog.ingest.chunks import raw_views
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
-from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, SUBAGENTS, archived_from, archived_path, session_stem
+from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SKIP_DIRS, SUBAGENTS, archived_from,
+    archived_path, session_stem)
 
 
 @dataclass
@@ -284,27 +286,31 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     file of the session that is still there as the catalog knows it (the
     live session beside a lone deleted subagent transcript) is left alone;
     a session with nothing missing is refused ("still there")."""
-    row = conn.execute("SELECT path, kind, session_id, sha256 FROM files WHERE id = ?", (file_id,)).fetchone()
-    if row is None:
+    unit = units.unit_of(conn, file_id)
+    if unit is None:
         raise SessionNotFound(f"no catalogued file {file_id}")
-    path, kind, session_id, _ = row
-    path = archived_from(path) or path  # a gone version kept aside goes back to where it was
-    if kind != "session":
-        raise RestoreError(f"{path} is a subagent transcript: restore the session it belongs to")
-    src = Path(path)
+    if not unit.lone and unit.files[0][0] != file_id and unit.files[0][2] == "session":
+        path = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()[0]
+        raise RestoreError(f"{archived_from(path) or path} is a subagent transcript: restore the session it "
+                           "belongs to")
+    _check_catalogued_paths(unit)
+    src = Path(unit.session_path)
     stem = session_stem(src)
-    folder = Path(to).expanduser().absolute() if to is not None else src.parent
-    plan = Plan(session_id or stem, file_id, folder, copy=to is not None)
+    folder = _copy_folder(to) if to is not None else src.parent
+    session_id = conn.execute("SELECT session_id FROM files WHERE id = ?", (file_id,)).fetchone()[0]
+    plan = Plan(stem if unit.lone else (session_id or stem), file_id, folder, copy=to is not None)
 
     def target(rel: str) -> Path:
         return folder / _inside(rel)
 
-    files = [(file_id, path, "session", src.name)]
-    prefix = str(src.parent / stem) + os.sep
-    for fid, p in conn.execute(
-            "SELECT id, path FROM files WHERE kind = 'subagent' AND substr(path, 1, ?) = ? ORDER BY path",
-            (len(prefix), prefix)):
-        files.append((fid, p, "subagent", f"{stem}/{Path(p).relative_to(src.parent / stem).as_posix()}"))
+    files = []
+    for fid, p, k, _gone in unit.files:
+        here = Path(archived_from(p) or p)
+        if k == "session" or here.parent == src.parent:  # the session file, an agent-*.jsonl beside it
+            rel = here.name
+        else:
+            rel = f"{stem}/{here.relative_to(src.parent / stem).as_posix()}"
+        files.append((fid, p, k, rel))
     broken: list[str] = []
     for fid, p, k, rel in files:
         sha, size, mode, mtime, gone = conn.execute(
@@ -351,6 +357,29 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
     _check_targets(plan)
     return plan
+
+
+def _copy_folder(to: str | Path) -> Path:
+    """The project folder ``--to`` names, refused inside a session's own
+    folder (a copy there would be catalogued as part of that session)."""
+    if not str(to).strip():
+        raise RestoreError("--to needs a folder to write the copy into")
+    folder = Path(os.path.abspath(Path(to).expanduser()))
+    for part in folder.parts:
+        if SESSION_DIR.fullmatch(part) or part in (SUBAGENTS, *SKIP_DIRS):
+            raise RestoreError(f"refusing to write into {folder}: {part} is a session's own folder "
+                               "(--to names a project folder)")
+    return folder
+
+
+def _check_catalogued_paths(unit: units.Unit) -> None:
+    """Refuse a session whose catalogued paths are not absolute and
+    normalised (the catalog is read as input like any file: a hand may have
+    edited a path to climb out of its folder)."""
+    for path in [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]:
+        if not (os.path.isabs(path) and os.path.normpath(path) == path and "\x00" not in path):
+            raise RestoreError(f"refusing to restore {path!r}: the catalog's path for it is not an absolute, "
+                               "normalised path (was the catalog edited?)")
 
 
 def _regular(p: Path) -> bool:
@@ -420,11 +449,18 @@ def _check_targets(plan: Plan) -> None:
         if _holds(p, it):
             it.present = True
             continue
+        if not p.is_file():
+            what = "a folder" if p.is_dir() else "something that is not a regular file"
+            raise RestoreError(f"refusing to write {p}: {what} is in the way; txdb never replaces a file")
+        if plan.copy:
+            raise RestoreError(f"{p} exists with other content: txdb never replaces a file (give --to another folder)")
         if it.kind != "sidecar":
             raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
         raise RestoreError(f"{p} exists with other content: txdb never replaces a file")
     if not plan.todo:
         first = plan.items[0].path if plan.items else plan.folder
+        if plan.copy:
+            raise RestoreError(f"{first} exists: a copy of the session is already there, nothing written")
         raise RestoreError(f"{first} exists: the session is still there, nothing of it is missing "
                            "(restore --to DIR writes a copy elsewhere)")
 
@@ -529,16 +565,20 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     subagent transcript, are then what is restored), a subagent
     transcript's name its session. Several gone originals are ambiguous."""
     if catalog.is_bare_name(ref) or catalog.looks_like_path(ref):
-        try:
-            got = catalog.resolve_session(conn, ref)
-        except SessionNotFound:
-            note = pruned_note(conn, str(Path(ref).expanduser().absolute()))
-            if note:
-                raise SessionNotFound(note) from None
-            raise
-        rows = [(got.file_id, got.path, None, got.kind, 0)]
+        rows = _gone_at(conn, ref)
+        if not rows:
+            try:
+                got = catalog.resolve_session(conn, ref)
+            except SessionNotFound:
+                note = pruned_note(conn, str(Path(ref).expanduser().absolute()))
+                if note:
+                    raise SessionNotFound(note) from None
+                raise
+            rows = [(got.file_id, got.path, None, got.kind, 0)]
     else:
         rows = catalog.session_matches(conn, ref, live_first=False)
+        if not rows:
+            rows = [(r[0], r[1], None, r[2], r[3]) for r in units.lone_subagents(conn, ref)]
         if not rows:
             note = pruned_note(conn, ref)
             if note:
@@ -546,19 +586,25 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
             got = catalog.resolve_session(conn, ref)  # its own error, or the file found on disk and indexed
             rows = [(got.file_id, got.path, None, got.kind, 0)]
     sessions = [r for r in rows if r[3] == "session"]
-    if not sessions:  # a subagent transcript: its session's file
-        if not any(Path(archived_from(r[1]) or r[1]).parent.name == SUBAGENTS for r in rows):
-            raise RestoreError(f"{rows[0][1]} is not a session transcript (a backup, pending copy or other file): "
-                               "restore takes a session id or its .jsonl")
+    if not sessions:  # subagent transcripts: their session's file, or the lone session they make
+        lone: dict[str, int] = {}
         for r in rows:
-            sub = Path(archived_from(r[1]) or r[1])
-            parent = str(sub.parent.parent.parent / (sub.parent.parent.name + SESSION_SUFFIX))
-            hit = conn.execute("SELECT id, path, session_id, kind, gone FROM files WHERE kind = 'session' AND "
-                               "(path = ? OR substr(path, 1, ?) = ?) ORDER BY gone, id DESC",
-                               (parent, len(parent) + len(ARCHIVED_SUFFIX), parent + ARCHIVED_SUFFIX)).fetchall()
-            sessions += hit
+            unit = units.unit_of(conn, r[0])
+            if unit is None:
+                continue
+            if unit.lone:
+                gone_first = sorted(unit.files, key=lambda f: (not f[3], -f[0]))
+                lone.setdefault(unit.session_path, gone_first[0][0])
+            else:
+                sessions.append((*unit.files[0][:2], None, unit.files[0][2], unit.files[0][3]))
         if not sessions:
-            raise RestoreError(f"{rows[0][1]} is a subagent transcript whose session the catalog does not hold")
+            if not lone:
+                raise RestoreError(f"{rows[0][1]} is not a session transcript (a backup, pending copy or other "
+                                   "file): restore takes a session id or its .jsonl")
+            if len(lone) > 1:
+                listing = ", ".join(sorted(lone)[:5])
+                raise AmbiguousSession(f"{ref!r} matches {len(lone)} sessions ({listing}); pass a path")
+            return next(iter(lone.values()))
     copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
     originals = [r for r in sessions if (archived_from(r[1]) or r[1]) not in copies] or sessions
     bases: dict[str, list[tuple]] = {}
@@ -572,22 +618,42 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     return latest_gone(conn, bases[pick[0]][0][0])
 
 
+def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:
+    """The catalogued files at the path ``ref`` names when nothing is there
+    any more (a gone file, or versions of it kept aside), as
+    :func:`catalog.session_matches` gives rows; [] when something is there."""
+    p = os.path.abspath(os.path.expanduser(ref))
+    if os.path.lexists(p):
+        return []
+    return conn.execute(
+        "SELECT id, path, session_id, kind, gone FROM files WHERE path = ? OR (path > ? AND path < ?) "
+        "ORDER BY gone DESC, id DESC", (p, p + ARCHIVED_SUFFIX, p + ARCHIVED_SUFFIX[:-1] + ".")).fetchall()
+
+
 def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:
     """The session files (``files.id``) whose ``sessions`` row matches the
     condition, read-only and authorized like ``txdb query``; a ``restore
-    --to`` copy only when its original is not among them."""
+    --to`` copy only when its original is not among them. A subagent
+    transcript whose session file the catalog does not hold
+    (:mod:`txdb.catalog.units`) stands for the lone session it makes, once."""
     from txdb.surgery.select import check_condition  # the --where rules (loaded only for --where)
 
     cond = check_condition(where)
     ro = connect_readonly(db_path)
     try:
-        _, rows = run_query(ro, f"SELECT file_id FROM sessions WHERE ({cond}) AND file_id IN "
-                                "(SELECT id FROM files WHERE kind = 'session') ORDER BY file_id")
+        _, rows = run_query(ro, f"SELECT s.file_id, f.kind FROM sessions s JOIN files f ON f.id = s.file_id "
+                                f"WHERE s.file_id IN (SELECT file_id FROM sessions WHERE ({cond})) ORDER BY s.file_id")
     except QueryError as e:
         raise type(e)(f"--where over sessions: {e}") from None
     finally:
         ro.close()
-    ids = [r[0] for r in rows]
+    ids = [r[0] for r in rows if r[1] == "session"]
+    lone: set[str] = set()
+    for fid, _kind in (r for r in rows if r[1] == "subagent"):
+        unit = units.unit_of(conn, fid)
+        if unit is not None and unit.lone and unit.session_path not in lone:
+            lone.add(unit.session_path)
+            ids.append(fid)
     copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
     info = {i: conn.execute("SELECT path, session_id FROM files WHERE id = ?", (i,)).fetchone() for i in ids}
     originals = {info[i][1] for i in ids if info[i] and info[i][0] not in copies}

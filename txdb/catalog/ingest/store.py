@@ -29,6 +29,7 @@ from typing import Callable
 from txdb.model import chain as chainmod
 from txdb.catalog import chain_rows
 from txdb.catalog import estimate, history
+from txdb.catalog import units
 from txdb.catalog.ingest import billed, census, type_sums, waste_found, window
 from txdb.model.chain_health import missing_parent_findings
 from txdb.catalog.cost import sync_prices
@@ -38,7 +39,7 @@ from txdb.model.regular import open_regular
 from txdb.model.paths import archived_from, archived_path, is_side_file, session_stem, swaps_of
 from txdb.catalog.ingest.discover import (Found, FoundSidecar, Unreadable, classify, discover, reached,
     session_folder, session_sidecars)
-from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, SUBAGENTS, is_session_path
+from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, is_session_path
 from txdb.catalog.ingest import sha as shamod
 from txdb.model.lines import READ_BUFFER, head_tail, read_lines
 from txdb.model.records import pick_title
@@ -154,6 +155,7 @@ class RefreshStats:
     unchanged: int = 0
     gone: int = 0
     sessions_gone: int = 0  # sessions this refresh found gone (newly)
+    subagents_gone: int = 0  # subagent transcripts this refresh found gone (newly)
     sidecars: int = 0  # sidecar files read (new or changed)
     swaps_logged: int = 0  # surgeries rows caught up from swap journals (set by `txdb refresh`)
     pruned: int = 0
@@ -179,8 +181,7 @@ class RefreshStats:
         return (
             f"{self.new} new, {self.grown} grown, {self.rewritten} rewritten, "
             f"{self.unchanged} unchanged, {self.gone} gone"
-            + (f" ({self.sessions_gone} session{'s' if self.sessions_gone != 1 else ''} newly gone: "
-               "txdb sessions --gone)" if self.sessions_gone else "")
+            + self._newly_gone()
             + (f", {self.pruned} pruned" if self.pruned else "")
             + (f", {self.sidecars} sidecar file{'s' if self.sidecars != 1 else ''} kept" if self.sidecars else "")
             + (f", {self.swaps_logged} surgeries logged from swap journals" if self.swaps_logged else "")
@@ -191,6 +192,12 @@ class RefreshStats:
             + f" ({self.mb_per_s:.1f} MB/s)"
             + self._unreadable_summary()
         )
+
+    def _newly_gone(self) -> str:
+        """What of ``gone`` (every file the catalog holds as gone) this refresh found gone."""
+        parts = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in
+                 ((self.sessions_gone, "session"), (self.subagents_gone, "subagent transcript")) if n]
+        return f" ({' and '.join(parts)} newly gone: txdb sessions --gone)" if parts else ""
 
     def _unreadable_summary(self, named: int = 3) -> str:
         if not self.unreadable:
@@ -674,8 +681,11 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
                     if not existing[path][8]:
                         conn.execute(f"UPDATE files SET gone = 1, gone_at = {GONE_AT} WHERE id = ?",
                                      (file_id,))
-                        if is_session_path(path) and classify(Path(path))[1] == "session":
-                            stats.sessions_gone += 1
+                        if is_session_path(path):
+                            if classify(Path(path))[1] == "session":
+                                stats.sessions_gone += 1
+                            else:
+                                stats.subagents_gone += 1
                     stats.gone += 1
     _hash_unhashed(conn, found)
     # A journal removed or edited while its session stayed as it was (a
@@ -814,13 +824,19 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
         files, sidecars = [], []
         seen: set[int] = set()
         for fid in file_ids:
-            path, sid = conn.execute("SELECT path, session_id FROM files WHERE id = ?", (fid,)).fetchone()
-            base = archived_path_base(path)
+            unit = units.unit_of(conn, fid)
+            if unit is None:
+                continue
+            base = unit.session_path
+            sid = unit.session_id
             stem = base[:-len(SESSION_SUFFIX)] if base.endswith(SESSION_SUFFIX) else base
-            mine = conn.execute(
+            ids = {f[0] for f in unit.files}
+            mine = [r for r in conn.execute(
                 "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE gone = 1 AND "
-                "(path = ? OR substr(path, 1, ?) = ? OR substr(path, 1, ?) = ?)",
-                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX, len(stem) + len(SUBAGENTS) + 2, f"{stem}/{SUBAGENTS}/")).fetchall()
+                "(path = ? OR substr(path, 1, ?) = ?)",
+                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX)).fetchall() if r[0] not in ids]
+            mine += [r for f in unit.files if f[3] for r in conn.execute(
+                "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE id = ?", (f[0],))]
             side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
                                 (len(stem) + 1, stem + "/")).fetchall()
             if not mine and not side:
@@ -832,7 +848,7 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
         sidecars = list({sc[0]: sc for sc in sidecars}.values())
     report = PruneReport(dry_run)
     # a session is counted once, by its folder, whichever of its files go
-    folders = {archived_path_base(r[1])[:-len(SESSION_SUFFIX)] if r[2] == "session" else str(Path(r[1]).parent.parent)
+    folders = {_session_path(conn, r)[:-len(SESSION_SUFFIX)]
                for r in files if r[6] and is_session_path(archived_path_base(r[1]))}
     report.sessions = len(folders | {sc[2][:-len(sc[3]) - 1] for sc in sidecars})
     report.files = len(files) + len(sidecars)
@@ -851,6 +867,16 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
             conn.execute("DELETE FROM sidecars WHERE id = ?", (sc[0],))
         conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM sidecars)")
     return report
+
+
+def _session_path(conn: sqlite3.Connection, row: tuple) -> str:
+    """The session file a transcript row (id, path, kind, ...) is part of
+    (:mod:`txdb.catalog.units`; a lone transcript naming none: itself)."""
+    path = archived_path_base(row[1])
+    if row[2] == "session":
+        return path
+    parent = conn.execute("SELECT parent_session_id FROM sessions WHERE file_id = ?", (row[0],)).fetchone()
+    return units.session_path_of(row[1], parent[0] if parent else None) or path
 
 
 def archived_path_base(path: str) -> str:

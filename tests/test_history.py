@@ -217,3 +217,26 @@ def test_a_long_history_is_read_in_bounded_time_once(config_dir, tmp_path):
     s = history.refresh_roots(conn, [config_dir / "projects"], w)
     assert (s.lines, s.prompts) == (0, 0)
     assert conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone() == (50,)
+
+
+def test_project_filters_take_wildcards_literally(config_dir, tmp_path):
+    """--project is a substring of the project folder's name (the cwd with
+    every character but ASCII letters and digits as -), its _ and % taken as
+    themselves, not as LIKE's wildcards."""
+    db_path = tmp_path / "c.db"
+    write(config_dir / "history.jsonl",
+          entry("one", 1700000000000, session="a" * 8, cwd="/work/my_app"),
+          entry("two", 1700000100000, session="b" * 8, cwd="/work/myxapp"),
+          entry("three", 1700000200000, session="c" * 8, cwd="/work/100%"))
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+
+    def ids(*args):
+        return sorted(s["session_id"] for s in json.loads(run("history", "--db", db_path, "--json", *args,
+                                                              ok=True).output))
+    assert ids() == ["a" * 8, "b" * 8, "c" * 8]
+    assert ids("--project", "_") == [] and ids("--project", "%") == [] and ids("--project", "\\") == []
+    assert ids("--project", "my_app") == []  # the folder is -work-my-app
+    assert ids("--project", "my-app") == ["a" * 8]
+    assert ids("--project", "MY-APP") == ["a" * 8]  # as before: ASCII case is ignored
+    assert ids("--project", "-100-") == ["c" * 8]
+    assert ids("--project", "app") == ["a" * 8, "b" * 8]

@@ -205,8 +205,8 @@ def sessions(conn: sqlite3.Connection, before_txdb: bool = False, project: str |
     if before_txdb:
         where.append("status = 'gone before txdb'")
     if project:
-        where.append("project LIKE ?")
-        params.append(f"%{project}%")
+        where.append("project LIKE ? ESCAPE '\\'")  # contains it, taken literally
+        params.append(f"%{db.like_literal(project)}%")
     sql = "SELECT * FROM history_sessions" + (" WHERE " + " AND ".join(where) if where else "")
     sql += " ORDER BY last_prompt DESC"
     if limit:
@@ -219,4 +219,4 @@ def prompts(conn: sqlite3.Connection, session_prefix: str) -> list[dict]:
     """Every prompt of the sessions whose id starts with ``session_prefix``, oldest first."""
     return db.rows(conn, "SELECT session_id, timestamp, cwd, display, pasted, pasted_text FROM history "
                          "WHERE session_id LIKE ? ESCAPE '\\' ORDER BY session_id, timestamp_ms, id",
-                   (session_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
+                   (db.like_literal(session_prefix) + "%",))

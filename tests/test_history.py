@@ -219,6 +219,27 @@ def test_a_long_history_is_read_in_bounded_time_once(config_dir, tmp_path):
     assert conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone() == (50,)
 
 
+def test_a_pruned_session_is_pruned_not_gone_before_txdb(config_dir, tmp_path):
+    """txdb catalogued it, its archive was then pruned: its own status, and
+    not counted among the sessions gone before txdb (doctor, sessions --gone)."""
+    db_path = tmp_path / "c.db"
+    write(config_dir / "history.jsonl", entry("on disk once", 1760299086653),
+          entry("swept long ago", 1700000000000, session=GONE_ID))
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    next(config_dir.glob(f"projects/*/{ON_DISK_ID}.jsonl")).unlink()
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    run("prune", "--db", db_path, ON_DISK_ID, ok=True)
+    conn = db.connect(db_path)
+    status = dict(conn.execute("SELECT session_id, status FROM history_sessions").fetchall())
+    assert status == {ON_DISK_ID: "pruned", GONE_ID: "gone before txdb"}
+    r = run("history", "--db", db_path, "--before-txdb", "--json", ok=True)
+    assert [s["session_id"] for s in json.loads(r.output)] == [GONE_ID]
+    r = run("sessions", "--db", db_path, "--gone", "--table", ok=True)
+    assert "Note: 1 more session gone before txdb" in r.stderr
+    r = run("doctor", "--db", db_path, "--root", config_dir / "projects", "--cwd", tmp_path, "--json", ok=True)
+    assert json.loads(r.output)["history"]["gone_before_txdb"] == 1
+
+
 def test_project_filters_take_wildcards_literally(config_dir, tmp_path):
     """--project is a substring of the project folder's name (the cwd with
     every character but ASCII letters and digits as -), its _ and % taken as

@@ -240,6 +240,37 @@ def test_a_pruned_session_is_pruned_not_gone_before_txdb(config_dir, tmp_path):
     assert json.loads(r.output)["history"]["gone_before_txdb"] == 1
 
 
+def test_a_line_with_a_lone_surrogate_escape_is_kept(config_dir, tmp_path):
+    """JSON.stringify writes a lone surrogate as an escape: legal JSON orjson
+    refuses. The prompt is kept, the surrogate replaced, as refresh reads
+    such a line of a session file; the line is counted as recovered."""
+    h = config_dir / "history.jsonl"
+    with open(h, "wb") as fh:
+        fh.write(b'{"display":"a\\ud800b","pastedContents":{"1":{"id":1,"type":"text","content":"x\\udfffy"}},'
+                 b'"timestamp":1760299086653,"project":"/work/app","sessionId":"' + ON_DISK_ID.encode() + b'"}\n')
+        fh.write(line(entry("plain", 1760299096653)))
+        # two writers' lines glued (each its own prompt), and invalid UTF-8 in a string: read as refresh reads a session
+        fh.write(line(entry("glued one", 1760299097653))[:-1] + line(entry("glued two", 1760299098653)))
+        fh.write(b'{"display":"bad \xff byte","timestamp":1760299099653}\n')
+    conn = db.connect(tmp_path / "c.db")
+    w: list[str] = []
+    s = history.refresh_roots(conn, [config_dir / "projects"], w)
+    assert (s.prompts, s.recovered, s.skipped, w) == (5, 3, 0, [])
+    assert conn.execute("SELECT display, pasted_text, session_id, timestamp FROM history ORDER BY id").fetchall() == [
+        ("a\ufffdb", "x\ufffdy", ON_DISK_ID, "2025-10-12T19:58:06.653Z"),
+        ("plain", None, ON_DISK_ID, "2025-10-12T19:58:16.653Z"),
+        ("glued one", None, ON_DISK_ID, "2025-10-12T19:58:17.653Z"),
+        ("glued two", None, ON_DISK_ID, "2025-10-12T19:58:18.653Z"),
+        ("bad \ufffd byte", None, None, "2025-10-12T19:58:19.653Z")]
+    assert [json.loads(r)["display"] for (r,) in conn.execute("SELECT raw FROM history ORDER BY id")][2:4] == [
+        "glued one", "glued two"]  # each its own object
+    assert search.search(conn, "plain", kind="history")
+    # read again from the start (a rewrite): the same key, nothing new
+    h.write_bytes(h.read_bytes() + b"\n")
+    os.utime(h)
+    assert history.refresh_roots(conn, [config_dir / "projects"], w).prompts == 0
+
+
 def test_project_filters_take_wildcards_literally(config_dir, tmp_path):
     """--project is a substring of the project folder's name (the cwd with
     every character but ASCII letters and digits as -), its _ and % taken as

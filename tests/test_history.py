@@ -217,3 +217,78 @@ def test_a_long_history_is_read_in_bounded_time_once(config_dir, tmp_path):
     s = history.refresh_roots(conn, [config_dir / "projects"], w)
     assert (s.lines, s.prompts) == (0, 0)
     assert conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone() == (50,)
+
+
+def test_a_pruned_session_is_pruned_not_gone_before_txdb(config_dir, tmp_path):
+    """txdb catalogued it, its archive was then pruned: its own status, and
+    not counted among the sessions gone before txdb (doctor, sessions --gone)."""
+    db_path = tmp_path / "c.db"
+    write(config_dir / "history.jsonl", entry("on disk once", 1760299086653),
+          entry("swept long ago", 1700000000000, session=GONE_ID))
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    next(config_dir.glob(f"projects/*/{ON_DISK_ID}.jsonl")).unlink()
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    run("prune", "--db", db_path, ON_DISK_ID, ok=True)
+    conn = db.connect(db_path)
+    status = dict(conn.execute("SELECT session_id, status FROM history_sessions").fetchall())
+    assert status == {ON_DISK_ID: "pruned", GONE_ID: "gone before txdb"}
+    r = run("history", "--db", db_path, "--before-txdb", "--json", ok=True)
+    assert [s["session_id"] for s in json.loads(r.output)] == [GONE_ID]
+    r = run("sessions", "--db", db_path, "--gone", "--table", ok=True)
+    assert "Note: 1 more session gone before txdb" in r.stderr
+    r = run("doctor", "--db", db_path, "--root", config_dir / "projects", "--cwd", tmp_path, "--json", ok=True)
+    assert json.loads(r.output)["history"]["gone_before_txdb"] == 1
+
+
+def test_a_line_with_a_lone_surrogate_escape_is_kept(config_dir, tmp_path):
+    """JSON.stringify writes a lone surrogate as an escape: legal JSON orjson
+    refuses. The prompt is kept, the surrogate replaced, as refresh reads
+    such a line of a session file; the line is counted as recovered."""
+    h = config_dir / "history.jsonl"
+    with open(h, "wb") as fh:
+        fh.write(b'{"display":"a\\ud800b","pastedContents":{"1":{"id":1,"type":"text","content":"x\\udfffy"}},'
+                 b'"timestamp":1760299086653,"project":"/work/app","sessionId":"' + ON_DISK_ID.encode() + b'"}\n')
+        fh.write(line(entry("plain", 1760299096653)))
+        # two writers' lines glued (each its own prompt), and invalid UTF-8 in a string: read as refresh reads a session
+        fh.write(line(entry("glued one", 1760299097653))[:-1] + line(entry("glued two", 1760299098653)))
+        fh.write(b'{"display":"bad \xff byte","timestamp":1760299099653}\n')
+    conn = db.connect(tmp_path / "c.db")
+    w: list[str] = []
+    s = history.refresh_roots(conn, [config_dir / "projects"], w)
+    assert (s.prompts, s.recovered, s.skipped, w) == (5, 3, 0, [])
+    assert conn.execute("SELECT display, pasted_text, session_id, timestamp FROM history ORDER BY id").fetchall() == [
+        ("a\ufffdb", "x\ufffdy", ON_DISK_ID, "2025-10-12T19:58:06.653Z"),
+        ("plain", None, ON_DISK_ID, "2025-10-12T19:58:16.653Z"),
+        ("glued one", None, ON_DISK_ID, "2025-10-12T19:58:17.653Z"),
+        ("glued two", None, ON_DISK_ID, "2025-10-12T19:58:18.653Z"),
+        ("bad \ufffd byte", None, None, "2025-10-12T19:58:19.653Z")]
+    assert [json.loads(r)["display"] for (r,) in conn.execute("SELECT raw FROM history ORDER BY id")][2:4] == [
+        "glued one", "glued two"]  # each its own object
+    assert search.search(conn, "plain", kind="history")
+    # read again from the start (a rewrite): the same key, nothing new
+    h.write_bytes(h.read_bytes() + b"\n")
+    os.utime(h)
+    assert history.refresh_roots(conn, [config_dir / "projects"], w).prompts == 0
+
+
+def test_project_filters_take_wildcards_literally(config_dir, tmp_path):
+    """--project is a substring of the project folder's name (the cwd with
+    every character but ASCII letters and digits as -), its _ and % taken as
+    themselves, not as LIKE's wildcards."""
+    db_path = tmp_path / "c.db"
+    write(config_dir / "history.jsonl",
+          entry("one", 1700000000000, session="a" * 8, cwd="/work/my_app"),
+          entry("two", 1700000100000, session="b" * 8, cwd="/work/myxapp"),
+          entry("three", 1700000200000, session="c" * 8, cwd="/work/100%"))
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+
+    def ids(*args):
+        return sorted(s["session_id"] for s in json.loads(run("history", "--db", db_path, "--json", *args,
+                                                              ok=True).output))
+    assert ids() == ["a" * 8, "b" * 8, "c" * 8]
+    assert ids("--project", "_") == [] and ids("--project", "%") == [] and ids("--project", "\\") == []
+    assert ids("--project", "my_app") == []  # the folder is -work-my-app
+    assert ids("--project", "my-app") == ["a" * 8]
+    assert ids("--project", "MY-APP") == ["a" * 8]  # as before: ASCII case is ignored
+    assert ids("--project", "-100-") == ["c" * 8]
+    assert ids("--project", "app") == ["a" * 8, "b" * 8]

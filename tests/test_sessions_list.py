@@ -85,3 +85,25 @@ def test_a_sessions_cost_includes_its_subagents_as_cost_by_session_does(projects
     own = {r["session_id"]: r["cost_usd"] for r in json.loads(run("sessions", "--subagents", "--json"))
            if r["session_id"] == "agent-a1"}
     assert own["agent-a1"] > 0 and listed[A] > own["agent-a1"]   # the subagent's cost is in its session's
+
+
+def test_project_takes_wildcards_literally(projects):
+    """--project is a substring of the project folder's name, its _ and %
+    taken as themselves (not LIKE's wildcards), --gone's as well."""
+    session(projects / "-work-my_app" / f"{A}.jsonl", A, [10_000])
+    session(projects / "-work-myxapp" / f"{B}.jsonl", B, [10_000])
+    session(projects / "-work-100%" / f"{C}.jsonl", C, [10_000])
+    run("refresh")
+
+    def ids(*args):
+        return sorted(r["session_id"] for r in json.loads(run("sessions", "--json", *args)))
+    assert ids("--project", "_") == [A]
+    assert ids("--project", "%") == [C]
+    assert ids("--project", "MY_APP") == [A]  # ASCII case ignored, as before
+    assert ids("--project", "\\") == []
+    assert ids("--project", "app") == [A, B]
+    for sid in (A, B):
+        next(projects.glob(f"*/{sid}.jsonl")).unlink()
+    run("refresh")
+    assert ids("--gone", "--project", "_") == [A]
+    assert ids("--gone", "--project", "app") == [A, B]

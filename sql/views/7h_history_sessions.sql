@@ -1,8 +1,10 @@
 -- The sessions ~/.claude/history.jsonl names (its prompts carry their
 -- sessionId in newer releases), joined to the catalog: 'on disk',
 -- 'gone' (its transcript vanished after txdb catalogued it: `txdb restore`
--- gives it back) or 'gone before txdb' (swept before txdb ever saw it: its
--- prompts here are all that is left; `txdb history SESSION` prints them).
+-- gives it back), 'pruned' (txdb catalogued it, then `txdb prune` deleted
+-- its archive: table pruned_sessions) or 'gone before txdb' (swept before
+-- txdb ever saw it: its prompts here are all that is left; `txdb history
+-- SESSION` prints them).
 CREATE VIEW history_sessions AS
 SELECT
     h.session_id,
@@ -13,7 +15,9 @@ SELECT
     h.prompts,
     h.first_prompt,
     h.last_prompt,
-    CASE WHEN f.file_id IS NULL THEN 'gone before txdb' WHEN f.on_disk = 0 THEN 'gone' ELSE 'on disk' END AS status,
+    CASE WHEN f.file_id IS NOT NULL THEN CASE WHEN f.on_disk = 0 THEN 'gone' ELSE 'on disk' END
+         WHEN EXISTS (SELECT 1 FROM pruned_sessions p WHERE p.session_id = h.session_id AND p.kind = 'session')
+         THEN 'pruned' ELSE 'gone before txdb' END AS status,
     f.file_id
 FROM (
     SELECT session_id, max(project) AS project, max(cwd) AS cwd, count(*) AS prompts,

@@ -18,9 +18,10 @@ from txdb.catalog import sqlutil
 from txdb.model import regular, tokens
 from txdb.errors import CatalogError, NoCatalog, QueryError, QueryRefused
 
-# The names its callers use (db.rows, db.transaction); defined below cost.py.
+# The names its callers use (db.rows, db.transaction, db.like_literal); defined below cost.py.
 rows = sqlutil.rows
 transaction = sqlutil.transaction
+like_literal = sqlutil.like_literal
 
 # Transcripts are private: every file txdb creates is readable by its owner only.
 FILE_MODE = 0o600

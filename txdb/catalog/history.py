@@ -10,9 +10,10 @@ sessions swept before txdb saw them.
 ``refresh_history`` reads a history file from its cursor (a file that only
 grew) or from the start (a shorter, replaced or rewritten one), streaming, in
 one transaction; a prompt is keyed by its line's sha256, so lines read again
-are skipped and prompts Claude Code pruned stay. A FIFO, a symlink, an
-unreadable file, malformed or oversized lines are one warning each file,
-never a stopped refresh.
+are skipped and prompts Claude Code pruned stay. A line is parsed as a
+session file's is (a lone surrogate escape is kept as U+FFFD). A FIFO, a
+symlink, an unreadable file, malformed or oversized lines are one warning
+each file, never a stopped refresh.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
-
 from txdb.catalog import db
 from txdb.config import project_folder
+from txdb.model.lines import parse_line
 from txdb.model.regular import open_regular
 
 NAME = "history.jsonl"
@@ -45,6 +45,7 @@ class HistoryStats:
     lines: int = 0       # complete lines read this time
     prompts: int = 0     # prompts new to the catalog
     skipped: int = 0     # malformed or oversized lines
+    recovered: int = 0   # lines read only by the forgiving parse (a lone surrogate, invalid UTF-8, glued objects)
 
 
 def history_paths(roots: list[Path]) -> list[Path]:
@@ -88,15 +89,24 @@ def _str(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def row(line: bytes, source: str) -> tuple | None:
-    """The ``history`` row of one line (without its newline), or None for a
-    line that is not a JSON object."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict):
-        return None
+def rows(line: bytes, source: str) -> tuple[list[tuple], bool]:
+    """The ``history`` rows of one line (without its newline), parsed as
+    refresh parses a session file's line (``lines.parse_line``): strictly,
+    else forgivingly (a lone surrogate escape, which JavaScript's
+    JSON.stringify writes, or invalid UTF-8 as U+FFFD; objects glued on one
+    line, each its own prompt keyed by its own bytes); and whether it took
+    the forgiving path. No rows: the line holds no JSON object."""
+    parsed = parse_line(line)
+    whole = len(parsed.objects) == 1
+    out = []
+    for start, length, obj in parsed.objects:
+        piece = line[start:start + length]
+        out.append(_row(obj, hashlib.sha256(line if whole else piece).hexdigest(), source,
+                        piece.decode("utf-8", "replace")))
+    return out, parsed.recovered and bool(out)
+
+
+def _row(obj: dict, key: str, source: str, raw: str) -> tuple:
     pastes = obj.get("pastedContents")
     texts = []
     if isinstance(pastes, dict):
@@ -105,10 +115,9 @@ def row(line: bytes, source: str) -> tuple | None:
                 texts.append(p["content"])
     ms = _ms(obj.get("timestamp"))
     cwd = _str(obj.get("project"))
-    return (hashlib.sha256(line).hexdigest(), source, ms, _iso(ms), _str(obj.get("sessionId")), cwd,
+    return (key, source, ms, _iso(ms), _str(obj.get("sessionId")), cwd,
             project_folder(cwd) if cwd else None, _str(obj.get("display")),
-            len(pastes) if isinstance(pastes, dict) else 0, "\n\n".join(texts) or None,
-            line.decode("utf-8", "replace"))
+            len(pastes) if isinstance(pastes, dict) else 0, "\n\n".join(texts) or None, raw)
 
 
 _INSERT = ("INSERT OR IGNORE INTO history (line_sha256, source, timestamp_ms, timestamp, session_id, cwd, project, "
@@ -166,15 +175,17 @@ def refresh_history(conn: sqlite3.Connection, path: Path, warnings: list[str],
                 body = line.rstrip(b"\r\n")
                 if not body.strip():
                     continue
-                r = row(body, source)
-                if r is None:
+                found, recovered = rows(body, source)
+                if not found:
                     bad.append(lineno)
                     continue
-                c = conn.execute(_INSERT, r)
-                if c.rowcount == 1:
-                    stats.prompts += 1
-                    conn.execute("INSERT INTO history_fts (rowid, display, pasted_text) VALUES (?, ?, ?)",
-                                 (c.lastrowid, r[7], r[9]))
+                stats.recovered += recovered
+                for r in found:
+                    c = conn.execute(_INSERT, r)
+                    if c.rowcount == 1:
+                        stats.prompts += 1
+                        conn.execute("INSERT INTO history_fts (rowid, display, pasted_text) VALUES (?, ?, ?)",
+                                     (c.lastrowid, r[7], r[9]))
             conn.execute(
                 "INSERT OR REPLACE INTO history_files (path, size, inode, mtime_ns, head_sha, cursor, lines, "
                 "refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
@@ -205,8 +216,8 @@ def sessions(conn: sqlite3.Connection, before_txdb: bool = False, project: str |
     if before_txdb:
         where.append("status = 'gone before txdb'")
     if project:
-        where.append("project LIKE ?")
-        params.append(f"%{project}%")
+        where.append("project LIKE ? ESCAPE '\\'")  # contains it, taken literally
+        params.append(f"%{db.like_literal(project)}%")
     sql = "SELECT * FROM history_sessions" + (" WHERE " + " AND ".join(where) if where else "")
     sql += " ORDER BY last_prompt DESC"
     if limit:
@@ -219,4 +230,4 @@ def prompts(conn: sqlite3.Connection, session_prefix: str) -> list[dict]:
     """Every prompt of the sessions whose id starts with ``session_prefix``, oldest first."""
     return db.rows(conn, "SELECT session_id, timestamp, cwd, display, pasted, pasted_text FROM history "
                          "WHERE session_id LIKE ? ESCAPE '\\' ORDER BY session_id, timestamp_ms, id",
-                   (session_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
+                   (db.like_literal(session_prefix) + "%",))

@@ -301,8 +301,8 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
     where = ["1 = 1"]
     params: list = []
     if project:
-        where.append("project LIKE ?")
-        params.append(f"%{project}%")
+        where.append("project LIKE ? ESCAPE '\\'")  # contains it, taken literally
+        params.append(f"%{db.like_literal(project)}%")
     if not include_subagents:
         where.append("parent_session_id IS NULL")
     orders = {
@@ -334,8 +334,8 @@ def gone_sessions(conn, project: str | None = None, limit: int | None = None) ->
     """Sessions whose file vanished from disk, newest loss first (view gone_sessions)."""
     sql, params = "SELECT * FROM gone_sessions", []
     if project:
-        sql += " WHERE project LIKE ?"
-        params.append(f"%{project}%")
+        sql += " WHERE project LIKE ? ESCAPE '\\'"
+        params.append(f"%{db.like_literal(project)}%")
     if limit:
         sql += " LIMIT ?"
         params.append(limit)

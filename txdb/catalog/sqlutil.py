@@ -1,4 +1,5 @@
-"""SQL helpers below every catalog module: a transaction and rows as dicts.
+"""SQL helpers below every catalog module: a transaction, rows as dicts and a
+LIKE pattern that matches a text literally.
 Kept apart from db.py so that cost.py, which db.py calls on open, needs no db."""
 
 from __future__ import annotations
@@ -27,3 +28,10 @@ def rows(conn: sqlite3.Connection, sql: str, params=()) -> list[dict]:
     cur = conn.execute(sql, params)
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def like_literal(text: str) -> str:
+    """``text`` as a LIKE pattern that matches itself (its ``%``, ``_`` and
+    ``\\`` escaped), for ``LIKE ? ESCAPE '\\'``; add the wildcards around it."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+

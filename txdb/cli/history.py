@@ -22,8 +22,9 @@ from txdb.cli.output import echo, emit_rows, format_options
 def history_cmd(db_path, session, before_txdb, project, limit, fmt):
     """`txdb refresh` reads history.jsonl (beside the projects folder) as it
     grows; a prompt stays in the catalog after Claude Code prunes it. Each
-    session's status: on disk, gone (`txdb restore` gives it back) or gone
-    before txdb (swept before txdb saw it). With SESSION (an id or its
+    session's status: on disk, gone (`txdb restore` gives it back), pruned
+    (its archive deleted by `txdb prune`) or gone before txdb (swept before
+    txdb saw it). With SESSION (an id or its
     first characters), that session's prompts, oldest first. View
     history_sessions, table history; `txdb search` finds prompts too.
 

@@ -263,3 +263,50 @@ def test_moves_cut_off_midway_are_taken_back(tmp_path):
     assert kept.read_bytes() == b"old"
     assert (src / moves[0]).read_bytes() == moves[0].encode()  # back where it was
 
+
+@pytest.mark.parametrize("where", ["manifest", "part"])
+def test_a_generation_past_any_real_one_is_refused(tmp_path, where):
+    """A manifest whose generation (or a part's) is past any count of real
+    updates was taken, and its update named parts part-g1000000000000-*,
+    which the next export then refused as not its own."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    m = orjson.loads((out / MARKER).read_bytes())
+    if where == "manifest":
+        m["generation"] = 999999999999
+    else:
+        first = m["parts"][0]
+        old = out / first["path"]
+        first["path"] = first["path"].replace("/part-0.parquet", "/part-g999999999999-0.parquet")
+        old.rename(out / first["path"])
+    (out / MARKER).write_bytes(orjson.dumps(m))
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == (f"Error: {out / MARKER} is damaged or not txdb's: "
+                        "export into a new folder or add --replace\n" if where == "manifest" else
+                        f"Error: {out / MARKER} names a part file that is not its own: "
+                        "export into a new folder or add --replace\n")
+    assert parts(out) == before
+    assert export(path, out, "--replace").returncode == 0
+    assert export(path, out).returncode == 0
+
+
+def test_an_update_past_the_last_generation_is_refused(tmp_path):
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    m = orjson.loads((out / MARKER).read_bytes())
+    m["generation"] = 10**9
+    (out / MARKER).write_bytes(orjson.dumps(m))
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == f"Error: {out} has been updated 1,000,000,000 times: add --replace to write it anew\n"
+    assert parts(out) == before
+    assert not list(tmp_path.glob("exports/.one.exporting-*"))

@@ -335,6 +335,8 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
             # Past every generation a part is named by too: a new name never lands on a kept part.
             generation = 1 + max([earlier["generation"], *(int(m[1]) for p in earlier["parts"]
                                                           if (m := GENERATION.search(p["path"])))])
+            if generation > MAX_GENERATION:
+                raise ExportError(f"{out} has been updated {MAX_GENERATION:,} times: add --replace to write it anew")
             prefix = f"part-g{generation}-"
             report.incremental = True
             keep, wanted, surgeries = _changed(ro, earlier, state, files, redact)
@@ -463,6 +465,9 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
 
 PART = re.compile(r"part-(?:g[0-9]{1,12}-)?[0-9]{1,12}\.parquet")
 GENERATION = re.compile(r"/part-g([0-9]+)-[0-9]+\.parquet$")
+# Past any count of real updates: a manifest (or a part's name) past it is
+# forged, and an update's parts are never named past it (so past PART's 12 digits).
+MAX_GENERATION = 10**9
 
 
 def _read_manifest(out: Path, redact: bool) -> dict:
@@ -486,7 +491,8 @@ def _read_manifest(out: Path, redact: bool) -> dict:
         raise ExportError(f"{out} holds an export {'with' if data['redacted'] else 'without'} --redact: "
                           f"{'add' if data['redacted'] else 'drop'} --redact, or add --replace to replace it")
     files, parts, gen = data.get("files"), data.get("parts"), data.get("generation")
-    if (not isinstance(files, dict) or not isinstance(parts, list) or type(gen) is not int or gen < 0
+    if (not isinstance(files, dict) or not isinstance(parts, list) or type(gen) is not int
+            or not 0 <= gen <= MAX_GENERATION
             or not isinstance(data.get("surgeries"), str) or not isinstance(data.get("schema"), dict)
             or not all(isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in files.items())):
         raise ExportError(bad)
@@ -502,6 +508,7 @@ def _read_manifest(out: Path, redact: bool) -> dict:
                   and isinstance(p["path"], str))
             folder = f"{table}/project={partition_name(project)}/month={partition_name(month)}/"
             ok = ok and p["path"].startswith(folder) and PART.fullmatch(p["path"][len(folder):]) is not None
+            ok = ok and int(m[1] if (m := GENERATION.search(p["path"])) else 0) <= MAX_GENERATION
         except (KeyError, TypeError, ValueError):
             ok = False
         if not ok or p["path"] in seen:

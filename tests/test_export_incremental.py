@@ -3,6 +3,8 @@ that changed, and the folder then reads as a fresh full export would."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from sessions import append, conversation
 from test_export import build_catalog, duck, export, parquet
 from txdb.catalog import db
 from txdb.cli import cli
-from txdb.catalog.export import MARKER, TABLES
+from txdb.catalog.export import MARKER, TABLES, _move_in
 from txdb.catalog.ingest.store import refresh
 
 pytest.importorskip("pyarrow.parquet")
@@ -193,3 +195,118 @@ def test_parts_an_interrupted_update_left_are_deleted_by_the_next(tmp_path):
     assert not leftover.exists() and mine.read_text() == "not a part"
     mine.unlink()
     assert_reads_as_fresh(path, out, tmp_path / "fresh")
+
+
+def listed_parts(out: Path) -> set[str]:
+    """Every part file a reader globbing the folder sees (through links too)."""
+    return {(Path(d) / n).relative_to(out).as_posix()
+            for d, _, names in os.walk(out, followlinks=True) for n in names if n.endswith(".parquet")}
+
+
+def assert_no_row_twice(out: Path) -> None:
+    for table in TABLES:
+        got = table_rows(out, table)
+        assert len(got) == len(set(got)), table
+
+
+def test_an_update_refused_midway_leaves_the_folder_as_its_manifest_names(tmp_path):
+    """A partition folder swapped for a link (to a copy of itself) is refused,
+    and it was refused after the new parts of the tables before it (files,
+    sessions) were moved in beside the parts the manifest names: readers saw
+    their rows twice. Every target is checked before a part is moved."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    manifest = (out / MARKER).read_bytes()
+    named = {p["path"] for p in orjson.loads(manifest)["parts"]}
+    grown = next((out / "records").glob("project=*/month=2026-12")).parent
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(grown, copy)
+    shutil.rmtree(grown)
+    grown.symlink_to(copy)
+    assert listed_parts(out) == named
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == f"Error: {grown} is not a folder of the export: export into a new folder\n"
+    assert (out / MARKER).read_bytes() == manifest
+    assert listed_parts(out) == named
+    assert_no_row_twice(out)
+    assert not list(tmp_path.glob("exports/.one.exporting-*"))
+    grown.unlink()
+    shutil.copytree(copy, grown)
+    r = export(path, out)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"Updated {out}: ")
+    assert_reads_as_fresh(path, out, tmp_path / "fresh")
+
+
+def test_moves_cut_off_midway_are_taken_back(tmp_path):
+    """A rename that fails after others were done (here: its source gone)
+    takes the done ones back, and the folders it made."""
+    src, out = tmp_path / "tmp", tmp_path / "out"
+    (out / "files" / "project=a").mkdir(parents=True)
+    kept = out / "files" / "project=a" / "part-0.parquet"
+    kept.write_bytes(b"old")
+    moves = []
+    for rel in ("files/project=a/part-g1-0.parquet", "sessions/project=a/month=b/part-g1-0.parquet",
+                "records/project=a/part-g1-0.parquet"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(rel.encode())
+        moves.append(rel)
+    (src / moves[-1]).unlink()
+    with pytest.raises(FileNotFoundError):
+        _move_in(src, out, moves)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "files", "files/project=a", "files/project=a/part-0.parquet"]
+    assert kept.read_bytes() == b"old"
+    assert (src / moves[0]).read_bytes() == moves[0].encode()  # back where it was
+
+
+@pytest.mark.parametrize("where", ["manifest", "part"])
+def test_a_generation_past_any_real_one_is_refused(tmp_path, where):
+    """A manifest whose generation (or a part's) is past any count of real
+    updates was taken, and its update named parts part-g1000000000000-*,
+    which the next export then refused as not its own."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    m = orjson.loads((out / MARKER).read_bytes())
+    if where == "manifest":
+        m["generation"] = 999999999999
+    else:
+        first = m["parts"][0]
+        old = out / first["path"]
+        first["path"] = first["path"].replace("/part-0.parquet", "/part-g999999999999-0.parquet")
+        old.rename(out / first["path"])
+    (out / MARKER).write_bytes(orjson.dumps(m))
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == (f"Error: {out / MARKER} is damaged or not txdb's: "
+                        "export into a new folder or add --replace\n" if where == "manifest" else
+                        f"Error: {out / MARKER} names a part file that is not its own: "
+                        "export into a new folder or add --replace\n")
+    assert parts(out) == before
+    assert export(path, out, "--replace").returncode == 0
+    assert export(path, out).returncode == 0
+
+
+def test_an_update_past_the_last_generation_is_refused(tmp_path):
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    m = orjson.loads((out / MARKER).read_bytes())
+    m["generation"] = 10**9
+    (out / MARKER).write_bytes(orjson.dumps(m))
+    grow_later(tmp_path, "one")
+    refresh_catalog(path, tmp_path / "one-projects")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == f"Error: {out} has been updated 1,000,000,000 times: add --replace to write it anew\n"
+    assert parts(out) == before
+    assert not list(tmp_path.glob("exports/.one.exporting-*"))

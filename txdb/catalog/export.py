@@ -251,12 +251,14 @@ def _new_part(folder: Path, prefix: str = "part-"):
             n += 1
 
 
-def _private_dir(path: Path) -> None:
+def _private_dir(path: Path) -> bool:
+    """Make ``path`` (0700); False when something is there already."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
-        return
+        return False
     os.chmod(path, 0o700)  # whatever the umask
+    return True
 
 
 def _check_target(out: Path, replace: bool) -> bool:
@@ -333,6 +335,8 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
             # Past every generation a part is named by too: a new name never lands on a kept part.
             generation = 1 + max([earlier["generation"], *(int(m[1]) for p in earlier["parts"]
                                                           if (m := GENERATION.search(p["path"])))])
+            if generation > MAX_GENERATION:
+                raise ExportError(f"{out} has been updated {MAX_GENERATION:,} times: add --replace to write it anew")
             prefix = f"part-g{generation}-"
             report.incremental = True
             keep, wanted, surgeries = _changed(ro, earlier, state, files, redact)
@@ -461,6 +465,9 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
 
 PART = re.compile(r"part-(?:g[0-9]{1,12}-)?[0-9]{1,12}\.parquet")
 GENERATION = re.compile(r"/part-g([0-9]+)-[0-9]+\.parquet$")
+# Past any count of real updates: a manifest (or a part's name) past it is
+# forged, and an update's parts are never named past it (so past PART's 12 digits).
+MAX_GENERATION = 10**9
 
 
 def _read_manifest(out: Path, redact: bool) -> dict:
@@ -484,7 +491,8 @@ def _read_manifest(out: Path, redact: bool) -> dict:
         raise ExportError(f"{out} holds an export {'with' if data['redacted'] else 'without'} --redact: "
                           f"{'add' if data['redacted'] else 'drop'} --redact, or add --replace to replace it")
     files, parts, gen = data.get("files"), data.get("parts"), data.get("generation")
-    if (not isinstance(files, dict) or not isinstance(parts, list) or type(gen) is not int or gen < 0
+    if (not isinstance(files, dict) or not isinstance(parts, list) or type(gen) is not int
+            or not 0 <= gen <= MAX_GENERATION
             or not isinstance(data.get("surgeries"), str) or not isinstance(data.get("schema"), dict)
             or not all(isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in files.items())):
         raise ExportError(bad)
@@ -500,6 +508,7 @@ def _read_manifest(out: Path, redact: bool) -> dict:
                   and isinstance(p["path"], str))
             folder = f"{table}/project={partition_name(project)}/month={partition_name(month)}/"
             ok = ok and p["path"].startswith(folder) and PART.fullmatch(p["path"][len(folder):]) is not None
+            ok = ok and int(m[1] if (m := GENERATION.search(p["path"])) else 0) <= MAX_GENERATION
         except (KeyError, TypeError, ValueError):
             ok = False
         if not ok or p["path"] in seen:
@@ -509,22 +518,60 @@ def _read_manifest(out: Path, redact: bool) -> dict:
     return data
 
 
-def _inside(out: Path, rel: str, make: bool = False) -> Path:
-    """``out/rel``, every folder on the way a real folder (not a link)."""
+def _inside(out: Path, rel: str, made: list[Path] | None = None) -> Path:
+    """``out/rel``, every folder on the way a real folder (not a link);
+    with ``made``, the missing ones are made (and added to it)."""
     folder = out
     *dirs, name = rel.split("/")
     for d in dirs:
         folder = folder / d
-        if make:
-            _private_dir(folder)
+        if made is not None and _private_dir(folder):
+            made.append(folder)
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise ExportError(f"{folder} is not a folder of the export: export into a new folder")
     return folder / name
 
 
+def _free(out: Path, rel: str, made: list[Path] | None = None) -> Path:
+    """``out/rel`` (as ``_inside``), refused when something is there."""
+    target = _inside(out, rel, made)
+    if target.exists() or target.is_symlink():
+        raise ExportError(f"{target} is in the way of a new part file: export into a new folder")
+    return target
+
+
+def _move_in(src: Path, out: Path, rels: list[str], commit: Callable[[], None] = lambda: None) -> None:
+    """Rename each ``src/rel`` to ``out/rel``, then ``commit()``; when any
+    of it fails, the files moved go back and the folders made are removed
+    (``out`` is left as it was), and the error is raised."""
+    moved: list[str] = []
+    made: list[Path] = []
+    try:
+        for rel in rels:
+            os.rename(src / rel, _free(out, rel, made))
+            moved.append(rel)
+        commit()
+    except BaseException:
+        for rel in reversed(moved):
+            try:
+                os.rename(out / rel, src / rel)
+            except OSError:
+                try:
+                    os.unlink(out / rel)
+                except OSError:
+                    pass
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+
+
 def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier: dict) -> None:
-    """Move the new part files into ``out``, then the manifest (the update is
-    then done: a crash before leaves the earlier manifest, and the next
+    """Check every target, move the new part files into ``out``, then the
+    manifest (the update is then done: a refusal or failure before leaves
+    ``out`` as the earlier manifest names it, and after a crash the next
     export deletes parts it does not name), then delete superseded parts."""
     named = {p["path"] for p in manifest["parts"]}
     listed = named | {p["path"] for p in earlier["parts"]}
@@ -536,18 +583,19 @@ def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier:
                     rel = (Path(dirpath) / n).relative_to(out).as_posix()
                     if PART.fullmatch(n) and rel not in listed:
                         os.unlink(Path(dirpath) / n)
-    for p in manifest["parts"]:
-        src = tmp / p["path"]
-        if src.exists():
-            target = _inside(out, p["path"], make=True)
-            if target.exists() or target.is_symlink():
-                raise ExportError(f"{target} is in the way of a new part file: export into a new folder")
-            os.rename(src, target)
+    # Every target checked before any part is moved: a part moved in beside
+    # the parts the manifest names would be read twice.
+    new = [p["path"] for p in manifest["parts"] if (tmp / p["path"]).exists()]
+    for rel in new:
+        _free(out, rel)
+    for p in earlier["parts"]:
+        if p["path"] not in named:
+            _inside(out, p["path"])
     rows = {t: 0 for t in TABLES}
     for p in manifest["parts"]:
         rows[p["table"]] += p["rows"]
     _write_marker(tmp, report, manifest, rows)
-    os.replace(tmp / MARKER, out / MARKER)
+    _move_in(tmp, out, new, lambda: os.replace(tmp / MARKER, out / MARKER))
     for p in earlier["parts"]:
         if p["path"] not in named:
             target = _inside(out, p["path"])

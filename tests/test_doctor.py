@@ -63,6 +63,8 @@ def test_a_value_claude_code_refuses_is_reported_and_not_used(box, bad):
     assert (r.days, r.scope) == (60, "user")
     [refused] = [s for s in r.found if s.scope == "project"]
     assert refused.value == bad and not refused.used and "refuses" in refused.problem
+    # a schema error while a file sets cleanupPeriodDays: Claude Code skips the cleanup altogether
+    assert "refuses" in r.skipped
 
 
 def test_a_settings_file_that_is_not_json_or_not_a_file_is_named(box):
@@ -72,6 +74,7 @@ def test_a_settings_file_that_is_not_json_or_not_a_file_is_named(box):
     assert r.days == 30
     assert {(s.scope, s.problem) for s in r.found} == {("user", "not valid JSON"),
                                                        ("project", "a FIFO, not a regular file")}
+    assert "cannot be read or parsed" in r.skipped  # and Claude Code skips the cleanup
 
 
 def _age(path: Path, days: float) -> None:
@@ -181,3 +184,141 @@ def test_the_cli_reports_it_and_json_carries_it_all(box, monkeypatch):
 
     r = run("doctor", "--db", box["db"].with_name("none.db"))
     assert r.exit_code == 1 and r.output.startswith("Error:")
+
+
+def _refresh(box) -> None:
+    run("refresh", "--db", box["db"], "--root", box["cfg"] / "projects", ok=True)
+
+
+def _cli(box, monkeypatch, *args, ok=True):
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
+    if not box["db"].exists():
+        _refresh(box)
+    return run("doctor", "--db", box["db"], "--cwd", box["cwd"], *args, ok=ok)
+
+
+def _sessions(box) -> list[Path]:
+    return sorted(p for p in (box["cfg"] / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-"))
+
+
+def test_a_cutoff_before_year_one_leaves_nothing_due(box, monkeypatch):
+    (box["cfg"] / "settings.json").write_text('{"cleanupPeriodDays": 999999}')
+    _refresh(box)
+    _age(_sessions(box)[0], 4000)
+    r = _cli(box, monkeypatch, "--within", "1e9")
+    assert "cleanupPeriodDays = 999999" in r.output and "the cutoff falls before the year 1" in r.output
+    assert "Due within 1e+09 days: 0 sessions" in r.output
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["retention"]["cutoff"] is None and got["retention"]["days"] == 999999 and got["due"] == []
+
+
+def test_settings_nested_deeply_are_named_never_raised(box, monkeypatch):
+    user = box["cfg"] / "settings.json"
+    local = box["cwd"] / ".claude" / "settings.local.json"  # a cloned repo's, read with --cwd
+    user.write_text('{"hooks":' + "[" * 300 + "]" * 300 + "}")
+    local.write_text('{"cleanupPeriodDays":' + "[" * 1000 + "]" * 1000 + "}")
+    for args in ((), ("--json",)):
+        r = _cli(box, monkeypatch, *args)
+        assert "a list, not a whole number of days" in r.output
+    assert "Hook: not installed" in _cli(box, monkeypatch).output
+    local.write_text('{"cleanupPeriodDays":' + "[" * 5000 + "]" * 5000 + "}")  # deeper than Python's parsers go
+    for args in ((), ("--json",)):
+        r = _cli(box, monkeypatch, *args)
+        assert "nested too deeply for txdb doctor to read" in r.output
+
+
+@pytest.mark.parametrize("within", ["nan", "inf", "-inf", "-1"])
+def test_within_is_a_finite_number_of_days(box, monkeypatch, within):
+    r = _cli(box, monkeypatch, "--within", within, ok=False)
+    assert r.exit_code == 2 and "Error: Invalid value for '--within'" in r.output
+
+
+def test_subagent_transcripts_without_their_session_file_are_due_on_their_own(box, monkeypatch):
+    projects = box["cfg"] / "projects"
+    old_style = projects / "-Users-dain-workspace-coderabbit-review-helper" / "agent-1d78a5e5.jsonl"
+    parent = "8a69e93c-e842-471d-a053-5c316757e5e9"  # its lines' sessionId; no such session file
+    layout = next(projects.glob("-experiments-worktrees/*/subagents/agent-*.jsonl"))
+    sid = layout.parent.parent.name
+    _refresh(box)
+    layout.parent.parent.with_suffix(".jsonl").unlink()  # Claude Code swept the session file, not the subagent's
+    _age(old_style, 40)
+    _age(layout, 29)
+    due = {d["session_id"]: d for d in json.loads(_cli(box, monkeypatch, "--json").output)["due"]}
+    assert due[parent]["lone"] and due[parent]["path"] == str(old_style) and due[parent]["files"] == 1
+    assert due[parent]["whole"] and due[parent]["deleted_in_days"] == 0
+    assert due[sid]["lone"] and due[sid]["path"] == str(layout) and due[sid]["whole"]
+    assert due[sid]["deleted_in_days"] == pytest.approx(1, abs=0.01)
+    out = _cli(box, monkeypatch).output
+    assert f"{parent} -Users-dain-workspace-coderabbit-review-helper (subagent transcript without the session " \
+           "file) at Claude Code's next start: held whole" in out
+
+    # its session file there: the old release's transcript goes with it, as the catalog's parent_session_id says
+    session = old_style.with_name(parent + ".jsonl")
+    session.write_bytes(next(projects.glob("-Users-dain-workspace-coderabbit-review-helper/1ca*.jsonl")).read_bytes())
+    _age(session, 40)
+    due = {d["session_id"]: d for d in json.loads(_cli(box, monkeypatch, "--json").output)["due"]}
+    assert not due[parent]["lone"] and due[parent]["path"] == str(session) and due[parent]["files"] == 2
+    assert due[parent]["not_whole"] == [str(session)]  # the session file is not catalogued, its subagent's is
+
+
+def _settings_case(box, case):
+    user, local = box["cfg"] / "settings.json", box["cwd"] / ".claude" / "settings.local.json"
+    if case == "not json":
+        user.write_text("{not json")
+    elif case == "zero":
+        local.write_text('{"cleanupPeriodDays": 0}')
+    elif case == "refused desktop":
+        local.write_text('{"desktopSessionCleanupPeriodDays": -1}')
+        user.write_text('{"desktopSessionCleanupPeriodDays": 5}')
+    elif case == "empty, recent":
+        user.write_text("")
+    elif case == "empty, old":
+        user.write_text("")
+        _age(user, 31)
+    elif case == "whitespace":
+        user.write_text(" \n")
+        _age(user, 1)
+
+
+@pytest.mark.parametrize("case, skipped", [
+    ("not json", "cannot be read or parsed (not valid JSON)"),
+    ("zero", "holds a cleanupPeriodDays Claude Code refuses"),
+    ("refused desktop", "holds a desktopSessionCleanupPeriodDays Claude Code refuses"),
+    ("empty, recent", "is empty and was written within the last 30 days"),
+    ("empty, old", None),
+    ("whitespace", None),
+])
+def test_doctor_says_when_claude_code_skips_the_cleanup(box, monkeypatch, case, skipped):
+    old = _sessions(box)[0]
+    _age(old, 40)
+    _settings_case(box, case)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    if skipped is None:
+        assert got["retention"]["skipped"] is None and got["retention"]["found"] == [] and any(d["path"] == str(old) for d in got["due"])
+        return
+    assert skipped in got["retention"]["skipped"] and got["due"] == []
+    out = _cli(box, monkeypatch).output
+    assert out.startswith("Retention: cleanup skipped: ") and "Claude Code deletes no transcript" in out
+    assert "Due within 7 days: 0 sessions" in out
+
+
+def test_managed_settings_that_set_the_period_run_the_cleanup_whatever_else(box):
+    settings(box["managed"], cleanupPeriodDays=10)
+    (box["cfg"] / "settings.json").write_text("{not json")
+    r = retention(box)
+    assert (r.days, r.scope, r.skipped) == (10, "managed", None)
+    settings(box["managed"], cleanupPeriodDays=0)  # refused: as if it set nothing
+    r = retention(box)
+    assert r.days == 30 and "cannot be read or parsed" in r.skipped
+    (box["cfg"] / "settings.json").write_text("{}")
+    assert retention(box).skipped is None  # no file but the managed one sets it
+
+
+@pytest.mark.parametrize("text, days", [("60.0", 60), ("1e2", 100), ("6E1", 60), ("1e400", None), ("60.5", None)])
+def test_a_value_is_read_as_javascript_reads_it(box, monkeypatch, text, days):
+    (box["cfg"] / "settings.json").write_text('{"cleanupPeriodDays": %s}' % text)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)["retention"]
+    if days is None:
+        assert got["days"] == 30 and "refuses" in got["skipped"]
+    else:
+        assert (got["days"], got["scope"], got["skipped"]) == (days, "user", None)

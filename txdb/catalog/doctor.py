@@ -6,13 +6,23 @@ Claude Code deletes a transcript at start-up once its mtime is older than
 those with ``mtime < now - period``. The setting is read from the settings
 files, the one of highest precedence winning: managed settings, the
 project's ``.claude/settings.local.json``, its ``.claude/settings.json``,
-then the user's ``<config dir>/settings.json``. A value that is not a
-positive integer is refused by Claude Code (and reported here, not used).
+then the user's ``<config dir>/settings.json``. The value is a JavaScript
+number, so ``60.0`` and ``1e2`` are the whole numbers 60 and 100.
+
+Claude Code (2.1.332) skips the cleanup altogether, unless managed settings
+set the period, when a settings file has an error and one of them cannot be
+read or parsed (``settings_unknowable``), or sets ``cleanupPeriodDays``
+(``settings_invalid_key_set``; a value it refuses is such an error), or
+the user's sets ``desktopSessionCleanupPeriodDays``; also while the user's
+settings file is empty and less than 30 days old and no file sets the
+period. :func:`retention` says so in ``skipped``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import sqlite3
 import time
@@ -25,11 +35,15 @@ import orjson
 from txdb.catalog import cost
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
-from txdb.model.regular import open_regular, read_regular
+from txdb.model.paths import SESSION_SUFFIX, parent_session
+from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
 DAY_S = 86400
-SETTINGS_LIMIT = 1024 * 1024  # a settings file larger than this is not read
+SETTINGS_LIMIT = 2 * 1024 * 1024  # Claude Code reads no settings file larger than this
+JS_DATE_MS = 8.64e15  # the range of a JavaScript Date: a cutoff beyond it and Claude Code deletes nothing
+TOO_DEEP = "nested too deeply for txdb doctor to read: what it sets is not known here"
+KEYS = ("cleanupPeriodDays", "desktopSessionCleanupPeriodDays")  # a set one and an error: no cleanup
 MANAGED_SETTINGS = (Path("/Library/Application Support/ClaudeCode/managed-settings.json")
                     if os.uname().sysname == "Darwin" else Path("/etc/claude-code/managed-settings.json"))
 PLUGIN_KEY = "txdb@txdb"  # plugin@marketplace, as `txdb plugin` installs it
@@ -39,9 +53,10 @@ PLUGIN_KEY = "txdb@txdb"  # plugin@marketplace, as `txdb plugin` installs it
 class SettingsValue:
     path: str
     scope: str  # managed, local, project, user
-    value: object  # what the file holds (absent files are not listed)
+    value: object  # what the file holds, if a JSON scalar (absent files are not listed)
     used: bool = False
     problem: str | None = None
+    key: str = "cleanupPeriodDays"  # or desktopSessionCleanupPeriodDays (listed when refused)
 
 
 @dataclass
@@ -49,20 +64,23 @@ class Retention:
     days: int
     source: str  # the file it comes from, or "default"
     scope: str  # managed, local, project, user, default
-    cutoff: str  # files with an older mtime go at Claude Code's next start (ISO 8601 UTC)
+    cutoff: str | None  # files with an older mtime go at Claude Code's next start (ISO 8601 UTC);
+    # None: before year 1 (or the start of JavaScript's dates), so no transcript is that old
     found: list[SettingsValue] = field(default_factory=list)
+    skipped: str | None = None  # why Claude Code skips the cleanup altogether (None: it runs)
 
 
 @dataclass
 class DueSession:
     session_id: str
     project: str | None
-    path: str
-    mtime: str  # ISO 8601 UTC
+    path: str  # the session file; for subagent transcripts without one, the first of them to go
+    mtime: str | None  # ISO 8601 UTC (None: out of the calendar's range)
     deleted_in_days: float  # <= 0: at Claude Code's next start
     files: int  # the session file and its subagent transcripts
     whole: bool  # every one catalogued to its last byte: `txdb restore` gives it back
     not_whole: list[str] = field(default_factory=list)
+    lone: bool = False  # subagent transcripts whose session file is not on disk
 
 
 @dataclass
@@ -91,8 +109,22 @@ class DoctorReport:
         return asdict(self)
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _iso(t: float) -> str | None:
+    """``t`` (s since the epoch) in ISO 8601 UTC; None outside years 1 to 9999."""
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _cutoff(now: float, days: int) -> float | None:
+    """``now`` minus ``days`` days; None when JavaScript's Date cannot hold
+    it (Claude Code then deletes nothing) or the calendar has no such date."""
+    try:
+        t = now - float(days) * DAY_S
+    except OverflowError:
+        return None
+    return t if abs(t * 1000) <= JS_DATE_MS and _iso(t) is not None else None
 
 
 def settings_files(config_dir: Path, cwd: Path, managed: Path | None = None) -> list[tuple[str, Path]]:
@@ -101,19 +133,54 @@ def settings_files(config_dir: Path, cwd: Path, managed: Path | None = None) -> 
             ("project", cwd / ".claude" / "settings.json"), ("user", config_dir / "settings.json")]
 
 
+def _reject(name: str):
+    raise ValueError(name)  # NaN and Infinity: Python's json reads them, JavaScript's JSON.parse does not
+
+
 def _load(path: Path) -> tuple[dict | None, str | None]:
-    """The settings object at ``path`` (None when absent), or what is wrong with it."""
+    """The settings object at ``path`` (None when absent; an empty file is
+    none, as Claude Code reads it), or what is wrong with it. Parsed as
+    JavaScript's JSON.parse would: 1e400 is read (as infinity), a file
+    nested too deeply for Python is named, never raised."""
     try:
         data = read_regular(path, limit=SETTINGS_LIMIT)
     except FileNotFoundError:
         return None, None
+    except TooLarge:
+        return None, f"over {SETTINGS_LIMIT:,} bytes: Claude Code does not read it"
     except OSError as e:
         return None, e.strerror or type(e).__name__
+    if not data.strip():
+        return {}, None
     try:
         obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None, "not valid JSON"
+    except orjson.JSONDecodeError:  # out of orjson's range (1e400, 1025 levels deep), or not JSON
+        try:
+            obj = json.loads(data, parse_constant=_reject)
+        except RecursionError:
+            return None, TOO_DEEP
+        except ValueError:
+            return None, "not valid JSON"
     return (obj, None) if isinstance(obj, dict) else (None, "not a JSON object")
+
+
+def _whole_days(v: object, least: int) -> int | None:
+    """``v`` as the whole number of days Claude Code's schema takes (a JSON
+    number that is an integer: 60.0 is 60), at least ``least``; else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        return None
+    return int(v) if v >= least else None
+
+
+def _scalar(v: object) -> object:
+    """``v`` if a JSON scalar, else None (a list or object is never shown: it may nest 1000 levels deep)."""
+    return v if v is None or isinstance(v, (bool, int, float, str)) else None
+
+
+def _kind(v: object) -> str:
+    return "a list" if isinstance(v, list) else "an object" if isinstance(v, dict) else ""
 
 
 def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: float | None = None) -> Retention:
@@ -121,23 +188,63 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
     now = time.time() if now is None else now
     found: list[SettingsValue] = []
     chosen: SettingsValue | None = None
+    days = DEFAULT_DAYS
+    unreadable: list[SettingsValue] = []  # files Claude Code cannot read or parse
+    refused: list[SettingsValue] = []  # values it refuses (errors of its schema)
+    sets: dict[str, list[str]] = {k: [] for k in KEYS}  # the files, other than managed settings, that set each
     for scope, path in settings_files(config_dir, cwd, managed):
         obj, problem = _load(path)
         if problem:
-            found.append(SettingsValue(str(path), scope, None, problem=problem))
+            sv = SettingsValue(str(path), scope, None, problem=problem)
+            found.append(sv)
+            if problem != TOO_DEEP:  # Claude Code reads that one (it nests as deep as it likes)
+                unreadable.append(sv)
             continue
-        if obj is None or "cleanupPeriodDays" not in obj:
+        if obj is None:
+            continue
+        for key in KEYS:
+            if key in obj and scope != "managed":
+                sets[key].append(str(path))
+        if "desktopSessionCleanupPeriodDays" in obj and _whole_days(obj["desktopSessionCleanupPeriodDays"], 0) is None:
+            v = obj["desktopSessionCleanupPeriodDays"]
+            refused.append(SettingsValue(str(path), scope, _scalar(v), key="desktopSessionCleanupPeriodDays",
+                                         problem=(f"{_kind(v) + ', ' if _kind(v) else ''}not a whole number "
+                                                  "of days of at least 0: Claude Code refuses it")))
+        if "cleanupPeriodDays" not in obj:
             continue
         v = obj["cleanupPeriodDays"]
-        sv = SettingsValue(str(path), scope, v)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            sv.problem = "not a whole number of days of at least 1: Claude Code refuses it"
+        sv = SettingsValue(str(path), scope, _scalar(v))
+        n = _whole_days(v, 1)
+        if n is None:
+            sv.problem = (f"{_kind(v) + ', ' if _kind(v) else ''}not a whole number of days of at least 1: "
+                          "Claude Code refuses it")
+            refused.append(sv)
         elif chosen is None:
-            chosen, sv.used = sv, True
+            chosen, sv.used, days = sv, True, n
         found.append(sv)
-    days = int(chosen.value) if chosen else DEFAULT_DAYS  # type: ignore[call-overload]
-    return Retention(days=days, source=chosen.path if chosen else "default", scope=chosen.scope if chosen else "default",
-                     cutoff=_iso(now - days * DAY_S), found=found)
+    found += [r for r in refused if r not in found]
+    cut = _cutoff(now, days)
+    ret = Retention(days=days, source=chosen.path if chosen else "default",
+                    scope=chosen.scope if chosen else "default", cutoff=None if cut is None else _iso(cut), found=found)
+    if chosen is not None and chosen.scope == "managed":
+        return ret  # Claude Code runs the cleanup whatever the other files hold
+    user = config_dir / "settings.json"
+    try:
+        st = os.stat(user)
+    except OSError:
+        st = None
+    if chosen is None and st is not None and st.st_size == 0 and now - DEFAULT_DAYS * DAY_S < st.st_mtime <= now:
+        ret.skipped = (f"{user} is empty and was written within the last {DEFAULT_DAYS} days "
+                       "(Claude Code waits until it is older or holds settings)")
+    elif unreadable:
+        ret.skipped = f"{unreadable[0].path} cannot be read or parsed ({unreadable[0].problem})"
+    elif refused and sets["cleanupPeriodDays"]:
+        ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses, and "
+                       f"{sets['cleanupPeriodDays'][0]} sets cleanupPeriodDays")
+    elif refused and str(user) in sets["desktopSessionCleanupPeriodDays"]:
+        ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses, and {user} "
+                       "sets desktopSessionCleanupPeriodDays")
+    return ret
 
 
 def _sha256(path: str) -> str | None:
@@ -161,6 +268,51 @@ def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) ->
     return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
 
 
+def _strings(v: object):
+    """Every string (keys too) in the JSON value ``v``, however deeply it nests (no recursion)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            yield x
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, list[Found]],
+                                                                   dict[str, tuple[str, list[Found]]]]:
+    """The subagent transcripts by the path of the session file they belong
+    with: those whose session file is on disk, and the lone ones (with the
+    parent session's id, else the transcript's own name, as their group's
+    session id; a transcript of no known parent is a group of its own). A transcript in a
+    ``<sid>/subagents`` folder belongs with ``<sid>.jsonl`` beside that
+    folder; an older release's ``agent-*.jsonl`` beside the sessions, with
+    the session its lines name (``sessions.parent_session_id``) in the same
+    folder; one the catalog lacks has no known parent."""
+    sessions = {f.path for f in found if f.kind == "session"}
+    with_session: dict[str, list[Found]] = {}
+    lone: dict[str, tuple[str, list[Found]]] = {}
+    for f in found:
+        if f.kind != "subagent":
+            continue
+        if f.parent_session_id is not None:
+            pid: str | None = f.parent_session_id
+            home = str(parent_session(f.path))
+        else:
+            row = conn.execute("SELECT s.parent_session_id FROM sessions s JOIN files fi ON fi.id = s.file_id "
+                               "WHERE fi.path = ?", (f.path,)).fetchone()
+            pid = row[0] if row else None
+            home = str(Path(f.path).with_name(pid + SESSION_SUFFIX)) if pid else f.path
+        if home in sessions:
+            with_session.setdefault(home, []).append(f)
+        else:
+            lone.setdefault(home, (pid or Path(f.path).stem, []))[1].append(f)
+    return with_session, lone
+
+
 def hook_status(config_dir: Path, cwd: Path, managed: Path | None = None) -> Hook:
     """Whether Claude Code runs txdb's hook: the plugin enabled in a settings file, or a hook naming txdb-hook."""
     info = plugin_info()
@@ -172,7 +324,7 @@ def hook_status(config_dir: Path, cwd: Path, managed: Path | None = None) -> Hoo
         enabled = obj.get("enabledPlugins")
         if isinstance(enabled, dict) and enabled.get(PLUGIN_KEY) is True:
             how.append(f"plugin {PLUGIN_KEY} enabled in {path}")
-        if info.hook_command.encode() in orjson.dumps(obj.get("hooks")):
+        if any(info.hook_command in t for t in _strings(obj.get("hooks"))):
             how.append(f"a hook runs {info.hook_command} in {path}")
     return Hook(installed=bool(how) and info.hook_found is not None, how=how, command_on_path=info.hook_found)
 
@@ -191,26 +343,25 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     ret = retention(config_dir, cwd, managed, now)
     unreadable: list[Unreadable] = []
     found = discover(roots, unreadable)
-    subagents: dict[tuple[str | None, str | None], list[Found]] = {}
-    for f in found:
-        if f.kind == "subagent":
-            subagents.setdefault((f.project, f.parent_session_id), []).append(f)
+    with_session, lone = _groups(conn, found)
     known = {p for (p,) in conn.execute("SELECT path FROM files")}
     not_catalogued = [f.path for f in found if f.path not in known]
     stale = [f.path for f in found if f.path in known and not _whole(conn, f)]
     due = []
-    for f in found:
-        if f.kind != "session":
-            continue
+    # Nothing is due when Claude Code skips the cleanup, or its cutoff is older than any file can be.
+    deletes = ret.skipped is None and ret.cutoff is not None
+    groups = [(Path(f.path).stem, f, [f] + with_session.get(f.path, []), False) for f in found if f.kind == "session"]
+    for sid, files in lone.values():
+        first = min(files, key=lambda g: g.stat.st_mtime)  # each goes by its own mtime: the oldest first
+        groups.append((sid, first, files, True))
+    for sid, f, group, is_lone in groups if deletes else []:
         left = (f.stat.st_mtime + ret.days * DAY_S - now) / DAY_S
         if left > within_days:
             continue
-        stem = Path(f.path).stem
-        group = [f] + subagents.get((f.project, stem), [])
         missing = [g.path for g in group if not _whole(conn, g, hash_if_touched=True)]
-        due.append(DueSession(session_id=stem, project=f.project, path=f.path, mtime=_iso(f.stat.st_mtime),
+        due.append(DueSession(session_id=sid, project=f.project, path=f.path, mtime=_iso(f.stat.st_mtime),
                               deleted_in_days=round(max(left, 0.0), 2), files=len(group), whole=not missing,
-                              not_whole=missing))
+                              not_whole=missing, lone=is_lone))
     due.sort(key=lambda d: d.deleted_in_days)
     prices = cost.price_source(conn)
     if prices["data_date"] is None:  # a catalog that priced nothing yet: the library's own date

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -11,6 +12,12 @@ from txdb.cli.main import command, db_option, read_catalog, root_option
 from txdb.cli.output import echo, terminal_safe, to_json
 
 SHOWN = 10  # paths named of each list (all of them in --json)
+
+
+def _days(ctx, param, value):
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value:g} is not a finite number of days of at least 0.")
+    return value
 
 
 def _some(paths: list[str]) -> str:
@@ -23,8 +30,8 @@ def _some(paths: list[str]) -> str:
 @root_option
 @click.option("--cwd", type=click.Path(file_okay=False), default=".",
               help="The project whose .claude/settings*.json count (default: here).")
-@click.option("--within", type=click.FloatRange(min=0), default=7, show_default=True,
-              help="List the sessions Claude Code deletes within this many days.")
+@click.option("--within", type=float, callback=_days, default=7, show_default=True,
+              help="List the sessions Claude Code deletes within this many days (a finite number, at least 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_cmd(db_path, roots, cwd, within, as_json):
     """Claude Code deletes a transcript at start-up once its mtime is older
@@ -49,14 +56,22 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         echo(to_json(r.as_dict()))
         return
     ret = r.retention
-    echo(f"Retention: cleanupPeriodDays = {ret.days} ({'Claude Code default' if ret.scope == 'default' else ret.source}); "
-         f"transcripts last modified before {ret.cutoff} go at Claude Code's next start.")
+    setting = f"cleanupPeriodDays = {ret.days} ({'Claude Code default' if ret.scope == 'default' else ret.source})"
+    if ret.skipped:
+        echo(terminal_safe(f"Retention: cleanup skipped: {ret.skipped}; Claude Code deletes no transcript at its "
+                           f"next start (once that is fixed, {setting} applies)."))
+    elif ret.cutoff is None:
+        echo(terminal_safe(f"Retention: {setting}; the cutoff falls before the year 1, so no transcript is old "
+                           "enough to go."))
+    else:
+        echo(terminal_safe(f"Retention: {setting}; transcripts last modified before {ret.cutoff} go at Claude "
+                           "Code's next start."))
     for s in ret.found:
         if s.problem:
-            echo(f"  Note: {s.path}: {s.problem}" + (f" (cleanupPeriodDays = {s.value!r})" if s.value is not None
-                                                     else ""))
+            echo(terminal_safe(f"  Note: {s.path}: {s.problem}" + (f" ({s.key} = {s.value!r})" if s.value is not None
+                                                                   else "")))
         elif not s.used:
-            echo(f"  ({s.path} sets {s.value}, overridden)")
+            echo(terminal_safe(f"  ({s.path} sets {s.value!r}, overridden)"))
     whole = sum(d.whole for d in r.due)
     echo(f"Due within {within:g} days: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
          f"{whole} held whole by the catalog" + ("" if whole == len(r.due) else
@@ -65,7 +80,8 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
         when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {d.deleted_in_days:g} days"
         held = "held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)"
-        echo(terminal_safe(f"    {d.session_id} {d.project} {when}: {held}"))
+        lone = f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else ""
+        echo(terminal_safe(f"    {d.session_id} {d.project}{lone} {when}: {held}"))
     if len(r.due) > SHOWN:
         echo(f"    ... and {len(r.due) - SHOWN} more (--json lists them all)")
     echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued, {len(r.stale)} changed since "

@@ -128,6 +128,27 @@ def test_the_hook_indexes_that_sessions_files_only(home):
     assert not (home / "txdb-hook.log").exists()
 
 
+def test_the_hook_reads_the_prompt_history_jsonl_kept(home):
+    """The prompt Claude Code adds to history.jsonl as the session grows is
+    catalogued by the next hook, as `txdb refresh` would."""
+    session = session_of(home)
+    history = home / "home" / ".claude" / "history.jsonl"
+    prompt = {"display": "a prompt the hook catalogues", "pastedContents": {}, "timestamp": 1764000000000,
+              "project": "/tmp/txdb-cli-fixtures/subagent-demo", "sessionId": session.stem}
+    history.write_text(json.dumps(prompt) + "\n")
+    assert hook(home, {"transcript_path": str(session), "hook_event_name": "Stop"}).returncode == 0
+    conn = sqlite3.connect(home / "catalog.db")
+    assert conn.execute("SELECT session_id, display FROM history").fetchall() == [(session.stem, prompt["display"])]
+    with history.open("a") as f:  # the next prompt, and the session's next line
+        f.write(json.dumps({**prompt, "display": "the next one", "timestamp": 1764000001000}) + "\n")
+    with session.open("ab") as f:
+        f.write(session.read_bytes().splitlines(keepends=True)[0])
+    assert hook(home, {"transcript_path": str(session), "hook_event_name": "Stop"}).returncode == 0
+    assert [r[0] for r in conn.execute("SELECT display FROM history ORDER BY timestamp_ms")] == [
+        prompt["display"], "the next one"]
+    assert not (home / "txdb-hook.log").exists()
+
+
 @pytest.mark.parametrize("payload, logged", [
     (b"{not json", "JSONDecodeError"),
     (b"[1, 2]", "not a JSON object"),

@@ -402,3 +402,15 @@ def test_what_is_in_the_way_is_named(archive, tmp_path):
     dest = tmp_path / "copy"
     run("restore", SID, "--to", dest, ok=True)
     assert "a copy of the session is already there" in _one_error(run("restore", SID, "--to", dest))
+
+
+def test_a_mode_or_mtime_edited_in_the_catalog_is_not_applied(archive, tmp_path):
+    projects, before = archive
+    _gone(projects)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE sidecars SET mtime_ns = 'abc', mode = 99999999")
+        conn.execute("UPDATE files SET mtime_ns = -5, mode = 'x'")
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+    st = (projects / SUBAGENT_DEMO / f"{SID}.jsonl").stat()
+    assert stat.S_IMODE(st.st_mode) == 0o600

@@ -107,3 +107,17 @@ def test_project_takes_wildcards_literally(projects):
     run("refresh")
     assert ids("--gone", "--project", "_") == [A]
     assert ids("--gone", "--project", "app") == [A, B]
+
+
+
+def test_a_gone_session_is_marked_gone_in_the_listing(projects):
+    kept = session(projects / "-work-app" / "a0000000-0000-4000-8000-000000000001.jsonl", "a0000000-0000-4000-8000-000000000001", [1000])
+    victim = session(projects / "-work-app" / "b0000000-0000-4000-8000-000000000002.jsonl", "b0000000-0000-4000-8000-000000000002", [2000])
+    runner = CliRunner()
+    assert runner.invoke(cli, ["refresh"]).exit_code == 0
+    victim.unlink()
+    assert runner.invoke(cli, ["refresh"]).exit_code == 0
+    rows = {r["session_id"]: r for r in json.loads(runner.invoke(cli, ["sessions", "--json"]).output)}
+    assert (rows[victim.stem]["gone"], rows[kept.stem]["gone"]) == (1, 0)
+    table = runner.invoke(cli, ["sessions", "--table", "--wide"]).output.splitlines()
+    assert [line.split()[0][:8] for line in table if " gone " in line] == ["b0000000"], table

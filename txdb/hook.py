@@ -65,13 +65,17 @@ def refresh_session(db_path: str | Path, payload: bytes | str) -> dict[str, str]
     files = session_files(payload)
     if not files or up_to_date(db_path, files):
         return {}
-    from txdb.catalog import db
+    from txdb.catalog import db, history
     from txdb.catalog.ingest.store import refresh_path
 
     root = next(r for r in config.projects_roots() if files[0].is_relative_to(r))
     conn = db.connect(db_path, busy_timeout_ms=BUSY_TIMEOUT_MS)
     try:
-        return {str(p): refresh_path(conn, p, str(root)) for p in files}
+        done = {str(p): refresh_path(conn, p, str(root)) for p in files}
+        # The prompt Claude Code wrote to history.jsonl as the session grew
+        # (read from where the catalog left off; a problem is only skipped).
+        history.refresh_roots(conn, [root], warnings=[])
+        return done
     finally:
         conn.close()
 

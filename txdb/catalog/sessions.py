@@ -319,7 +319,7 @@ def list_sessions(conn, project: str | None = None, limit: int | None = None,
         " WHERE x.file_id = sc.file_id) END FROM secret_scans sc WHERE sc.file_id = session_costs.file_id) "
         "AS secrets, "
         # How close to its window (sessions_near_limit: sessions only; a subagent's are NULL).
-        "window_tokens, pct_of_window, status "
+        "window_tokens, pct_of_window, status, gone "
         "FROM (SELECT c.*, n.window_tokens, n.pct_of_window, n.status FROM session_costs c "
         "      LEFT JOIN sessions_near_limit n ON n.file_id = c.file_id) session_costs WHERE "
         + " AND ".join(where) + f" ORDER BY {orders.get(order, orders['last_timestamp'])}"

@@ -431,8 +431,8 @@ def query(db_path, sql, params, fmt):
 @format_options
 def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     """One row per session: id, project, title, dates, lines, est. context tokens, the gauge as a share
-    of the session's window and its status (ok, near, over: view sessions_near_limit), cost in USD,
-    secrets found.
+    of the session's window and its status (ok, near, over: view sessions_near_limit; gone: its file
+    vanished, `txdb restore` gives it back), cost in USD, secrets found.
 
     Each row's url is its page in `txdb serve` (on its default port).
 
@@ -467,7 +467,8 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
         cols = ["session_id", "project", "title", "last_timestamp", "lines", "est_context_tokens", "gauge_tokens",
                 "of_window", "status", "cost_usd", "secrets"]
         rows = [{**r, "cost_usd": None if r["cost_usd"] is None else usd(r["cost_usd"]),
-                 "of_window": of_window(r["pct_of_window"], r["window_tokens"])} for r in rows]
+                 "of_window": of_window(r["pct_of_window"], r["window_tokens"]),
+                 "status": "gone" if r["gone"] else r["status"]} for r in rows]
         # at a narrow terminal the id, title, estimate, gauge and cost stay longest
         emit_rows(rows, "table", cols + ["url"] if urls else cols,
                   drop=["secrets", "lines", "gauge_tokens", "project", "last_timestamp", "status"],

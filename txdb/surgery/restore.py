@@ -54,6 +54,13 @@ class Item:
     present: bool = False  # a file is there already and left alone (these very bytes, or the live file)
     mismatch: str = ""     # the error when the bytes written do not hash to sha256
 
+    def __post_init__(self) -> None:
+        # as catalogued, if the catalog's figures are sound (a hand may have edited them): else the defaults
+        if not (type(self.mode) is int and 0 <= self.mode <= 0o7777):
+            self.mode = None
+        if not (type(self.mtime_ns) is int and 0 <= self.mtime_ns < 1 << 63):
+            self.mtime_ns = None
+
     def as_dict(self) -> dict:
         return {"path": str(self.path), "from": self.source, "kind": self.kind, "bytes": self.size,
                 "sha256": self.sha256, "present": self.present}

@@ -414,3 +414,25 @@ def test_a_mode_or_mtime_edited_in_the_catalog_is_not_applied(archive, tmp_path)
     assert tree(projects / SUBAGENT_DEMO) == before
     st = (projects / SUBAGENT_DEMO / f"{SID}.jsonl").stat()
     assert stat.S_IMODE(st.st_mode) == 0o600
+
+
+def test_a_file_older_than_the_cleanup_period_is_restored_with_a_note_that_it_goes_again(archive, tmp_path):
+    """Restore keeps a file's mtime; one older than cleanupPeriodDays is
+    deleted again by Claude Code's next start: restore says so."""
+    projects, before = archive
+    folder = projects / SUBAGENT_DEMO
+    old = int((__import__("time").time() - 40 * 86400) * 1e9)
+    os.utime(folder / f"{SID}.jsonl", ns=(old, old))
+    run("refresh", ok=True)
+    _gone(projects)
+    out = run("restore", SID, ok=True).output
+    assert "Note: 1 of the files written was last modified more than 30 days ago" in out, out
+    assert "Claude Code's next start deletes them again" in out
+    assert (folder / f"{SID}.jsonl").stat().st_mtime_ns == old  # kept as catalogued
+    listed = json.loads(run("restore", SID, "--to", tmp_path / "copy", "--json", ok=True).output)
+    assert listed["deleted_again_at_next_start"] == []  # a copy elsewhere: not the session's place
+    (tmp_path / "settings.json").write_text('{"cleanupPeriodDays": 60}')
+    _gone(projects)
+    out = run("restore", SID, ok=True).output
+    assert "Note:" not in out, out
+    assert tree(folder) == before

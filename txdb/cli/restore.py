@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from txdb import config
 from txdb.surgery import restore as restoremod
 from txdb.errors import RestoreError, SessionNotFound
 from txdb.cli.main import command, db_option, open_catalog
@@ -66,9 +67,11 @@ def restore(db_path, session, where, to, dry_run, as_json):
         if not plans:
             raise RestoreError(skipped[0] + (f" (and {len(skipped) - 1} more sessions not restored)"
                                              if len(skipped) > 1 else ""))
+    again = [] if dry_run else restoremod.due_again(conn, plans, config.claude_config_dir())
     if as_json:
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
-                      "written": written, "not_restored": skipped}))
+                      "written": written, "not_restored": skipped, "deleted_again_at_next_start": [
+                          str(p) for p, _days, _source in again]}))
         return
     for plan in plans:
         for it in plan.items:
@@ -76,6 +79,13 @@ def restore(db_path, session, where, to, dry_run, as_json):
             echo(terminal_safe(f"{state} {it.path} ({it.size:,} bytes, {it.kind})"))
     for why in skipped:
         echo(terminal_safe(f"not restored: {why}"))
+    if again:
+        _p, days, source = again[0]
+        echo(terminal_safe(
+            f"Note: {len(again)} of the files written {'were' if len(again) != 1 else 'was'} last modified more than "
+            f"{days} days ago (cleanupPeriodDays, {'Claude Code default' if source == 'default' else source}): "
+            "Claude Code's next start deletes them again; `touch` them, or raise cleanupPeriodDays, to keep them"),
+            err=True)
     files = sum(len(p.items) for p in plans)
     echo(f"{len(plans)} session{'s' if len(plans) != 1 else ''}, {files} file{'s' if files != 1 else ''}"
          + (": dry run, nothing written" if dry_run else f", {len(written)} written")

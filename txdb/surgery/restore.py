@@ -551,6 +551,34 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
                              (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
 
 
+def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
+              now: float | None = None) -> list[tuple[Path, int, str]]:
+    """The files the plans wrote in place whose mtime (kept as catalogued)
+    is already past Claude Code's cleanup cutoff, so that its next start
+    deletes them again: (path, cleanupPeriodDays, the file setting it), for
+    the settings of the session's project (its cwd, when still a folder)."""
+    import time
+
+    from txdb.catalog.doctor import DAY_S, retention
+
+    now = time.time() if now is None else now
+    out = []
+    for plan in plans:
+        if plan.copy or plan.failed:
+            continue
+        row = conn.execute("SELECT cwd FROM sessions WHERE file_id = ?", (plan.file_id,)).fetchone()
+        cwd = Path(row[0]) if row and isinstance(row[0], str) and os.path.isabs(row[0]) else Path.cwd()
+        try:
+            ret = retention(config_dir, cwd if cwd.is_dir() else Path.cwd(), now=now)
+        except OSError:
+            continue
+        if ret.skipped or ret.cutoff is None:
+            continue
+        out += [(it.path, ret.days, ret.source) for it in plan.todo
+                if it.mtime_ns is not None and it.mtime_ns / 1e9 < now - ret.days * DAY_S]
+    return out
+
+
 def pruned_note(conn: sqlite3.Connection, ref: str) -> str | None:
     """What ``txdb prune`` left of a session named by id, prefix or path: a
     sentence saying its archive was deleted, or None when it never was."""

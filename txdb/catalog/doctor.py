@@ -33,6 +33,7 @@ from pathlib import Path
 import orjson
 
 from txdb.catalog import cost
+from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
 from txdb.model.paths import SESSION_SUFFIX, parent_session
@@ -268,20 +269,6 @@ def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) ->
     return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
 
 
-def _strings(v: object):
-    """Every string (keys too) in the JSON value ``v``, however deeply it nests (no recursion)."""
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, str):
-            yield x
-        elif isinstance(x, dict):
-            stack.extend(x.keys())
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-
-
 def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, list[Found]],
                                                                    dict[str, tuple[str, list[Found]]]]:
     """The subagent transcripts by the path of the session file they belong
@@ -324,7 +311,7 @@ def hook_status(config_dir: Path, cwd: Path, managed: Path | None = None) -> Hoo
         enabled = obj.get("enabledPlugins")
         if isinstance(enabled, dict) and enabled.get(PLUGIN_KEY) is True:
             how.append(f"plugin {PLUGIN_KEY} enabled in {path}")
-        if any(info.hook_command in t for t in _strings(obj.get("hooks"))):
+        if any(info.hook_command in t for t in deep.strings(obj.get("hooks"))):
             how.append(f"a hook runs {info.hook_command} in {path}")
     return Hook(installed=bool(how) and info.hook_found is not None, how=how, command_on_path=info.hook_found)
 

@@ -105,3 +105,17 @@ def dumps_text(obj) -> str:
         return orjson.dumps(obj).decode()
     except (TypeError, orjson.JSONEncodeError):
         return dumps(obj).decode("utf-8", "replace")
+
+
+def strings(value):
+    """Every string value in a parsed JSON value, in document order, at any
+    depth (a line may nest thousands deep: no recursion)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))

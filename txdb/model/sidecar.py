@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from txdb.model import deep
 from txdb.model.durability import (clean_stale_temps, fsync_all, fsync_dir, link_nameless, nameless_file_at, open_dir,
     temp_file_at)
 from txdb.errors import SurgeryError
@@ -661,20 +662,6 @@ def _present(p: Path) -> bool:
     return p.is_file() or (p.name == "message" and p.is_dir())
 
 
-def _strings(value):
-    """Every string in a parsed JSON value, at any depth (a line may nest
-    thousands deep: no recursion)."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            yield v
-        elif isinstance(v, dict):
-            stack.extend(reversed(list(v.values())))
-        elif isinstance(v, list):
-            stack.extend(reversed(v))
-
-
 def referenced(data: bytes) -> set[str]:
     """Every sidecar path named by a marker in ``data`` (a session file's bytes):
     in message content, or anywhere else in a record (an older survivor kept
@@ -691,7 +678,7 @@ def referenced(data: bytes) -> set[str]:
         le = data.find(b"\n", at)
         le = len(data) if le < 0 else le
         for _s, _l, obj in parse_line(data[ls:le]).objects:
-            for s in _strings(obj):
+            for s in deep.strings(obj):
                 paths = marker_paths(s)
                 out.update(paths)
                 if range_head(s) is not None and paths:

@@ -11,16 +11,16 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import settings
 
+from sessions import CORPUS, DATA
+from txdb.catalog import db
+from txdb.cli import cli
+from txdb.catalog.ingest.store import refresh
+
 # A property holds or it does not, however long one example takes on a
 # loaded machine: no per-example deadline (its 200 ms default failed a
 # property test at random when the suite shared two cores).
 settings.register_profile("txdb", deadline=None)
 settings.load_profile("txdb")
-
-from sessions import CORPUS, DATA
-from txdb.catalog import db
-from txdb.cli import cli
-from txdb.catalog.ingest.store import refresh
 
 # Some tests start subprocesses from several threads at once (the real-CLI
 # acceptance pool). With vfork, CPython 3.11 can fail such a spawn with

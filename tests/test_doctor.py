@@ -261,6 +261,23 @@ def test_subagent_transcripts_without_their_session_file_are_due_on_their_own(bo
     assert due[parent]["not_whole"] == [str(session)]  # the session file is not catalogued, its subagent's is
 
 
+@pytest.mark.parametrize("named", ["/tmp/elsewhere/PWNED", "../../x", "not-a-uuid"])
+def test_an_agent_file_naming_no_session_id_is_due_under_its_own_name(box, monkeypatch, named):
+    """The sessionId an older release's agent file names builds a path only
+    when it is a session id: anything else leaves the file a group of its own."""
+    projects = box["cfg"] / "projects"
+    src = projects / "-Users-dain-workspace-coderabbit-review-helper" / "agent-1d78a5e5.jsonl"
+    evil = src.with_name("agent-evil.jsonl")
+    evil.write_bytes(src.read_bytes().replace(b"8a69e93c-e842-471d-a053-5c316757e5e9", named.encode()))
+    _refresh(box)
+    _age(evil, 40)
+    r = _cli(box, monkeypatch, "--json")
+    assert r.exit_code == 0, r.output
+    due = {d["session_id"]: d for d in json.loads(r.output)["due"]}
+    assert due["agent-evil"]["lone"] and due["agent-evil"]["path"] == str(evil)
+    assert _cli(box, monkeypatch).exit_code == 0
+
+
 def _settings_case(box, case):
     user, local = box["cfg"] / "settings.json", box["cwd"] / ".claude" / "settings.local.json"
     if case == "not json":

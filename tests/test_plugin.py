@@ -128,7 +128,7 @@ def test_the_hook_indexes_that_sessions_files_only(home):
     assert not (home / "txdb-hook.log").exists()
 
 
-def test_the_hook_reads_the_prompt_history_jsonl_kept(home):
+def test_the_hook_reads_the_prompt_history_jsonl_kept(home, monkeypatch):
     """The prompt Claude Code adds to history.jsonl as the session grows is
     catalogued by the next hook, as `txdb refresh` would."""
     session = session_of(home)
@@ -147,6 +147,21 @@ def test_the_hook_reads_the_prompt_history_jsonl_kept(home):
     assert [r[0] for r in conn.execute("SELECT display FROM history ORDER BY timestamp_ms")] == [
         prompt["display"], "the next one"]
     assert not (home / "txdb-hook.log").exists()
+    # more than a turn's worth (a rewritten or hostile file): left to refresh, the hook stays quick
+    with history.open("a") as f:
+        f.write("{}" * 100_000 + "\n")
+        f.write(json.dumps({**prompt, "display": "after the flood", "timestamp": 1764000002000}) + "\n")
+    with session.open("ab") as f:
+        f.write(session.read_bytes().splitlines(keepends=True)[0])
+    assert hook(home, {"transcript_path": str(session), "hook_event_name": "Stop"}).returncode == 0
+    assert conn.execute("SELECT count(*) FROM history").fetchone() == (2,)
+    assert conn.execute("SELECT lines FROM files WHERE path = ?", (str(session),)).fetchone() == (
+        count_lines(session),)  # the session itself is current
+    monkeypatch.setenv("HOME", str(home / "home"))
+    monkeypatch.setenv("TXDB_DB", str(home / "catalog.db"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    assert CliRunner().invoke(cli, ["refresh"]).exit_code == 0
+    assert "after the flood" in {r[0] for r in conn.execute("SELECT display FROM history")}
 
 
 @pytest.mark.parametrize("payload, logged", [

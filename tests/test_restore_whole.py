@@ -302,6 +302,16 @@ def test_a_lone_subagent_whose_session_was_never_catalogued_is_listed_and_restor
     r = run("restore", "--where", "session_id = 'agent-af2f709f0345e1da9'", ok=True)
     assert "2 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
+    # by an id prefix; and a copy elsewhere in the projects, catalogued live, is not what the id means
+    run("restore", SID, "--to", projects / "-home-me-copy", "--dry-run", ok=True)
+    copy = projects / "-home-me-copy"
+    shutil.copytree(projects / SUBAGENT_DEMO / SID, copy / SID)
+    shutil.rmtree(projects / SUBAGENT_DEMO / SID)
+    run("refresh", ok=True)
+    assert "2 files: dry run" in run("restore", SID[:8], "--dry-run", ok=True).output
+    r = run("restore", SID, ok=True)
+    assert f"wrote {projects / SUBAGENT_DEMO / AGENT}" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before
 
 
 def test_a_lone_subagent_beside_the_sessions_is_restored_and_pruned_by_the_session_its_lines_name(

@@ -23,6 +23,9 @@ from txdb.model import paths, regular
 # A hook waits this long for a catalog another txdb is writing, then gives up
 # (the next hook, or `txdb refresh`, catches up).
 BUSY_TIMEOUT_MS = 300
+# The most of history.jsonl a hook reads (a turn's prompts, their pastes):
+# what a rewritten or hostile file leaves is read by `txdb refresh`.
+HISTORY_BYTES = 64 << 10
 LOG_NAME = "txdb-hook.log"
 LOG_MAX_BYTES = 256 * 1024  # past this the log starts over
 
@@ -73,8 +76,9 @@ def refresh_session(db_path: str | Path, payload: bytes | str) -> dict[str, str]
     try:
         done = {str(p): refresh_path(conn, p, str(root)) for p in files}
         # The prompt Claude Code wrote to history.jsonl as the session grew
-        # (read from where the catalog left off; a problem is only skipped).
-        history.refresh_roots(conn, [root], warnings=[])
+        # (read from where the catalog left off; a problem is only skipped;
+        # more than a few prompts' worth, a rewritten file: the next refresh).
+        history.refresh_roots(conn, [root], warnings=[], max_bytes=HISTORY_BYTES)
         return done
     finally:
         conn.close()

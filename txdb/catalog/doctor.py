@@ -32,11 +32,11 @@ from pathlib import Path
 
 import orjson
 
-from txdb.catalog import cost
+from txdb.catalog import cost, units
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
-from txdb.model.paths import SESSION_SUFFIX, parent_session
+from txdb.model.paths import parent_session
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
@@ -291,8 +291,10 @@ def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, lis
         else:
             row = conn.execute("SELECT s.parent_session_id FROM sessions s JOIN files fi ON fi.id = s.file_id "
                                "WHERE fi.path = ?", (f.path,)).fetchone()
-            pid = row[0] if row else None
-            home = str(Path(f.path).with_name(pid + SESSION_SUFFIX)) if pid else f.path
+            # only a session id names a file beside it (txdb.catalog.units: text from a file builds no path)
+            named = units.session_path_of(f.path, row[0] if row else None)
+            pid = Path(named).stem if named else None
+            home = named or f.path
         if home in sessions:
             with_session.setdefault(home, []).append(f)
         else:

@@ -125,9 +125,11 @@ _INSERT = ("INSERT OR IGNORE INTO history (line_sha256, source, timestamp_ms, ti
 
 
 def refresh_history(conn: sqlite3.Connection, path: Path, warnings: list[str],
-                    stats: HistoryStats | None = None) -> HistoryStats:
+                    stats: HistoryStats | None = None, max_bytes: int | None = None) -> HistoryStats:
     """Catalogue what ``path`` holds that the catalog does not; a problem is
-    one line in ``warnings``. A missing file is nothing to do."""
+    one line in ``warnings``. A missing file is nothing to do. ``max_bytes``:
+    when more than that is left to read, read nothing (a caller that must
+    stay quick, the hook, leaves it to the next refresh)."""
     stats = stats or HistoryStats()
     source = str(path)
     try:
@@ -148,6 +150,9 @@ def refresh_history(conn: sqlite3.Connection, path: Path, warnings: list[str],
                 if known[0] == st.st_size:
                     return stats  # unchanged
                 start, lineno = known[3], known[4]
+        if max_bytes is not None and st.st_size - start > max_bytes:
+            warnings.append(f"{source}: {st.st_size - start:,} bytes to read, left to the next refresh")
+            return stats
         stats.files += 1
         fh.seek(start)
         cursor = start
@@ -198,11 +203,12 @@ def refresh_history(conn: sqlite3.Connection, path: Path, warnings: list[str],
     return stats
 
 
-def refresh_roots(conn: sqlite3.Connection, roots: list[Path], warnings: list[str]) -> HistoryStats:
+def refresh_roots(conn: sqlite3.Connection, roots: list[Path], warnings: list[str],
+                  max_bytes: int | None = None) -> HistoryStats:
     """``refresh_history`` of the history file beside each of ``roots``."""
     stats = HistoryStats()
     for path in history_paths(roots):
-        refresh_history(conn, path, warnings, stats)
+        refresh_history(conn, path, warnings, stats, max_bytes)
     return stats
 
 

@@ -100,15 +100,18 @@ def unit_of(conn: sqlite3.Connection, file_id: int) -> Unit | None:
     return Unit(sp, ([head] if head else []) + files, head is None)
 
 
-def lone_subagents(conn: sqlite3.Connection, session_id: str) -> list[Row]:
+def lone_subagents(conn: sqlite3.Connection, session_id: str, min_prefix: int | None = None) -> list[Row]:
     """The subagent transcripts that name ``session_id`` as their session
     (by their folder or their lines) and whose session file the catalog
-    does not hold, gone ones first."""
+    does not hold, gone ones first; with ``min_prefix``, a ``session_id``
+    that long or longer also names the sessions it starts (literally)."""
+    by_prefix = min_prefix is not None and len(session_id) >= min_prefix
     out = []
     for fid, path, kind, gone, parent in conn.execute(
             "SELECT f.id, f.path, f.kind, f.gone, s.parent_session_id FROM files f JOIN sessions s ON s.file_id = f.id "
-            "WHERE f.kind = 'subagent' AND s.parent_session_id = ? ORDER BY f.gone DESC, f.id DESC", (session_id,)):
+            "WHERE f.kind = 'subagent' AND (s.parent_session_id = ?1 OR (?2 AND substr(s.parent_session_id, 1, "
+            "length(?1)) = ?1)) ORDER BY f.gone DESC, f.id DESC", (session_id, by_prefix)):
         sp = session_path_of(path, parent)
-        if sp is not None and session_stem(sp) == session_id and session_file(conn, sp) is None:
+        if sp is not None and session_stem(sp).startswith(session_id) and session_file(conn, sp) is None:
             out.append((fid, path, kind, gone))
     return out

@@ -613,7 +613,7 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     else:
         rows = catalog.session_matches(conn, ref, live_first=False)
         if not rows:
-            rows = [(r[0], r[1], None, r[2], r[3]) for r in units.lone_subagents(conn, ref)]
+            rows = [(r[0], r[1], None, r[2], r[3]) for r in units.lone_subagents(conn, ref, catalog.MIN_PREFIX)]
         if not rows:
             note = pruned_note(conn, ref)
             if note:
@@ -622,24 +622,25 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
             rows = [(got.file_id, got.path, None, got.kind, 0)]
     sessions = [r for r in rows if r[3] == "session"]
     if not sessions:  # subagent transcripts: their session's file, or the lone session they make
-        lone: dict[str, int] = {}
+        lone: dict[str, list[units.Row]] = {}
         for r in rows:
             unit = units.unit_of(conn, r[0])
             if unit is None:
                 continue
             if unit.lone:
-                gone_first = sorted(unit.files, key=lambda f: (not f[3], -f[0]))
-                lone.setdefault(unit.session_path, gone_first[0][0])
+                lone.setdefault(unit.session_path, sorted(unit.files, key=lambda f: (not f[3], -f[0])))
             else:
                 sessions.append((*unit.files[0][:2], None, unit.files[0][2], unit.files[0][3]))
         if not sessions:
             if not lone:
                 raise RestoreError(f"{rows[0][1]} is not a session transcript (a backup, pending copy or other "
                                    "file): restore takes a session id or its .jsonl")
-            if len(lone) > 1:
-                listing = ", ".join(sorted(lone)[:5])
-                raise AmbiguousSession(f"{ref!r} matches {len(lone)} sessions ({listing}); pass a path")
-            return next(iter(lone.values()))
+            # a lone session with a file gone before those with none (a copy restored elsewhere, say)
+            pick = [fs for fs in lone.values() if fs[0][3]] or list(lone.values())
+            if len(pick) > 1:
+                listing = ", ".join(sorted(fs[0][1] for fs in pick)[:5])
+                raise AmbiguousSession(f"{ref!r} matches {len(pick)} sessions (files {listing}); pass a path")
+            return pick[0][0][0]
     copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
     originals = [r for r in sessions if (archived_from(r[1]) or r[1]) not in copies] or sessions
     bases: dict[str, list[tuple]] = {}

@@ -636,11 +636,11 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
                 raise RestoreError(f"{rows[0][1]} is not a session transcript (a backup, pending copy or other "
                                    "file): restore takes a session id or its .jsonl")
             # a lone session with a file gone before those with none (a copy restored elsewhere, say)
-            pick = [fs for fs in lone.values() if fs[0][3]] or list(lone.values())
-            if len(pick) > 1:
-                listing = ", ".join(sorted(fs[0][1] for fs in pick)[:5])
-                raise AmbiguousSession(f"{ref!r} matches {len(pick)} sessions (files {listing}); pass a path")
-            return pick[0][0][0]
+            meant = [fs for fs in lone.values() if fs[0][3]] or list(lone.values())
+            if len(meant) > 1:
+                listing = ", ".join(sorted(fs[0][1] for fs in meant)[:5])
+                raise AmbiguousSession(f"{ref!r} matches {len(meant)} sessions (files {listing}); pass a path")
+            return meant[0][0][0]
     copies = {p for (p,) in conn.execute("SELECT path FROM restored_copies")}
     originals = [r for r in sessions if (archived_from(r[1]) or r[1]) not in copies] or sessions
     bases: dict[str, list[tuple]] = {}

@@ -315,8 +315,10 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         here = Path(archived_from(p) or p)
         if k == "session" or here.parent == src.parent:  # the session file, an agent-*.jsonl beside it
             rel = here.name
-        else:
+        elif here.is_relative_to(src.parent / stem):
             rel = f"{stem}/{here.relative_to(src.parent / stem).as_posix()}"
+        else:
+            raise RestoreError(f"{here} is not in the folder of {src}: the catalog's paths disagree")
         files.append((fid, p, k, rel))
     broken: list[str] = []
     for fid, p, k, rel in files:

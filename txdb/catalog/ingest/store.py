@@ -17,6 +17,7 @@ yet is built by txdb.catalog.ingest.bulk, on top of this module.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import threading
@@ -830,13 +831,12 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
             base = unit.session_path
             sid = unit.session_id
             stem = base[:-len(SESSION_SUFFIX)] if base.endswith(SESSION_SUFFIX) else base
-            ids = {f[0] for f in unit.files}
-            mine = [r for r in conn.execute(
+            # its gone transcripts, and every gone version of its session file kept aside
+            mine = conn.execute(
                 "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE gone = 1 AND "
-                "(path = ? OR substr(path, 1, ?) = ?)",
-                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX)).fetchall() if r[0] not in ids]
-            mine += [r for f in unit.files if f[3] for r in conn.execute(
-                "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE id = ?", (f[0],))]
+                "(path = ? OR substr(path, 1, ?) = ? OR id IN (SELECT value FROM json_each(?)))",
+                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX,
+                 json.dumps([f[0] for f in unit.files]))).fetchall()
             side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
                                 (len(stem) + 1, stem + "/")).fetchall()
             if not mine and not side:

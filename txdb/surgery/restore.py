@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -559,8 +560,6 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
     is already past Claude Code's cleanup cutoff, so that its next start
     deletes them again: (path, cleanupPeriodDays, the file setting it), for
     the settings of the session's project (its cwd, when still a folder)."""
-    import time
-
     from txdb.catalog.doctor import DAY_S, retention
 
     now = time.time() if now is None else now

@@ -73,9 +73,12 @@ def restore(db_path, session, where, to, dry_run, as_json):
                       "written": written, "not_restored": skipped, "deleted_again_at_next_start": [
                           str(p) for p, _days, _source in again]}))
         return
+    wrote = set(written)
     for plan in plans:
         for it in plan.items:
-            state = "already there" if it.present else ("would write" if dry_run else "wrote")
+            # a file another restore wrote meanwhile (the same bytes) was not written by this one
+            there = it.present or (not dry_run and str(it.path) not in wrote)
+            state = "already there" if there else ("would write" if dry_run else "wrote")
             echo(terminal_safe(f"{state} {it.path} ({it.size:,} bytes, {it.kind})"))
     for why in skipped:
         echo(terminal_safe(f"not restored: {why}"))

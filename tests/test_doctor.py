@@ -175,7 +175,7 @@ def test_the_cli_reports_it_and_json_carries_it_all(box, monkeypatch):
     assert got["retention"]["days"] == 14 and got["retention"]["scope"] == "local"
     assert any(d["path"] == str(old) and d["whole"] and d["deleted_in_days"] == 0 for d in got["due"])
     assert got["prices"]["data_date"] == cost.data_date()
-    assert got["history"] == {"prompts": 1, "sessions": 1, "gone_before_txdb": 1}
+    assert got["history"] == {"prompts": 1, "sessions": 1, "without_session": 0, "gone_before_txdb": 1}
     r = run("doctor", "--db", box["db"], "--cwd", box["cwd"], ok=True)
     assert f"cleanupPeriodDays = 14 ({box['cwd'] / '.claude' / 'settings.local.json'})" in r.output
     assert "held whole by the catalog:" in r.output and "1 gone before txdb" in r.output
@@ -340,3 +340,19 @@ def test_a_value_is_read_as_javascript_reads_it(box, monkeypatch, text, days):
         assert got["days"] == 30 and "refuses" in got["skipped"]
     else:
         assert (got["days"], got["scope"], got["skipped"]) == (days, "user", None)
+
+
+def test_when_reads_in_days_or_hours_and_a_file_is_named_once(box, monkeypatch):
+    first, second = _sessions(box)[:2]
+    _refresh(box)
+    _age(first, 29.5)
+    _age(second, 29)
+    out = _cli(box, monkeypatch, "--within", "1").output
+    assert "Due within 1 day: 2 sessions" in out
+    assert f"{first.stem} " in out and " in 12 hours: held whole" in out and " in 1 day: held whole" in out
+    local = box["cwd"] / ".claude" / "settings.local.json"
+    local.write_text('{"cleanupPeriodDays": 0}')
+    out = _cli(box, monkeypatch).output
+    assert out.splitlines()[0] == (f"Retention: cleanup skipped: {local} holds a cleanupPeriodDays Claude Code "
+                                   "refuses; Claude Code deletes no transcript at its next start (once that is "
+                                   "fixed, cleanupPeriodDays = 30 (Claude Code default) applies).")

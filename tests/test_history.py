@@ -292,3 +292,38 @@ def test_project_filters_take_wildcards_literally(config_dir, tmp_path):
     assert ids("--project", "MY-APP") == ["a" * 8]  # as before: ASCII case is ignored
     assert ids("--project", "-100-") == ["c" * 8]
     assert ids("--project", "app") == ["a" * 8, "b" * 8]
+
+
+def test_the_table_says_why_nothing_is_listed_and_counts_prompts_with_no_session(config_dir, tmp_path, monkeypatch):
+    """An empty filter is not an empty history; an older release's prompts
+    (no sessionId) are counted where no session can list them; an id known
+    only from history.jsonl is pointed at `txdb history`, not at a refresh."""
+    db_path = tmp_path / "c.db"
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    r = run("history", "--db", db_path, "--table", ok=True)
+    assert r.output == "No prompts from history.jsonl in the catalog (run `txdb refresh` to read it).\n"
+
+    write(config_dir / "history.jsonl",
+          entry("swept long ago", 1700000000000, session=GONE_ID, cwd="/old/proj"),
+          entry("no session id (an older release)", 1600000000000, session=None))
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    r = run("history", "--db", db_path, "--project", "zzz", "--table", ok=True)
+    assert r.output.splitlines() == [
+        "No session of history.jsonl has a project containing 'zzz'.",
+        "1 prompt names no session (an older release's): "
+        "`txdb query \"select * from history where session_id is null\"`."]
+    r = run("history", "--db", db_path, "--table", ok=True)
+    assert GONE_ID[:8] in r.output and "gone before txdb" in r.output and "1 prompt names no session" in r.output
+    assert json.loads(run("history", "--db", db_path, "--json", ok=True).output)[0]["session_id"] == GONE_ID
+
+    for cmd in (("restore", GONE_ID[:8]), ("analyze", GONE_ID[:8])):
+        r = run(*cmd, "--db", db_path)
+        assert r.exit_code == 1
+        assert r.output.strip() == (f"Error: no session {GONE_ID[:8]!r} in the catalog: txdb never saw its "
+                                    f"transcript; history.jsonl keeps its prompts (`txdb history {GONE_ID[:8]}`)")
+    r = run("restore", "ffffffff", "--db", db_path)
+    assert r.output.strip() == "Error: no session 'ffffffff' in the catalog (run `txdb refresh`?)"
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))
+    doc = run("doctor", "--db", db_path, "--cwd", tmp_path, ok=True)
+    assert "History: 2 prompts (1 naming no session) of 1 session from history.jsonl" in doc.output

@@ -240,8 +240,10 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
     elif unreadable:
         ret.skipped = f"{unreadable[0].path} cannot be read or parsed ({unreadable[0].problem})"
     elif refused and sets["cleanupPeriodDays"]:
-        ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses, and "
-                       f"{sets['cleanupPeriodDays'][0]} sets cleanupPeriodDays")
+        setter = sets["cleanupPeriodDays"][0]
+        ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses"
+                       + ("" if setter == refused[0].path and refused[0].key == "cleanupPeriodDays"
+                          else f", and {setter} sets cleanupPeriodDays"))
     elif refused and str(user) in sets["desktopSessionCleanupPeriodDays"]:
         ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses, and {user} "
                        "sets desktopSessionCleanupPeriodDays")
@@ -355,11 +357,11 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     prices = cost.price_source(conn)
     if prices["data_date"] is None:  # a catalog that priced nothing yet: the library's own date
         prices["data_date"] = cost.data_date()
-    hist = conn.execute("SELECT count(*), count(DISTINCT session_id) FROM history").fetchone()
+    hist = conn.execute("SELECT count(*), count(DISTINCT session_id), count(*) - count(session_id) FROM history").fetchone()
     before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
         not_catalogued=not_catalogued, stale=stale, unreadable=[u.as_dict() for u in unreadable],
         hook=hook_status(config_dir, cwd, managed), prices=prices,
-        history={"prompts": hist[0], "sessions": hist[1], "gone_before_txdb": before},
+        history={"prompts": hist[0], "sessions": hist[1], "without_session": hist[2], "gone_before_txdb": before},
     )

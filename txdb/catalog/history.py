@@ -232,6 +232,20 @@ def sessions(conn: sqlite3.Connection, before_txdb: bool = False, project: str |
     return db.rows(conn, sql, params)
 
 
+def counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The prompts the catalog holds, and how many of them name no session
+    (an older release wrote no sessionId)."""
+    n, without = conn.execute("SELECT count(*), count(*) - count(session_id) FROM history").fetchone()
+    return n, without
+
+
+def session_ids(conn: sqlite3.Connection, session_prefix: str) -> list[str]:
+    """The session ids history.jsonl names that start with ``session_prefix`` (taken literally)."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT session_id FROM history WHERE session_id LIKE ? ESCAPE '\\' ORDER BY 1 LIMIT 6",
+        (db.like_literal(session_prefix) + "%",))]
+
+
 def prompts(conn: sqlite3.Connection, session_prefix: str) -> list[dict]:
     """Every prompt of the sessions whose id starts with ``session_prefix``, oldest first."""
     return db.rows(conn, "SELECT session_id, timestamp, cwd, display, pasted, pasted_text FROM history "

@@ -128,6 +128,21 @@ def file_stem_matcher(conn: sqlite3.Connection):
     return matches
 
 
+def _history_hint(conn: sqlite3.Connection, ref: str) -> str:
+    """What to say of an id the catalog lacks: history.jsonl may name it (a
+    session swept before txdb saw its transcript: only its prompts are
+    left), else a refresh may find it."""
+    from txdb.catalog.history import session_ids  # only on this error
+    try:
+        named = session_ids(conn, ref)
+    except sqlite3.Error:  # a catalog too old to hold history: the plain hint
+        named = []
+    if len(named) == 1:
+        return (f": txdb never saw its transcript; history.jsonl keeps its prompts "
+                f"(`txdb history {named[0][:8]}`)")
+    return " (run `txdb refresh`?)"
+
+
 def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None = None,
                     mutating: bool = False, index: bool = True) -> SessionRef:
     """A session given by path or id; a file the catalog lacks, or that
@@ -168,7 +183,7 @@ def resolve_session(conn: sqlite3.Connection, ref: str, roots: list[Path] | None
         if len(ref) < MIN_PREFIX:
             raise SessionNotFound(f"no session {ref!r} in the catalog (an id prefix needs at least "
                                   f"{MIN_PREFIX} characters)")
-        raise SessionNotFound(f"no session {ref!r} in the catalog (run `txdb refresh`?)")
+        raise SessionNotFound(f"no session {ref!r} in the catalog" + _history_hint(conn, ref))
     paths = {archived_from(r[1]) or r[1] for r in rows}
     if len(paths) > 1:
         listing = ", ".join(sorted(paths)[:5])

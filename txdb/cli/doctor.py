@@ -14,6 +14,14 @@ from txdb.cli.output import echo, terminal_safe, to_json
 SHOWN = 10  # paths named of each list (all of them in --json)
 
 
+def _days_text(days: float) -> str:
+    """'1 day', '2.5 days'; under a day, in hours ('0.99 days' read as a rounding slip)."""
+    if 0 < days < 1:
+        hours = max(1, round(days * 24))
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    return f"{days:g} day{'s' if days != 1 else ''}"
+
+
 def _days(ctx, param, value):
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise click.BadParameter(f"{value:g} is not a finite number of days of at least 0.")
@@ -73,12 +81,12 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         elif not s.used:
             echo(terminal_safe(f"  ({s.path} sets {s.value!r}, overridden)"))
     whole = sum(d.whole for d in r.due)
-    echo(f"Due within {within:g} days: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
+    echo(f"Due within {_days_text(within)}: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
          f"{whole} held whole by the catalog" + ("" if whole == len(r.due) else
                                                   f", {len(r.due) - whole} not (run `txdb refresh` now)")
          + (":" if r.due else "."))
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
-        when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {d.deleted_in_days:g} days"
+        when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {_days_text(d.deleted_in_days)}"
         held = "held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)"
         lone = f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else ""
         echo(terminal_safe(f"    {d.session_id} {d.project}{lone} {when}: {held}"))
@@ -100,5 +108,6 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     p = r.prices
     echo(f"Prices: {p['library']} {p['version'] or '(not installed)'}, data of {p['data_date'] or 'unknown date'}.")
     hs = r.history
-    echo(f"History: {hs['prompts']} prompts of {hs['sessions']} sessions from history.jsonl, "
+    nosid = f" ({hs['without_session']} naming no session)" if hs.get("without_session") else ""
+    echo(f"History: {hs['prompts']} prompts{nosid} of {hs['sessions']} session{'s' if hs['sessions'] != 1 else ''} from history.jsonl, "
          f"{hs['gone_before_txdb']} gone before txdb (`txdb history --before-txdb`).")

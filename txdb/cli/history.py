@@ -51,11 +51,22 @@ def history_cmd(db_path, session, before_txdb, project, limit, fmt):
     if not table:
         emit_rows(rows, fmt)
         return
+    held, without = lib.counts(conn)
     if not rows:
-        echo("No sessions in history.jsonl" + (" gone before txdb." if before_txdb else
-                                                 " (run `txdb refresh` to read it)."))
-        return
-    emit_rows(rows, "table", ["session_id", "status", "cwd", "first_prompt", "last_prompt", "prompts",
-                              "first_prompt_text"],
-              drop=["cwd", "first_prompt", "first_prompt_text"],
-              shrink={"session_id": 12, "cwd": 20, "first_prompt_text": 30})
+        if not held:
+            echo("No prompts from history.jsonl in the catalog (run `txdb refresh` to read it).")
+        elif project:
+            echo(f"No session of history.jsonl has a project containing {project!r}"
+                 + (" and is gone before txdb." if before_txdb else "."))
+        elif before_txdb:
+            echo("No session of history.jsonl is gone before txdb.")
+        else:
+            echo("No session of history.jsonl.")
+    else:
+        emit_rows(rows, "table", ["session_id", "status", "cwd", "first_prompt", "last_prompt", "prompts",
+                                  "first_prompt_text"],
+                  drop=["cwd", "first_prompt", "first_prompt_text"],
+                  shrink={"session_id": 12, "cwd": 20, "first_prompt_text": 30})
+    if without:  # an older release's prompts: no session to list them under
+        echo(f"{without:,} prompt{'s name' if without != 1 else ' names'} no session (an older release's): "
+             "`txdb query \"select * from history where session_id is null\"`.")

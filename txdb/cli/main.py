@@ -402,7 +402,7 @@ def query(db_path, sql, params, fmt):
 
     \b
         txdb query "select type, count(*) as n from records group by type order by n desc"
-        txdb query "select json_extract(txdb_json(file_id, offset), '$.cwd') from records limit 1"
+        txdb query "select json_extract(txdb_json(file_id, offset), '$.cwd') from records where type = 'user' limit 1"
     """
     from txdb.catalog import db
 

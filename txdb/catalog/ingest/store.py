@@ -840,8 +840,13 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
             side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
                                 (len(stem) + 1, stem + "/")).fetchall()
             if not mine and not side:
+                # the same session gone at another path (a `restore --to` copy deleted since) is named by it
+                elsewhere = [p for (p,) in conn.execute(
+                    "SELECT path FROM files WHERE session_id = ? AND kind = 'session' AND gone = 1 AND path != ? "
+                    "ORDER BY path LIMIT 3", (sid, base))] if sid else []
                 raise PruneError(f"{sid or base} is not gone: prune deletes only the archive of files that "
-                                 "vanished from disk")
+                                 "vanished from disk" + (f" (a copy of it gone from {elsewhere[0]}: `txdb prune "
+                                                         f"{elsewhere[0]}`)" if elsewhere else ""))
             files += [r for r in mine if r[0] not in seen]
             seen.update(r[0] for r in mine)
             sidecars += side

@@ -100,6 +100,17 @@ def test_lone_surrogates_are_parsed_by_the_fallback(conn, tmp_path):
     assert errs == []
 
 
+def test_an_integer_of_thousands_of_digits_is_a_number_as_javascript_reads_it(conn, tmp_path):
+    """Python refuses to convert an integer literal of over 4,300 digits
+    (the conversion is quadratic); JSON.parse reads it as a double. The
+    line is a record, kept byte for byte, and the file around it is read."""
+    huge = b"9" * 5000
+    raw = good("x")[:-1] + b',"n":' + huge + b"}"
+    _, recs, errs = ingest(conn, tmp_path, good("a") + b"\n" + raw + b"\n" + good("b") + b"\n")
+    assert len(recs) == 3 and recs[1]["raw"] == raw.decode() and errs == []
+    assert [b["text"] for b in rows(conn, "SELECT text FROM blocks ORDER BY offset")] == ["a", "x", "b"]
+
+
 def test_nesting_deeper_than_any_parser_limit(conn, tmp_path):
     deep = b'{"type":"user","x":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     _, recs, errs = ingest(conn, tmp_path, deep + b"\n" + good() + b"\n")

@@ -327,3 +327,13 @@ def test_the_table_says_why_nothing_is_listed_and_counts_prompts_with_no_session
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))
     doc = run("doctor", "--db", db_path, "--cwd", tmp_path, ok=True)
     assert "History: 2 prompts (1 naming no session) of 1 session from history.jsonl" in doc.output
+
+
+def test_a_timestamp_of_thousands_of_digits_is_one_prompt_not_a_stopped_refresh(config_dir, tmp_path):
+    db_path = tmp_path / "c.db"
+    path = config_dir / "history.jsonl"
+    path.write_bytes(b'{"display":"huge","timestamp":' + b"9" * 5000 + b',"sessionId":"' + GONE_ID.encode() + b'"}\n')
+    write(path, entry("after it", 1700000000000, session=GONE_ID), mode="ab")
+    run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
+    conn = db.connect(db_path)
+    assert sorted(r[1] for r in prompts(conn)) == ["after it", "huge"]

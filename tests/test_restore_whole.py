@@ -66,6 +66,13 @@ def test_once_the_copy_is_deleted_restore_writes_the_original_path(archive, tmp_
     assert "1 session, 6 files, 6 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
     assert not dest.exists()
+    # the original is live again: pruning by id names the gone copy, which its path prunes
+    run("refresh", ok=True)
+    copy = dest / f"{SID}.jsonl"
+    assert _one_error(run("prune", SID, "--dry-run")) == (
+        f"Error: {SID} is not gone: prune deletes only the archive of files that vanished from disk "
+        f"(a copy of it gone from {copy}: `txdb prune {copy}`)")
+    assert "would delete the archive of 1 session" in run("prune", copy, "--dry-run", ok=True).output
 
 
 def test_where_over_gone_sessions_restores_those_it_can_and_names_the_others(archive, tmp_path):

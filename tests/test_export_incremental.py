@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -264,28 +265,46 @@ def test_moves_cut_off_midway_are_taken_back(tmp_path):
     assert (src / moves[0]).read_bytes() == moves[0].encode()  # back where it was
 
 
-@pytest.mark.parametrize("where", ["manifest", "part"])
-def test_a_generation_past_any_real_one_is_refused(tmp_path, where):
-    """A manifest whose generation (or a part's) is past any count of real
-    updates was taken, and its update named parts part-g1000000000000-*,
-    which the next export then refused as not its own."""
+@pytest.fixture
+def manifest_edited(tmp_path):
+    """An export of the fixture catalog and ``update(edit)``: the manifest
+    (a dict) changed by ``edit``, a session grown and the catalog refreshed,
+    the export run again, refused: (its result, the parts before it)."""
     path = build_catalog(tmp_path, "one")
     out = tmp_path / "exports" / "one"
     assert export(path, out).returncode == 0
-    m = orjson.loads((out / MARKER).read_bytes())
-    if where == "manifest":
-        m["generation"] = 999999999999
-    else:
-        first = m["parts"][0]
-        old = out / first["path"]
-        first["path"] = first["path"].replace("/part-0.parquet", "/part-g999999999999-0.parquet")
-        old.rename(out / first["path"])
-    (out / MARKER).write_bytes(orjson.dumps(m))
-    grow_later(tmp_path, "one")
-    refresh_catalog(path, tmp_path / "one-projects")
-    before = parts(out)
-    r = export(path, out)
-    assert r.returncode == 1
+
+    def update(edit) -> tuple[subprocess.CompletedProcess, dict]:
+        m = orjson.loads((out / MARKER).read_bytes())
+        edit(m)
+        (out / MARKER).write_bytes(orjson.dumps(m))
+        grow_later(tmp_path, "one")
+        refresh_catalog(path, tmp_path / "one-projects")
+        before = parts(out)
+        r = export(path, out)
+        assert r.returncode == 1
+        return r, before
+
+    return path, out, update
+
+
+@pytest.mark.parametrize("where", ["manifest", "part"])
+def test_a_generation_past_any_real_one_is_refused(manifest_edited, where):
+    """A manifest whose generation (or a part's) is past any count of real
+    updates was taken, and its update named parts part-g1000000000000-*,
+    which the next export then refused as not its own."""
+    path, out, update = manifest_edited
+
+    def edit(m):
+        if where == "manifest":
+            m["generation"] = 999999999999
+        else:
+            first = m["parts"][0]
+            old = out / first["path"]
+            first["path"] = first["path"].replace("/part-0.parquet", "/part-g999999999999-0.parquet")
+            old.rename(out / first["path"])
+
+    r, before = update(edit)
     assert r.stderr == (f"Error: {out / MARKER} is damaged or not txdb's: "
                         "export into a new folder or add --replace\n" if where == "manifest" else
                         f"Error: {out / MARKER} names a part file that is not its own: "
@@ -295,18 +314,9 @@ def test_a_generation_past_any_real_one_is_refused(tmp_path, where):
     assert export(path, out).returncode == 0
 
 
-def test_an_update_past_the_last_generation_is_refused(tmp_path):
-    path = build_catalog(tmp_path, "one")
-    out = tmp_path / "exports" / "one"
-    assert export(path, out).returncode == 0
-    m = orjson.loads((out / MARKER).read_bytes())
-    m["generation"] = 10**9
-    (out / MARKER).write_bytes(orjson.dumps(m))
-    grow_later(tmp_path, "one")
-    refresh_catalog(path, tmp_path / "one-projects")
-    before = parts(out)
-    r = export(path, out)
-    assert r.returncode == 1
+def test_an_update_past_the_last_generation_is_refused(manifest_edited, tmp_path):
+    _path, out, update = manifest_edited
+    r, before = update(lambda m: m.update(generation=10**9))
     assert r.stderr == f"Error: {out} has been updated 1,000,000,000 times: add --replace to write it anew\n"
     assert parts(out) == before
     assert not list(tmp_path.glob("exports/.one.exporting-*"))

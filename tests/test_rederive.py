@@ -179,3 +179,30 @@ def test_a_blank_catalog_records_the_current_rules_and_does_no_work(tmp_path, mo
     conn.close()
     conn = db.connect(tmp_path / "c.db")  # made by these rules: no file marked again
     assert conn.execute("SELECT count(*) FROM files WHERE inode IS NULL").fetchone() == (0,)
+
+
+def test_a_catalog_whose_appends_renamed_a_transcripts_session_reads_it_again(tmp_path):
+    """Rules 2: an older txdb took an agent transcript's parent (beside the
+    sessions) from its newest lines, and kept a session file's name as its
+    id when its first lines named none. A catalog it left reads those
+    files, and only those, again, and then names what a fresh build does."""
+    projects = copy_fixture_sessions(tmp_path / "projects")
+    path = tmp_path / "c.db"
+    conn = db.connect(path)
+    refresh(conn, [projects])
+    named = "SELECT file_id, session_id, parent_session_id FROM sessions ORDER BY file_id"
+    fresh = conn.execute(named).fetchall()
+    (agent,) = conn.execute("SELECT id FROM files WHERE path LIKE '%agent-1d78a5e5.jsonl'").fetchone()
+    session = conn.execute("SELECT s.file_id FROM sessions s JOIN files f ON f.id = s.file_id "
+                           "WHERE f.kind = 'session' AND s.lines > 0 LIMIT 1").fetchone()[0]
+    # As the older txdb left them (a parent its first lines do not name; an id they do not name first):
+    conn.execute("UPDATE sessions SET parent_session_id = ? WHERE file_id = ?", (OTHER, agent))
+    conn.execute("UPDATE sessions SET session_id = ? WHERE file_id = ?", (SID, session))
+    conn.execute("UPDATE _txdb_meta SET value = '1' WHERE key = 'rules_version'")
+    conn.commit()
+    conn.close()
+    conn = db.connect(path)
+    assert {r[0] for r in conn.execute("SELECT id FROM files WHERE inode IS NULL")} == {agent, session}
+    refresh(conn, [projects])
+    assert conn.execute(named).fetchall() == fresh
+    conn.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import fail_nth_write, rows
-from sessions import append, assistant, conversation, user, write
+from sessions import DATA, append, assistant, conversation, user, write
 from txdb.catalog import db
 from txdb.catalog.ingest import store
 from txdb.model.verify import verify_file
@@ -721,3 +724,111 @@ def test_side_files_of_a_session_folder_are_not_sessions(conn, tmp_path):
     assert conn.execute("SELECT count(*) FROM records r JOIN files f ON f.id = r.file_id "
                         "WHERE f.path = ?", (str(side),)).fetchone()[0] == 0
     assert side.exists() and deep.exists()  # only the catalog forgets them
+
+
+# The session each transcript names, as `txdb sessions`, cost, doctor,
+# restore and prune read it, for every live file.
+NAMED = ("SELECT f.path, f.kind, f.session_id, s.session_id, s.parent_session_id FROM sessions s "
+         "JOIN files f ON f.id = s.file_id WHERE f.gone = 0 ORDER BY f.path")
+OTHER_SID = "0f0f0f0f-1111-2222-3333-444444444444"
+_WORKTREES = DATA / "projects" / "-experiments-worktrees"
+_REVIEW = DATA / "projects" / "-Users-dain-workspace-coderabbit-review-helper"
+# (where in the tree, the real transcript its lines come from): an agent
+# transcript beside the sessions (its parent: the sessionId its lines name),
+# one in a session's subagents folder (its parent: the folder) and that
+# session's own file (its id: the sessionId its lines name, else its name).
+_PLACES = (
+    ("-p/agent-1d78a5e5.jsonl", _REVIEW / "agent-1d78a5e5.jsonl"),
+    ("-p/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/agent-a4ca7529859c158c2.jsonl",
+     _WORKTREES / "ef958aa1-0e93-49f0-bb71-150f63befcd1" / "subagents" / "agent-a4ca7529859c158c2.jsonl"),
+    ("-p/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl", _WORKTREES / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"),
+)
+
+
+def _variant(line: bytes, how: str) -> bytes:
+    """A real line as is ('real'), naming another session ('other') or none ('none')."""
+    if how == "real":
+        return line
+    obj = orjson.loads(line)
+    obj.pop("sessionId", None)
+    if how == "other":
+        obj["sessionId"] = OTHER_SID
+    return orjson.dumps(obj) + b"\n"
+
+
+def _lines_of(src: Path) -> list[bytes]:
+    return [ln if ln.endswith(b"\n") else ln + b"\n" for ln in src.read_bytes().splitlines(keepends=True)]
+
+
+def _play(root: Path, steps, warm) -> None:
+    """Each step changes one file of the tree (append lines, truncate and
+    regrow it, delete it), then an incremental refresh reads the tree, or
+    that file alone (``by_path``: as the hook and ``--watch`` do)."""
+    for n, (place, op, picks, *by_path) in enumerate(steps):
+        rel, src = _PLACES[place]
+        path = root / rel
+        pool = _lines_of(src)
+        data = b"".join(_variant(pool[i % len(pool)], how) for i, how in picks)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if op == "delete":
+            path.unlink(missing_ok=True)
+        else:
+            with open(path, "wb" if op == "rewrite" else "ab") as fh:
+                fh.write(data)
+            # each write its own mtime: two writes of one size within a clock tick are another matter
+            os.utime(path, ns=(n * 10**9, n * 10**9))
+            if by_path and by_path[0]:
+                store.refresh_path(warm, path, str(root))
+                continue
+        refresh(warm, [root])
+
+
+def _assert_incremental_equals_fresh(tmp_path: Path, steps) -> None:
+    root = tmp_path / "projects"
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    root.mkdir(parents=True)
+    warm = db.connect(tmp_path / "warm.db")
+    _play(root, steps, warm)
+    cold = db.connect(tmp_path / "cold.db")
+    refresh(cold, [root])
+    assert warm.execute(NAMED).fetchall() == cold.execute(NAMED).fetchall()
+    warm.close()
+    cold.close()
+
+
+@pytest.mark.parametrize("steps", [
+    # an appended line naming no session left the beside transcript no parent
+    [(0, "append", [(0, "real")]), (0, "append", [(1, "none")])],
+    # an appended line naming another session moved it to that one
+    [(0, "append", [(0, "real")]), (0, "append", [(1, "other"), (0, "real")])],
+    # its first lines name none: the first later line naming one is its parent
+    [(0, "append", [(0, "none")]), (0, "append", [(1, "real")]), (0, "append", [(0, "other")])],
+    # a session file whose first lines name no session kept its file name as id
+    [(2, "append", [(0, "none")]), (2, "append", [(1, "other"), (2, "real")])],
+    # truncated and regrown: read from the start again
+    [(0, "append", [(0, "real")]), (0, "rewrite", [(0, "other")]), (0, "append", [(1, "real")])],
+])
+def test_the_session_a_transcript_names_is_its_first_line_naming_one_however_it_grew(tmp_path, steps):
+    """Refreshed after each append, a transcript names the session a read
+    from its start finds: the first of its lines naming one (its parent,
+    for an agent transcript beside the sessions; its id, for a session
+    file), whatever later lines name; a subagent's folder names its parent."""
+    _assert_incremental_equals_fresh(tmp_path, steps)
+
+
+_STEP = st.tuples(st.integers(0, len(_PLACES) - 1),
+                  st.sampled_from(["append", "append", "append", "rewrite", "delete"]),
+                  st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["real", "real", "other", "none"])),
+                           max_size=4),
+                  st.booleans())
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, min_size=1, max_size=8))
+def test_incremental_refreshes_name_the_sessions_a_fresh_build_does(tmp_path, steps):
+    """Any sequence of appends, rewrites and deletions of an agent
+    transcript beside the sessions, a subagent's and its session's file
+    (the parent arriving before or after its agents, gone and back),
+    each followed by an incremental refresh, leaves each transcript's
+    session and parent as a fresh build of the final tree gives them."""
+    _assert_incremental_equals_fresh(tmp_path / "t", steps)

@@ -28,6 +28,11 @@ class Bump(NamedTuple):
 BUMPS: tuple[Bump, ...] = (
     Bump(1, "a surgery's result is priced at the factor it logged while the file is what it wrote "
             "(estimate.at_factor)", estimates=True),
+    Bump(2, "a transcript's session (its parent, for an agent transcript beside the sessions) is the first of "
+            "its lines naming one, however it grew (a grown file took it from its new lines)",
+         reread="id IN (SELECT s.file_id FROM sessions s WHERE coalesce(s.parent_session_id, s.session_id) IS NOT "
+                "coalesce((SELECT r.session_id FROM records r WHERE r.file_id = s.file_id AND r.session_id <> '' "
+                "ORDER BY r.offset LIMIT 1), s.session_id))"),
 )
 
 RULES_VERSION = BUMPS[-1].version if BUMPS else 0

@@ -282,27 +282,53 @@ def _delete_file_rows(conn: sqlite3.Connection, file_id: int, keep_usage: bool =
         conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 
 
-def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: bool) -> None:
+def _named_session(conn, file_id: int, meta: dict, start_offset: int, known: str | None,
+                   fallback: str | None) -> str | None:
+    """The sessionId the first of a file's lines naming one names (None: no
+    line does), as a read from its start finds it, however the file grew:
+    later lines naming another session, or none, change nothing. ``meta``
+    is what the lines just read (from ``start_offset``) name; ``known`` what
+    the stored row says the older lines named (None: nothing, or it cannot
+    tell, the id standing for none being ``fallback``). Only then are their
+    records asked, never the file: an append costs no read of what it had."""
+    tail = meta.get("session_id")
+    if start_offset == 0:
+        return tail
+    if known is not None:
+        return known
+    if tail is None or tail == fallback:
+        return tail
+    row = conn.execute("SELECT session_id FROM records WHERE file_id = ? AND offset < ? AND session_id <> '' "
+                       "ORDER BY offset LIMIT 1", (file_id, start_offset)).fetchone()
+    return row[0] if row else tail
+
+
+def _update_session(conn, file_id: int, found: Found, s: FileSummary, fresh: bool, start_offset: int) -> None:
     row = None if fresh else conn.execute(
         "SELECT session_id, title, title_source, cwd, git_branch, version, model, "
-        "first_timestamp, last_timestamp, lines, messages, agent_id FROM sessions WHERE file_id = ?",
+        "first_timestamp, last_timestamp, lines, messages, agent_id, parent_session_id FROM sessions "
+        "WHERE file_id = ?",
         (file_id,),
     ).fetchone()
     if row:
         (session_id, title, title_source, cwd, branch, version, model, first_ts, last_ts,
-         lines, messages, agent_id) = row
+         lines, messages, agent_id, parent_session) = row
     else:
         session_id = title = title_source = cwd = branch = version = model = None
-        first_ts = last_ts = agent_id = None
+        first_ts = last_ts = agent_id = parent_session = None
         lines = messages = 0
+    start = 0 if row is None else start_offset
     m = s.meta
     stem = session_stem(found.path)
-    file_session = session_id or m.get("session_id") or stem
-    parent_session = None
     if found.kind == "subagent":
-        # Subagent lines carry their parent's sessionId; the file is its own session.
-        parent_session = found.parent_session_id or m.get("session_id")
+        # Subagent lines carry their parent's sessionId (its folder, in a
+        # subagents folder, names it first); the file is its own session.
+        parent_session = found.parent_session_id or _named_session(conn, file_id, m, start, parent_session, None)
         file_session = stem
+    else:  # stored as its name until a line names one: that name tells nothing
+        parent_session = None
+        file_session = _named_session(conn, file_id, m, start, None if session_id == stem else session_id,
+                                      stem) or stem
     cwd = cwd or m.get("cwd")
     branch = branch or m.get("git_branch")
     version = version or m.get("version")
@@ -519,7 +545,7 @@ def _end_file(conn, plan: Plan, file_id: int, s: FileSummary, ing: FileIngest,
     f = plan.found
     if s.unnamed_results:
         _name_tool_results(conn, file_id)
-    _update_session(conn, file_id, f, s, plan.from_start)
+    _update_session(conn, file_id, f, s, plan.from_start, plan.start_offset)
     census.store(conn, file_id, s.census)
     if plan.from_start:
         _add_dangling(conn, file_id, s.dangling, True, 0)

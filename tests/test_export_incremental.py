@@ -320,3 +320,112 @@ def test_an_update_past_the_last_generation_is_refused(manifest_edited, tmp_path
     assert r.stderr == f"Error: {out} has been updated 1,000,000,000 times: add --replace to write it anew\n"
     assert parts(out) == before
     assert not list(tmp_path.glob("exports/.one.exporting-*"))
+
+
+def arrow_counts(out: Path) -> dict[str, int]:
+    """Rows per table as pyarrow reads the folder (a reader following links)."""
+    import pyarrow.dataset as ds
+
+    return {t: ds.dataset(out / t, format="parquet").count_rows() if (out / t).exists() else 0 for t in TABLES}
+
+
+def catalog_counts(db_path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(db_path)
+    try:
+        return {t: conn.execute(f"select count(*) from {t}").fetchone()[0] for t in TABLES}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("harm", ["deleted", "truncated", "linked", "folder"])
+def test_a_kept_part_missing_or_replaced_is_written_again(tmp_path, harm):
+    """The second export trusted the part files its manifest names: one
+    deleted (or truncated, or a folder, or a link to a file outside) was
+    kept, `0 new Parquet files`, and readers counted other rows than the
+    catalog's. Such a part's partition is written again; a link is removed,
+    never followed (the outside file is untouched)."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    records = sorted((out / "records").rglob("part-*.parquet"), key=lambda p: p.stat().st_size)
+    victim, other = records[-1], records[0]
+    assert victim.stat().st_size != other.stat().st_size
+    def partition(p: Path) -> tuple[str, ...]:
+        return p.relative_to(out).parts[1:-1]  # (project=..., month=...), of every table
+
+    untouched = {p: v for p, v in parts(out).items() if partition(p) != partition(victim)}
+    outside = tmp_path / "outside.parquet"
+    outside.write_bytes(other.read_bytes())  # a Parquet file with other rows
+    if harm == "deleted":
+        for p in victim.parent.parent.glob("month=*/part-*.parquet"):  # every month of its project
+            p.unlink()
+    elif harm == "truncated":
+        with open(victim, "r+b") as fh:
+            fh.truncate(victim.stat().st_size // 2)
+    elif harm == "linked":
+        victim.unlink()
+        victim.symlink_to(outside)
+    else:
+        victim.unlink()
+        victim.mkdir()
+    r = export(path, out)
+    assert r.returncode == 0, r.stderr
+    n = 1 if harm != "deleted" else len({p for p in records if p.parent.parent == victim.parent.parent})
+    assert f", {n} part{'s' if n > 1 else ''} missing or replaced: written again, " in r.stdout
+    assert not victim.exists() and not victim.is_symlink()
+    assert outside.read_bytes() == other.read_bytes()
+    assert arrow_counts(out) == catalog_counts(path)
+    assert all(v.is_file() and not v.is_symlink() for v in out.rglob("part-*.parquet"))
+    if harm != "deleted":  # the partitions nothing happened to are the same files
+        assert {p: v for p, v in parts(out).items() if p in untouched} == untouched
+    assert_reads_as_fresh(path, out, tmp_path / "fresh")
+    r = export(path, out)  # and then nothing is missing
+    assert r.returncode == 0 and "missing or replaced" not in r.stdout and ": 0 new Parquet files" in r.stdout
+
+
+def test_a_folder_with_files_in_a_parts_place_is_refused(tmp_path):
+    """A folder holding something where a part belongs is not removed: one
+    Error line, the folder and the manifest left as they were."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    manifest = (out / MARKER).read_bytes()
+    victim = next((out / "records").rglob("part-0.parquet"))
+    victim.unlink()
+    victim.mkdir()
+    (victim / "mine.txt").write_text("mine")
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 1
+    assert r.stderr == f"Error: {victim} is a folder where a part file belongs: move it away, or add --replace\n"
+    assert (victim / "mine.txt").read_text() == "mine"
+    assert (out / MARKER).read_bytes() == manifest and parts(out) == before
+    assert not list(tmp_path.glob("exports/.one.exporting-*"))
+
+
+def test_a_manifest_without_sizes_or_mtimes_is_checked_by_what_it_holds(tmp_path):
+    """An older txdb's manifest recorded no mtime: its parts are checked by
+    size (and the mtime is recorded at the next update); a part with no size
+    recorded is written again, since it cannot be checked."""
+    path = build_catalog(tmp_path, "one")
+    out = tmp_path / "exports" / "one"
+    assert export(path, out).returncode == 0
+    m = orjson.loads((out / MARKER).read_bytes())
+    assert all(type(p["bytes"]) is int and type(p["mtime_ns"]) is int for p in m["parts"])
+    for p in m["parts"]:
+        del p["mtime_ns"]
+    unsure = m["parts"][0]
+    del unsure["bytes"]
+    (out / MARKER).write_bytes(orjson.dumps(m))
+    before = parts(out)
+    r = export(path, out)
+    assert r.returncode == 0, r.stderr
+    assert ", 1 part missing or replaced: written again, " in r.stdout
+    assert not (out / unsure["path"]).exists()
+    after = orjson.loads((out / MARKER).read_bytes())["parts"]
+    assert all(type(p["mtime_ns"]) is int for p in after)
+    new = int(r.stdout.split(": ", 1)[1].split()[0])
+    assert 0 < new < len(after)  # only the unsure part's partition: the others are the same files
+    assert {p: v for p, v in parts(out).items() if p in before} == {p: before[p] for p in set(before) & set(parts(out))}
+    assert len(set(parts(out)) & set(before)) == len(after) - new
+    assert arrow_counts(out) == catalog_counts(path)

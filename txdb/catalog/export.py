@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -126,11 +127,15 @@ class ExportReport:
     redacted: bool = False  # secrets masked (--redact)
     incremental: bool = False  # an earlier export updated: only changed partitions written
     superseded: int = 0  # the earlier export's part files replaced (deleted once the manifest names the new)
+    repaired: int = 0  # of those, parts the manifest named that were missing or replaced (written again)
 
     def summary(self) -> str:
         rows = ", ".join(f"{n:,} {t}" for t, n in self.tables.items())
         if self.incremental:
+            repaired = (f"{self.repaired} part{'s' if self.repaired > 1 else ''} missing or replaced: written again, "
+                        if self.repaired else "")
             return (f"Updated {self.path}: {self.files} new Parquet files ({rows}), {self.superseded} superseded, "
+                    f"{repaired}"
                     f"{'secrets redacted; ' if self.redacted else ''}"
                     f"{self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s")
         return (f"Exported {rows} to {self.path} ({'secrets redacted; ' if self.redacted else ''}"
@@ -229,11 +234,12 @@ class _Partitions:
             writer.close()
             fh.close()
             self.report.files += 1
-            size = path.stat().st_size
-            self.report.bytes += size
+            st = path.stat()
+            self.report.bytes += st.st_size
+            # size and mtime: what the next update checks a part it keeps by (renames keep both)
             self.written.append({"path": path.relative_to(self.out).as_posix(), "table": self.table,
                                  "key": list(key), "files": sorted(f for f in self.held.get(key, ()) if f is not None),
-                                 "rows": rows, "bytes": size})
+                                 "rows": rows, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
         self.writers.clear()
         self.held.clear()
 
@@ -284,7 +290,9 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
     hold a file the catalog changed since (new, grown, rewritten, gone) are
     written again, as new part files; the manifest (``_txdb_export.json``)
     then names them and the part files they supersede are deleted, so the
-    folder always reads as a fresh export would. ``replace``: the earlier
+    folder always reads as a fresh export would; a part it would keep that
+    is missing or replaced (``_intact``) is written again the same way
+    (``ExportReport.repaired``). ``replace``: the earlier
     export is replaced whole (only once the new one is whole).
     ``redact``: the catalog's text no scan has read
     yet is scanned first (txdb.catalog.secrets.scan_catalog; text a refresh added
@@ -339,7 +347,7 @@ def export_parquet(catalog: str | Path, out: str | Path, replace: bool = False,
                 raise ExportError(f"{out} has been updated {MAX_GENERATION:,} times: add --replace to write it anew")
             prefix = f"part-g{generation}-"
             report.incremental = True
-            keep, wanted, surgeries = _changed(ro, earlier, state, files, redact)
+            keep, wanted, surgeries, report.repaired = _changed(ro, out, earlier, state, files, redact)
             files = [f for f in files if f[0] in wanted]
             kept = [p for p in earlier["parts"]
                     if not (tuple(p["key"]) in keep if p["table"] != "surgeries" else surgeries)]
@@ -436,9 +444,11 @@ def _surgeries_hash(ro: sqlite3.Connection) -> str:
     return _digest(ro.execute(SURGERIES))
 
 
-def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, redact: bool):
+def _changed(ro: sqlite3.Connection, out: Path, earlier: dict, state: dict, files: list, redact: bool):
     """(partitions to write again, catalog files to read for them, whether
-    surgeries is written again) for an update of ``earlier``."""
+    surgeries is written again, how many parts it would keep are missing or
+    replaced) for an update of ``earlier`` at ``out``: such a part's
+    partition is written again too."""
     before, now = earlier["files"], state["files"]
     dirty = {int(f) for f in before.keys() ^ now.keys()} | {int(f) for f in now if f in before and before[f] != now[f]}
     keep: set[tuple] = set()
@@ -457,10 +467,38 @@ def _changed(ro: sqlite3.Connection, earlier: dict, state: dict, files: list, re
         for sql in per_file_sql(ro).values():
             for (m,) in ro.execute(f"SELECT DISTINCT month FROM ({sql})", {"fid": fid, "month": month}):
                 keep.add((project, m))
-    wanted = {f for key in keep for f in by_key.get(key, ())} | dirty
     surgeries = (earlier["surgeries"] != state["surgeries"]
                  or any(p["table"] == "surgeries" and dirty & set(p["files"]) for p in earlier["parts"]))
-    return keep, wanted, surgeries
+    would_keep = [p for p in earlier["parts"]
+                  if not (surgeries if p["table"] == "surgeries" else tuple(p["key"]) in keep)]
+    repaired = 0
+    for p in would_keep:
+        if _intact(out, p):
+            continue
+        repaired += 1
+        if p["table"] == "surgeries":
+            surgeries = True
+        else:
+            keep.add(tuple(p["key"]))
+    wanted = {f for key in keep for f in by_key.get(key, ())} | dirty
+    return keep, wanted, surgeries, repaired
+
+
+def _intact(out: Path, part: dict) -> bool:
+    """Whether a part the manifest names is still the file it wrote: a
+    regular file (not a link: never followed) in a real folder of the export
+    (a link on the way is refused), of the size (and mtime) recorded. A part
+    recorded without an mtime (an older txdb's manifest) is checked by its
+    size, and its mtime recorded now; one without a size is written again."""
+    try:
+        st = os.lstat(_inside(out, part["path"]))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if not stat.S_ISREG(st.st_mode) or type(part.get("bytes")) is not int or st.st_size != part["bytes"]:
+        return False
+    if "mtime_ns" not in part:
+        part["mtime_ns"] = st.st_mtime_ns
+    return part["mtime_ns"] == st.st_mtime_ns
 
 
 PART = re.compile(r"part-(?:g[0-9]{1,12}-)?[0-9]{1,12}\.parquet")
@@ -590,7 +628,9 @@ def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier:
         _free(out, rel)
     for p in earlier["parts"]:
         if p["path"] not in named:
-            _inside(out, p["path"])
+            target = _inside(out, p["path"])
+            if target.is_dir() and not target.is_symlink() and any(target.iterdir()):
+                raise ExportError(f"{target} is a folder where a part file belongs: move it away, or add --replace")
     rows = {t: 0 for t in TABLES}
     for p in manifest["parts"]:
         rows[p["table"]] += p["rows"]
@@ -600,7 +640,10 @@ def _update(tmp: Path, out: Path, report: ExportReport, manifest: dict, earlier:
         if p["path"] not in named:
             target = _inside(out, p["path"])
             try:
-                os.unlink(target)
+                if stat.S_ISDIR(os.lstat(target).st_mode):
+                    target.rmdir()  # an empty folder in its place (checked above)
+                else:
+                    os.unlink(target)  # a link in its place: the link itself
             except FileNotFoundError:
                 pass
             for folder in (target.parent, target.parent.parent):

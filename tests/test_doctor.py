@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -260,6 +261,112 @@ def test_subagent_transcripts_without_their_session_file_are_due_on_their_own(bo
     due = {d["session_id"]: d for d in json.loads(_cli(box, monkeypatch, "--json").output)["due"]}
     assert not due[parent]["lone"] and due[parent]["path"] == str(session) and due[parent]["files"] == 2
     assert due[parent]["not_whole"] == [str(session)]  # the session file is not catalogued, its subagent's is
+
+
+NAMED = "8a69e93c-e842-471d-a053-5c316757e5e9"  # the session the fixture's older-release agent file names
+
+
+def _project(box, tmp_path) -> tuple[Path, Path, Path, Path, Path]:
+    """A projects root of one folder: a session file with a subagent
+    transcript in its folder, and an older release's agent file beside the
+    session file its lines name (all fresh)."""
+    src = box["cfg"] / "projects"
+    layout = next(src.glob("-experiments-worktrees/*/subagents/agent-*.jsonl"))
+    proj = tmp_path / "roots" / "-p"
+    agent = proj / layout.relative_to(layout.parent.parent.parent)
+    agent.parent.mkdir(parents=True)
+    shutil.copyfile(layout, agent)
+    session = proj / (layout.parent.parent.name + ".jsonl")
+    shutil.copyfile(layout.parent.parent.with_suffix(".jsonl"), session)
+    beside = proj / "agent-1d78a5e5.jsonl"
+    shutil.copyfile(src / "-Users-dain-workspace-coderabbit-review-helper" / beside.name, beside)
+    named = proj / f"{NAMED}.jsonl"
+    shutil.copyfile(next((src / "-Users-dain-workspace-coderabbit-review-helper").glob("1ca*.jsonl")), named)
+    for p in (agent, session, beside, named):
+        _age(p, 1)
+    return proj.parent, session, agent, named, beside
+
+
+def _due(box, root, within=7) -> dict[str, doctor.DueSession]:
+    conn = db.connect(box["db"])
+    refresh(conn, [root])
+    r = doctor.doctor(conn, box["cfg"], [root], box["cwd"], within_days=within, managed=box["managed"], now=NOW)
+    return {d.path: d for d in r.due}
+
+
+def test_a_session_folder_goes_with_its_session_file_and_an_agent_file_beside_by_its_own_mtime(box, tmp_path,
+                                                                                             monkeypatch):
+    """As Claude Code's cleanup does: a subagent transcript in a session's
+    folder goes with the session file (its own mtime does not count), an
+    older release's agent-*.jsonl beside the sessions by its own mtime."""
+    root, session, agent, named, beside = _project(box, tmp_path)
+    _age(session, 40)  # goes now, and its fresh subagent transcript with it
+    _age(beside, 40)  # goes now, though the session file it names is fresh
+    due = _due(box, root)
+    assert set(due) == {str(session), str(beside)}
+    assert (due[str(session)].files, due[str(session)].deleted_in_days) == (2, 0)
+    assert (due[str(beside)].files, due[str(beside)].deleted_in_days, due[str(beside)].lone) == (1, 0, False)
+    assert due[str(beside)].session_id == NAMED
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
+    out = run("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, ok=True).output
+    assert f"{NAMED} -p (an older release's subagent transcript beside the session file, by its own mtime) at " \
+           "Claude Code's next start" in out, out
+
+    _age(session, 1)
+    _age(agent, 40)  # its session file is fresh: it stays
+    _age(beside, 1)
+    _age(named, 40)  # goes alone: the fresh agent file beside it stays
+    due = _due(box, root)
+    assert set(due) == {str(named)} and due[str(named)].files == 1
+
+
+def test_subagent_transcripts_without_their_session_file_go_one_by_one(box, tmp_path):
+    root, session, agent, _named, _beside = _project(box, tmp_path)
+    second = agent.with_name("agent-second.jsonl")
+    shutil.copyfile(agent, second)
+    session.unlink()
+    _age(agent, 40)
+    _age(second, 20)
+    due = _due(box, root)
+    assert set(due) == {str(agent)} and due[str(agent)].files == 1 and due[str(agent)].lone
+    due = _due(box, root, within=15)
+    assert due[str(second)].deleted_in_days == pytest.approx(10, abs=0.01) and due[str(second)].files == 1
+
+
+def test_the_sweep_rule_file_by_file(tmp_path):
+    """doctor.sweep_mtime_ns: the mtime Claude Code's cleanup judges each
+    file by; doctor.swept: strictly older than the cutoff, in whole ms."""
+    proj = tmp_path / "-p"
+    sid = "11111111-2222-3333-4444-555555555555"
+
+    def put(rel: str, days: float) -> Path:
+        p = proj / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("{}\n")
+        _age(p, days)
+        return p
+
+    session = put(f"{sid}.jsonl", 10)
+    ns = session.stat().st_mtime_ns
+    files = {rel: put(rel, days) for rel, days in [
+        (f"{sid}/subagents/agent-a.jsonl", 40), (f"{sid}/subagents/agent-a.meta.json", 1),
+        (f"{sid}/tool-results/old.txt", 40), (f"{sid}/tool-results/new.txt", 1), (f"{sid}/persisted/p.txt", 40),
+        ("agent-b.jsonl", 3)]}
+    got = {rel: doctor.sweep_mtime_ns(p, proj) for rel, p in files.items()}
+    assert got == {f"{sid}/subagents/agent-a.jsonl": ns, f"{sid}/subagents/agent-a.meta.json": ns,
+                   f"{sid}/tool-results/old.txt": files[f"{sid}/tool-results/old.txt"].stat().st_mtime_ns,
+                   f"{sid}/tool-results/new.txt": ns, f"{sid}/persisted/p.txt": ns,
+                   "agent-b.jsonl": files["agent-b.jsonl"].stat().st_mtime_ns}
+    assert doctor.sweep_mtime_ns(session, proj) == ns
+    session.unlink()  # no session file: each by its own mtime; txdb's own persisted/ never
+    assert doctor.sweep_mtime_ns(files[f"{sid}/subagents/agent-a.jsonl"], proj) == \
+        files[f"{sid}/subagents/agent-a.jsonl"].stat().st_mtime_ns
+    assert doctor.sweep_mtime_ns(files[f"{sid}/persisted/p.txt"], proj) is None
+    assert doctor.sweep_mtime_ns(session, proj) is None
+    now = 1_800_000_000.0
+    cutoff_ns = int(now * 1000 - 30 * DAY * 1000) * 1_000_000
+    assert not doctor.swept(cutoff_ns, 30, now) and not doctor.swept(cutoff_ns + 999_999, 30, now)
+    assert doctor.swept(cutoff_ns - 1, 30, now)
 
 
 @pytest.mark.parametrize("named", ["/tmp/elsewhere/PWNED", "../../x", "not-a-uuid"])

@@ -443,7 +443,8 @@ def test_a_file_older_than_the_cleanup_period_is_restored_with_a_note_that_it_go
     run("refresh", ok=True)
     _gone(projects)
     out = run("restore", SID, ok=True).output
-    assert "Note: 1 of the files written was last modified more than 30 days ago" in out, out
+    # its folder (subagent transcript, meta file) goes with the session file, whatever their own mtimes
+    assert "Note: 6 of the files written go by an mtime more than 30 days old" in out, out
     assert "Claude Code's next start deletes them again" in out
     assert (folder / f"{SID}.jsonl").stat().st_mtime_ns == old  # kept as catalogued
     listed = json.loads(run("restore", SID, "--to", tmp_path / "copy", "--json", ok=True).output)
@@ -452,4 +453,25 @@ def test_a_file_older_than_the_cleanup_period_is_restored_with_a_note_that_it_go
     _gone(projects)
     out = run("restore", SID, ok=True).output
     assert "Note:" not in out, out
+    assert tree(folder) == before
+
+
+def test_an_old_subagent_transcript_restored_beside_its_fresh_session_file_is_not_due_again(archive, tmp_path):
+    """Claude Code's cleanup deletes a session's folder with its session
+    file: an old subagent transcript stays while the session file is fresh."""
+    projects, before = archive
+    folder = projects / SUBAGENT_DEMO
+    agent = projects / SUBAGENT_DEMO / AGENT
+    old = int((__import__("time").time() - 40 * 86400) * 1e9)
+    os.utime(agent, ns=(old, old))
+    run("refresh", ok=True)
+    agent.unlink()  # the live session file stays, fresh
+    run("refresh", ok=True)
+    r = json.loads(run("restore", SID, "--json", ok=True).output)
+    assert r["written"] == [str(agent)] and r["deleted_again_at_next_start"] == []
+    assert agent.stat().st_mtime_ns == old
+    agent.unlink()
+    run("refresh", ok=True)
+    out = run("restore", SID, ok=True).output
+    assert "Note:" not in out and "wrote " + str(agent) in out, out
     assert tree(folder) == before

@@ -3,8 +3,10 @@ the catalog could give it back.
 
 Claude Code deletes a transcript at start-up once its mtime is older than
 ``cleanupPeriodDays`` (default 30): it ``stat``s each file and unlinks
-those with ``mtime < now - period``. The setting is read from the settings
-files, the one of highest precedence winning: managed settings, the
+those with ``mtime < now - period``; a session's folder (its subagent
+transcripts) goes with the session file, by that file's mtime
+(:func:`sweep_mtime_ns` says which mtime decides each file). The setting
+is read from the settings files, the one of highest precedence winning: managed settings, the
 project's ``.claude/settings.local.json``, its ``.claude/settings.json``,
 then the user's ``<config dir>/settings.json``. The value is a JavaScript
 number, so ``60.0`` and ``1e2`` are the whole numbers 60 and 100.
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,7 +39,7 @@ from txdb.catalog import cost, units
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
-from txdb.model.paths import parent_session
+from txdb.model.paths import SESSION_SUFFIX, TOOL_RESULTS, parent_session
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
@@ -48,6 +51,9 @@ KEYS = ("cleanupPeriodDays", "desktopSessionCleanupPeriodDays")  # a set one and
 MANAGED_SETTINGS = (Path("/Library/Application Support/ClaudeCode/managed-settings.json")
                     if os.uname().sysname == "Darwin" else Path("/etc/claude-code/managed-settings.json"))
 PLUGIN_KEY = "txdb@txdb"  # plugin@marketplace, as `txdb plugin` installs it
+# The folders of a session's folder whose files Claude Code's cleanup deletes one by one, by their own
+# mtime, when the session file is not there (while it is, they go with it).
+OWN_MTIME_DIRS = frozenset({"subagents", "workflows", "remote-agents", "before-cleanup"})
 
 
 @dataclass
@@ -75,10 +81,10 @@ class Retention:
 class DueSession:
     session_id: str
     project: str | None
-    path: str  # the session file; for subagent transcripts without one, the first of them to go
-    mtime: str | None  # ISO 8601 UTC (None: out of the calendar's range)
+    path: str  # the session file, when these go with it; else the first of them
+    mtime: str | None  # the mtime they go by (sweep_mtime_ns), ISO 8601 UTC (None: out of the calendar's range)
     deleted_in_days: float  # <= 0: at Claude Code's next start
-    files: int  # the session file and its subagent transcripts
+    files: int  # the transcripts that go at that time: the session file and those in its folder, or one by one
     whole: bool  # every one catalogued to its last byte: `txdb restore` gives it back
     not_whole: list[str] = field(default_factory=list)
     lone: bool = False  # subagent transcripts whose session file is not on disk
@@ -126,6 +132,47 @@ def _cutoff(now: float, days: int) -> float | None:
     except OverflowError:
         return None
     return t if abs(t * 1000) <= JS_DATE_MS and _iso(t) is not None else None
+
+
+def sweep_mtime_ns(path: str | Path, folder: str | Path) -> int | None:
+    """The mtime (ns) by which Claude Code's start-up cleanup judges the file
+    at ``path`` in the project folder ``folder``; None when that cleanup
+    never deletes it (not there, a link, txdb's own files of a session
+    whose file is not there). A ``.jsonl`` in the project folder itself (a
+    session file, an older release's ``agent-*.jsonl``) goes by its own
+    mtime. A file in a session's folder ``<id>/`` goes with ``<id>.jsonl``
+    while that file is there (the folder is deleted with it, whatever the
+    mtimes inside), a ``tool-results`` file also by its own mtime if older;
+    with no session file there, those in ``tool-results/`` and
+    ``subagents/`` (and the like: ``OWN_MTIME_DIRS``) each by its own."""
+    p, top = Path(path), Path(folder)
+    try:
+        rel = p.relative_to(top).parts
+        st = os.lstat(p)
+    except (ValueError, OSError):
+        return None
+    regular = stat.S_ISREG(st.st_mode)
+    if len(rel) == 1:
+        return st.st_mtime_ns if regular and rel[0].endswith(SESSION_SUFFIX) else None
+    try:
+        head = os.lstat(top / (rel[0] + SESSION_SUFFIX))
+    except OSError:
+        head = None
+    own = None
+    if rel[1] == TOOL_RESULTS and len(rel) in (3, 4) and regular:  # its files and those one folder down
+        own = st.st_mtime_ns
+    elif rel[1] in OWN_MTIME_DIRS and len(rel) > 2 and not stat.S_ISDIR(st.st_mode):
+        own = st.st_mtime_ns
+    if head is not None and stat.S_ISREG(head.st_mode):
+        return head.st_mtime_ns if own is None or rel[1] != TOOL_RESULTS else min(own, head.st_mtime_ns)
+    return own
+
+
+def swept(mtime_ns: int, days: int, now: float) -> bool:
+    """Whether Claude Code's next start (at ``now``) deletes a file judged by
+    ``mtime_ns`` (:func:`sweep_mtime_ns`): that mtime, in whole
+    milliseconds, is strictly before ``now`` minus ``days`` days."""
+    return mtime_ns // 1_000_000 < math.floor(now * 1000) - days * DAY_S * 1000
 
 
 def settings_files(config_dir: Path, cwd: Path, managed: Path | None = None) -> list[tuple[str, Path]]:
@@ -341,18 +388,26 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     due = []
     # Nothing is due when Claude Code skips the cleanup, or its cutoff is older than any file can be.
     deletes = ret.skipped is None and ret.cutoff is not None
-    groups = [(Path(f.path).stem, f, [f] + with_session.get(f.path, []), False) for f in found if f.kind == "session"]
-    for sid, files in lone.values():
-        first = min(files, key=lambda g: g.stat.st_mtime)  # each goes by its own mtime: the oldest first
-        groups.append((sid, first, files, True))
-    for sid, f, group, is_lone in groups if deletes else []:
-        left = (f.stat.st_mtime + ret.days * DAY_S - now) / DAY_S
+    # The files of a session that Claude Code's cleanup deletes at one time (sweep_mtime_ns): the session
+    # file with its folder; each older release's agent-*.jsonl beside it, and each subagent transcript of
+    # a session whose file is not there, by its own mtime.
+    groups: dict[tuple[str, int], tuple[str, bool, list[Found]]] = {}
+    members = [(f.path, Path(f.path).stem, False, [f] + with_session.get(f.path, [])) for f in found
+               if f.kind == "session"] + [(home, sid, True, files) for home, (sid, files) in lone.items()]
+    for home, sid, is_lone, files in members if deletes else []:
+        for g in files:
+            t = sweep_mtime_ns(g.path, Path(g.root) / g.project if g.project else Path(g.path).parent)
+            if t is not None:
+                groups.setdefault((home, t), (sid, is_lone, []))[2].append(g)
+    for (_home, t), (sid, is_lone, group) in groups.items():
+        left = (t / 1e9 + ret.days * DAY_S - now) / DAY_S
         if left > within_days:
             continue
+        f = group[0]  # the session file when it goes with these, else the first of them
         missing = [g.path for g in group if not _whole(conn, g, hash_if_touched=True)]
-        due.append(DueSession(session_id=sid, project=f.project, path=f.path, mtime=_iso(f.stat.st_mtime),
-                              deleted_in_days=round(max(left, 0.0), 2), files=len(group), whole=not missing,
-                              not_whole=missing, lone=is_lone))
+        due.append(DueSession(session_id=sid, project=f.project, path=f.path, mtime=_iso(t / 1e9),
+                              deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
+                              files=len(group), whole=not missing, not_whole=missing, lone=is_lone))
     due.sort(key=lambda d: d.deleted_in_days)
     prices = cost.price_source(conn)
     if prices["data_date"] is None:  # a catalog that priced nothing yet: the library's own date

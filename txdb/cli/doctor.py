@@ -88,7 +88,9 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
         when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {_days_text(d.deleted_in_days)}"
         held = "held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)"
-        lone = f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else ""
+        lone = (f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else
+                " (an older release's subagent transcript beside the session file, by its own mtime)"
+                if Path(d.path).name != d.session_id + ".jsonl" and Path(d.path).parent.name != "subagents" else "")
         echo(terminal_safe(f"    {d.session_id} {d.project}{lone} {when}: {held}"))
     if len(r.due) > SHOWN:
         echo(f"    ... and {len(r.due) - SHOWN} more (--json lists them all)")

@@ -85,9 +85,10 @@ def restore(db_path, session, where, to, dry_run, as_json):
     if again:
         _p, days, source = again[0]
         echo(terminal_safe(
-            f"Note: {len(again)} of the files written {'were' if len(again) != 1 else 'was'} last modified more than "
-            f"{days} days ago (cleanupPeriodDays, {'Claude Code default' if source == 'default' else source}): "
-            "Claude Code's next start deletes them again; `touch` them, or raise cleanupPeriodDays, to keep them"),
+            f"Note: {len(again)} of the files written go{'es' if len(again) == 1 else ''} by an mtime more than "
+            f"{days} days old (cleanupPeriodDays, {'Claude Code default' if source == 'default' else source}; "
+            "a file in a session's folder goes by its session file's): Claude Code's next start deletes them "
+            "again; `touch` them and the session file, or raise cleanupPeriodDays, to keep them"),
             err=True)
     files = sum(len(p.items) for p in plans)
     echo(f"{len(plans)} session{'s' if len(plans) != 1 else ''}, {files} file{'s' if files != 1 else ''}"

@@ -556,11 +556,13 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
 
 def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
               now: float | None = None) -> list[tuple[Path, int, str]]:
-    """The files the plans wrote in place whose mtime (kept as catalogued)
-    is already past Claude Code's cleanup cutoff, so that its next start
-    deletes them again: (path, cleanupPeriodDays, the file setting it), for
-    the settings of the session's project (its cwd, when still a folder)."""
-    from txdb.catalog.doctor import DAY_S, retention
+    """The files the plans wrote in place that Claude Code's next start
+    deletes again, judged as its cleanup judges them on disk
+    (``doctor.sweep_mtime_ns``: a subagent transcript in a session's folder
+    goes with the session file while that is there, whatever its own
+    mtime): (path, cleanupPeriodDays, the file setting it), for the
+    settings of the session's project (its cwd, when still a folder)."""
+    from txdb.catalog.doctor import retention, swept, sweep_mtime_ns
 
     now = time.time() if now is None else now
     out = []
@@ -575,8 +577,10 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
             continue
         if ret.skipped or ret.cutoff is None:
             continue
-        out += [(it.path, ret.days, ret.source) for it in plan.todo
-                if it.mtime_ns is not None and it.mtime_ns / 1e9 < now - ret.days * DAY_S]
+        for it in plan.todo:
+            t = sweep_mtime_ns(it.path, plan.folder)
+            if t is not None and swept(t, ret.days, now):
+                out.append((it.path, ret.days, ret.source))
     return out
 
 

@@ -5,6 +5,7 @@ back byte for byte (or refusing, with nothing written)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -433,7 +434,7 @@ def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archi
     assert new == [{"gone": 0}]
     # Refused while the new file is there, and nothing changed by the refusal.
     for ref in (SID, SID[:8]):
-        assert "exists: the session is still there" in _one_error(run("restore", ref))
+        assert f"{session} is another file, not the catalogued one" in _one_error(run("restore", ref))
         assert session.read_bytes() == b"{}\n"
     session.unlink()
     run("refresh", ok=True)
@@ -441,6 +442,43 @@ def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archi
     assert "6 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
     assert subprocess.run(["cmp", str(session), str(DATA_CLI.parent / SUBAGENT_DEMO / f"{SID}.jsonl")]).returncode == 0
+
+
+@pytest.mark.parametrize("refreshed", [False, True])
+def test_another_file_at_a_gone_sessions_path_is_named_not_still_there(archive, tmp_path, refreshed):
+    """Other bytes where a gone session was (a truncated copy, another
+    session's file) are neither the catalogued file nor gone: restore by
+    id, --json and --where name that file, overwrite nothing and exit
+    non-zero; --to still writes the copy. Refresh indexes the stranger as
+    a new file, the gone archive kept aside (listed gone, pruned alone)."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    whole = session.read_bytes()
+    _sweep(projects)
+    run("refresh", ok=True)
+    stranger = whole[: len(whole) // 2]
+    session.write_bytes(stranger)
+    if refreshed:
+        run("refresh", ok=True)
+    for args in ([SID], [SID[:8], "--json"], ["--where", f"session_id = '{SID}'"], [str(session)]):
+        err = _one_error(run("restore", *args))
+        assert f"{session} is another file, not the catalogued one" in err, err
+        assert "still there" not in err and "nothing was overwritten" in err
+        assert session.read_bytes() == stranger
+    dest = tmp_path / "elsewhere" / SUBAGENT_DEMO
+    run("restore", SID, "--to", dest, ok=True)
+    assert tree(dest) == before
+    run("refresh", ok=True)
+    gone = [g for g in json.loads(run("sessions", "--gone", "--json", ok=True).output) if g["session_id"] == SID]
+    kept = [g["path"] for g in gone if g["file_bytes"] == len(whole)]
+    assert len(kept) == 1 and kept[0].startswith(f"{session}.archived-"), gone  # the gone archive, set aside
+    pruned = json.loads(run("prune", SID, "--json", ok=True).output)
+    assert str(session) not in pruned["paths"] and any(".archived-" in p for p in pruned["paths"])
+    assert session.read_bytes() == stranger
+    conn = _conn(tmp_path)
+    assert rows(conn, "SELECT gone, size FROM files WHERE path = ?", (str(session),)) == \
+        [{"gone": 0, "size": len(stranger)}]
+    conn.close()
 
 
 def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):

@@ -13,7 +13,9 @@ a hash) refuses the restore and is named.
 Writing never replaces a file: each goes to a temp file, is fsynced and
 linked to its name (``sidecar.write``), mode 0600, folders 0700; a
 failure takes back every file this restore created. A session file still
-on disk is refused (``--to`` writes the copy into another project folder).
+on disk is refused, and so is another file at a path (other bytes: named
+as another file, never as the session still there); ``--to`` writes the
+copy into another project folder.
 """
 
 from __future__ import annotations
@@ -432,10 +434,10 @@ def inflate_chunks(conn: sqlite3.Connection, blob_rowid: int, size: int | None, 
 
 
 def _check_targets(plan: Plan) -> None:
-    """Refuse a target folder that is a file or a link, a file in the way
-    (other bytes than the catalogued ones; a session or subagent file
-    there in place of a gone one), and a plan with nothing to write; a file
-    already there with the same bytes is left as it is."""
+    """Refuse a target folder that is a file or a link, an item whose
+    target something else stands at (``_in_the_way``), and a plan with
+    nothing to write; a file already there with the same bytes is left as
+    it is."""
     folder = plan.folder
     for p in [folder, *folder.parents]:
         if p.is_symlink() and p == folder:
@@ -451,28 +453,41 @@ def _check_targets(plan: Plan) -> None:
                 raise RestoreError(f"refusing to write {p}: {d} is a symlink")
             if d.exists() and not d.is_dir():
                 raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
-        if it.present or not os.path.lexists(p):
+        if it.present:
             continue
-        if p.is_symlink():
-            raise RestoreError(f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); "
-                               "txdb never replaces a file")
-        if _holds(p, it):
-            it.present = True
-            continue
-        if not p.is_file():
-            what = "a folder" if p.is_dir() else "something that is not a regular file"
-            raise RestoreError(f"refusing to write {p}: {what} is in the way; txdb never replaces a file")
-        if plan.copy:
-            raise RestoreError(f"{p} exists with other content: txdb never replaces a file (give --to another folder)")
-        if it.kind != "sidecar":
-            raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
-        raise RestoreError(f"{p} exists with other content: txdb never replaces a file")
+        why = _in_the_way(it, plan.copy)
+        if why:
+            raise RestoreError(why)
+        it.present = os.path.lexists(p)  # these very bytes
     if not plan.todo:
         first = plan.items[0].path if plan.items else plan.folder
         if plan.copy:
             raise RestoreError(f"{first} exists: a copy of the session is already there, nothing written")
         raise RestoreError(f"{first} exists: the session is still there, nothing of it is missing "
                            "(restore --to DIR writes a copy elsewhere)")
+
+
+def _in_the_way(it: Item, copy: bool) -> str | None:
+    """Why the item cannot be written at its path (a link, a folder,
+    something not a regular file, a regular file with other bytes than the
+    catalogued ones), else None: nothing there, or these very bytes. A
+    file with other bytes is never "the session still there": only the
+    catalogued bytes (or the live file refresh last saw, ``Item.present``
+    from the plan) are."""
+    p = it.path
+    if not os.path.lexists(p):
+        return None
+    if p.is_symlink():
+        return f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); txdb never replaces a file"
+    if _holds(p, it):
+        return None
+    if not p.is_file():
+        what = "a folder" if p.is_dir() else "something that is not a regular file"
+        return f"refusing to write {p}: {what} is in the way; txdb never replaces a file"
+    if copy:
+        return f"{p} exists with other content: txdb never replaces a file (give --to another folder)"
+    return (f"{p} is another file, not the catalogued one (its bytes differ): nothing was overwritten "
+            "(restore --to DIR writes a copy elsewhere)")
 
 
 def _holds(p: Path, it: Item) -> bool:

@@ -359,8 +359,7 @@ def test_a_full_disk_leaves_nothing_half_written(archive, tmp_path):
     try:
         err = _one_error(run("restore", SID, "--to", mnt / SUBAGENT_DEMO))
         assert "No space left on device" in err and "nothing was changed" in err
-        files = [p for p in mnt.rglob("*") if p.is_file()]
-        assert files == []
+        assert list(mnt.rglob("*")) == []  # no file, nor a folder it made
     finally:
         subprocess.run(["umount", str(mnt)])
 
@@ -532,3 +531,41 @@ def test_a_corrupt_stored_sidecar_is_one_error_line_naming_it(archive, tmp_path,
     err = _one_error(run("restore", SID))
     assert "u1.txt" in err and "corrupt" in err and "nothing was written" in err
     assert tree(projects / SUBAGENT_DEMO) == {}
+    assert list((projects / SUBAGENT_DEMO).iterdir()) == []  # nor the folders it made: the project's stays
+
+
+def _dirs(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("where", ["in place", "--to"])
+def test_a_failed_restore_removes_the_folders_it_made_and_only_those(archive, tmp_path, where):
+    """A write that fails after its folders were made (a stored file whose
+    bytes no longer hash to its sha256: found while it is written) takes
+    back the files and the folders this restore made, deepest first, and
+    leaves every folder that was there before, empty or not; one Error
+    line, nothing half-written."""
+    import zlib
+
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    (sha256, size) = conn.execute("SELECT sha256, size FROM sidecars WHERE rel = 'persisted/thinking/u1.txt'"
+                                  ).fetchone()
+    with conn:  # inflates to its catalogued size, but other bytes
+        conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (zlib.compress(b"\0" * size), sha256))
+    conn.close()
+    if where == "in place":
+        root = projects / SUBAGENT_DEMO
+        (root / SID / "persisted").mkdir(parents=True)  # there before: stays, though empty
+        args = [SID]
+    else:
+        root = tmp_path / "x"
+        (root / "kept").mkdir(parents=True)
+        args = [SID, "--to", root / "new" / "deep"]
+    dirs = _dirs(root)
+    err = _one_error(run("restore", *args))
+    assert "u1.txt" in err and "nothing" in err, err
+    assert tree(root) == {}
+    assert _dirs(root) == dirs

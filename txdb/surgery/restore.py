@@ -503,30 +503,32 @@ def _holds(p: Path, it: Item) -> bool:
 
 def restore(plans: list[Plan], each: bool = False) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
-    failure takes back what this call wrote (``each``: what that plan
-    wrote, its error kept in ``Plan.failed``, the other plans written).
+    failure takes back what this call wrote and the folders it made
+    (``each``: what that plan wrote, its error kept in ``Plan.failed``, the other plans written).
     Each file is streamed from the catalog, hashed again as it is written
     (linked only when it matches), with its catalogued mode and mtime. The
     files written."""
-    written: list[tuple[Path, list[Path]]] = []
+    written: list[tuple[Path, list[Path], list[Path]]] = []
     try:
         for plan in plans:
             todo = [sidecarmod.Sidecar(it.path, b"", False, chunks=it.chunks, size=it.size, sha256=it.sha256,
                                        mode=it.mode, mtime_ns=it.mtime_ns, mismatch=it.mismatch or None)
                     for it in plan.todo]
+            made: list[Path] = []
             try:
-                written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
+                files = sidecarmod.write(plan.folder, todo, what="a restored file", made=made)
+                written.append((plan.folder, files, made))
             except Exception as e:
                 if not each:
                     raise
-                plan.failed = str(e)  # sidecar.write took back what it made of this plan
+                plan.failed = str(e)  # sidecar.write took back what it made of this plan, folders too
     except BaseException as e:
-        for folder, files in written:
-            sidecarmod.remove(folder, files)
+        for folder, files, made in reversed(written):
+            sidecarmod.remove(folder, files, made)
         if isinstance(e, Exception) and not isinstance(e, RestoreError):
             raise RestoreError(str(e)) from None
         raise
-    return [p for _folder, files in written for p in files]
+    return [p for _folder, files, _made in written for p in files]
 
 
 def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:

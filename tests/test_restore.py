@@ -569,3 +569,43 @@ def test_a_failed_restore_removes_the_folders_it_made_and_only_those(archive, tm
     assert "u1.txt" in err and "nothing" in err, err
     assert tree(root) == {}
     assert _dirs(root) == dirs
+
+
+# -- 4. what restore writes, records and prints, from a catalog read as input --
+
+LIVE_LINE = b'{"type":"user","uuid":"live-append","message":{"role":"user","content":"appended by a live writer"}}\n'
+
+
+def test_an_append_right_after_restore_is_read_by_the_next_refresh(archive, tmp_path):
+    """The catalog records what restore wrote (its own file's figures before
+    it had a name), not the file's stat after the fact: a line a live writer
+    appends as soon as the file appears is seen as growth and read, and the
+    archive then holds every byte of the file."""
+    from txdb.surgery import restore as restoremod
+
+    projects, _ = archive
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    original = path.read_bytes()
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    plans = [restoremod.plan_restore(conn, restoremod.choose(conn, SID), None, verify=False)]
+    restoremod.restore(plans)
+    with open(path, "ab") as fh:  # the writer: before restore has updated the catalog
+        fh.write(LIVE_LINE)
+    restoremod.register_restored(conn, plans)
+    fid, size, cursor = conn.execute("SELECT id, size, cursor FROM files WHERE path = ?", (str(path),)).fetchone()
+    assert size == cursor == len(original)
+    conn.close()
+    stats = json.loads(run("refresh", "--json", ok=True).output)
+    assert (stats["grown"], stats["lines"]) == (1, 1), stats
+    conn = _conn(tmp_path)
+    assert conn.execute("SELECT size, cursor, sha256 FROM files WHERE id = ?", (fid,)).fetchone() == (
+        len(original) + len(LIVE_LINE), len(original) + len(LIVE_LINE), sha(path))
+    from txdb.surgery.restore import rebuild
+    assert rebuild(conn, fid) == original + LIVE_LINE
+    conn.close()
+    _sweep(projects)
+    run("refresh", ok=True)
+    run("restore", SID, ok=True)
+    assert path.read_bytes() == original + LIVE_LINE

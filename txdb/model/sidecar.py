@@ -143,6 +143,10 @@ class Sidecar:
     mode: int | None = None
     mtime_ns: int | None = None
     mismatch: str | None = None  # the error when the bytes do not hash to sha256
+    # ``write``'s fstat of the file it wrote, taken before the file had its
+    # name (or of the file with these bytes it found there): what it wrote,
+    # whatever a writer appends once the name appears
+    written: os.stat_result | None = None
 
     def holds(self, fh) -> bool:
         """The open file ``fh`` has this sidecar's bytes (read in pieces)."""
@@ -427,6 +431,7 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
                 os.utime(fd, ns=(sc.mtime_ns, sc.mtime_ns))
         fsync_all([fd for _sc, _dfd, fd, _tmp in temps])
         for sc, dfd, fd, tmp in temps:
+            sc.written = os.fstat(fd)
             try:
                 # never replaces an existing file, never follows a link
                 if tmp is None:
@@ -436,6 +441,7 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
             except FileExistsError:
                 try:
                     with open_regular(sc.path.name, dir_fd=dfd, follow=False) as fh:
+                        sc.written = os.fstat(fh.fileno())
                         same = sc.holds(fh)
                 except NotRegularFile as e:
                     raise SurgeryError(f"{sc.path} appeared while writing and is {kind(e.mode)}: "

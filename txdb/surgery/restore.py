@@ -518,6 +518,8 @@ def restore(plans: list[Plan], each: bool = False) -> list[Path]:
             try:
                 files = sidecarmod.write(plan.folder, todo, what="a restored file", made=made)
                 written.append((plan.folder, files, made))
+                for it, sc in zip(plan.todo, todo):
+                    it.written = sc.written
             except Exception as e:
                 if not each:
                     raise
@@ -535,7 +537,10 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
     """Make the catalog say what restore wrote, without reading it again:
     a file written in place is the catalogued one (its rows, sha256, size
     and mtime), so only its new inode is recorded and its row is live again;
-    the next refresh finds it unchanged. A gone version kept aside
+    the next refresh finds it unchanged. The figures are those of the file
+    restore wrote (``Item.written``: its fstat before it had a name, its
+    size the bytes checked against sha256), never a stat of the path now: a
+    line a writer appended since is growth the next refresh reads. A gone version kept aside
     (``paths.archived_path``) takes its path back (a row still there moves
     aside in its place). A ``--to`` copy is not catalogued: it is listed in
     ``restored_copies``, and a refresh that walks its folder indexes it as
@@ -551,13 +556,12 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
                              (str(head.path), plan.session_id, head.source))
                 continue
             for it in plan.todo:
-                try:
-                    st = os.lstat(it.path)
-                except OSError:
+                st = it.written
+                if st is None:
                     continue
                 if it.kind == "sidecar":
                     conn.execute("UPDATE sidecars SET size = ?, mtime_ns = ?, mode = ?, gone = 0, gone_at = NULL "
-                                 "WHERE id = ?", (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, it.row_id))
+                                 "WHERE id = ?", (it.size, st.st_mtime_ns, st.st_mode & 0o7777, it.row_id))
                     continue
                 path = str(it.path)
                 if conn.execute("SELECT path FROM files WHERE id = ?", (it.row_id,)).fetchone() != (path,):
@@ -568,7 +572,7 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
                                      (archived_path(path, other), other))
                 conn.execute("UPDATE files SET path = ?, size = ?, mtime_ns = ?, inode = ?, mode = ?, gone = 0, "
                              "gone_at = NULL WHERE id = ?",
-                             (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
+                             (path, it.size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
 
 
 def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,

@@ -609,3 +609,18 @@ def test_an_append_right_after_restore_is_read_by_the_next_refresh(archive, tmp_
     run("refresh", ok=True)
     run("restore", SID, ok=True)
     assert path.read_bytes() == original + LIVE_LINE
+
+
+@pytest.mark.parametrize("table,value", [("files", 1_000_000_000_000), ("files", "abc"), ("files", -1),
+                                         ("sidecars", 1_000_000_000_000), ("sidecars", "abc"), ("sidecars", 2.5)])
+def test_a_catalogued_size_that_is_not_the_archives_is_one_error_line(archive, tmp_path, table, value):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute(f"UPDATE {table} SET size = ? WHERE id = (SELECT min(id) FROM {table} WHERE path LIKE ?)",
+                     (value, f"%/{SID}%"))
+    for args in ([SID], [SID, "--dry-run"], [SID, "--to", tmp_path / "copy"]):
+        err = _one_error(run("restore", *args))
+        assert "size" in err and "was the catalog edited?" in err, err
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists() and not (tmp_path / "copy").exists()

@@ -130,14 +130,23 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
     pieces: list[bytes | memoryview] = []
     held = 0
     n = len(newline)
+    if type(size) is not int:
+        raise RestoreError(f"file {file_id}: its catalogued size is not a number ({size!r})")
     for records in raw_views(conn, file_id, start):  # a chunk at a time: a call per chunk, not per record
         was = at
         for offset, raw in records:
             gap = offset - at
+            if offset + len(raw) > size:
+                raise RestoreError(f"file {file_id}: a record at byte {offset} ends past its catalogued size")
             if gap:
                 if gap < 0:
                     raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
-                pieces.append(newline if gap == n else newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+                if gap > chunk:  # never one piece of more than ``chunk`` bytes
+                    yield b"".join(pieces)
+                    pieces.clear()
+                    yield from _gap(gap, newline, chunk)
+                else:
+                    pieces.append(newline if gap == n else newline * (gap // n) if gap % n == 0 else b"\n" * gap)
             pieces.append(raw)
             at = offset + len(raw)
         held += at - was
@@ -145,11 +154,21 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
             yield b"".join(pieces)
             pieces.clear()
             held = 0
-    gap = max(0, size - at)
-    if gap:
-        pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
     if pieces:
         yield b"".join(pieces)
+    yield from _gap(max(0, size - at), newline, chunk)
+
+
+def _gap(gap: int, newline: bytes, chunk: int) -> Iterator[bytes]:
+    """``gap`` bytes of line endings (``\\n`` where ``gap`` is not a whole
+    number of ``newline``), in pieces of at most about ``chunk`` bytes."""
+    n = len(newline) if gap % len(newline) == 0 else 1
+    unit = newline if n == len(newline) else b"\n"
+    whole = max(1, chunk // n)
+    while gap > 0:
+        count = min(gap // n, whole)
+        yield unit * count
+        gap -= count * n
 
 
 def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> bytes:
@@ -327,6 +346,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     for fid, p, k, rel in files:
         sha, size, mode, mtime, gone = conn.execute(
             "SELECT sha256, size, mode, mtime_ns, gone FROM files WHERE id = ?", (fid,)).fetchone()
+        _check_figures(conn, fid, p)
         if to is None and not gone and _regular(target(rel)):
             # the live file, as refresh last saw it there: not this restore's to write
             plan.items.append(Item(target(rel), p, k, size, sha or "", lambda: iter(()), fid, mode, mtime,
@@ -347,10 +367,12 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
                                fid, mode, mtime, bool(gone),
                                mismatch=f"cannot give back whole: {p} ({why}); nothing was written"))
     sdir = sidecarmod.session_dir(src)
-    for sid, p, rel, sha, size, mode, mtime, gone, stored in conn.execute(
-            "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid "
-            "FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
+    for sid, p, rel, sha, size, mode, mtime, gone, stored, held in conn.execute(
+            "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid, "
+            "length(b.data) FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
+        if stored is not None:
+            _figure(p, "size", size, held * ZLIB_MOST + 64, "its stored content inflates to")
         def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
             return inflate_chunks(conn, b, n, p)
         ok = stored is not None
@@ -369,6 +391,31 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
     _check_targets(plan)
     return plan
+
+
+ZLIB_MOST = 1032  # zlib's largest ratio: a blob of n bytes inflates to at most about 1032 n
+
+
+def _figure(path: str, what: str, value, most: int, held: str) -> None:
+    """Refuse a catalogued figure that is not a whole number from 0 to
+    ``most`` (what the archive holds of the file): a hand may have edited it."""
+    if not (type(value) is int and 0 <= value <= most):
+        raise RestoreError(f"refusing to restore {path}: the catalog's {what} for it ({value!r}) is not a whole "
+                           f"number of at most {most:,} ({held} at most that); was the catalog edited?")
+
+
+def _check_figures(conn: sqlite3.Connection, file_id: int, path: str) -> None:
+    """The figures a rebuild of a catalogued file goes by, checked before it
+    reads any: its size no larger than its records and a line ending (two
+    bytes) for each of its lines, its line count and read cursor whole
+    numbers no larger than its size."""
+    size, lines, cursor = conn.execute("SELECT size, lines, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    end, records = conn.execute("SELECT coalesce(max(offset + length), 0), count(*) FROM records "
+                                "WHERE file_id = ?", (file_id,)).fetchone()
+    _figure(path, "line count", lines, 1 << 62, "a file holds")
+    _figure(path, "size", size, end + 2 * (max(lines, records) + 1), "its records and their line endings make")
+    if cursor is not None:
+        _figure(path, "read cursor", cursor, size, "its size is")
 
 
 def _copy_folder(to: str | Path) -> Path:

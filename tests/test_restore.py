@@ -624,3 +624,21 @@ def test_a_catalogued_size_that_is_not_the_archives_is_one_error_line(archive, t
         err = _one_error(run("restore", *args))
         assert "size" in err and "was the catalog edited?" in err, err
     assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists() and not (tmp_path / "copy").exists()
+
+
+def test_a_catalogued_mode_never_gives_group_or_others_write_nor_setuid(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET mode = 3583")  # 0o6777
+        conn.execute("UPDATE sidecars SET mode = 3583")
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+    files = [p for p in (projects / SUBAGENT_DEMO).rglob("*") if p.is_file()]
+    assert len(files) == 6
+    for p in files:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o755, p
+    with _conn(tmp_path) as conn:  # the catalog says what is on disk
+        assert {m for (m,) in conn.execute("SELECT mode FROM files WHERE path LIKE ?1 UNION SELECT mode FROM sidecars "
+                                           "WHERE path LIKE ?1", (f"%{SID}%",))} == {0o755}

@@ -11,7 +11,8 @@ line still being written when it vanished, rows an older txdb kept without
 a hash) refuses the restore and is named.
 
 Writing never replaces a file: each goes to a temp file, is fsynced and
-linked to its name (``sidecar.write``), mode 0600, folders 0700; a
+linked to its name (``sidecar.write``), with its catalogued mode
+(``MODE_KEPT`` of it; 0600 when none), folders 0700; a
 failure takes back every file this restore created. A session file still
 on disk is refused, and so is another file at a path (other bytes: named
 as another file, never as the session still there); ``--to`` writes the
@@ -42,6 +43,11 @@ from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SKIP_DIRS, SUBAGENTS
     archived_path, session_stem)
 
 
+# Of a catalogued mode, what restore gives back: the owner's bits, group and
+# others' read and execute; never their write, setuid, setgid or sticky.
+MODE_KEPT = 0o755
+
+
 @dataclass
 class Item:
     path: Path      # where it is written
@@ -61,6 +67,8 @@ class Item:
         # as catalogued, if the catalog's figures are sound (a hand may have edited them): else the defaults
         if not (type(self.mode) is int and 0 <= self.mode <= 0o7777):
             self.mode = None
+        else:
+            self.mode &= MODE_KEPT
         if not (type(self.mtime_ns) is int and 0 <= self.mtime_ns < 1 << 63):
             self.mtime_ns = None
 

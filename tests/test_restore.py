@@ -133,7 +133,7 @@ def test_line_endings_and_blank_lines_come_back_as_they_were(tmp_path, monkeypat
     run("refresh", "--root", src, ok=True)
     f.unlink()
     run("refresh", "--root", src, ok=True)
-    run("restore", SID, ok=True)
+    run("restore", SID, "--root", src, ok=True)
     assert f.read_bytes() == original
 
 
@@ -166,7 +166,7 @@ def test_the_line_ending_is_chosen_without_a_second_pass_only_where_both_rebuild
     conn.close()
     f.unlink()
     run("refresh", "--root", tmp_path / "projects", ok=True)
-    run("restore", SID, ok=True)
+    run("restore", SID, "--root", tmp_path / "projects", ok=True)
     assert f.read_bytes() == original
 
 # -- 2. sidecars ---------------------------------------------------------------
@@ -611,6 +611,29 @@ def test_an_append_right_after_restore_is_read_by_the_next_refresh(archive, tmp_
     assert path.read_bytes() == original + LIVE_LINE
 
 
+def _move_catalogued(tmp_path, old: Path | str, new: Path | str) -> None:
+    """A hand edits every catalogued path under ``old`` (files and sidecars) to lie under ``new``."""
+    with _conn(tmp_path) as conn:
+        for table in ("files", "sidecars"):
+            conn.execute(f"UPDATE {table} SET path = ? || substr(path, ?) WHERE substr(path, 1, ?) = ?",
+                         (str(new), len(str(old)) + 1, len(str(old)), str(old)))
+
+
+def test_restore_in_place_writes_only_under_a_projects_root(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    _move_catalogued(tmp_path, projects / SUBAGENT_DEMO, outside / "evil")
+    err = _one_error(run("restore", SID))
+    assert "not under a projects folder" in err and "--root" in err and "--to" in err, err
+    assert not outside.exists()
+    assert "not under a projects folder" in _one_error(run("restore", SID, "--dry-run"))
+    assert not outside.exists()
+    assert "1 session, 6 files, 6 written" in run("restore", SID, "--root", outside, ok=True).output
+    assert tree(outside / "evil") == before
+
+
 @pytest.mark.parametrize("table,value", [("files", 1_000_000_000_000), ("files", "abc"), ("files", -1),
                                          ("sidecars", 1_000_000_000_000), ("sidecars", "abc"), ("sidecars", 2.5)])
 def test_a_catalogued_size_that_is_not_the_archives_is_one_error_line(archive, tmp_path, table, value):
@@ -624,6 +647,25 @@ def test_a_catalogued_size_that_is_not_the_archives_is_one_error_line(archive, t
         err = _one_error(run("restore", *args))
         assert "size" in err and "was the catalog edited?" in err, err
     assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists() and not (tmp_path / "copy").exists()
+
+
+@pytest.mark.parametrize("name", [".bashrc", "notes.txt", f"{SID}.json"])
+def test_a_session_file_catalogued_under_a_name_not_a_transcripts_is_refused(archive, tmp_path, monkeypatch, name):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    home = projects / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("export PS1='$ '\n")
+    _move_catalogued(tmp_path, f"{projects / SUBAGENT_DEMO / SID}/", f"{home / SID}/")
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET path = ? WHERE path = ?",
+                     (str(home / name), str(projects / SUBAGENT_DEMO / f"{SID}.jsonl")))
+    for args in ([SID], [SID, "--dry-run"]):
+        err = _one_error(run("restore", *args))
+        assert "not a session transcript's name" in err, err
+    assert (home / ".bashrc").read_text() == "export PS1='$ '\n"
+    assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
 
 
 def test_a_catalogued_mode_never_gives_group_or_others_write_nor_setuid(archive, tmp_path):

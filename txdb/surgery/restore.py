@@ -39,8 +39,8 @@ from txdb.catalog.ingest.chunks import raw_views
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
-from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SKIP_DIRS, SUBAGENTS, archived_from,
-    archived_path, session_stem)
+from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENTS, archived_from,
+    archived_path, is_session_name, session_of_copy, session_stem)
 
 
 # Of a catalogued mode, what restore gives back: the owner's bits, group and
@@ -312,7 +312,7 @@ def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None,
-                 verify: bool = True) -> Plan:
+                 verify: bool = True, roots: Iterable[str | Path] | None = None) -> Plan:
     """What restoring the session of ``file_id`` writes (nothing written):
     with ``verify``, every file rebuilt, streamed, and checked against its
     sha256 (memory holds one piece at a time); without (a restore about to
@@ -322,7 +322,10 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     target that is in the way. In place, a
     file of the session that is still there as the catalog knows it (the
     live session beside a lone deleted subagent transcript) is left alone;
-    a session with nothing missing is refused ("still there")."""
+    a session with nothing missing is refused ("still there"). In place,
+    only into a project folder under one of ``roots`` (the projects
+    folders; None: any, for a caller that checked), and only files named
+    as transcripts are (``_check_names``)."""
     unit = units.unit_of(conn, file_id)
     if unit is None:
         raise SessionNotFound(f"no catalogued file {file_id}")
@@ -331,11 +334,15 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         raise RestoreError(f"{archived_from(path) or path} is a subagent transcript: restore the session it "
                            "belongs to")
     _check_catalogued_paths(unit)
+    _check_names(unit)
     src = Path(unit.session_path)
     stem = session_stem(src)
     folder = _copy_folder(to) if to is not None else src.parent
+    if to is None and roots is not None:
+        _check_under_roots(src, roots)
     session_id = conn.execute("SELECT session_id FROM files WHERE id = ?", (file_id,)).fetchone()[0]
     plan = Plan(stem if unit.lone else (session_id or stem), file_id, folder, copy=to is not None)
+    _check_session_rows(conn, {stem, plan.session_id})
 
     def target(rel: str) -> Path:
         return folder / _inside(rel)
@@ -447,6 +454,45 @@ def _check_catalogued_paths(unit: units.Unit) -> None:
         if not (os.path.isabs(path) and os.path.normpath(path) == path and "\x00" not in path):
             raise RestoreError(f"refusing to restore {path!r}: the catalog's path for it is not an absolute, "
                                "normalised path (was the catalog edited?)")
+
+
+def _check_names(unit: units.Unit) -> None:
+    """Refuse a session whose catalogued transcripts are not named as
+    transcripts (``<id>.jsonl``, ``agent-<x>.jsonl``): an edited path such
+    as ``~/.bashrc`` is never written, nor left out unsaid."""
+    for path in [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]:
+        name = PurePosixPath(path).name
+        if not (is_session_name(name) and len(name) > len(SESSION_SUFFIX)):
+            raise RestoreError(f"refusing to restore {path}: it is not a session transcript's name "
+                               f"(<id>{SESSION_SUFFIX}); was the catalog edited?")
+
+
+def _check_session_rows(conn: sqlite3.Connection, session_ids: set[str]) -> None:
+    """Refuse a session whose catalogued session file has a name that is
+    neither a transcript's nor a copy's (``.bak``, ``.pending``, which an
+    older catalog kept as sessions): edited to ``~/.bashrc``, it would be
+    left out of the restore unsaid (the lookups skip such a name)."""
+    for sid in session_ids:
+        for (path,) in conn.execute("SELECT path FROM files WHERE session_id = ? AND kind = 'session'", (sid,)):
+            name = PurePosixPath(archived_from(path) or path).name
+            if not (is_session_name(name) or session_of_copy(name) is not None):
+                raise RestoreError(f"refusing to restore session {sid}: its session file is catalogued as "
+                                   f"{path}, which is not a session transcript's name (<id>{SESSION_SUFFIX}); "
+                                   "was the catalog edited?")
+
+
+def _check_under_roots(src: Path, roots: Iterable[str | Path]) -> None:
+    """Refuse to restore in place a session whose project folder is not
+    inside one of the projects folders ``roots`` (a catalog edited to point
+    elsewhere would have restore write there)."""
+    given = [Path(os.path.abspath(Path(r).expanduser())) for r in roots]
+    every = {*given, *(Path(os.path.realpath(r)) for r in given)}
+    folder = src.parent
+    if not any(folder != r and folder.is_relative_to(r) for r in every):
+        shown = ", ".join(str(r) for r in given)
+        raise RestoreError(f"refusing to restore {src} in place: {folder} is not under a projects folder "
+                           f"({shown}); pass --root with the projects folder it is in, or --to DIR to write "
+                           "a copy elsewhere")
 
 
 def _regular(p: Path) -> bool:

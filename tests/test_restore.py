@@ -684,3 +684,18 @@ def test_a_catalogued_mode_never_gives_group_or_others_write_nor_setuid(archive,
     with _conn(tmp_path) as conn:  # the catalog says what is on disk
         assert {m for (m,) in conn.execute("SELECT mode FROM files WHERE path LIKE ?1 UNION SELECT mode FROM sidecars "
                                            "WHERE path LIKE ?1", (f"%{SID}%",))} == {0o755}
+
+
+def test_restore_prints_each_path_on_its_own_line_control_characters_escaped(archive, tmp_path):
+    projects, _ = archive
+    odd = projects / SUBAGENT_DEMO / SID / "tool-results" / "a\nwrote evil\r\tb\x1b[2J.txt"
+    odd.write_bytes(b"odd\n")
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    out = run("restore", SID, ok=True).output
+    lines = out.splitlines()
+    assert len(lines) == 8, out  # 7 files, the summary
+    assert all(re.match(r"wrote |1 session, ", line) for line in lines), out
+    assert "a\\x0awrote evil\\x0d\\x09b\\x1b[2J.txt" in out, out
+    assert odd.read_bytes() == b"odd\n"

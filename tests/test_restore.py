@@ -699,3 +699,25 @@ def test_restore_prints_each_path_on_its_own_line_control_characters_escaped(arc
     assert all(re.match(r"wrote |1 session, ", line) for line in lines), out
     assert "a\\x0awrote evil\\x0d\\x09b\\x1b[2J.txt" in out, out
     assert odd.read_bytes() == b"odd\n"
+
+
+def test_a_stranger_at_a_gone_sessions_path_does_not_take_its_gone_subagents(archive, tmp_path):
+    """Another session's file put where a gone session was: the gone
+    subagent transcripts in ``<id>/subagents/`` name the gone session (their
+    lines), so `sessions --gone` lists them with it, not with the stranger."""
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    other = next(p for p in projects.rglob("*.jsonl") if p.parent.parent == projects and p.stem != SID)
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    shutil.copyfile(other, session)
+    run("refresh", ok=True)
+    listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)], listed
+    from txdb.catalog import units
+    with _conn(tmp_path) as conn:
+        (fid,) = conn.execute("SELECT id FROM files WHERE kind = 'subagent' AND path LIKE ?", (f"%{SID}/subagents/%",)
+                              ).fetchone()
+        unit = units.unit_of(conn, fid)
+        head = conn.execute("SELECT session_id, gone FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
+    assert head == (SID, 1), head

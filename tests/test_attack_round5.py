@@ -116,7 +116,7 @@ def test_restore_of_deleted_session_matches_fresh_catalog(tmp_path):
     hold = tmp_path / "hold"
     shutil.move(str(f.parent), hold)
     run("refresh", "--db", db, "--root", root)
-    run("restore", f.stem, "--db", db)
+    run("restore", f.stem, "--db", db, "--root", root)
     assert f.is_file()
     run("refresh", "--db", db, "--root", root)
     assert _sessions(db) == _fresh(tmp_path, root, "fresh.db")

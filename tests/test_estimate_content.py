@@ -134,7 +134,7 @@ def test_a_restored_session_is_estimated_as_a_fresh_catalog(tmp_path):
     stripped = _estimate(dbp, f)
     f.unlink()
     run("refresh", "--root", f.parent.parent, "--db", dbp)
-    run("restore", f.stem, "--db", dbp)
+    run("restore", f.stem, "--db", dbp, "--root", f.parent.parent)
     assert f.is_file()
     assert _estimate(dbp, f) == stripped == _fresh(tmp_path, f, "restored")
 

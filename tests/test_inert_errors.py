@@ -43,3 +43,11 @@ def test_a_refusal_naming_a_hostile_file_prints_inert(tmp_path):
              "--summaries-file", str(tmp_path / HOSTILE)], tmp_path)
     assert_one_inert_error(r)
 
+
+
+@pytest.mark.parametrize("command", ["verify", "restore"])
+def test_an_error_naming_a_path_with_a_newline_stays_one_line(tmp_path, command):
+    r = run([command, str(tmp_path / "a\nError: fake\r\tb.jsonl")], tmp_path)
+    assert r.exit_code != 0
+    (line,) = r.output.splitlines()
+    assert line.startswith("Error: ") and "a\\x0aError: fake\\x0d\\x09b.jsonl" in line, repr(r.output)

@@ -5,6 +5,7 @@ back byte for byte (or refusing, with nothing written)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -132,7 +133,7 @@ def test_line_endings_and_blank_lines_come_back_as_they_were(tmp_path, monkeypat
     run("refresh", "--root", src, ok=True)
     f.unlink()
     run("refresh", "--root", src, ok=True)
-    run("restore", SID, ok=True)
+    run("restore", SID, "--root", src, ok=True)
     assert f.read_bytes() == original
 
 
@@ -165,7 +166,7 @@ def test_the_line_ending_is_chosen_without_a_second_pass_only_where_both_rebuild
     conn.close()
     f.unlink()
     run("refresh", "--root", tmp_path / "projects", ok=True)
-    run("restore", SID, ok=True)
+    run("restore", SID, "--root", tmp_path / "projects", ok=True)
     assert f.read_bytes() == original
 
 # -- 2. sidecars ---------------------------------------------------------------
@@ -358,8 +359,7 @@ def test_a_full_disk_leaves_nothing_half_written(archive, tmp_path):
     try:
         err = _one_error(run("restore", SID, "--to", mnt / SUBAGENT_DEMO))
         assert "No space left on device" in err and "nothing was changed" in err
-        files = [p for p in mnt.rglob("*") if p.is_file()]
-        assert files == []
+        assert list(mnt.rglob("*")) == []  # no file, nor a folder it made
     finally:
         subprocess.run(["umount", str(mnt)])
 
@@ -433,7 +433,7 @@ def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archi
     assert new == [{"gone": 0}]
     # Refused while the new file is there, and nothing changed by the refusal.
     for ref in (SID, SID[:8]):
-        assert "exists: the session is still there" in _one_error(run("restore", ref))
+        assert f"{session} is another file, not the catalogued one" in _one_error(run("restore", ref))
         assert session.read_bytes() == b"{}\n"
     session.unlink()
     run("refresh", ok=True)
@@ -441,6 +441,43 @@ def test_a_gone_session_keeps_its_archive_when_another_file_takes_its_path(archi
     assert "6 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
     assert subprocess.run(["cmp", str(session), str(DATA_CLI.parent / SUBAGENT_DEMO / f"{SID}.jsonl")]).returncode == 0
+
+
+@pytest.mark.parametrize("refreshed", [False, True])
+def test_another_file_at_a_gone_sessions_path_is_named_not_still_there(archive, tmp_path, refreshed):
+    """Other bytes where a gone session was (a truncated copy, another
+    session's file) are neither the catalogued file nor gone: restore by
+    id, --json and --where name that file, overwrite nothing and exit
+    non-zero; --to still writes the copy. Refresh indexes the stranger as
+    a new file, the gone archive kept aside (listed gone, pruned alone)."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    whole = session.read_bytes()
+    _sweep(projects)
+    run("refresh", ok=True)
+    stranger = whole[: len(whole) // 2]
+    session.write_bytes(stranger)
+    if refreshed:
+        run("refresh", ok=True)
+    for args in ([SID], [SID[:8], "--json"], ["--where", f"session_id = '{SID}'"], [str(session)]):
+        err = _one_error(run("restore", *args))
+        assert f"{session} is another file, not the catalogued one" in err, err
+        assert "still there" not in err and "nothing was overwritten" in err
+        assert session.read_bytes() == stranger
+    dest = tmp_path / "elsewhere" / SUBAGENT_DEMO
+    run("restore", SID, "--to", dest, ok=True)
+    assert tree(dest) == before
+    run("refresh", ok=True)
+    gone = [g for g in json.loads(run("sessions", "--gone", "--json", ok=True).output) if g["session_id"] == SID]
+    kept = [g["path"] for g in gone if g["file_bytes"] == len(whole)]
+    assert len(kept) == 1 and kept[0].startswith(f"{session}.archived-"), gone  # the gone archive, set aside
+    pruned = json.loads(run("prune", SID, "--json", ok=True).output)
+    assert str(session) not in pruned["paths"] and any(".archived-" in p for p in pruned["paths"])
+    assert session.read_bytes() == stranger
+    conn = _conn(tmp_path)
+    assert rows(conn, "SELECT gone, size FROM files WHERE path = ?", (str(session),)) == \
+        [{"gone": 0, "size": len(stranger)}]
+    conn.close()
 
 
 def test_a_restore_refusal_names_its_real_cause(archive, tmp_path):
@@ -494,3 +531,193 @@ def test_a_corrupt_stored_sidecar_is_one_error_line_naming_it(archive, tmp_path,
     err = _one_error(run("restore", SID))
     assert "u1.txt" in err and "corrupt" in err and "nothing was written" in err
     assert tree(projects / SUBAGENT_DEMO) == {}
+    assert list((projects / SUBAGENT_DEMO).iterdir()) == []  # nor the folders it made: the project's stays
+
+
+def _dirs(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("where", ["in place", "--to"])
+def test_a_failed_restore_removes_the_folders_it_made_and_only_those(archive, tmp_path, where):
+    """A write that fails after its folders were made (a stored file whose
+    bytes no longer hash to its sha256: found while it is written) takes
+    back the files and the folders this restore made, deepest first, and
+    leaves every folder that was there before, empty or not; one Error
+    line, nothing half-written."""
+    import zlib
+
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    (sha256, size) = conn.execute("SELECT sha256, size FROM sidecars WHERE rel = 'persisted/thinking/u1.txt'"
+                                  ).fetchone()
+    with conn:  # inflates to its catalogued size, but other bytes
+        conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (zlib.compress(b"\0" * size), sha256))
+    conn.close()
+    if where == "in place":
+        root = projects / SUBAGENT_DEMO
+        (root / SID / "persisted").mkdir(parents=True)  # there before: stays, though empty
+        args = [SID]
+    else:
+        root = tmp_path / "x"
+        (root / "kept").mkdir(parents=True)
+        args = [SID, "--to", root / "new" / "deep"]
+    dirs = _dirs(root)
+    err = _one_error(run("restore", *args))
+    assert "u1.txt" in err and "nothing" in err, err
+    assert tree(root) == {}
+    assert _dirs(root) == dirs
+
+
+# -- 4. what restore writes, records and prints, from a catalog read as input --
+
+LIVE_LINE = b'{"type":"user","uuid":"live-append","message":{"role":"user","content":"appended by a live writer"}}\n'
+
+
+def test_an_append_right_after_restore_is_read_by_the_next_refresh(archive, tmp_path):
+    """The catalog records what restore wrote (its own file's figures before
+    it had a name), not the file's stat after the fact: a line a live writer
+    appends as soon as the file appears is seen as growth and read, and the
+    archive then holds every byte of the file."""
+    from txdb.surgery import restore as restoremod
+
+    projects, _ = archive
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    original = path.read_bytes()
+    _sweep(projects)
+    run("refresh", ok=True)
+    conn = _conn(tmp_path)
+    plans = [restoremod.plan_restore(conn, restoremod.choose(conn, SID), None, verify=False)]
+    restoremod.restore(plans)
+    with open(path, "ab") as fh:  # the writer: before restore has updated the catalog
+        fh.write(LIVE_LINE)
+    restoremod.register_restored(conn, plans)
+    fid, size, cursor = conn.execute("SELECT id, size, cursor FROM files WHERE path = ?", (str(path),)).fetchone()
+    assert size == cursor == len(original)
+    conn.close()
+    stats = json.loads(run("refresh", "--json", ok=True).output)
+    assert (stats["grown"], stats["lines"]) == (1, 1), stats
+    conn = _conn(tmp_path)
+    assert conn.execute("SELECT size, cursor, sha256 FROM files WHERE id = ?", (fid,)).fetchone() == (
+        len(original) + len(LIVE_LINE), len(original) + len(LIVE_LINE), sha(path))
+    from txdb.surgery.restore import rebuild
+    assert rebuild(conn, fid) == original + LIVE_LINE
+    conn.close()
+    _sweep(projects)
+    run("refresh", ok=True)
+    run("restore", SID, ok=True)
+    assert path.read_bytes() == original + LIVE_LINE
+
+
+def _move_catalogued(tmp_path, old: Path | str, new: Path | str) -> None:
+    """A hand edits every catalogued path under ``old`` (files and sidecars) to lie under ``new``."""
+    with _conn(tmp_path) as conn:
+        for table in ("files", "sidecars"):
+            conn.execute(f"UPDATE {table} SET path = ? || substr(path, ?) WHERE substr(path, 1, ?) = ?",
+                         (str(new), len(str(old)) + 1, len(str(old)), str(old)))
+
+
+def test_restore_in_place_writes_only_under_a_projects_root(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    _move_catalogued(tmp_path, projects / SUBAGENT_DEMO, outside / "evil")
+    err = _one_error(run("restore", SID))
+    assert "not under a projects folder" in err and "--root" in err and "--to" in err, err
+    assert not outside.exists()
+    assert "not under a projects folder" in _one_error(run("restore", SID, "--dry-run"))
+    assert not outside.exists()
+    assert "1 session, 6 files, 6 written" in run("restore", SID, "--root", outside, ok=True).output
+    assert tree(outside / "evil") == before
+
+
+@pytest.mark.parametrize("table,value", [("files", 1_000_000_000_000), ("files", "abc"), ("files", -1),
+                                         ("sidecars", 1_000_000_000_000), ("sidecars", "abc"), ("sidecars", 2.5)])
+def test_a_catalogued_size_that_is_not_the_archives_is_one_error_line(archive, tmp_path, table, value):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute(f"UPDATE {table} SET size = ? WHERE id = (SELECT min(id) FROM {table} WHERE path LIKE ?)",
+                     (value, f"%/{SID}%"))
+    for args in ([SID], [SID, "--dry-run"], [SID, "--to", tmp_path / "copy"]):
+        err = _one_error(run("restore", *args))
+        assert "size" in err and "was the catalog edited?" in err, err
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists() and not (tmp_path / "copy").exists()
+
+
+@pytest.mark.parametrize("name", [".bashrc", "notes.txt", f"{SID}.json"])
+def test_a_session_file_catalogued_under_a_name_not_a_transcripts_is_refused(archive, tmp_path, monkeypatch, name):
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    home = projects / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("export PS1='$ '\n")
+    _move_catalogued(tmp_path, f"{projects / SUBAGENT_DEMO / SID}/", f"{home / SID}/")
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET path = ? WHERE path = ?",
+                     (str(home / name), str(projects / SUBAGENT_DEMO / f"{SID}.jsonl")))
+    for args in ([SID], [SID, "--dry-run"]):
+        err = _one_error(run("restore", *args))
+        assert "not a session transcript's name" in err, err
+    assert (home / ".bashrc").read_text() == "export PS1='$ '\n"
+    assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
+
+
+def test_a_catalogued_mode_never_gives_group_or_others_write_nor_setuid(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET mode = 3583")  # 0o6777
+        conn.execute("UPDATE sidecars SET mode = 3583")
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+    files = [p for p in (projects / SUBAGENT_DEMO).rglob("*") if p.is_file()]
+    assert len(files) == 6
+    for p in files:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o755, p
+    with _conn(tmp_path) as conn:  # the catalog says what is on disk
+        assert {m for (m,) in conn.execute("SELECT mode FROM files WHERE path LIKE ?1 UNION SELECT mode FROM sidecars "
+                                           "WHERE path LIKE ?1", (f"%{SID}%",))} == {0o755}
+
+
+def test_restore_prints_each_path_on_its_own_line_control_characters_escaped(archive, tmp_path):
+    projects, _ = archive
+    odd = projects / SUBAGENT_DEMO / SID / "tool-results" / "a\nwrote evil\r\tb\x1b[2J.txt"
+    odd.write_bytes(b"odd\n")
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    out = run("restore", SID, ok=True).output
+    lines = out.splitlines()
+    assert len(lines) == 8, out  # 7 files, the summary
+    assert all(re.match(r"wrote |1 session, ", line) for line in lines), out
+    assert "a\\x0awrote evil\\x0d\\x09b\\x1b[2J.txt" in out, out
+    assert odd.read_bytes() == b"odd\n"
+
+
+def test_a_stranger_at_a_gone_sessions_path_does_not_take_its_gone_subagents(archive, tmp_path):
+    """Another session's file put where a gone session was: the gone
+    subagent transcripts in ``<id>/subagents/`` name the gone session (their
+    lines), so `sessions --gone` lists them with it, not with the stranger."""
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    other = next(p for p in projects.rglob("*.jsonl") if p.parent.parent == projects and p.stem != SID)
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    shutil.copyfile(other, session)
+    run("refresh", ok=True)
+    listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)], listed
+    from txdb.catalog import units
+    with _conn(tmp_path) as conn:
+        (fid,) = conn.execute("SELECT id FROM files WHERE kind = 'subagent' AND path LIKE ?", (f"%{SID}/subagents/%",)
+                              ).fetchone()
+        unit = units.unit_of(conn, fid)
+        head = conn.execute("SELECT session_id, gone FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
+    assert head == (SID, 1), head

@@ -74,7 +74,7 @@ def test_a_swept_session_comes_back_and_resumes_the_same(tmp_path, monkeypatch):
     assert "1 session and 1 subagent transcript newly gone" in run("refresh", "--root", project.parent, ok=True).output
     assert sid in run("sessions", "--gone", "--json", ok=True).output
 
-    out = run("restore", sid, ok=True).output
+    out = run("restore", sid, "--root", project.parent, ok=True).output
     assert tree(project) == original, out
     assert len(original) >= 4  # session, subagent transcript, its meta.json, the persisted output
 

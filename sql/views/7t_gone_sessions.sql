@@ -23,10 +23,13 @@ WITH agents AS (
     LEFT JOIN sessions sa ON sa.file_id = a.id
 ),
 owned AS (
-    -- each subagent transcript with its session's file row (NULL: the catalog holds none)
-    SELECT g.*, (SELECT f.id FROM files f WHERE f.kind = 'session' AND (f.path = g.session_path
-                 OR (f.path > g.session_path || '.archived-' AND f.path < g.session_path || '.archived.'))
-                 ORDER BY f.gone, f.id DESC LIMIT 1) AS session_file_id
+    -- each subagent transcript with its session's file row (NULL: the catalog holds none): of the
+    -- files at that path (the live one, versions kept aside), the one whose session id its lines
+    -- name first (another session's file put at a gone session's path takes none of its subagents)
+    SELECT g.*, (SELECT id FROM (SELECT f.id, f.session_id IS g.parent_session_id AS named, f.gone
+                 FROM files f WHERE f.kind = 'session' AND (f.path = g.session_path
+                 OR (f.path > g.session_path || '.archived-' AND f.path < g.session_path || '.archived.')))
+                 ORDER BY named DESC, gone, id DESC LIMIT 1) AS session_file_id
     FROM agents g
 ),
 subs AS (

@@ -52,13 +52,15 @@ def session_path_of(path: str, parent_session_id: str | None) -> str | None:
     return None
 
 
-def session_file(conn: sqlite3.Connection, session_path: str) -> Row | None:
-    """The catalogued session file at ``session_path`` (live first, then the
-    newest version kept aside), or None."""
+def session_file(conn: sqlite3.Connection, session_path: str, session_id: str | None = None) -> Row | None:
+    """The catalogued session file at ``session_path``: the one whose session
+    id is ``session_id`` (what a subagent transcript's lines name: another
+    session's file put at a gone session's path is not its session), then
+    live first, then the newest version kept aside; or None."""
     return conn.execute(
         "SELECT id, path, kind, gone FROM files WHERE kind = 'session' AND (path = ? OR "
-        "(path > ? AND path < ?)) ORDER BY gone, id DESC LIMIT 1",
-        (session_path, session_path + ARCHIVED_SUFFIX, session_path + ARCHIVED_SUFFIX[:-1] + "."),
+        "(path > ? AND path < ?)) ORDER BY session_id IS ? DESC, gone, id DESC LIMIT 1",
+        (session_path, session_path + ARCHIVED_SUFFIX, session_path + ARCHIVED_SUFFIX[:-1] + ".", session_id),
     ).fetchone()
 
 
@@ -93,7 +95,7 @@ def unit_of(conn: sqlite3.Connection, file_id: int) -> Unit | None:
     sp = session_path_of(path, parent)
     if sp is None:  # nothing names its session: the file alone, as a session of its own
         return Unit(base, [(fid, path, kind, gone), *subagents(conn, base)], True)
-    head = session_file(conn, sp)
+    head = session_file(conn, sp, parent)
     files = subagents(conn, sp)
     if not any(r[0] == fid for r in files):  # a version kept aside of one of them
         files.append((fid, path, kind, gone))

@@ -11,23 +11,39 @@ import sys
 import click
 
 
-# Control characters a terminal would act on: C0 but newline and tab, DEL,
+# Control characters: every C0 (newline, carriage return and tab too), DEL,
 # and C1 (0x9b alone starts a sequence on some terminals). Shown as \xNN.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# The same but newline and tab: what text of several lines keeps.
+_CONTROL_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(pattern: re.Pattern, text):
+    if not isinstance(text, str) or not pattern.search(text):
+        return text
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with every control character shown as ``\\xNN``: a session
-    title holding ESC ] 8 (a link) or ESC [ 2 J (clear screen) prints as
-    inert text. Every line txdb prints as text goes through this."""
-    if not isinstance(text, str) or not _CONTROL.search(text):
-        return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every control character shown as ``\\xNN``, newline,
+    carriage return and tab included: a session title holding ESC ] 8 (a
+    link) or ESC [ 2 J (clear screen) prints as inert text, and a file name
+    holding a newline stays on its line. For a value set into a line (a
+    path, a title, a table cell, an error message)."""
+    return _escape(_CONTROL, text)
+
+
+def lines_safe(text: str) -> str:
+    """``terminal_safe`` but for the newlines and tabs of text txdb laid out
+    in lines itself (``echo``, a CSV cell's own lines): the values set into
+    it go through ``terminal_safe`` first."""
+    return _escape(_CONTROL_IN_LINES, text)
 
 
 def echo(message="", err: bool = False, nl: bool = True) -> None:
-    """click.echo of text made terminal-safe (JSON needs nothing: orjson escapes control characters)."""
-    click.echo(terminal_safe(str(message)), err=err, nl=nl)
+    """click.echo of text made terminal-safe (``lines_safe``: a message of
+    several lines keeps them; JSON needs nothing: orjson escapes control characters)."""
+    click.echo(lines_safe(str(message)), err=err, nl=nl)
 
 
 def catalog_warning(done: str, error: str) -> str:
@@ -93,9 +109,9 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
         # \r\n, which `$(...)` in a shell would keep).
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow([terminal_safe(c) for c in columns])
+        w.writerow([lines_safe(c) for c in columns])
         for r in rows:
-            w.writerow([terminal_safe(r.get(c)) for c in columns])
+            w.writerow([lines_safe(r.get(c)) for c in columns])
         click.echo(buf.getvalue(), nl=False)
     else:
         echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns, drop=drop,

@@ -17,14 +17,18 @@ from txdb.cli.output import echo, terminal_safe, to_json
 @click.option("--where", "where", help="SQL condition over `sessions` choosing the sessions to restore.")
 @click.option("--to", "to", type=click.Path(), help="Project folder to write into instead of the old one "
               "(a copy beside a session that still exists).")
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False),
+              help="Projects folder a session may be restored into in place (repeatable; default: "
+                   "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).")
 @click.option("--dry-run", is_flag=True, help="List what would be written; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) written as JSON.")
-def restore(db_path, session, where, to, dry_run, as_json):
+def restore(db_path, session, where, to, roots, dry_run, as_json):
     """SESSION is a session id or id prefix (or choose with --where over the
     `sessions` table). Its .jsonl, its subagent transcripts and the files in
     its folder (tool-results/, persisted/) are rebuilt, checked against the
     sha256 refresh recorded, and written at their old paths (or under --to
-    DIR) with the mode and mtime they had. An existing file is never
+    DIR) with the mode and mtime they had; in place, only under a projects
+    folder (--root, else the default). An existing file is never
     replaced: a session still on disk whole is refused; beside a live
     session, only its missing files (a deleted subagent transcript) are
     written. A file the catalog cannot give back whole is named and nothing
@@ -43,6 +47,7 @@ def restore(db_path, session, where, to, dry_run, as_json):
     if (session is None) == (where is None):
         raise click.UsageError("name one SESSION or give --where")
     conn, path = open_catalog(db_path)
+    under = config.projects_roots(roots)
     skipped: list[str] = []
     if where is not None:
         ids = restoremod.select_sessions(conn, path, where)
@@ -51,14 +56,15 @@ def restore(db_path, session, where, to, dry_run, as_json):
         plans = []
         for i in ids:  # every check before any write; one session that cannot be restored stops no other
             try:
-                plans.append(restoremod.plan_restore(conn, restoremod.latest_gone(conn, i), to, verify=dry_run))
+                plans.append(restoremod.plan_restore(conn, restoremod.latest_gone(conn, i), to, verify=dry_run,
+                                                     roots=under))
             except RestoreError as e:
                 skipped.append(str(e))
         if not plans:
             raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
                                + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
     else:
-        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to, verify=dry_run)]
+        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to, verify=dry_run, roots=under)]
     written = [] if dry_run else [str(p) for p in restoremod.restore(plans, each=where is not None)]
     if not dry_run:
         restoremod.register_restored(conn, plans)

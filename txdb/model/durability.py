@@ -52,21 +52,23 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXE
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def open_dir(name: str, dir_fd: int, create: bool = False) -> int:
+def open_dir(name: str, dir_fd: int, create: bool = False, made: list[str] | None = None) -> int:
     """A descriptor of the folder ``name`` (in the folder ``dir_fd``), never
     through a symlink at that name (``O_NOFOLLOW``: a link, or a file, there is
     ``NotADirectoryError``). ``create``: made first when missing (0700, the
-    parent fsynced). Every file created through it stays in that folder
-    however its path is renamed or swapped meanwhile."""
-    made = False
+    parent fsynced; its name added to ``made``). Every file created through
+    it stays in that folder however its path is renamed or swapped meanwhile."""
+    new = False
     if create:
         try:
             os.mkdir(name, 0o700, dir_fd=dir_fd)
-            made = True
+            new = True
+            if made is not None:
+                made.append(name)
         except FileExistsError:
             pass  # there already (or another txdb made it just now)
     fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-    if made:
+    if new:
         fsync_dir(dir_fd)
     return fd
 

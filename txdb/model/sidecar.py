@@ -143,6 +143,10 @@ class Sidecar:
     mode: int | None = None
     mtime_ns: int | None = None
     mismatch: str | None = None  # the error when the bytes do not hash to sha256
+    # ``write``'s fstat of the file it wrote, taken before the file had its
+    # name (or of the file with these bytes it found there): what it wrote,
+    # whatever a writer appends once the name appears
+    written: os.stat_result | None = None
 
     def holds(self, fh) -> bool:
         """The open file ``fh`` has this sidecar's bytes (read in pieces)."""
@@ -226,9 +230,10 @@ def _no_links(sdir: Path, folder: Path) -> None:
         p = p.parent
 
 
-def _mkdirs(folder: Path) -> None:
+def _mkdirs(folder: Path, made: list[Path]) -> None:
     """Create the folders above a write's root that are missing (a new project
-    folder), fsyncing each one's parent: paths outside the session's folder."""
+    folder), fsyncing each one's parent: paths outside the session's folder.
+    Each one made is added to ``made``."""
     missing = []
     while not folder.exists():
         missing.append(folder)
@@ -238,7 +243,24 @@ def _mkdirs(folder: Path) -> None:
             os.mkdir(d, 0o700)
         except FileExistsError:
             continue
+        made.append(d)
         fsync_dir(d.parent)
+
+
+def _rmdirs(folders: "_Folders", made: list[Path]) -> None:
+    """Remove the folders a write made (``_Folders.made``), deepest first,
+    each only while empty (``rmdir``: a file another process put in one
+    meanwhile keeps it); one below the root relative to its parent's
+    descriptor, never through a link. A folder that was there before is
+    never among them."""
+    for d in sorted(made, key=lambda p: len(p.parts), reverse=True):
+        try:
+            if folders.sdir in d.parents:
+                os.rmdir(d.name, dir_fd=folders.fd(d.parent))
+            else:
+                os.rmdir(d)
+        except (OSError, SurgeryError):
+            pass
 
 
 class _Folders:
@@ -254,10 +276,15 @@ class _Folders:
         self.sdir = sdir
         self.create = create
         self.fds: dict[Path, int] = {}
+        self.made: list[Path] = []  # the folders this one made (none there before), in order
 
     def _open(self, name: str, parent_fd: int, path: Path) -> int:
+        made: list[str] = []
         try:
-            return open_dir(name, parent_fd, create=self.create)
+            fd = open_dir(name, parent_fd, create=self.create, made=made)
+            if made:
+                self.made.append(path)
+            return fd
         except NotADirectoryError:
             try:
                 st = os.lstat(name, dir_fd=parent_fd)
@@ -275,7 +302,7 @@ class _Folders:
         if folder == self.sdir:
             parent = folder.parent
             if self.create:
-                _mkdirs(parent)
+                _mkdirs(parent, self.made)
             pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
             try:
                 got = self._open(folder.name, pfd, folder)
@@ -317,7 +344,7 @@ WRITE_BATCH = 256  # files open at once while a batch is fsynced together
 
 
 def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = None,
-          what: str = "a sidecar") -> list[Path]:
+          what: str = "a sidecar", made: list[Path] | None = None) -> list[Path]:
     """Write the planned sidecars (each whole or not at all); returns the files it created.
 
     Each folder is opened once, never through a link (``_Folders``: made
@@ -331,8 +358,9 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
     still lead to it (a folder moved or swapped meanwhile refuses the
     write). A name only ever points at bytes already on disk, and every
     name is durable before this returns. On any error the files this call
-    created are removed again and ``SurgeryError`` is raised: nothing refers
-    to them yet."""
+    created are removed again, and the folders it made (``_rmdirs``), and
+    ``SurgeryError`` is raised: nothing refers to them yet. ``made``: the
+    folders it made are added to it (for ``remove`` to take back later)."""
     created: list[Path] = []
     folders = _Folders(sdir)
     try:
@@ -352,12 +380,16 @@ def write(sdir: Path, sidecars: list[Sidecar], owner: tuple[int, int] | None = N
                                    "nothing was changed")
         except OSError as e:
             _remove_at(folders, created)
+            _rmdirs(folders, folders.made)
             raise SurgeryError(f"cannot write {what} in {sdir}: {e.strerror or e}; nothing was changed") from None
         except BaseException:
             _remove_at(folders, created)
+            _rmdirs(folders, folders.made)
             raise
     finally:
         folders.close()
+    if made is not None:
+        made += folders.made
     return created
 
 
@@ -399,6 +431,7 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
                 os.utime(fd, ns=(sc.mtime_ns, sc.mtime_ns))
         fsync_all([fd for _sc, _dfd, fd, _tmp in temps])
         for sc, dfd, fd, tmp in temps:
+            sc.written = os.fstat(fd)
             try:
                 # never replaces an existing file, never follows a link
                 if tmp is None:
@@ -408,6 +441,7 @@ def _write_batch(folders: _Folders, batch: list[Sidecar], owner: tuple[int, int]
             except FileExistsError:
                 try:
                     with open_regular(sc.path.name, dir_fd=dfd, follow=False) as fh:
+                        sc.written = os.fstat(fh.fileno())
                         same = sc.holds(fh)
                 except NotRegularFile as e:
                     raise SurgeryError(f"{sc.path} appeared while writing and is {kind(e.mode)}: "
@@ -503,14 +537,16 @@ def _remove_at(folders: _Folders, paths: list[Path]) -> None:
             pass
 
 
-def remove(sdir: Path, paths: list[Path]) -> None:
+def remove(sdir: Path, paths: list[Path], made: Iterable[Path] = ()) -> None:
     """Take back files ``write`` created under ``sdir`` (only ever before
     anything refers to them): each removed relative to its folder, opened
     from ``sdir`` without following a link (a folder swapped for a link
-    since is left alone)."""
+    since is left alone); then the folders it made (its ``made``), each
+    while empty."""
     folders = _Folders(sdir, create=False)
     try:
         _remove_at(folders, paths)
+        _rmdirs(folders, list(made))
     finally:
         folders.close()
 

@@ -11,9 +11,12 @@ line still being written when it vanished, rows an older txdb kept without
 a hash) refuses the restore and is named.
 
 Writing never replaces a file: each goes to a temp file, is fsynced and
-linked to its name (``sidecar.write``), mode 0600, folders 0700; a
+linked to its name (``sidecar.write``), with its catalogued mode
+(``MODE_KEPT`` of it; 0600 when none), folders 0700; a
 failure takes back every file this restore created. A session file still
-on disk is refused (``--to`` writes the copy into another project folder).
+on disk is refused, and so is another file at a path (other bytes: named
+as another file, never as the session still there); ``--to`` writes the
+copy into another project folder.
 """
 
 from __future__ import annotations
@@ -36,8 +39,13 @@ from txdb.catalog.ingest.chunks import raw_views
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
-from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SKIP_DIRS, SUBAGENTS, archived_from,
-    archived_path, session_stem)
+from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENTS, archived_from,
+    archived_path, is_session_name, session_of_copy, session_stem)
+
+
+# Of a catalogued mode, what restore gives back: the owner's bits, group and
+# others' read and execute; never their write, setuid, setgid or sticky.
+MODE_KEPT = 0o755
 
 
 @dataclass
@@ -59,6 +67,8 @@ class Item:
         # as catalogued, if the catalog's figures are sound (a hand may have edited them): else the defaults
         if not (type(self.mode) is int and 0 <= self.mode <= 0o7777):
             self.mode = None
+        else:
+            self.mode &= MODE_KEPT
         if not (type(self.mtime_ns) is int and 0 <= self.mtime_ns < 1 << 63):
             self.mtime_ns = None
 
@@ -128,14 +138,23 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
     pieces: list[bytes | memoryview] = []
     held = 0
     n = len(newline)
+    if type(size) is not int:
+        raise RestoreError(f"file {file_id}: its catalogued size is not a number ({size!r})")
     for records in raw_views(conn, file_id, start):  # a chunk at a time: a call per chunk, not per record
         was = at
         for offset, raw in records:
             gap = offset - at
+            if offset + len(raw) > size:
+                raise RestoreError(f"file {file_id}: a record at byte {offset} ends past its catalogued size")
             if gap:
                 if gap < 0:
                     raise RestoreError(f"file {file_id}: records overlap at byte {offset}")
-                pieces.append(newline if gap == n else newline * (gap // n) if gap % n == 0 else b"\n" * gap)
+                if gap > chunk:  # never one piece of more than ``chunk`` bytes
+                    yield b"".join(pieces)
+                    pieces.clear()
+                    yield from _gap(gap, newline, chunk)
+                else:
+                    pieces.append(newline if gap == n else newline * (gap // n) if gap % n == 0 else b"\n" * gap)
             pieces.append(raw)
             at = offset + len(raw)
         held += at - was
@@ -143,11 +162,21 @@ def _rebuild_chunks(conn: sqlite3.Connection, file_id: int, newline: bytes, star
             yield b"".join(pieces)
             pieces.clear()
             held = 0
-    gap = max(0, size - at)
-    if gap:
-        pieces.append(newline * (gap // n) if gap % n == 0 else b"\n" * gap)
     if pieces:
         yield b"".join(pieces)
+    yield from _gap(max(0, size - at), newline, chunk)
+
+
+def _gap(gap: int, newline: bytes, chunk: int) -> Iterator[bytes]:
+    """``gap`` bytes of line endings (``\\n`` where ``gap`` is not a whole
+    number of ``newline``), in pieces of at most about ``chunk`` bytes."""
+    n = len(newline) if gap % len(newline) == 0 else 1
+    unit = newline if n == len(newline) else b"\n"
+    whole = max(1, chunk // n)
+    while gap > 0:
+        count = min(gap // n, whole)
+        yield unit * count
+        gap -= count * n
 
 
 def rebuild(conn: sqlite3.Connection, file_id: int, newline: bytes = b"\n") -> bytes:
@@ -283,7 +312,7 @@ def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
 
 
 def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None = None,
-                 verify: bool = True) -> Plan:
+                 verify: bool = True, roots: Iterable[str | Path] | None = None) -> Plan:
     """What restoring the session of ``file_id`` writes (nothing written):
     with ``verify``, every file rebuilt, streamed, and checked against its
     sha256 (memory holds one piece at a time); without (a restore about to
@@ -293,7 +322,10 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     target that is in the way. In place, a
     file of the session that is still there as the catalog knows it (the
     live session beside a lone deleted subagent transcript) is left alone;
-    a session with nothing missing is refused ("still there")."""
+    a session with nothing missing is refused ("still there"). In place,
+    only into a project folder under one of ``roots`` (the projects
+    folders; None: any, for a caller that checked), and only files named
+    as transcripts are (``_check_names``)."""
     unit = units.unit_of(conn, file_id)
     if unit is None:
         raise SessionNotFound(f"no catalogued file {file_id}")
@@ -302,11 +334,15 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         raise RestoreError(f"{archived_from(path) or path} is a subagent transcript: restore the session it "
                            "belongs to")
     _check_catalogued_paths(unit)
+    _check_names(unit)
     src = Path(unit.session_path)
     stem = session_stem(src)
     folder = _copy_folder(to) if to is not None else src.parent
+    if to is None and roots is not None:
+        _check_under_roots(src, roots)
     session_id = conn.execute("SELECT session_id FROM files WHERE id = ?", (file_id,)).fetchone()[0]
     plan = Plan(stem if unit.lone else (session_id or stem), file_id, folder, copy=to is not None)
+    _check_session_rows(conn, {stem, plan.session_id})
 
     def target(rel: str) -> Path:
         return folder / _inside(rel)
@@ -325,6 +361,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     for fid, p, k, rel in files:
         sha, size, mode, mtime, gone = conn.execute(
             "SELECT sha256, size, mode, mtime_ns, gone FROM files WHERE id = ?", (fid,)).fetchone()
+        _check_figures(conn, fid, p)
         if to is None and not gone and _regular(target(rel)):
             # the live file, as refresh last saw it there: not this restore's to write
             plan.items.append(Item(target(rel), p, k, size, sha or "", lambda: iter(()), fid, mode, mtime,
@@ -345,10 +382,12 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
                                fid, mode, mtime, bool(gone),
                                mismatch=f"cannot give back whole: {p} ({why}); nothing was written"))
     sdir = sidecarmod.session_dir(src)
-    for sid, p, rel, sha, size, mode, mtime, gone, stored in conn.execute(
-            "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid "
-            "FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
+    for sid, p, rel, sha, size, mode, mtime, gone, stored, held in conn.execute(
+            "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid, "
+            "length(b.data) FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
+        if stored is not None:
+            _figure(p, "size", size, held * ZLIB_MOST + 64, "its stored content inflates to")
         def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
             return inflate_chunks(conn, b, n, p)
         ok = stored is not None
@@ -367,6 +406,31 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")
     _check_targets(plan)
     return plan
+
+
+ZLIB_MOST = 1032  # zlib's largest ratio: a blob of n bytes inflates to at most about 1032 n
+
+
+def _figure(path: str, what: str, value, most: int, held: str) -> None:
+    """Refuse a catalogued figure that is not a whole number from 0 to
+    ``most`` (what the archive holds of the file): a hand may have edited it."""
+    if not (type(value) is int and 0 <= value <= most):
+        raise RestoreError(f"refusing to restore {path}: the catalog's {what} for it ({value!r}) is not a whole "
+                           f"number of at most {most:,} ({held} at most that); was the catalog edited?")
+
+
+def _check_figures(conn: sqlite3.Connection, file_id: int, path: str) -> None:
+    """The figures a rebuild of a catalogued file goes by, checked before it
+    reads any: its size no larger than its records and a line ending (two
+    bytes) for each of its lines, its line count and read cursor whole
+    numbers no larger than its size."""
+    size, lines, cursor = conn.execute("SELECT size, lines, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
+    end, records = conn.execute("SELECT coalesce(max(offset + length), 0), count(*) FROM records "
+                                "WHERE file_id = ?", (file_id,)).fetchone()
+    _figure(path, "line count", lines, 1 << 62, "a file holds")
+    _figure(path, "size", size, end + 2 * (max(lines, records) + 1), "its records and their line endings make")
+    if cursor is not None:
+        _figure(path, "read cursor", cursor, size, "its size is")
 
 
 def _copy_folder(to: str | Path) -> Path:
@@ -390,6 +454,45 @@ def _check_catalogued_paths(unit: units.Unit) -> None:
         if not (os.path.isabs(path) and os.path.normpath(path) == path and "\x00" not in path):
             raise RestoreError(f"refusing to restore {path!r}: the catalog's path for it is not an absolute, "
                                "normalised path (was the catalog edited?)")
+
+
+def _check_names(unit: units.Unit) -> None:
+    """Refuse a session whose catalogued transcripts are not named as
+    transcripts (``<id>.jsonl``, ``agent-<x>.jsonl``): an edited path such
+    as ``~/.bashrc`` is never written, nor left out unsaid."""
+    for path in [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]:
+        name = PurePosixPath(path).name
+        if not (is_session_name(name) and len(name) > len(SESSION_SUFFIX)):
+            raise RestoreError(f"refusing to restore {path}: it is not a session transcript's name "
+                               f"(<id>{SESSION_SUFFIX}); was the catalog edited?")
+
+
+def _check_session_rows(conn: sqlite3.Connection, session_ids: set[str]) -> None:
+    """Refuse a session whose catalogued session file has a name that is
+    neither a transcript's nor a copy's (``.bak``, ``.pending``, which an
+    older catalog kept as sessions): edited to ``~/.bashrc``, it would be
+    left out of the restore unsaid (the lookups skip such a name)."""
+    for sid in session_ids:
+        for (path,) in conn.execute("SELECT path FROM files WHERE session_id = ? AND kind = 'session'", (sid,)):
+            name = PurePosixPath(archived_from(path) or path).name
+            if not (is_session_name(name) or session_of_copy(name) is not None):
+                raise RestoreError(f"refusing to restore session {sid}: its session file is catalogued as "
+                                   f"{path}, which is not a session transcript's name (<id>{SESSION_SUFFIX}); "
+                                   "was the catalog edited?")
+
+
+def _check_under_roots(src: Path, roots: Iterable[str | Path]) -> None:
+    """Refuse to restore in place a session whose project folder is not
+    inside one of the projects folders ``roots`` (a catalog edited to point
+    elsewhere would have restore write there)."""
+    given = [Path(os.path.abspath(Path(r).expanduser())) for r in roots]
+    every = {*given, *(Path(os.path.realpath(r)) for r in given)}
+    folder = src.parent
+    if not any(folder != r and folder.is_relative_to(r) for r in every):
+        shown = ", ".join(str(r) for r in given)
+        raise RestoreError(f"refusing to restore {src} in place: {folder} is not under a projects folder "
+                           f"({shown}); pass --root with the projects folder it is in, or --to DIR to write "
+                           "a copy elsewhere")
 
 
 def _regular(p: Path) -> bool:
@@ -432,10 +535,10 @@ def inflate_chunks(conn: sqlite3.Connection, blob_rowid: int, size: int | None, 
 
 
 def _check_targets(plan: Plan) -> None:
-    """Refuse a target folder that is a file or a link, a file in the way
-    (other bytes than the catalogued ones; a session or subagent file
-    there in place of a gone one), and a plan with nothing to write; a file
-    already there with the same bytes is left as it is."""
+    """Refuse a target folder that is a file or a link, an item whose
+    target something else stands at (``_in_the_way``), and a plan with
+    nothing to write; a file already there with the same bytes is left as
+    it is."""
     folder = plan.folder
     for p in [folder, *folder.parents]:
         if p.is_symlink() and p == folder:
@@ -451,28 +554,41 @@ def _check_targets(plan: Plan) -> None:
                 raise RestoreError(f"refusing to write {p}: {d} is a symlink")
             if d.exists() and not d.is_dir():
                 raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
-        if it.present or not os.path.lexists(p):
+        if it.present:
             continue
-        if p.is_symlink():
-            raise RestoreError(f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); "
-                               "txdb never replaces a file")
-        if _holds(p, it):
-            it.present = True
-            continue
-        if not p.is_file():
-            what = "a folder" if p.is_dir() else "something that is not a regular file"
-            raise RestoreError(f"refusing to write {p}: {what} is in the way; txdb never replaces a file")
-        if plan.copy:
-            raise RestoreError(f"{p} exists with other content: txdb never replaces a file (give --to another folder)")
-        if it.kind != "sidecar":
-            raise RestoreError(f"{p} exists: the session is still there (restore --to DIR writes a copy elsewhere)")
-        raise RestoreError(f"{p} exists with other content: txdb never replaces a file")
+        why = _in_the_way(it, plan.copy)
+        if why:
+            raise RestoreError(why)
+        it.present = os.path.lexists(p)  # these very bytes
     if not plan.todo:
         first = plan.items[0].path if plan.items else plan.folder
         if plan.copy:
             raise RestoreError(f"{first} exists: a copy of the session is already there, nothing written")
         raise RestoreError(f"{first} exists: the session is still there, nothing of it is missing "
                            "(restore --to DIR writes a copy elsewhere)")
+
+
+def _in_the_way(it: Item, copy: bool) -> str | None:
+    """Why the item cannot be written at its path (a link, a folder,
+    something not a regular file, a regular file with other bytes than the
+    catalogued ones), else None: nothing there, or these very bytes. A
+    file with other bytes is never "the session still there": only the
+    catalogued bytes (or the live file refresh last saw, ``Item.present``
+    from the plan) are."""
+    p = it.path
+    if not os.path.lexists(p):
+        return None
+    if p.is_symlink():
+        return f"refusing to write {p}: a link is in the way (to {os.readlink(p)}); txdb never replaces a file"
+    if _holds(p, it):
+        return None
+    if not p.is_file():
+        what = "a folder" if p.is_dir() else "something that is not a regular file"
+        return f"refusing to write {p}: {what} is in the way; txdb never replaces a file"
+    if copy:
+        return f"{p} exists with other content: txdb never replaces a file (give --to another folder)"
+    return (f"{p} is another file, not the catalogued one (its bytes differ): nothing was overwritten "
+            "(restore --to DIR writes a copy elsewhere)")
 
 
 def _holds(p: Path, it: Item) -> bool:
@@ -488,37 +604,44 @@ def _holds(p: Path, it: Item) -> bool:
 
 def restore(plans: list[Plan], each: bool = False) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
-    failure takes back what this call wrote (``each``: what that plan
-    wrote, its error kept in ``Plan.failed``, the other plans written).
+    failure takes back what this call wrote and the folders it made
+    (``each``: what that plan wrote, its error kept in ``Plan.failed``, the other plans written).
     Each file is streamed from the catalog, hashed again as it is written
     (linked only when it matches), with its catalogued mode and mtime. The
     files written."""
-    written: list[tuple[Path, list[Path]]] = []
+    written: list[tuple[Path, list[Path], list[Path]]] = []
     try:
         for plan in plans:
             todo = [sidecarmod.Sidecar(it.path, b"", False, chunks=it.chunks, size=it.size, sha256=it.sha256,
                                        mode=it.mode, mtime_ns=it.mtime_ns, mismatch=it.mismatch or None)
                     for it in plan.todo]
+            made: list[Path] = []
             try:
-                written.append((plan.folder, sidecarmod.write(plan.folder, todo, what="a restored file")))
+                files = sidecarmod.write(plan.folder, todo, what="a restored file", made=made)
+                written.append((plan.folder, files, made))
+                for it, sc in zip(plan.todo, todo):
+                    it.written = sc.written
             except Exception as e:
                 if not each:
                     raise
-                plan.failed = str(e)  # sidecar.write took back what it made of this plan
+                plan.failed = str(e)  # sidecar.write took back what it made of this plan, folders too
     except BaseException as e:
-        for folder, files in written:
-            sidecarmod.remove(folder, files)
+        for folder, files, made in reversed(written):
+            sidecarmod.remove(folder, files, made)
         if isinstance(e, Exception) and not isinstance(e, RestoreError):
             raise RestoreError(str(e)) from None
         raise
-    return [p for _folder, files in written for p in files]
+    return [p for _folder, files, _made in written for p in files]
 
 
 def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
     """Make the catalog say what restore wrote, without reading it again:
     a file written in place is the catalogued one (its rows, sha256, size
     and mtime), so only its new inode is recorded and its row is live again;
-    the next refresh finds it unchanged. A gone version kept aside
+    the next refresh finds it unchanged. The figures are those of the file
+    restore wrote (``Item.written``: its fstat before it had a name, its
+    size the bytes checked against sha256), never a stat of the path now: a
+    line a writer appended since is growth the next refresh reads. A gone version kept aside
     (``paths.archived_path``) takes its path back (a row still there moves
     aside in its place). A ``--to`` copy is not catalogued: it is listed in
     ``restored_copies``, and a refresh that walks its folder indexes it as
@@ -534,13 +657,12 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
                              (str(head.path), plan.session_id, head.source))
                 continue
             for it in plan.todo:
-                try:
-                    st = os.lstat(it.path)
-                except OSError:
+                st = it.written
+                if st is None:
                     continue
                 if it.kind == "sidecar":
                     conn.execute("UPDATE sidecars SET size = ?, mtime_ns = ?, mode = ?, gone = 0, gone_at = NULL "
-                                 "WHERE id = ?", (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, it.row_id))
+                                 "WHERE id = ?", (it.size, st.st_mtime_ns, st.st_mode & 0o7777, it.row_id))
                     continue
                 path = str(it.path)
                 if conn.execute("SELECT path FROM files WHERE id = ?", (it.row_id,)).fetchone() != (path,):
@@ -551,7 +673,7 @@ def register_restored(conn: sqlite3.Connection, plans: list[Plan]) -> None:
                                      (archived_path(path, other), other))
                 conn.execute("UPDATE files SET path = ?, size = ?, mtime_ns = ?, inode = ?, mode = ?, gone = 0, "
                              "gone_at = NULL WHERE id = ?",
-                             (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
+                             (path, it.size, st.st_mtime_ns, st.st_ino, st.st_mode & 0o7777, it.row_id))
 
 
 def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,

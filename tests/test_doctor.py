@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def _age(path: Path, days: float) -> None:
 
 def test_due_sessions_by_mtime_and_whether_the_catalog_holds_them_whole(box):
     projects = box["cfg"] / "projects"
-    sessions = sorted(p for p in projects.glob("*/*.jsonl") if not p.name.startswith("agent-"))
+    # not an empty one with no folder: Claude Code's cleanup keeps that (desktop_kept)
+    sessions = sorted(p for p in projects.glob("*/*.jsonl") if not p.name.startswith("agent-") and p.stat().st_size)
     old, soon, fresh, changed = sessions[0], sessions[1], sessions[2], sessions[3]
     for p in sessions:
         _age(p, 1)
@@ -199,7 +201,12 @@ def _cli(box, monkeypatch, *args, ok=True):
 
 
 def _sessions(box) -> list[Path]:
-    return sorted(p for p in (box["cfg"] / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-"))
+    """The session files beside the projects' sessions, but an empty one with no folder (Claude Code keeps it)."""
+    return sorted(p for p in (box["cfg"] / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")
+                  and p.stat().st_size)
+
+
+SOME = "-Users-dain-workspace-claude-code-log-sample/4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"  # a summary line
 
 
 def test_a_cutoff_before_year_one_leaves_nothing_due(box, monkeypatch):
@@ -256,7 +263,7 @@ def test_subagent_transcripts_without_their_session_file_are_due_on_their_own(bo
 
     # its session file there: the old release's transcript goes with it, as the catalog's parent_session_id says
     session = old_style.with_name(parent + ".jsonl")
-    session.write_bytes(next(projects.glob("-Users-dain-workspace-coderabbit-review-helper/1ca*.jsonl")).read_bytes())
+    session.write_bytes((projects / SOME).read_bytes())
     _age(session, 40)
     due = {d["session_id"]: d for d in json.loads(_cli(box, monkeypatch, "--json").output)["due"]}
     assert not due[parent]["lone"] and due[parent]["path"] == str(session) and due[parent]["files"] == 2
@@ -281,7 +288,7 @@ def _project(box, tmp_path) -> tuple[Path, Path, Path, Path, Path]:
     beside = proj / "agent-1d78a5e5.jsonl"
     shutil.copyfile(src / "-Users-dain-workspace-coderabbit-review-helper" / beside.name, beside)
     named = proj / f"{NAMED}.jsonl"
-    shutil.copyfile(next((src / "-Users-dain-workspace-coderabbit-review-helper").glob("1ca*.jsonl")), named)
+    shutil.copyfile(src / SOME, named)
     for p in (agent, session, beside, named):
         _age(p, 1)
     return proj.parent, session, agent, named, beside
@@ -463,3 +470,156 @@ def test_when_reads_in_days_or_hours_and_a_file_is_named_once(box, monkeypatch):
     assert out.splitlines()[0] == (f"Retention: cleanup skipped: {local} holds a cleanupPeriodDays Claude Code "
                                    "refuses; Claude Code deletes no transcript at its next start (once that is "
                                    "fixed, cleanupPeriodDays = 30 (Claude Code default) applies).")
+
+
+def test_a_file_refresh_cannot_catalogue_makes_its_entry_not_whole(box, tmp_path, monkeypatch):
+    """A transcript whose name is not UTF-8 is never catalogued; the cleanup
+    deletes it all the same: its entry is not held whole, and it is counted
+    among the files not catalogued."""
+    sid = "11111111-2222-3333-4444-555555555555"
+    sub = tmp_path / "roots" / "-p" / sid / "subagents"  # a lone subagent folder: no <sid>.jsonl
+    sub.mkdir(parents=True)
+    line = json.dumps({"type": "user", "sessionId": sid, "uuid": "u1", "message": {"role": "user", "content": "hi"}})
+    good, odd = sub / "agent-b.jsonl", sub / os.fsdecode(b"agent-\xff\xfe.jsonl")
+    for p in (good, odd):
+        p.write_text(line + "\n")
+        _age(p, 40)
+    os.utime(odd, ns=(good.stat().st_mtime_ns,) * 2)  # one entry: they go at the same time
+    root = tmp_path / "roots"
+    conn = db.connect(box["db"])
+    refresh(conn, [root])
+    r = doctor.doctor(conn, box["cfg"], [root], box["cwd"], managed=box["managed"], now=NOW)
+    shown = str(sub / "agent-\\xff\\xfe.jsonl")
+    [d] = r.due
+    assert (d.files, d.whole, d.not_whole, d.lone) == (2, False, [shown], True)
+    assert r.session_files == 2 and r.not_catalogued == [shown] and r.cannot_catalogue == [shown]
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
+    out = run("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, ok=True).output
+    assert "NOT held whole (1 of 2 files)" in out
+    assert "Session files: 2, 1 not catalogued (1 of them cannot be: a name that is not UTF-8, under Unreadable)" in out
+    got = json.loads(run("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, "--json", ok=True).output)
+    assert got["due"][0]["not_whole"] == [shown] and got["cannot_catalogue"] == [shown]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "old fifo", "link to a device"])
+def test_a_settings_file_that_is_not_regular_is_unreadable_not_empty(box, tmp_path, kind):
+    """Claude Code reads a settings file only if regular (through a link):
+    a FIFO or a device cannot be read, whatever its mtime, though its
+    st_size is 0; the empty-file rule is a regular file's."""
+    user = box["cfg"] / "settings.json"
+    if kind == "link to a device":
+        dev = tmp_path / "zero"  # as /dev/zero, written now
+        try:
+            os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+        except (PermissionError, AttributeError):
+            pytest.skip("no device node can be made here")
+        os.utime(dev, (NOW - DAY,) * 2)
+        user.symlink_to(dev)
+    else:
+        os.mkfifo(user)
+        _age(user, 40 if kind == "old fifo" else 1)
+    r = retention(box)
+    what = "a character device" if kind == "link to a device" else "a FIFO"
+    assert r.skipped.startswith(f"{user} cannot be read or parsed ({what}"), r.skipped
+    assert "empty" not in r.skipped
+
+
+def test_a_value_prints_as_javascript_shows_it(box, monkeypatch):
+    (box["cfg"] / "settings.json").write_text('{"cleanupPeriodDays": 1e308}')
+    out = _cli(box, monkeypatch).output
+    assert "cleanupPeriodDays = 1e+308 (" in out and "0" * 30 not in out
+    (box["cfg"] / "settings.json").write_text('{"cleanupPeriodDays": 10000000000000000000000000}')
+    (box["cwd"] / ".claude" / "settings.local.json").write_text('{"cleanupPeriodDays": 10}')
+    out = _cli(box, monkeypatch).output
+    assert f"({box['cfg'] / 'settings.json'} sets 1e+25, overridden)" in out
+    (box["cwd"] / ".claude" / "settings.local.json").write_text('{"cleanupPeriodDays": 2.5}')
+    assert "(cleanupPeriodDays = 2.5)" in _cli(box, monkeypatch).output
+
+
+def test_an_integer_of_over_4300_digits_is_read_as_javascript_reads_it(box, monkeypatch):
+    """JSON.parse reads it as a number (here infinity); Python's int refuses it."""
+    huge = "9" * 4301
+    user = box["cfg"] / "settings.json"
+    user.write_text('{"cleanupPeriodDays": 60, "someCount": %s}' % huge)
+    r = retention(box)
+    assert (r.days, r.scope, r.skipped, r.found[0].problem) == (60, "user", None, None)
+    user.write_text('{"cleanupPeriodDays": %s}' % huge)
+    r = retention(box)
+    assert r.days == 30 and "holds a cleanupPeriodDays Claude Code refuses" in r.skipped
+    assert "(cleanupPeriodDays = Infinity)" in _cli(box, monkeypatch).output
+
+
+DESKTOP_SID = "22222222-3333-4444-5555-666666666666"
+
+
+def _desktop_project(tmp_path, lines: list[dict] | None, folder: bool = False) -> tuple[Path, Path]:
+    root = tmp_path / "roots"
+    session = root / "-p" / f"{DESKTOP_SID}.jsonl"
+    session.parent.mkdir(parents=True, exist_ok=True)
+    session.write_text("".join(json.dumps(x) + "\n" for x in lines) if lines else "")
+    if folder:
+        (root / "-p" / DESKTOP_SID / "subagents").mkdir(parents=True, exist_ok=True)
+    _age(session, 40)
+    return root, session
+
+
+def _line(entrypoint: str, **more) -> dict:
+    return {"type": "user", "sessionId": DESKTOP_SID, "uuid": "u1", "entrypoint": entrypoint,
+            "message": {"role": "user", "content": "hi"}, **more}
+
+
+def _due_paths(box, root) -> set[str]:
+    conn = db.connect(box["db"])
+    refresh(conn, [root])
+    r = doctor.doctor(conn, box["cfg"], [root], box["cwd"], managed=box["managed"], now=NOW)
+    return {d.path for d in r.due}
+
+
+@pytest.mark.parametrize("entrypoint", ["claude-desktop", "claude-desktop-3p", "local-agent", "local_agent"])
+def test_claude_code_keeps_a_desktop_apps_transcript_unless_managed_settings_set_the_period(box, tmp_path,
+                                                                                             entrypoint):
+    root, session = _desktop_project(tmp_path, [_line(entrypoint)])
+    assert _due_paths(box, root) == set()
+    settings(box["managed"], cleanupPeriodDays=30)
+    assert _due_paths(box, root) == {str(session)}
+
+
+def test_a_desktop_transcript_is_known_by_its_first_or_last_64_kib(box, tmp_path):
+    pad = {"type": "user", "uuid": "p", "message": {"role": "user", "content": "x" * 70000}}
+    root, session = _desktop_project(tmp_path, [_line("cli"), pad, _line("claude-desktop")])
+    assert _due_paths(box, root) == set()  # the last line names the desktop app
+    root, session = _desktop_project(tmp_path, [_line("cli"), pad, _line("cli")])
+    assert _due_paths(box, root) == {str(session)}
+    root, session = _desktop_project(tmp_path, [_line("claude-desktop"), pad, pad, _line("cli")])
+    assert _due_paths(box, root) == set()  # the first line that names one
+
+
+def test_a_desktop_transcript_goes_when_released_or_older_than_the_desktop_period(box, tmp_path):
+    root, session = _desktop_project(tmp_path, [_line("claude-desktop")])
+    released = session.with_name(f"{DESKTOP_SID}.desktop-released.json")
+    released.write_text('{"reason": "delete"}')
+    assert _due_paths(box, root) == {str(session)}
+    released.write_text('{"reason": "archive"}')  # written now: kept a while yet
+    assert _due_paths(box, root) == set()
+    _age(released, 40)
+    assert _due_paths(box, root) == {str(session)}
+    released.unlink()
+    settings(box["cfg"] / "settings.json", desktopSessionCleanupPeriodDays=35)
+    assert _due_paths(box, root) == {str(session)}  # older than 35 days
+    settings(box["cfg"] / "settings.json", desktopSessionCleanupPeriodDays=45)
+    assert _due_paths(box, root) == set()
+
+
+def test_an_empty_session_file_is_kept_unless_it_has_a_folder(box, tmp_path):
+    root, session = _desktop_project(tmp_path, None)
+    assert _due_paths(box, root) == set()
+    root, session = _desktop_project(tmp_path, None, folder=True)
+    assert _due_paths(box, root) == {str(session)}
+
+
+def test_a_transcript_in_the_projects_root_itself_is_never_due(box, tmp_path):
+    root, session = _desktop_project(tmp_path, [_line("cli")])
+    top = root / "33333333-4444-5555-6666-777777777777.jsonl"
+    shutil.copyfile(session, top)
+    _age(top, 40)
+    assert _due_paths(box, root) == {str(session)}

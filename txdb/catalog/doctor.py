@@ -16,8 +16,10 @@ set the period, when a settings file has an error and one of them cannot be
 read or parsed (``settings_unknowable``), or sets ``cleanupPeriodDays``
 (``settings_invalid_key_set``; a value it refuses is such an error), or
 the user's sets ``desktopSessionCleanupPeriodDays``; also while the user's
-settings file is empty and less than 30 days old and no file sets the
-period. :func:`retention` says so in ``skipped``.
+settings file is an empty regular file less than 30 days old and no file
+sets the period (a FIFO or a device, of st_size 0, is a file it cannot
+read). :func:`retention` says so in ``skipped``. It keeps a desktop app's
+transcript past the cutoff (:func:`desktop_kept`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import stat
 import time
@@ -39,7 +42,7 @@ from txdb.catalog import cost, units
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
-from txdb.model.paths import SESSION_SUFFIX, TOOL_RESULTS, parent_session
+from txdb.model.paths import SESSION_SUFFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
@@ -75,6 +78,10 @@ class Retention:
     # None: before year 1 (or the start of JavaScript's dates), so no transcript is that old
     found: list[SettingsValue] = field(default_factory=list)
     skipped: str | None = None  # why Claude Code skips the cleanup altogether (None: it runs)
+    # Whether Claude Code keeps a desktop app's transcript and an empty session file with no folder
+    # (desktop_kept): unless managed settings set cleanupPeriodDays.
+    desktop_exempt: bool = True
+    desktop_days: int = 0  # desktopSessionCleanupPeriodDays (managed, else the user's): older, not kept; 0: none
 
 
 @dataclass
@@ -103,12 +110,13 @@ class DoctorReport:
     due: list[DueSession]
     within_days: float
     session_files: int
-    not_catalogued: list[str]
+    not_catalogued: list[str]  # with those that cannot be (cannot_catalogue)
     stale: list[str]
     unreadable: list[dict]
     hook: Hook
     prices: dict
     history: dict
+    cannot_catalogue: list[str] = field(default_factory=list)  # names that are not UTF-8: refresh never reads them
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -188,7 +196,8 @@ def _reject(name: str):
 def _load(path: Path) -> tuple[dict | None, str | None]:
     """The settings object at ``path`` (None when absent; an empty file is
     none, as Claude Code reads it), or what is wrong with it. Parsed as
-    JavaScript's JSON.parse would: 1e400 is read (as infinity), a file
+    JavaScript's JSON.parse would: 1e400 is read (as infinity), and so is an
+    integer literal of over 4,300 digits (Python's int refuses it); a file
     nested too deeply for Python is named, never raised."""
     try:
         data = read_regular(path, limit=SETTINGS_LIMIT)
@@ -204,7 +213,7 @@ def _load(path: Path) -> tuple[dict | None, str | None]:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:  # out of orjson's range (1e400, 1025 levels deep), or not JSON
         try:
-            obj = json.loads(data, parse_constant=_reject)
+            obj = json.loads(data, parse_constant=_reject, parse_int=deep._number)
         except RecursionError:
             return None, TOO_DEEP
         except ValueError:
@@ -240,6 +249,8 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
     unreadable: list[SettingsValue] = []  # files Claude Code cannot read or parse
     refused: list[SettingsValue] = []  # values it refuses (errors of its schema)
     sets: dict[str, list[str]] = {k: [] for k in KEYS}  # the files, other than managed settings, that set each
+    managed_sets = False
+    desktop: int | None = None
     for scope, path in settings_files(config_dir, cwd, managed):
         obj, problem = _load(path)
         if problem:
@@ -253,6 +264,9 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
         for key in KEYS:
             if key in obj and scope != "managed":
                 sets[key].append(str(path))
+        managed_sets = managed_sets or (scope == "managed" and "cleanupPeriodDays" in obj)
+        if desktop is None and scope in ("managed", "user"):
+            desktop = _whole_days(obj.get("desktopSessionCleanupPeriodDays"), 0)
         if "desktopSessionCleanupPeriodDays" in obj and _whole_days(obj["desktopSessionCleanupPeriodDays"], 0) is None:
             v = obj["desktopSessionCleanupPeriodDays"]
             refused.append(SettingsValue(str(path), scope, _scalar(v), key="desktopSessionCleanupPeriodDays",
@@ -273,7 +287,8 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
     found += [r for r in refused if r not in found]
     cut = _cutoff(now, days)
     ret = Retention(days=days, source=chosen.path if chosen else "default",
-                    scope=chosen.scope if chosen else "default", cutoff=None if cut is None else _iso(cut), found=found)
+                    scope=chosen.scope if chosen else "default", cutoff=None if cut is None else _iso(cut), found=found,
+                    desktop_exempt=not managed_sets, desktop_days=desktop or 0)
     if chosen is not None and chosen.scope == "managed":
         return ret  # Claude Code runs the cleanup whatever the other files hold
     user = config_dir / "settings.json"
@@ -281,7 +296,11 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
         st = os.stat(user)
     except OSError:
         st = None
-    if chosen is None and st is not None and st.st_size == 0 and now - DEFAULT_DAYS * DAY_S < st.st_mtime <= now:
+    # Claude Code stats the file (through a link) and waits while it is empty and new; a FIFO or a device
+    # reports size 0 too, but Claude Code cannot read settings from it at all (not a regular file): that is
+    # the reason named for it, below.
+    if (chosen is None and st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0
+            and now - DEFAULT_DAYS * DAY_S < st.st_mtime <= now):
         ret.skipped = (f"{user} is empty and was written within the last {DEFAULT_DAYS} days "
                        "(Claude Code waits until it is older or holds settings)")
     elif unreadable:
@@ -295,6 +314,114 @@ def retention(config_dir: Path, cwd: Path, managed: Path | None = None, now: flo
         ret.skipped = (f"{refused[0].path} holds a {refused[0].key} Claude Code refuses, and {user} "
                        "sets desktopSessionCleanupPeriodDays")
     return ret
+
+
+DESKTOP_ENTRYPOINTS = frozenset({"claude-desktop", "claude-desktop-3p", "local-agent", "local_agent"})
+RELEASED_SUFFIX = ".desktop-released.json"  # the desktop app's word on its transcript: {"reason": ...}
+RELEASED_LIMIT = 4096  # Claude Code reads no larger one
+HEAD = 65536  # the bytes Claude Code reads at each end of a transcript to find its entrypoint
+
+
+def _js_object(line: str) -> dict | None:
+    """``line`` parsed as JSON.parse would, if a JSON object."""
+    try:
+        obj = json.loads(line, parse_constant=_reject, parse_int=deep._number)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _first(text: str, key: str) -> str | None:
+    """The string ``key`` of the first line holding ``"key":`` that is a JSON object with one."""
+    for line in text.split("\n"):
+        if f'"{key}":' in line and isinstance(v := (_js_object(line) or {}).get(key), str):
+            return v
+    return None
+
+
+def _last(text: str, key: str) -> str | None:
+    """As :func:`_first`, from the last line back."""
+    for line in reversed(text.split("\n")):
+        if f'"{key}":' in line and isinstance(v := (_js_object(line) or {}).get(key), str):
+            return v
+    return None
+
+
+def _cutoff_ms(now: float, days: int) -> int:
+    """``new Date(Date.now() - days * 86400000)`` in ms, as Claude Code dates its cutoffs."""
+    return math.floor(now * 1000) - days * DAY_S * 1000
+
+
+def _released(path: str, cutoff_ms: int) -> str:
+    """What the desktop app's ``<id>.desktop-released.json`` at ``path`` says:
+    'release-now' (reason "delete", or "archive" written before the cutoff),
+    'grace' ("archive" since), or 'none' (absent, larger than 4,096 bytes, not
+    an object with a string reason)."""
+    try:
+        with open_regular(path, follow=False) as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(RELEASED_LIMIT + 1) if st.st_size <= RELEASED_LIMIT else b""
+    except OSError:
+        return "none"
+    reason = (_js_object(data.decode("utf-8", "replace")) or {}).get("reason")
+    if reason == "delete":
+        return "release-now"
+    if reason == "archive":
+        return "release-now" if st.st_mtime_ns // 1_000_000 < cutoff_ms else "grace"
+    return "none"
+
+
+def desktop_kept(path: str, st: os.stat_result, ret: Retention, now: float) -> bool:
+    """Whether Claude Code's cleanup keeps the transcript at ``path`` (a
+    ``.jsonl`` in a project folder, of ``lstat`` ``st``) past its cutoff, as
+    a desktop app's (2.1.332): not when managed settings set
+    cleanupPeriodDays, nor when it is older than a
+    desktopSessionCleanupPeriodDays set, nor when its
+    ``<id>.desktop-released.json`` releases it (reason "delete", or
+    "archive" written before the cutoff); kept when that file says
+    "archive" since, when it is empty and has no folder ``<id>/``, or when
+    a line of its first or last 64 KiB names a desktop entrypoint
+    (``claude-desktop``, ``claude-desktop-3p``, ``local-agent``); an older
+    release's ``agent-*.jsonl`` so kept goes all the same when the file of
+    the session its lines name releases that session."""
+    if not ret.desktop_exempt or _cutoff(now, ret.days) is None:
+        return False
+    cutoff = _cutoff_ms(now, ret.days)
+    if (ret.desktop_days and _cutoff(now, ret.desktop_days) is not None
+            and st.st_mtime_ns // 1_000_000 < _cutoff_ms(now, ret.desktop_days)):
+        return False
+    stem = path[: -len(SESSION_SUFFIX)]
+    own = stem + RELEASED_SUFFIX
+    said = _released(own, cutoff)
+    if said != "none":
+        return said == "grace"
+    if st.st_size == 0:
+        if not os.path.isdir(stem):
+            return True
+    try:
+        with open_regular(path) as fh:
+            head_b = fh.read(HEAD)
+            tail_b = head_b
+            if st.st_size > HEAD:
+                fh.seek(st.st_size - HEAD)
+                tail_b = fh.read(HEAD)
+    except OSError:
+        return False
+    head = head_b.decode("utf-8", "replace")
+    tail = tail_b.decode("utf-8", "replace")
+    if st.st_size > HEAD:
+        tail = tail.partition("\n")[2]  # from the first whole line
+    if not ((e := _first(head, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS
+            or (e := _last(tail, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS):
+        return False
+    if Path(path).name.startswith("agent-"):
+        sid = _first(head, "sessionId")
+        sid = _last(tail, "sessionId") if sid is None else sid
+        if sid is not None and re.fullmatch(r"[0-9A-Za-z_-]{1,64}", sid):
+            other = str(Path(path).parent / (sid + RELEASED_SUFFIX))
+            if other != own and _released(other, cutoff) == "release-now":
+                return False
+    return True
 
 
 def _sha256(path: str) -> str | None:
@@ -312,10 +439,23 @@ def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) ->
     """The catalog holds every byte of the file as it is on disk (restore is
     byte-identical); with ``hash_if_touched``, a file of the catalogued size
     whose mtime moved is hashed against the catalogued sha256."""
+    if not is_text_path(f.path):
+        return False  # a name that is not UTF-8: never catalogued
     row = conn.execute("SELECT size, mtime_ns, cursor, sha256, inode FROM files WHERE path = ?", (f.path,)).fetchone()
     if row is None or not row[0] == f.stat.st_size == row[2] or row[3] is None or row[4] is None:
         return False
     return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
+
+
+def _project_folder(f: Found) -> Path | None:
+    """The project folder of a transcript found under its root (the root's
+    first level); None for a file in the root itself, which Claude Code's
+    cleanup never deletes (it walks only the folders of the projects root)."""
+    try:
+        rel = Path(f.path).relative_to(f.root).parts
+    except ValueError:
+        return None
+    return Path(f.root) / rel[0] if len(rel) > 1 else None
 
 
 def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, list[Found]],
@@ -339,7 +479,7 @@ def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, lis
             home = str(parent_session(f.path))
         else:
             row = conn.execute("SELECT s.parent_session_id FROM sessions s JOIN files fi ON fi.id = s.file_id "
-                               "WHERE fi.path = ?", (f.path,)).fetchone()
+                               "WHERE fi.path = ?", (f.path,)).fetchone() if is_text_path(f.path) else None
             # only a session id names a file beside it (txdb.catalog.units: text from a file builds no path)
             named = units.session_path_of(f.path, row[0] if row else None)
             pid = Path(named).stem if named else None
@@ -380,11 +520,13 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     now = time.time() if now is None else now
     ret = retention(config_dir, cwd, managed, now)
     unreadable: list[Unreadable] = []
-    found = discover(roots, unreadable)
+    not_text: list[Found] = []  # never catalogued (a name that is not UTF-8), deleted by the cleanup all the same
+    found = discover(roots, unreadable, not_text=not_text)
+    stale = [f.path for f in found if f.path in (known := {p for (p,) in conn.execute("SELECT path FROM files")})
+             and not _whole(conn, f)]
+    not_catalogued = [f.path for f in found if f.path not in known] + [shown_path(f.path) for f in not_text]
+    found += not_text
     with_session, lone = _groups(conn, found)
-    known = {p for (p,) in conn.execute("SELECT path FROM files")}
-    not_catalogued = [f.path for f in found if f.path not in known]
-    stale = [f.path for f in found if f.path in known and not _whole(conn, f)]
     due = []
     # Nothing is due when Claude Code skips the cleanup, or its cutoff is older than any file can be.
     deletes = ret.skipped is None and ret.cutoff is not None
@@ -394,18 +536,29 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     groups: dict[tuple[str, int], tuple[str, bool, list[Found]]] = {}
     members = [(f.path, Path(f.path).stem, False, [f] + with_session.get(f.path, [])) for f in found
                if f.kind == "session"] + [(home, sid, True, files) for home, (sid, files) in lone.items()]
+    kept: dict[str, bool] = {}  # a transcript beside the sessions that Claude Code keeps (desktop_kept)
+
+    def is_kept(g: Found) -> bool:
+        if g.path not in kept:
+            kept[g.path] = desktop_kept(g.path, g.stat, ret, now)
+        return kept[g.path]
+
     for home, sid, is_lone, files in members if deletes else []:
         for g in files:
-            t = sweep_mtime_ns(g.path, Path(g.root) / g.project if g.project else Path(g.path).parent)
-            if t is not None:
-                groups.setdefault((home, t), (sid, is_lone, []))[2].append(g)
+            folder = _project_folder(g)
+            t = None if folder is None else sweep_mtime_ns(g.path, folder)
+            if t is None or (t / 1e9 + ret.days * DAY_S - now) / DAY_S > within_days:
+                continue
+            beside = Path(g.path).parent == folder  # else in the folder of the session file `home`, if there
+            if is_kept(g) if beside else not is_lone and is_kept(files[0]):
+                continue
+            groups.setdefault((home, t), (sid, is_lone, []))[2].append(g)
     for (_home, t), (sid, is_lone, group) in groups.items():
         left = (t / 1e9 + ret.days * DAY_S - now) / DAY_S
-        if left > within_days:
-            continue
         f = group[0]  # the session file when it goes with these, else the first of them
-        missing = [g.path for g in group if not _whole(conn, g, hash_if_touched=True)]
-        due.append(DueSession(session_id=sid, project=f.project, path=f.path, mtime=_iso(t / 1e9),
+        missing = [shown_path(g.path) for g in group if not _whole(conn, g, hash_if_touched=True)]
+        due.append(DueSession(session_id=shown_path(sid), project=None if f.project is None else shown_path(f.project),
+                              path=shown_path(f.path), mtime=_iso(t / 1e9),
                               deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
                               files=len(group), whole=not missing, not_whole=missing, lone=is_lone))
     due.sort(key=lambda d: d.deleted_in_days)
@@ -416,7 +569,7 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
-        not_catalogued=not_catalogued, stale=stale, unreadable=[u.as_dict() for u in unreadable],
+        not_catalogued=not_catalogued, stale=stale, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
         hook=hook_status(config_dir, cwd, managed), prices=prices,
         history={"prompts": hist[0], "sessions": hist[1], "without_session": hist[2], "gone_before_txdb": before},
     )

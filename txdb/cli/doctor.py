@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from pathlib import Path
 
 import click
@@ -20,6 +21,36 @@ def _days_text(days: float) -> str:
         hours = max(1, round(days * 24))
         return f"{hours} hour{'s' if hours != 1 else ''}"
     return f"{days:g} day{'s' if days != 1 else ''}"
+
+
+def _js(v: object) -> str:
+    """A settings value as Claude Code's JavaScript shows it: a number as
+    Number#toString writes it (1e+308, 2.5, Infinity; an integer of 21
+    digits or more in exponent form), anything else as before (repr)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return repr(v)
+    try:
+        x = float(v)
+    except OverflowError:
+        x = math.inf if v > 0 else -math.inf
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    d = Decimal(repr(abs(x))).normalize()  # the shortest digits that read back as x, as JavaScript's
+    digits = "".join(map(str, d.as_tuple().digits))
+    k, n = len(digits), d.as_tuple().exponent + len(digits)  # x = 0.digits * 10**n
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    return sign + digits[0] + ("." + digits[1:] if k > 1 else "") + f"e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
 def _days(ctx, param, value):
@@ -64,7 +95,7 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         echo(to_json(r.as_dict()))
         return
     ret = r.retention
-    setting = f"cleanupPeriodDays = {ret.days} ({'Claude Code default' if ret.scope == 'default' else ret.source})"
+    setting = f"cleanupPeriodDays = {_js(ret.days)} ({'Claude Code default' if ret.scope == 'default' else ret.source})"
     if ret.skipped:
         echo(terminal_safe(f"Retention: cleanup skipped: {ret.skipped}; Claude Code deletes no transcript at its "
                            f"next start (once that is fixed, {setting} applies)."))
@@ -76,10 +107,10 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
                            "Code's next start."))
     for s in ret.found:
         if s.problem:
-            echo(terminal_safe(f"  Note: {s.path}: {s.problem}" + (f" ({s.key} = {s.value!r})" if s.value is not None
-                                                                   else "")))
+            echo(terminal_safe(f"  Note: {s.path}: {s.problem}" + (f" ({s.key} = {_js(s.value)})"
+                                                                   if s.value is not None else "")))
         elif not s.used:
-            echo(terminal_safe(f"  ({s.path} sets {s.value!r}, overridden)"))
+            echo(terminal_safe(f"  ({s.path} sets {_js(s.value)}, overridden)"))
     whole = sum(d.whole for d in r.due)
     echo(f"Due within {_days_text(within)}: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
          f"{whole} held whole by the catalog" + ("" if whole == len(r.due) else
@@ -94,8 +125,10 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         echo(terminal_safe(f"    {d.session_id} {d.project}{lone} {when}: {held}"))
     if len(r.due) > SHOWN:
         echo(f"    ... and {len(r.due) - SHOWN} more (--json lists them all)")
-    echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued, {len(r.stale)} changed since "
-         "the last refresh" + (":" if r.not_catalogued or r.stale else "."))
+    cannot = (f" ({len(r.cannot_catalogue)} of them cannot be: a name that is not UTF-8, under Unreadable)"
+              if r.cannot_catalogue else "")
+    echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued{cannot}, {len(r.stale)} changed "
+         "since the last refresh" + (":" if r.not_catalogued or r.stale else "."))
     if r.not_catalogued or r.stale:
         echo(_some(r.not_catalogued + r.stale).lstrip("\n"))
     if r.unreadable:

@@ -134,14 +134,17 @@ def _reason(e: OSError) -> str:
 
 
 def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
-             sidecars: list[FoundSidecar] | None = None) -> list[Found]:
+             sidecars: list[FoundSidecar] | None = None, not_text: list[Found] | None = None) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
     folders and symlinked folders (symlinked files still count). A file
     reached by two paths (a symlink beside its target) is listed once, under
     the path that is not a link. Folders that cannot be listed and files
     that cannot be looked at are added to ``unreadable``. With ``sidecars``,
     the regular files ``sidecar_place`` names (never through a link) are
-    added to it."""
+    added to it. With ``not_text``, each session file whose path is not
+    text (never catalogued, also named in ``unreadable``) is added to it as
+    found (its path as the OS gives it), for a caller that must still
+    account for it (doctor: Claude Code's cleanup deletes it all the same)."""
     found: list[Found] = []
     seen: set[str] = set()  # a root given twice, or inside another, lists its files once
     by_file: dict[tuple[int, int], int] = {}  # (device, inode) -> index in found
@@ -183,6 +186,10 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                     if not is_text_path(entry.path):
                         if unreadable is not None:
                             unreadable.append(Unreadable(shown_path(entry.path), NOT_TEXT_PATH))
+                        if not_text is not None:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                not_text.append(Found(entry.path, str(root), *classify(Path(entry.path), root), st))
                         continue
                     if entry.is_symlink() and not is_session_path(entry.path):
                         continue  # a link to a backup, a pending copy, ...

@@ -42,7 +42,7 @@ from txdb.catalog import cost, units
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, Unreadable, discover
-from txdb.model.paths import SESSION_SUFFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
+from txdb.model.paths import OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
@@ -54,9 +54,6 @@ KEYS = ("cleanupPeriodDays", "desktopSessionCleanupPeriodDays")  # a set one and
 MANAGED_SETTINGS = (Path("/Library/Application Support/ClaudeCode/managed-settings.json")
                     if os.uname().sysname == "Darwin" else Path("/etc/claude-code/managed-settings.json"))
 PLUGIN_KEY = "txdb@txdb"  # plugin@marketplace, as `txdb plugin` installs it
-# The folders of a session's folder whose files Claude Code's cleanup deletes one by one, by their own
-# mtime, when the session file is not there (while it is, they go with it).
-OWN_MTIME_DIRS = frozenset({"subagents", "workflows", "remote-agents", "before-cleanup"})
 
 
 @dataclass
@@ -414,7 +411,7 @@ def desktop_kept(path: str, st: os.stat_result, ret: Retention, now: float) -> b
     if not ((e := _first(head, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS
             or (e := _last(tail, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS):
         return False
-    if Path(path).name.startswith("agent-"):
+    if Path(path).name.startswith(SUBAGENT_PREFIX):
         sid = _first(head, "sessionId")
         sid = _last(tail, "sessionId") if sid is None else sid
         if sid is not None and re.fullmatch(r"[0-9A-Za-z_-]{1,64}", sid):

@@ -41,8 +41,10 @@ def _js(v: object) -> str:
         return "0"
     sign = "-" if x < 0 else ""
     d = Decimal(repr(abs(x))).normalize()  # the shortest digits that read back as x, as JavaScript's
-    digits = "".join(map(str, d.as_tuple().digits))
-    k, n = len(digits), d.as_tuple().exponent + len(digits)  # x = 0.digits * 10**n
+    t = d.as_tuple()
+    digits = "".join(map(str, t.digits))
+    exponent = t.exponent if isinstance(t.exponent, int) else 0  # x is finite: always an int
+    k, n = len(digits), exponent + len(digits)  # x = 0.digits * 10**n
     if k <= n <= 21:
         return sign + digits + "0" * (n - k)
     if 0 < n <= 21:

@@ -111,7 +111,7 @@ def emit_rows(rows: list[dict], fmt: str | None, columns: list[str] | None = Non
         w = csv.writer(buf, lineterminator="\n")
         w.writerow([lines_safe(c) for c in columns])
         for r in rows:
-            w.writerow([lines_safe(r.get(c)) for c in columns])
+            w.writerow([lines_safe(v) if isinstance(v := r.get(c), str) else v for c in columns])
         click.echo(buf.getvalue(), nl=False)
     else:
         echo(tabulate([[_cell(r.get(c)) for c in columns] for r in rows], headers=columns, drop=drop,

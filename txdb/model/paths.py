@@ -30,6 +30,9 @@ TOOL_RESULTS = "tool-results"
 LEGACY_TOOL_RESULTS = ".tool-results"
 SUBAGENTS = "subagents"
 SUBAGENT_PREFIX = "agent-"
+# The folders of a session's folder whose files Claude Code's start-up cleanup deletes one by one, by
+# their own mtime, when the session file is not there (while it is, they go with it).
+OWN_MTIME_DIRS = frozenset({SUBAGENTS, "workflows", "remote-agents", "before-cleanup"})
 
 # Folders whose .jsonl files are never sessions.
 SKIP_DIRS = frozenset({TOOL_RESULTS})

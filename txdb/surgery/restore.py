@@ -62,6 +62,7 @@ class Item:
     gone: bool = True            # its catalog row is gone (else a live file: left alone when there)
     present: bool = False  # a file is there already and left alone (these very bytes, or the live file)
     mismatch: str = ""     # the error when the bytes written do not hash to sha256
+    written: os.stat_result | None = None  # what was written (its fstat before it took its name)
 
     def __post_init__(self) -> None:
         # as catalogued, if the catalog's figures are sound (a hand may have edited them): else the defaults

@@ -721,3 +721,65 @@ def test_a_stranger_at_a_gone_sessions_path_does_not_take_its_gone_subagents(arc
         unit = units.unit_of(conn, fid)
         head = conn.execute("SELECT session_id, gone FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
     assert head == (SID, 1), head
+
+
+@pytest.mark.parametrize("args", [[], ["--dry-run"], ["--where", f"session_id = '{SID}'"]])
+def test_restore_in_place_never_writes_through_a_symlinked_folder_in_the_projects_folder(archive, tmp_path, args):
+    """A catalogued path edited to ``<root>/evil/x/<id>.jsonl``, ``evil`` a
+    link out of the projects folder: refused (a project folder is a direct
+    child of the projects folder, no folder from there down a link), with
+    nothing written or made out there."""
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (projects / "evil").symlink_to(outside)
+    _move_catalogued(tmp_path, projects / SUBAGENT_DEMO, projects / "evil" / "x")
+    err = _one_error(run("restore", *(args or [SID]) if args[:1] == ["--where"] else [SID, *args]))
+    assert "not a project folder" in err and "was the catalog edited?" in err, err
+    assert list(outside.iterdir()) == []
+    # one level deep, but that project folder itself the link: refused too
+    _move_catalogued(tmp_path, projects / "evil" / "x", projects / "evil")
+    err = _one_error(run("restore", *(args or [SID]) if args[:1] == ["--where"] else [SID, *args]))
+    assert "symlink" in err, err
+    assert list(outside.iterdir()) == []
+
+
+def test_restore_in_place_refuses_a_symlinked_session_folder_and_names_outside_the_layout(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = projects / SUBAGENT_DEMO
+    was = sorted(p.name for p in project.iterdir())
+    (project / SID).symlink_to(outside)  # the session's own folder a link out
+    err = _one_error(run("restore", SID))
+    assert f"{project / SID} is a symlink" in err, err
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in project.iterdir()) == sorted([*was, SID])
+    (project / SID).unlink()
+    # a subagent transcript catalogued beside the session under a name Claude Code never gives one
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET path = ? WHERE kind = 'subagent' AND path LIKE ?",
+                     (str(project / "notes.jsonl"), f"%{SID}/subagents/%"))
+    err = _one_error(run("restore", SID))
+    assert "not where Claude Code keeps a session's files" in err, err
+    assert sorted(p.name for p in project.iterdir()) == was
+
+
+def test_restore_in_place_through_a_symlinked_projects_folder(archive, tmp_path):
+    """The projects folder itself may be a link (a symlinked ~/.claude)."""
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    link = tmp_path / "link-to-projects"
+    link.symlink_to(projects)
+    run("restore", SID, "--root", link, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+    _sweep(projects)
+    run("refresh", ok=True)
+    (tmp_path / "config").symlink_to(tmp_path)  # the default root, under a linked config folder
+    os.environ["CLAUDE_CONFIG_DIR"] = str(tmp_path / "config")  # the fixture's monkeypatch restores it
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before

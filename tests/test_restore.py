@@ -783,3 +783,51 @@ def test_restore_in_place_through_a_symlinked_projects_folder(archive, tmp_path)
     os.environ["CLAUDE_CONFIG_DIR"] = str(tmp_path / "config")  # the fixture's monkeypatch restores it
     run("restore", SID, ok=True)
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_a_forged_line_count_does_not_raise_the_size_restore_reads(archive, tmp_path):
+    """``files.lines`` is no bound: a size raised with it (1.5 GB of line
+    endings past the records) is one error line, read with memory bounded
+    (a MemoryError traceback under a 1.2 GB address-space limit before)."""
+    import resource
+    import sys
+
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET lines = 1000000000, size = 1500000000 WHERE path = ?",
+                     (str(projects / SUBAGENT_DEMO / f"{SID}.jsonl"),))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_200_000 * 1024, 1_200_000 * 1024))
+
+    for args in ([SID], [SID, "--dry-run"]):
+        r = subprocess.run([sys.executable, "-m", "txdb", "restore", *args], capture_output=True, text=True,
+                           preexec_fn=limit, env=os.environ.copy(), timeout=120)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and "size" in lines[0], lines
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
+
+
+def test_the_line_ending_guess_reads_no_further_than_the_cursor(archive, tmp_path):
+    """likely_newline rebuilds the last bytes before the read cursor only:
+    a catalogued size far past it is never built in memory."""
+    import tracemalloc
+
+    from txdb.surgery import restore as restoremod
+
+    projects, _ = archive
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with _conn(tmp_path) as conn:
+        fid, size = conn.execute("SELECT id, size FROM files WHERE path = ?", (str(path),)).fetchone()
+        assert restoremod.likely_newline(conn, fid) == b"\n"
+        conn.execute("UPDATE files SET size = ? WHERE id = ?", (size + 300_000_000, fid))
+        tracemalloc.start()
+        try:
+            restoremod.likely_newline(conn, fid)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16_000_000, peak

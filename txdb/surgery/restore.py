@@ -223,13 +223,33 @@ def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
             head += piece
             if len(head) >= HEAD_BYTES:
                 break
-        tail = b"".join(rebuild_chunks(conn, file_id, newline, start))[tail_from - start:cursor - start]
+        tail = _span(rebuild_chunks(conn, file_id, newline, start, chunk=TAIL_BYTES), start, tail_from, cursor)
         if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
                 and hashlib.sha256(tail).hexdigest() == tail_sha):
             fits.append(newline)
     if len(fits) == 2 and not _even_gap(conn, file_id):
         return NEWLINES[0]  # both rebuild the same bytes: no second pass over the file to choose
     return fits[0] if len(fits) == 1 else None
+
+
+def _span(chunks: Iterator[bytes], at: int, lo: int, hi: int) -> bytes:
+    """Bytes ``lo`` to ``hi`` of a file streamed as ``chunks`` from byte
+    ``at``: only those kept, the stream left at ``hi`` (never read to its
+    end, which a catalogued size may put gigabytes away)."""
+    out = bytearray()
+    try:
+        for piece in chunks:
+            nxt = at + len(piece)
+            if nxt > lo:
+                out += piece[max(0, lo - at):max(0, hi - at)]
+            at = nxt
+            if at >= hi:
+                break
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return bytes(out)
 
 
 def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
@@ -424,14 +444,26 @@ def _figure(path: str, what: str, value, most: int, held: str) -> None:
 
 def _check_figures(conn: sqlite3.Connection, file_id: int, path: str) -> None:
     """The figures a rebuild of a catalogued file goes by, checked before it
-    reads any: its size no larger than its records and a line ending (two
-    bytes) for each of its lines, its line count and read cursor whole
-    numbers no larger than its size."""
+    reads any, against what the archive holds (never a line count, which a
+    hand may raise at will): its read cursor and size no larger than the end
+    of its raw chunks' bytes and a line ending (two bytes) for each record
+    and each line that is none (``parse_errors``), the cursor no larger than
+    the size; its line count a whole number."""
     size, lines, cursor = conn.execute("SELECT size, lines, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
-    end, records = conn.execute("SELECT coalesce(max(offset + length), 0), count(*) FROM records "
-                                "WHERE file_id = ?", (file_id,)).fetchone()
+    end, = conn.execute("SELECT coalesce(max(last_offset + bytes), 0) FROM raw_chunks WHERE file_id = ?",
+                        (file_id,)).fetchone()
+    records, = conn.execute("SELECT count(*) FROM records WHERE file_id = ?", (file_id,)).fetchone()
+    errors, = conn.execute("SELECT count(*) FROM parse_errors WHERE file_id = ?", (file_id,)).fetchone()
+    most = max(0, end if type(end) is int else 0) + 2 * (records + errors + 1)
     _figure(path, "line count", lines, 1 << 62, "a file holds")
-    _figure(path, "size", size, end + 2 * (max(lines, records) + 1), "its records and their line endings make")
+    if cursor is not None:
+        _figure(path, "read cursor", cursor, most, "its records and their line endings make")
+    if type(size) is int and type(cursor) is int and cursor < size and size > most:
+        raise RestoreError(f"refusing to restore {path}: the catalog's size for it ({size:,}) is more than the "
+                           f"{most:,} bytes its records and their line endings make, past its read cursor "
+                           f"({cursor:,}): its last line was still being written (the catalog has no copy of "
+                           "it), or was the catalog edited?")
+    _figure(path, "size", size, most, "its records and their line endings make")
     if cursor is not None:
         _figure(path, "read cursor", cursor, size, "its size is")
 

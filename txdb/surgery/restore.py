@@ -755,9 +755,11 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
     deletes again, judged as its cleanup judges them on disk
     (``doctor.sweep_mtime_ns``: a subagent transcript in a session's folder
     goes with the session file while that is there, whatever its own
-    mtime): (path, cleanupPeriodDays, the file setting it), for the
-    settings of the session's project (its cwd, when still a folder)."""
-    from txdb.catalog.doctor import retention, swept, sweep_mtime_ns
+    mtime) and keeps none of (``doctor.sweep_kept``: a desktop app's
+    transcript): (path, cleanupPeriodDays, the file setting it), for the
+    settings of the session's project (its cwd, when still a folder).
+    The rules are doctor's own, so the two never disagree."""
+    from txdb.catalog.doctor import retention, swept, sweep_kept, sweep_mtime_ns
 
     now = time.time() if now is None else now
     out = []
@@ -772,9 +774,10 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
             continue
         if ret.skipped or ret.cutoff is None:
             continue
+        kept: dict[str, bool] = {}
         for it in plan.todo:
             t = sweep_mtime_ns(it.path, plan.folder)
-            if t is not None and swept(t, ret.days, now):
+            if t is not None and swept(t, ret.days, now) and not sweep_kept(it.path, plan.folder, ret, now, kept):
                 out.append((it.path, ret.days, ret.source))
     return out
 

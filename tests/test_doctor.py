@@ -623,3 +623,23 @@ def test_a_transcript_in_the_projects_root_itself_is_never_due(box, tmp_path):
     shutil.copyfile(session, top)
     _age(top, 40)
     assert _due_paths(box, root) == {str(session)}
+
+
+def test_due_counts_sessions_and_names_the_deletions_when_more(box, tmp_path, monkeypatch):
+    """Two lone subagent transcripts of one session go at two times: one
+    session, two deletions (--json lists each deletion)."""
+    root, session, agent, _named, _beside = _project(box, tmp_path)
+    second = agent.with_name("agent-second.jsonl")
+    shutil.copyfile(agent, second)
+    session.unlink()
+    _age(agent, 40)
+    _age(second, 20)
+    run("refresh", "--db", box["db"], "--root", root, ok=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
+    args = ("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, "--within", 15)
+    out = run(*args, ok=True).output
+    assert "Due within 15 days: 1 session (2 deletions), 1 held whole by the catalog:" in out, out
+    assert len(json.loads(run(*args, "--json", ok=True).output)["due"]) == 2
+    second.unlink()
+    out = run(*args, ok=True).output
+    assert "Due within 15 days: 1 session, 1 held whole by the catalog:" in out, out

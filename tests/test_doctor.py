@@ -643,3 +643,18 @@ def test_due_counts_sessions_and_names_the_deletions_when_more(box, tmp_path, mo
     second.unlink()
     out = run(*args, ok=True).output
     assert "Due within 15 days: 1 session, 1 held whole by the catalog:" in out, out
+
+
+def test_a_symlinked_desktop_released_file_is_not_read(box, tmp_path):
+    """Claude Code (2.1.332) opens ``<id>.desktop-released.json`` with
+    O_NOFOLLOW (``readFileFdGated``): a link there is read as no file, so
+    the desktop transcript stays kept, and doctor says so too."""
+    root, session = _desktop_project(tmp_path, [_line("claude-desktop")])
+    real = tmp_path / "released-elsewhere.json"
+    real.write_text('{"reason": "delete"}')
+    released = session.with_name(f"{DESKTOP_SID}.desktop-released.json")
+    released.symlink_to(real)
+    assert _due_paths(box, root) == set()
+    released.unlink()
+    shutil.copyfile(real, released)
+    assert _due_paths(box, root) == {str(session)}

@@ -353,7 +353,8 @@ def _released(path: str, cutoff_ms: int) -> str:
     """What the desktop app's ``<id>.desktop-released.json`` at ``path`` says:
     'release-now' (reason "delete", or "archive" written before the cutoff),
     'grace' ("archive" since), or 'none' (absent, larger than 4,096 bytes, not
-    an object with a string reason)."""
+    an object with a string reason). Never through a link: Claude Code opens
+    it with ``O_NOFOLLOW`` (``readFileFdGated``), so a link there is none."""
     try:
         with open_regular(path, follow=False) as fh:
             st = os.fstat(fh.fileno())

@@ -641,3 +641,15 @@ def test_serve_open_without_a_browser_says_the_url(conn, db_path):
         killer.cancel()
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.parametrize("command", [["refresh"], ["doctor"], ["serve"], ["restore", "3f2a9c1e"]])
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_root_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, command, empty):
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "c.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    r = txdb(*command, "--root", empty)
+    assert r.exit_code == 2, r.output
+    assert "--root" in r.output and "empty path" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "c.db").exists()

@@ -623,3 +623,38 @@ def test_a_transcript_in_the_projects_root_itself_is_never_due(box, tmp_path):
     shutil.copyfile(session, top)
     _age(top, 40)
     assert _due_paths(box, root) == {str(session)}
+
+
+def test_due_counts_sessions_and_names_the_deletions_when_more(box, tmp_path, monkeypatch):
+    """Two lone subagent transcripts of one session go at two times: one
+    session, two deletions (--json lists each deletion)."""
+    root, session, agent, _named, _beside = _project(box, tmp_path)
+    second = agent.with_name("agent-second.jsonl")
+    shutil.copyfile(agent, second)
+    session.unlink()
+    _age(agent, 40)
+    _age(second, 20)
+    run("refresh", "--db", box["db"], "--root", root, ok=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
+    args = ("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, "--within", 15)
+    out = run(*args, ok=True).output
+    assert "Due within 15 days: 1 session (2 deletions), 1 held whole by the catalog:" in out, out
+    assert len(json.loads(run(*args, "--json", ok=True).output)["due"]) == 2
+    second.unlink()
+    out = run(*args, ok=True).output
+    assert "Due within 15 days: 1 session, 1 held whole by the catalog:" in out, out
+
+
+def test_a_symlinked_desktop_released_file_is_not_read(box, tmp_path):
+    """Claude Code (2.1.332) opens ``<id>.desktop-released.json`` with
+    O_NOFOLLOW (``readFileFdGated``): a link there is read as no file, so
+    the desktop transcript stays kept, and doctor says so too."""
+    root, session = _desktop_project(tmp_path, [_line("claude-desktop")])
+    real = tmp_path / "released-elsewhere.json"
+    real.write_text('{"reason": "delete"}')
+    released = session.with_name(f"{DESKTOP_SID}.desktop-released.json")
+    released.symlink_to(real)
+    assert _due_paths(box, root) == set()
+    released.unlink()
+    shutil.copyfile(real, released)
+    assert _due_paths(box, root) == {str(session)}

@@ -721,3 +721,113 @@ def test_a_stranger_at_a_gone_sessions_path_does_not_take_its_gone_subagents(arc
         unit = units.unit_of(conn, fid)
         head = conn.execute("SELECT session_id, gone FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
     assert head == (SID, 1), head
+
+
+@pytest.mark.parametrize("args", [[], ["--dry-run"], ["--where", f"session_id = '{SID}'"]])
+def test_restore_in_place_never_writes_through_a_symlinked_folder_in_the_projects_folder(archive, tmp_path, args):
+    """A catalogued path edited to ``<root>/evil/x/<id>.jsonl``, ``evil`` a
+    link out of the projects folder: refused (a project folder is a direct
+    child of the projects folder, no folder from there down a link), with
+    nothing written or made out there."""
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (projects / "evil").symlink_to(outside)
+    _move_catalogued(tmp_path, projects / SUBAGENT_DEMO, projects / "evil" / "x")
+    err = _one_error(run("restore", *(args or [SID]) if args[:1] == ["--where"] else [SID, *args]))
+    assert "not a project folder" in err and "was the catalog edited?" in err, err
+    assert list(outside.iterdir()) == []
+    # one level deep, but that project folder itself the link: refused too
+    _move_catalogued(tmp_path, projects / "evil" / "x", projects / "evil")
+    err = _one_error(run("restore", *(args or [SID]) if args[:1] == ["--where"] else [SID, *args]))
+    assert "symlink" in err, err
+    assert list(outside.iterdir()) == []
+
+
+def test_restore_in_place_refuses_a_symlinked_session_folder_and_names_outside_the_layout(archive, tmp_path):
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = projects / SUBAGENT_DEMO
+    was = sorted(p.name for p in project.iterdir())
+    (project / SID).symlink_to(outside)  # the session's own folder a link out
+    err = _one_error(run("restore", SID))
+    assert f"{project / SID} is a symlink" in err, err
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in project.iterdir()) == sorted([*was, SID])
+    (project / SID).unlink()
+    # a subagent transcript catalogued beside the session under a name Claude Code never gives one
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET path = ? WHERE kind = 'subagent' AND path LIKE ?",
+                     (str(project / "notes.jsonl"), f"%{SID}/subagents/%"))
+    err = _one_error(run("restore", SID))
+    assert "not where Claude Code keeps a session's files" in err, err
+    assert sorted(p.name for p in project.iterdir()) == was
+
+
+def test_restore_in_place_through_a_symlinked_projects_folder(archive, tmp_path):
+    """The projects folder itself may be a link (a symlinked ~/.claude)."""
+    projects, before = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    link = tmp_path / "link-to-projects"
+    link.symlink_to(projects)
+    run("restore", SID, "--root", link, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+    _sweep(projects)
+    run("refresh", ok=True)
+    (tmp_path / "config").symlink_to(tmp_path)  # the default root, under a linked config folder
+    os.environ["CLAUDE_CONFIG_DIR"] = str(tmp_path / "config")  # the fixture's monkeypatch restores it
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_a_forged_line_count_does_not_raise_the_size_restore_reads(archive, tmp_path):
+    """``files.lines`` is no bound: a size raised with it (1.5 GB of line
+    endings past the records) is one error line, read with memory bounded
+    (a MemoryError traceback under a 1.2 GB address-space limit before)."""
+    import resource
+    import sys
+
+    projects, _ = archive
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        conn.execute("UPDATE files SET lines = 1000000000, size = 1500000000 WHERE path = ?",
+                     (str(projects / SUBAGENT_DEMO / f"{SID}.jsonl"),))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_200_000 * 1024, 1_200_000 * 1024))
+
+    for args in ([SID], [SID, "--dry-run"]):
+        r = subprocess.run([sys.executable, "-m", "txdb", "restore", *args], capture_output=True, text=True,
+                           preexec_fn=limit, env=os.environ.copy(), timeout=120)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and "size" in lines[0], lines
+    assert not (projects / SUBAGENT_DEMO / f"{SID}.jsonl").exists()
+
+
+def test_the_line_ending_guess_reads_no_further_than_the_cursor(archive, tmp_path):
+    """likely_newline rebuilds the last bytes before the read cursor only:
+    a catalogued size far past it is never built in memory."""
+    import tracemalloc
+
+    from txdb.surgery import restore as restoremod
+
+    projects, _ = archive
+    path = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    with _conn(tmp_path) as conn:
+        fid, size = conn.execute("SELECT id, size FROM files WHERE path = ?", (str(path),)).fetchone()
+        assert restoremod.likely_newline(conn, fid) == b"\n"
+        conn.execute("UPDATE files SET size = ? WHERE id = ?", (size + 300_000_000, fid))
+        tracemalloc.start()
+        try:
+            restoremod.likely_newline(conn, fid)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16_000_000, peak

@@ -475,3 +475,34 @@ def test_an_old_subagent_transcript_restored_beside_its_fresh_session_file_is_no
     out = run("restore", SID, ok=True).output
     assert "Note:" not in out and "wrote " + str(agent) in out, out
     assert tree(folder) == before
+
+
+def test_a_desktop_apps_transcript_restored_is_not_said_to_go_again(tmp_path, monkeypatch):
+    """The due-again note follows doctor's rules (doctor.sweep_kept): Claude
+    Code keeps a desktop app's old transcript, so restoring one says nothing
+    of deleting it; once its desktop-released file releases it, it does."""
+    import time
+
+    sid = "22222222-3333-4444-5555-666666666666"
+    projects = tmp_path / "projects"
+    session = projects / "-p" / f"{sid}.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_text(json.dumps({"type": "user", "sessionId": sid, "uuid": "u1", "entrypoint": "claude-desktop",
+                                   "message": {"role": "user", "content": "hi"}}) + "\n")
+    old = int((time.time() - 40 * 86400) * 1e9)
+    os.utime(session, ns=(old, old))
+    monkeypatch.setenv("TXDB_DB", str(tmp_path / "catalog.db"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    run("refresh", ok=True)
+    before = session.read_bytes()
+    session.unlink()
+    run("refresh", ok=True)
+    r = json.loads(run("restore", sid, "--json", ok=True).output)
+    assert r["written"] == [str(session)] and r["deleted_again_at_next_start"] == [], r
+    assert session.read_bytes() == before
+    session.with_name(f"{sid}.desktop-released.json").write_text('{"reason": "delete"}')
+    session.unlink()
+    run("refresh", ok=True)
+    r = json.loads(run("restore", sid, "--json", ok=True).output)
+    assert r["deleted_again_at_next_start"] == [str(session)], r

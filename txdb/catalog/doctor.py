@@ -353,7 +353,8 @@ def _released(path: str, cutoff_ms: int) -> str:
     """What the desktop app's ``<id>.desktop-released.json`` at ``path`` says:
     'release-now' (reason "delete", or "archive" written before the cutoff),
     'grace' ("archive" since), or 'none' (absent, larger than 4,096 bytes, not
-    an object with a string reason)."""
+    an object with a string reason). Never through a link: Claude Code opens
+    it with ``O_NOFOLLOW`` (``readFileFdGated``), so a link there is none."""
     try:
         with open_regular(path, follow=False) as fh:
             st = os.fstat(fh.fileno())
@@ -419,6 +420,32 @@ def desktop_kept(path: str, st: os.stat_result, ret: Retention, now: float) -> b
             if other != own and _released(other, cutoff) == "release-now":
                 return False
     return True
+
+
+def sweep_kept(path: str | Path, folder: str | Path, ret: Retention, now: float,
+               cache: dict[str, bool] | None = None) -> bool:
+    """Whether Claude Code's cleanup keeps the file at ``path`` in the
+    project folder ``folder`` past its cutoff as a desktop app's
+    (:func:`desktop_kept`): a transcript beside the sessions by its own
+    lines, a file in a session's folder ``<id>/`` when ``<id>.jsonl`` is
+    there (a regular file) and is kept (the folder goes with it); one of a
+    session whose file is not there, never. ``cache``: by the path judged."""
+    p, top = Path(path), Path(folder)
+    try:
+        rel = p.relative_to(top).parts
+    except ValueError:
+        return False
+    judged = str(p if len(rel) == 1 else top / (rel[0] + SESSION_SUFFIX))
+    if cache is not None and judged in cache:
+        return cache[judged]
+    try:
+        st = os.lstat(judged)
+        kept = stat.S_ISREG(st.st_mode) and desktop_kept(judged, st, ret, now)
+    except OSError:
+        kept = False
+    if cache is not None:
+        cache[judged] = kept
+    return kept
 
 
 def _sha256(path: str) -> str | None:
@@ -533,21 +560,14 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     groups: dict[tuple[str, int], tuple[str, bool, list[Found]]] = {}
     members = [(f.path, Path(f.path).stem, False, [f] + with_session.get(f.path, [])) for f in found
                if f.kind == "session"] + [(home, sid, True, files) for home, (sid, files) in lone.items()]
-    kept: dict[str, bool] = {}  # a transcript beside the sessions that Claude Code keeps (desktop_kept)
-
-    def is_kept(g: Found) -> bool:
-        if g.path not in kept:
-            kept[g.path] = desktop_kept(g.path, g.stat, ret, now)
-        return kept[g.path]
-
+    kept: dict[str, bool] = {}  # a transcript beside the sessions that Claude Code keeps (sweep_kept)
     for home, sid, is_lone, files in members if deletes else []:
         for g in files:
             folder = _project_folder(g)
             t = None if folder is None else sweep_mtime_ns(g.path, folder)
             if t is None or (t / 1e9 + ret.days * DAY_S - now) / DAY_S > within_days:
                 continue
-            beside = Path(g.path).parent == folder  # else in the folder of the session file `home`, if there
-            if is_kept(g) if beside else not is_lone and is_kept(files[0]):
+            if sweep_kept(g.path, folder, ret, now, kept):
                 continue
             groups.setdefault((home, t), (sid, is_lone, []))[2].append(g)
     for (_home, t), (sid, is_lone, group) in groups.items():

@@ -113,10 +113,15 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
                                                                    if s.value is not None else "")))
         elif not s.used:
             echo(terminal_safe(f"  ({s.path} sets {_js(s.value)}, overridden)"))
-    whole = sum(d.whole for d in r.due)
-    echo(f"Due within {_days_text(within)}: {len(r.due)} session{'s' if len(r.due) != 1 else ''}, "
-         f"{whole} held whole by the catalog" + ("" if whole == len(r.due) else
-                                                  f", {len(r.due) - whole} not (run `txdb refresh` now)")
+    # an entry is what goes at one time: a session may be several (an agent file beside it, lone subagents)
+    sessions: dict[tuple, bool] = {}
+    for d in r.due:
+        key = (d.project, d.session_id)
+        sessions[key] = sessions.get(key, True) and d.whole
+    n, whole = len(sessions), sum(sessions.values())
+    entries = "" if len(r.due) == n else f" ({len(r.due)} deletion{'s' if len(r.due) != 1 else ''})"
+    echo(f"Due within {_days_text(within)}: {n} session{'s' if n != 1 else ''}{entries}, "
+         f"{whole} held whole by the catalog" + ("" if whole == n else f", {n - whole} not (run `txdb refresh` now)")
          + (":" if r.due else "."))
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
         when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {_days_text(d.deleted_in_days)}"

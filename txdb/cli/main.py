@@ -203,12 +203,22 @@ def original_option(f):
     )(f)
 
 
+def folders_given(ctx, param, value):
+    """A --root (or like) value that names a folder: an empty one is a usage
+    error, never quietly the current folder."""
+    for v in value or ():
+        if not str(v).strip():
+            raise click.BadParameter("an empty path names no folder (give the folder, e.g. ~/.claude/projects).")
+    return value
+
+
 def root_option(f):
     return click.option(
         "--root",
         "roots",
         multiple=True,
         type=click.Path(file_okay=False),
+        callback=folders_given,
         help="Projects folder to read (repeatable; default: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).",
     )(f)
 

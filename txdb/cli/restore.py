@@ -7,7 +7,7 @@ import click
 from txdb import config
 from txdb.surgery import restore as restoremod
 from txdb.errors import RestoreError, SessionNotFound
-from txdb.cli.main import command, db_option, open_catalog
+from txdb.cli.main import command, db_option, folders_given, open_catalog
 from txdb.cli.output import echo, terminal_safe, to_json
 
 
@@ -17,7 +17,7 @@ from txdb.cli.output import echo, terminal_safe, to_json
 @click.option("--where", "where", help="SQL condition over `sessions` choosing the sessions to restore.")
 @click.option("--to", "to", type=click.Path(), help="Project folder to write into instead of the old one "
               "(a copy beside a session that still exists).")
-@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False),
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False), callback=folders_given,
               help="Projects folder a session may be restored into in place (repeatable; default: "
                    "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).")
 @click.option("--dry-run", is_flag=True, help="List what would be written; write nothing.")

@@ -39,8 +39,8 @@ from txdb.catalog.ingest.chunks import raw_views
 from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
-from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENTS, archived_from,
-    archived_path, is_session_name, session_of_copy, session_stem)
+from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
+    archived_from, archived_path, is_session_name, session_of_copy, session_stem)
 
 
 # Of a catalogued mode, what restore gives back: the owner's bits, group and
@@ -86,6 +86,8 @@ class Plan:
     items: list[Item] = field(default_factory=list)
     copy: bool = False           # written under --to: a copy, not the catalogued files
     failed: str | None = None    # why writing it failed (``restore(each=True)``): nothing of it written
+    stem: str = ""               # the session file's name without .jsonl (its folder's name)
+    root: Path | None = None     # in place: the projects folder ``folder`` is a project folder of
 
     def as_dict(self) -> dict:
         return {"session_id": self.session_id, "folder": str(self.folder),
@@ -221,13 +223,33 @@ def likely_newline(conn: sqlite3.Connection, file_id: int) -> bytes | None:
             head += piece
             if len(head) >= HEAD_BYTES:
                 break
-        tail = b"".join(rebuild_chunks(conn, file_id, newline, start))[tail_from - start:cursor - start]
+        tail = _span(rebuild_chunks(conn, file_id, newline, start, chunk=TAIL_BYTES), start, tail_from, cursor)
         if (hashlib.sha256(head[:min(cursor, HEAD_BYTES)]).hexdigest() == head_sha
                 and hashlib.sha256(tail).hexdigest() == tail_sha):
             fits.append(newline)
     if len(fits) == 2 and not _even_gap(conn, file_id):
         return NEWLINES[0]  # both rebuild the same bytes: no second pass over the file to choose
     return fits[0] if len(fits) == 1 else None
+
+
+def _span(chunks: Iterator[bytes], at: int, lo: int, hi: int) -> bytes:
+    """Bytes ``lo`` to ``hi`` of a file streamed as ``chunks`` from byte
+    ``at``: only those kept, the stream left at ``hi`` (never read to its
+    end, which a catalogued size may put gigabytes away)."""
+    out = bytearray()
+    try:
+        for piece in chunks:
+            nxt = at + len(piece)
+            if nxt > lo:
+                out += piece[max(0, lo - at):max(0, hi - at)]
+            at = nxt
+            if at >= hi:
+                break
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return bytes(out)
 
 
 def _even_gap(conn: sqlite3.Connection, file_id: int) -> bool:
@@ -339,10 +361,10 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     src = Path(unit.session_path)
     stem = session_stem(src)
     folder = _copy_folder(to) if to is not None else src.parent
-    if to is None and roots is not None:
-        _check_under_roots(src, roots)
+    root = _root_of(src, roots) if to is None and roots is not None else None
     session_id = conn.execute("SELECT session_id FROM files WHERE id = ?", (file_id,)).fetchone()[0]
-    plan = Plan(stem if unit.lone else (session_id or stem), file_id, folder, copy=to is not None)
+    plan = Plan(stem if unit.lone else (session_id or stem), file_id, folder, copy=to is not None, stem=stem,
+                root=root)
     _check_session_rows(conn, {stem, plan.session_id})
 
     def target(rel: str) -> Path:
@@ -422,14 +444,26 @@ def _figure(path: str, what: str, value, most: int, held: str) -> None:
 
 def _check_figures(conn: sqlite3.Connection, file_id: int, path: str) -> None:
     """The figures a rebuild of a catalogued file goes by, checked before it
-    reads any: its size no larger than its records and a line ending (two
-    bytes) for each of its lines, its line count and read cursor whole
-    numbers no larger than its size."""
+    reads any, against what the archive holds (never a line count, which a
+    hand may raise at will): its read cursor and size no larger than the end
+    of its raw chunks' bytes and a line ending (two bytes) for each record
+    and each line that is none (``parse_errors``), the cursor no larger than
+    the size; its line count a whole number."""
     size, lines, cursor = conn.execute("SELECT size, lines, cursor FROM files WHERE id = ?", (file_id,)).fetchone()
-    end, records = conn.execute("SELECT coalesce(max(offset + length), 0), count(*) FROM records "
-                                "WHERE file_id = ?", (file_id,)).fetchone()
+    end, = conn.execute("SELECT coalesce(max(last_offset + bytes), 0) FROM raw_chunks WHERE file_id = ?",
+                        (file_id,)).fetchone()
+    records, = conn.execute("SELECT count(*) FROM records WHERE file_id = ?", (file_id,)).fetchone()
+    errors, = conn.execute("SELECT count(*) FROM parse_errors WHERE file_id = ?", (file_id,)).fetchone()
+    most = max(0, end if type(end) is int else 0) + 2 * (records + errors + 1)
     _figure(path, "line count", lines, 1 << 62, "a file holds")
-    _figure(path, "size", size, end + 2 * (max(lines, records) + 1), "its records and their line endings make")
+    if cursor is not None:
+        _figure(path, "read cursor", cursor, most, "its records and their line endings make")
+    if type(size) is int and type(cursor) is int and cursor < size and size > most:
+        raise RestoreError(f"refusing to restore {path}: the catalog's size for it ({size:,}) is more than the "
+                           f"{most:,} bytes its records and their line endings make, past its read cursor "
+                           f"({cursor:,}): its last line was still being written (the catalog has no copy of "
+                           "it), or was the catalog edited?")
+    _figure(path, "size", size, most, "its records and their line endings make")
     if cursor is not None:
         _figure(path, "read cursor", cursor, size, "its size is")
 
@@ -482,18 +516,67 @@ def _check_session_rows(conn: sqlite3.Connection, session_ids: set[str]) -> None
                                    "was the catalog edited?")
 
 
-def _check_under_roots(src: Path, roots: Iterable[str | Path]) -> None:
-    """Refuse to restore in place a session whose project folder is not
-    inside one of the projects folders ``roots`` (a catalog edited to point
-    elsewhere would have restore write there)."""
+def _root_of(src: Path, roots: Iterable[str | Path]) -> Path:
+    """The projects folder of ``roots`` whose project folder (a direct
+    child) holds the session file ``src``, as Claude Code keeps it
+    (``<projects>/<project>/<id>.jsonl``); else RestoreError: a catalog
+    edited to point elsewhere, or deeper, would have restore write there."""
     given = [Path(os.path.abspath(Path(r).expanduser())) for r in roots]
-    every = {*given, *(Path(os.path.realpath(r)) for r in given)}
+    every = [*given, *(Path(os.path.realpath(r)) for r in given)]
     folder = src.parent
+    for r in every:
+        if folder.parent == r:
+            return r
+    shown = ", ".join(str(r) for r in given)
     if not any(folder != r and folder.is_relative_to(r) for r in every):
-        shown = ", ".join(str(r) for r in given)
         raise RestoreError(f"refusing to restore {src} in place: {folder} is not under a projects folder "
                            f"({shown}); pass --root with the projects folder it is in, or --to DIR to write "
                            "a copy elsewhere")
+    raise RestoreError(f"refusing to restore {src} in place: {folder} is not a project folder of a projects "
+                       f"folder ({shown}), but a folder further down (Claude Code keeps a session as "
+                       "<projects>/<project>/<id>.jsonl); was the catalog edited? (--to DIR writes a copy "
+                       "elsewhere)")
+
+
+def _check_layout(plan: Plan) -> None:
+    """Where a plan writes, checked for every target it has (by
+    ``plan_restore``, and by ``restore`` again just before writing): only
+    where Claude Code keeps a session's files in its project folder
+    ``plan.folder``: ``<id>.jsonl``, ``<id>/...`` (subagents, tool-results,
+    persisted, meta files) and an older release's ``agent-*.jsonl``; in
+    place, that folder a direct child of its projects folder
+    (``plan.root``); and no folder from the projects folder down (the
+    project folder, the session's folder and those below it) a symlink or
+    other than a folder; the projects folder itself may be a link (a
+    symlinked ``~/.claude``). Else RestoreError, nothing written."""
+    folder = plan.folder
+    if plan.root is not None and not plan.copy and folder.parent != plan.root:
+        raise RestoreError(f"refusing to write into {folder}: not a project folder of {plan.root}")
+    for p in [folder, *folder.parents]:
+        if p.exists() and not p.is_dir():
+            raise RestoreError(f"refusing to write into {folder}: {p} is a file, not a folder")
+    if folder.is_symlink():
+        raise RestoreError(f"refusing to write into {folder}: it is a symlink")
+    dirs = {plan.stem, sidecarmod.safe_name(plan.stem)}
+    for it in plan.items:
+        try:
+            rel = it.path.relative_to(folder).parts
+        except ValueError:
+            rel = ()
+        name = rel[-1] if rel else ""
+        if not (len(rel) == 1 and (name == plan.stem + SESSION_SUFFIX
+                                   or name.startswith(SUBAGENT_PREFIX) and name.endswith(SESSION_SUFFIX))
+                or len(rel) > 1 and rel[0] in dirs):
+            raise RestoreError(f"refusing to write {it.path}: not where Claude Code keeps a session's files "
+                               f"(in {folder}: {plan.stem}{SESSION_SUFFIX}, {plan.stem}/..., "
+                               f"{SUBAGENT_PREFIX}*{SESSION_SUFFIX}); was the catalog edited?")
+        d = folder
+        for part in rel[:-1]:
+            d = d / part
+            if d.is_symlink():
+                raise RestoreError(f"refusing to write {it.path}: {d} is a symlink")
+            if d.exists() and not d.is_dir():
+                raise RestoreError(f"refusing to write {it.path}: {d} is a file, not a folder")
 
 
 def _regular(p: Path) -> bool:
@@ -540,21 +623,9 @@ def _check_targets(plan: Plan) -> None:
     target something else stands at (``_in_the_way``), and a plan with
     nothing to write; a file already there with the same bytes is left as
     it is."""
-    folder = plan.folder
-    for p in [folder, *folder.parents]:
-        if p.is_symlink() and p == folder:
-            raise RestoreError(f"refusing to write into {folder}: it is a symlink")
-        if p.exists() and not p.is_dir():
-            raise RestoreError(f"refusing to write into {folder}: {p} is a file, not a folder")
+    _check_layout(plan)
     for it in plan.items:
         p = it.path
-        for d in p.parents:
-            if d == folder:
-                break
-            if d.is_symlink():
-                raise RestoreError(f"refusing to write {p}: {d} is a symlink")
-            if d.exists() and not d.is_dir():
-                raise RestoreError(f"refusing to write {p}: {d} is a file, not a folder")
         if it.present:
             continue
         why = _in_the_way(it, plan.copy)
@@ -618,6 +689,7 @@ def restore(plans: list[Plan], each: bool = False) -> list[Path]:
                     for it in plan.todo]
             made: list[Path] = []
             try:
+                _check_layout(plan)  # again: a folder swapped for a link since the plan was made
                 files = sidecarmod.write(plan.folder, todo, what="a restored file", made=made)
                 written.append((plan.folder, files, made))
                 for it, sc in zip(plan.todo, todo):
@@ -683,9 +755,11 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
     deletes again, judged as its cleanup judges them on disk
     (``doctor.sweep_mtime_ns``: a subagent transcript in a session's folder
     goes with the session file while that is there, whatever its own
-    mtime): (path, cleanupPeriodDays, the file setting it), for the
-    settings of the session's project (its cwd, when still a folder)."""
-    from txdb.catalog.doctor import retention, swept, sweep_mtime_ns
+    mtime) and keeps none of (``doctor.sweep_kept``: a desktop app's
+    transcript): (path, cleanupPeriodDays, the file setting it), for the
+    settings of the session's project (its cwd, when still a folder).
+    The rules are doctor's own, so the two never disagree."""
+    from txdb.catalog.doctor import retention, swept, sweep_kept, sweep_mtime_ns
 
     now = time.time() if now is None else now
     out = []
@@ -700,9 +774,10 @@ def due_again(conn: sqlite3.Connection, plans: list[Plan], config_dir: Path,
             continue
         if ret.skipped or ret.cutoff is None:
             continue
+        kept: dict[str, bool] = {}
         for it in plan.todo:
             t = sweep_mtime_ns(it.path, plan.folder)
-            if t is not None and swept(t, ret.days, now):
+            if t is not None and swept(t, ret.days, now) and not sweep_kept(it.path, plan.folder, ret, now, kept):
                 out.append((it.path, ret.days, ret.source))
     return out
 

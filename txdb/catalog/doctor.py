@@ -546,8 +546,8 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     unreadable: list[Unreadable] = []
     not_text: list[Found] = []  # never catalogued (a name that is not UTF-8), deleted by the cleanup all the same
     found = discover(roots, unreadable, not_text=not_text)
-    stale = [f.path for f in found if f.path in (known := {p for (p,) in conn.execute("SELECT path FROM files")})
-             and not _whole(conn, f)]
+    known = {p for (p,) in conn.execute("SELECT path FROM files")}
+    stale = [f.path for f in found if f.path in known and not _whole(conn, f)]
     not_catalogued = [f.path for f in found if f.path not in known] + [shown_path(f.path) for f in not_text]
     found += not_text
     with_session, lone = _groups(conn, found)
@@ -565,7 +565,7 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
         for g in files:
             folder = _project_folder(g)
             t = None if folder is None else sweep_mtime_ns(g.path, folder)
-            if t is None or (t / 1e9 + ret.days * DAY_S - now) / DAY_S > within_days:
+            if folder is None or t is None or (t / 1e9 + ret.days * DAY_S - now) / DAY_S > within_days:
                 continue
             if sweep_kept(g.path, folder, ret, now, kept):
                 continue

@@ -658,3 +658,18 @@ def test_a_symlinked_desktop_released_file_is_not_read(box, tmp_path):
     released.unlink()
     shutil.copyfile(real, released)
     assert _due_paths(box, root) == {str(session)}
+
+
+def test_a_projects_folder_given_reads_the_settings_beside_it(box, monkeypatch, tmp_path):
+    """`doctor --root DIR/projects` is about the Claude Code whose config dir
+    is DIR (as refresh reads DIR/history.jsonl): DIR/settings.json, not the
+    settings of the Claude Code this shell runs."""
+    settings(box["cfg"] / "settings.json", cleanupPeriodDays=90)
+    elsewhere = tmp_path / "mine"
+    settings(elsewhere / "settings.json", cleanupPeriodDays=5)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(elsewhere))
+    _refresh(box)
+    out = run("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", box["cfg"] / "projects", ok=True).output
+    assert out.startswith(f"Retention: cleanupPeriodDays = 90 ({box['cfg'] / 'settings.json'})"), out
+    out = run("doctor", "--db", box["db"], "--cwd", box["cwd"], ok=True).output
+    assert out.startswith(f"Retention: cleanupPeriodDays = 5 ({elsewhere / 'settings.json'})"), out

@@ -337,3 +337,6 @@ def test_a_timestamp_of_thousands_of_digits_is_one_prompt_not_a_stopped_refresh(
     run("refresh", "--db", db_path, "--root", config_dir / "projects", ok=True)
     conn = db.connect(db_path)
     assert sorted(r[1] for r in prompts(conn)) == ["after it", "huge"]
+    write(path, entry("one more", 1700000200000, session=GONE_ID), mode="ab")
+    assert ", 1 prompt from history.jsonl" in run("refresh", "--db", db_path, "--root", config_dir / "projects",
+                                                  ok=True).output

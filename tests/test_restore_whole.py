@@ -84,7 +84,10 @@ def test_where_over_gone_sessions_restores_those_it_can_and_names_the_others(arc
     run("refresh", ok=True)
     with _conn(tmp_path) as conn:  # one of the two cannot be given back whole
         conn.execute("UPDATE files SET sha256 = NULL WHERE path = ?", (str(tools),))
-    r = run("restore", "--where", f"session_id IN ('{SID}', '{TOOLS_SID}')", ok=True)
+    dry = run("restore", SID, "--dry-run", ok=True).output
+    assert dry.endswith("1 session, 6 files: dry run, nothing written\n"), dry
+    r = run("restore", "--where", f"session_id IN ('{SID}', '{TOOLS_SID}')")
+    assert r.exit_code == 1  # a script must not take it for a whole restore
     assert "1 session, 6 files, 6 written; 1 not restored" in r.output, r.output
     assert f"not restored: cannot give back whole: {tools}" in r.output
     assert tree(projects / SUBAGENT_DEMO) == before and not tools.exists()
@@ -106,6 +109,9 @@ def test_a_lone_deleted_subagent_is_listed_and_restored_in_place(archive, tmp_pa
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)]
     assert listed[0]["gone_at"]
+    dry = run("restore", SID, "--dry-run", ok=True).output  # what it writes: the one file missing
+    n = len(dry.splitlines()) - 1
+    assert dry.endswith(f"1 session, {n} files ({n - 1} already there): dry run, nothing written\n"), dry
     r = run("restore", SID, ok=True)
     assert "1 written" in r.output and f"wrote {agent}" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
@@ -446,6 +452,7 @@ def test_a_file_older_than_the_cleanup_period_is_restored_with_a_note_that_it_go
     # its folder (subagent transcript, meta file) goes with the session file, whatever their own mtimes
     assert "Note: 6 of the files written go by an mtime more than 30 days old" in out, out
     assert "Claude Code's next start deletes them again" in out
+    assert f"\n    {folder / f'{SID}.jsonl'}\n" in out  # each one named, not only counted
     assert (folder / f"{SID}.jsonl").stat().st_mtime_ns == old  # kept as catalogued
     listed = json.loads(run("restore", SID, "--to", tmp_path / "copy", "--json", ok=True).output)
     assert listed["deleted_again_at_next_start"] == []  # a copy elsewhere: not the session's place

@@ -55,5 +55,9 @@ class RestoreError(TxdbError):
     """A restore refused (a file the catalog cannot give back whole, a target in the way); nothing was written."""
 
 
+class NothingMissing(RestoreError):
+    """A restore with nothing to write: every file of the session (or of its copy) is there already."""
+
+
 class PruneError(TxdbError):
     """A prune refused (a session named that has nothing gone); nothing was deleted."""

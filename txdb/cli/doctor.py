@@ -81,6 +81,7 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     whether the catalog holds each whole (every byte: `txdb restore` gives
     it back), the session files the catalog lacks or holds out of date (run
     `txdb refresh`), whether txdb's hook runs, and the date of the price data.
+    With --root DIR/projects, the user's settings are DIR/settings.json.
 
     Example:
 
@@ -91,7 +92,11 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     from txdb.catalog.doctor import doctor
 
     conn, _ = read_catalog(db_path)
-    r = doctor(conn, config.claude_config_dir(), config.projects_roots(roots), Path(cwd).resolve(),
+    given = config.projects_roots(roots)
+    # the settings of the Claude Code whose projects folder is given (its config dir holds both), as
+    # refresh reads the history.jsonl beside it; else the one this shell runs
+    named = [r.parent for r in given if r.name == "projects"] if roots else []
+    r = doctor(conn, named[0] if named else config.claude_config_dir(), given, Path(cwd).resolve(),
                within_days=within)
     if as_json:
         echo(to_json(r.as_dict()))

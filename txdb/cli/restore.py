@@ -6,9 +6,11 @@ import click
 
 from txdb import config
 from txdb.surgery import restore as restoremod
-from txdb.errors import RestoreError, SessionNotFound
+from txdb.errors import NothingMissing, RestoreError, SessionNotFound
 from txdb.cli.main import command, db_option, folders_given, open_catalog
 from txdb.cli.output import echo, terminal_safe, to_json
+
+AGAIN_SHOWN = 10  # the files named under the note that the next start deletes them again
 
 
 @command("restore")
@@ -35,7 +37,8 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     is written. A restored file is the catalogued one: the next refresh
     reads nothing. A --to copy is not catalogued (a refresh of its folder
     indexes it); SESSION always means the original. With --where, a session
-    that cannot be restored is named and the others are restored.
+    that cannot be restored is named, the others are restored, and the exit
+    status is 1 (a session with nothing missing is named, and is no failure).
 
     Example:
 
@@ -49,6 +52,7 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     conn, path = open_catalog(db_path)
     under = config.projects_roots(roots)
     skipped: list[str] = []
+    failed = 0  # of those skipped, the sessions that could not be given back (not those with nothing missing)
     if where is not None:
         ids = restoremod.select_sessions(conn, path, where)
         if not ids:
@@ -60,6 +64,7 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
                                                      roots=under))
             except RestoreError as e:
                 skipped.append(str(e))
+                failed += not isinstance(e, NothingMissing)
         if not plans:
             raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
                                + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
@@ -69,6 +74,7 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     if not dry_run:
         restoremod.register_restored(conn, plans)
         skipped += [p.failed for p in plans if p.failed]
+        failed += sum(1 for p in plans if p.failed)
         plans = [p for p in plans if not p.failed]
         if not plans:
             raise RestoreError(skipped[0] + (f" (and {len(skipped) - 1} more sessions not restored)"
@@ -78,6 +84,8 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
         echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
                       "written": written, "not_restored": skipped, "deleted_again_at_next_start": [
                           str(p) for p, _days, _source in again]}))
+        if failed:  # a script must not take a partial restore for a whole one (as `rescue --where`)
+            raise click.exceptions.Exit(1)
         return
     wrote = set(written)
     for plan in plans:
@@ -94,12 +102,19 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
             f"Note: {len(again)} of the files written go{'es' if len(again) == 1 else ''} by an mtime more than "
             f"{days} days old (cleanupPeriodDays, {'Claude Code default' if source == 'default' else source}; "
             "a file in a session's folder goes by its session file's): Claude Code's next start deletes them "
-            "again; `touch` them and the session file, or raise cleanupPeriodDays, to keep them"),
-            err=True)
+            "again; `touch` them and the session file, or raise cleanupPeriodDays, to keep them:"), err=True)
+        for p, _days, _source in again[:AGAIN_SHOWN]:
+            echo(terminal_safe(f"    {p}"), err=True)
+        if len(again) > AGAIN_SHOWN:
+            echo(f"    ... and {len(again) - AGAIN_SHOWN} more (--json lists them all)", err=True)
     files = sum(len(p.items) for p in plans)
+    there = sum(it.present for p in plans for it in p.items)
     echo(f"{len(plans)} session{'s' if len(plans) != 1 else ''}, {files} file{'s' if files != 1 else ''}"
-         + (": dry run, nothing written" if dry_run else f", {len(written)} written")
+         + ((f" ({there} already there)" if there else "") + ": dry run, nothing written" if dry_run
+            else f", {len(written)} written")
          + (f"; {len(skipped)} not restored" if skipped else ""))
+    if failed:  # a script must not take a partial restore for a whole one (as `rescue --where`)
+        raise click.exceptions.Exit(1)
 
 
 @command("prune")

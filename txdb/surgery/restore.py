@@ -36,7 +36,7 @@ from txdb.catalog import units
 from txdb.catalog.db import connect_readonly, run_query
 from txdb.catalog.sqlutil import transaction
 from txdb.catalog.ingest.chunks import raw_views
-from txdb.errors import AmbiguousSession, QueryError, RestoreError, SessionNotFound
+from txdb.errors import AmbiguousSession, NothingMissing, QueryError, RestoreError, SessionNotFound
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
 from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
@@ -635,9 +635,9 @@ def _check_targets(plan: Plan) -> None:
     if not plan.todo:
         first = plan.items[0].path if plan.items else plan.folder
         if plan.copy:
-            raise RestoreError(f"{first} exists: a copy of the session is already there, nothing written")
-        raise RestoreError(f"{first} exists: the session is still there, nothing of it is missing "
-                           "(restore --to DIR writes a copy elsewhere)")
+            raise NothingMissing(f"{first} exists: a copy of the session is already there, nothing written")
+        raise NothingMissing(f"{first} exists: the session is still there, nothing of it is missing "
+                             "(restore --to DIR writes a copy elsewhere)")
 
 
 def _in_the_way(it: Item, copy: bool) -> str | None:

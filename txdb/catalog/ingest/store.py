@@ -188,7 +188,8 @@ class RefreshStats:
             + (f", {self.swaps_logged} surgeries logged from swap journals" if self.swaps_logged else "")
             + f"; {self.lines:,} lines"
             + (f" ({self.parse_errors} unparseable)" if self.parse_errors else "")
-            + (f", {self.history_prompts:,} prompts from history.jsonl" if self.history_prompts else "")
+            + (f", {self.history_prompts:,} prompt{'s' if self.history_prompts != 1 else ''} from history.jsonl"
+               if self.history_prompts else "")
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
             + f" ({self.mb_per_s:.1f} MB/s)"
             + self._unreadable_summary()

@@ -327,13 +327,19 @@ def test_a_session_folder_goes_with_its_session_file_and_an_agent_file_beside_by
     assert set(due) == {str(named)} and due[str(named)].files == 1
 
 
-def test_subagent_transcripts_without_their_session_file_go_one_by_one(box, tmp_path):
+def _two_lone_agents(box, tmp_path):
+    """A session's file deleted, its two subagent transcripts left: one 40 days old, one 20."""
     root, session, agent, _named, _beside = _project(box, tmp_path)
     second = agent.with_name("agent-second.jsonl")
     shutil.copyfile(agent, second)
     session.unlink()
     _age(agent, 40)
     _age(second, 20)
+    return root, agent, second
+
+
+def test_subagent_transcripts_without_their_session_file_go_one_by_one(box, tmp_path):
+    root, agent, second = _two_lone_agents(box, tmp_path)
     due = _due(box, root)
     assert set(due) == {str(agent)} and due[str(agent)].files == 1 and due[str(agent)].lone
     due = _due(box, root, within=15)
@@ -628,12 +634,7 @@ def test_a_transcript_in_the_projects_root_itself_is_never_due(box, tmp_path):
 def test_due_counts_sessions_and_names_the_deletions_when_more(box, tmp_path, monkeypatch):
     """Two lone subagent transcripts of one session go at two times: one
     session, two deletions (--json lists each deletion)."""
-    root, session, agent, _named, _beside = _project(box, tmp_path)
-    second = agent.with_name("agent-second.jsonl")
-    shutil.copyfile(agent, second)
-    session.unlink()
-    _age(agent, 40)
-    _age(second, 20)
+    root, agent, second = _two_lone_agents(box, tmp_path)
     run("refresh", "--db", box["db"], "--root", root, ok=True)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box["cfg"]))
     args = ("doctor", "--db", box["db"], "--cwd", box["cwd"], "--root", root, "--within", 15)

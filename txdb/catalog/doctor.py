@@ -41,7 +41,7 @@ import orjson
 from txdb.catalog import cost, units
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
-from txdb.catalog.ingest.discover import Found, Unreadable, discover
+from txdb.catalog.ingest.discover import Found, FoundSidecar, Unreadable, discover
 from txdb.model.paths import OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
@@ -88,10 +88,12 @@ class DueSession:
     path: str  # the session file, when these go with it; else the first of them
     mtime: str | None  # the mtime they go by (sweep_mtime_ns), ISO 8601 UTC (None: out of the calendar's range)
     deleted_in_days: float  # <= 0: at Claude Code's next start
-    files: int  # the transcripts that go at that time: the session file and those in its folder, or one by one
+    files: int  # the files that go at that time: the session file and the transcripts of its folder, or one
+    # by one; a tool-results file older than its session file (or without one), by its own mtime
     whole: bool  # every one catalogued to its last byte: `txdb restore` gives it back
     not_whole: list[str] = field(default_factory=list)
-    lone: bool = False  # subagent transcripts whose session file is not on disk
+    lone: bool = False  # files of a session whose session file is not on disk
+    tool_results: int = 0  # how many of the files are tool-results files
 
 
 @dataclass
@@ -112,8 +114,9 @@ class DoctorReport:
     unreadable: list[dict]
     hook: Hook
     prices: dict
-    history: dict
+    history: dict | None  # None: no catalog (history.jsonl is read by refresh)
     cannot_catalogue: list[str] = field(default_factory=list)  # names that are not UTF-8: refresh never reads them
+    catalog: bool = True  # False: no catalog yet, so nothing is held
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -459,11 +462,12 @@ def _sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) -> bool:
+def _whole(conn: sqlite3.Connection | None, f: Found, hash_if_touched: bool = False) -> bool:
     """The catalog holds every byte of the file as it is on disk (restore is
     byte-identical); with ``hash_if_touched``, a file of the catalogued size
-    whose mtime moved is hashed against the catalogued sha256."""
-    if not is_text_path(f.path):
+    whose mtime moved is hashed against the catalogued sha256. ``conn``
+    None: no catalog, nothing held."""
+    if conn is None or not is_text_path(f.path):
         return False  # a name that is not UTF-8: never catalogued
     row = conn.execute("SELECT size, mtime_ns, cursor, sha256, inode FROM files WHERE path = ?", (f.path,)).fetchone()
     if row is None or not row[0] == f.stat.st_size == row[2] or row[3] is None or row[4] is None:
@@ -471,7 +475,43 @@ def _whole(conn: sqlite3.Connection, f: Found, hash_if_touched: bool = False) ->
     return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
 
 
-def _project_folder(f: Found) -> Path | None:
+def _sidecar_whole(conn: sqlite3.Connection | None, s: FoundSidecar) -> bool:
+    """As :func:`_whole` (a moved mtime hashed), for a file of a session's
+    folder: its ``sidecars`` row at the size on disk, its content in ``blobs``."""
+    if conn is None or not is_text_path(s.path):
+        return False
+    row = conn.execute("SELECT sc.size, sc.mtime_ns, sc.sha256 FROM sidecars sc JOIN blobs b ON b.sha256 = sc.sha256 "
+                       "WHERE sc.path = ?", (s.path,)).fetchone()
+    if row is None or row[0] != s.stat.st_size:
+        return False
+    return row[1] == s.stat.st_mtime_ns or _sha256(s.path) == row[2]
+
+
+def _tool_results(side: list[FoundSidecar]) -> list[tuple[str, str, FoundSidecar]]:
+    """(session file path, session id, file) of each tool-results file that
+    Claude Code's cleanup deletes by its own mtime (:func:`sweep_mtime_ns`):
+    older than its session file, or with none there. One no older goes with
+    its session file."""
+    out = []
+    for s in side:
+        folder = _project_folder(s)
+        if folder is None:
+            continue
+        rel = Path(s.path).relative_to(folder).parts
+        if len(rel) < 3 or rel[1] != TOOL_RESULTS:
+            continue
+        t = sweep_mtime_ns(s.path, folder)
+        home = folder / (rel[0] + SESSION_SUFFIX)
+        try:
+            head = os.lstat(home)
+        except OSError:
+            head = None
+        if t is not None and (head is None or not stat.S_ISREG(head.st_mode) or t < head.st_mtime_ns):
+            out.append((str(home), rel[0], s))
+    return out
+
+
+def _project_folder(f: Found | FoundSidecar) -> Path | None:
     """The project folder of a transcript found under its root (the root's
     first level); None for a file in the root itself, which Claude Code's
     cleanup never deletes (it walks only the folders of the projects root)."""
@@ -482,7 +522,7 @@ def _project_folder(f: Found) -> Path | None:
     return Path(f.root) / rel[0] if len(rel) > 1 else None
 
 
-def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, list[Found]],
+def _groups(conn: sqlite3.Connection | None, found: list[Found]) -> tuple[dict[str, list[Found]],
                                                                    dict[str, tuple[str, list[Found]]]]:
     """The subagent transcripts by the path of the session file they belong
     with: those whose session file is on disk, and the lone ones (with the
@@ -503,7 +543,8 @@ def _groups(conn: sqlite3.Connection, found: list[Found]) -> tuple[dict[str, lis
             home = str(parent_session(f.path))
         else:
             row = conn.execute("SELECT s.parent_session_id FROM sessions s JOIN files fi ON fi.id = s.file_id "
-                               "WHERE fi.path = ?", (f.path,)).fetchone() if is_text_path(f.path) else None
+                               "WHERE fi.path = ?", (f.path,)).fetchone() \
+                if conn is not None and is_text_path(f.path) else None
             # only a session id names a file beside it (txdb.catalog.units: text from a file builds no path)
             named = units.session_path_of(f.path, row[0] if row else None)
             pid = Path(named).stem if named else None
@@ -531,11 +572,13 @@ def hook_status(config_dir: Path, cwd: Path, managed: Path | None = None) -> Hoo
     return Hook(installed=bool(how) and info.hook_found is not None, how=how, command_on_path=info.hook_found)
 
 
-def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: Path, within_days: float = 7,
+def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path], cwd: Path, within_days: float = 7,
            managed: Path | None = None, now: float | None = None) -> DoctorReport:
     """The retention in effect, the sessions Claude Code deletes within
     ``within_days`` (and whether the catalog holds each whole), the session
     files the catalog lacks or has out of date, the hook, the price data.
+    ``conn`` None: there is no catalog yet (nothing is held; prices from
+    the library; no history, which refresh reads).
 
     Example:
 
@@ -545,8 +588,9 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     ret = retention(config_dir, cwd, managed, now)
     unreadable: list[Unreadable] = []
     not_text: list[Found] = []  # never catalogued (a name that is not UTF-8), deleted by the cleanup all the same
-    found = discover(roots, unreadable, not_text=not_text)
-    known = {p for (p,) in conn.execute("SELECT path FROM files")}
+    side: list[FoundSidecar] = []
+    found = discover(roots, unreadable, sidecars=side, not_text=not_text)
+    known = {p for (p,) in conn.execute("SELECT path FROM files")} if conn is not None else set()
     stale = [f.path for f in found if f.path in known and not _whole(conn, f)]
     not_catalogued = [f.path for f in found if f.path not in known] + [shown_path(f.path) for f in not_text]
     found += not_text
@@ -556,10 +600,14 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     deletes = ret.skipped is None and ret.cutoff is not None
     # The files of a session that Claude Code's cleanup deletes at one time (sweep_mtime_ns): the session
     # file with its folder; each older release's agent-*.jsonl beside it, and each subagent transcript of
-    # a session whose file is not there, by its own mtime.
-    groups: dict[tuple[str, int], tuple[str, bool, list[Found]]] = {}
-    members = [(f.path, Path(f.path).stem, False, [f] + with_session.get(f.path, [])) for f in found
-               if f.kind == "session"] + [(home, sid, True, files) for home, (sid, files) in lone.items()]
+    # a session whose file is not there, by its own mtime; a tool-results file older than its session file
+    # (or without one) by its own.
+    groups: dict[tuple[str, int], tuple[str, bool, list[Found | FoundSidecar]]] = {}
+    on_disk = {f.path for f in found if f.kind == "session"}
+    members: list[tuple[str, str, bool, list[Found | FoundSidecar]]] = [
+        (f.path, Path(f.path).stem, False, [f, *with_session.get(f.path, [])]) for f in found if f.kind == "session"]
+    members += [(home, sid, True, [*files]) for home, (sid, files) in lone.items()]
+    members += [(home, sid, home not in on_disk, [s]) for home, sid, s in _tool_results(side)]
     kept: dict[str, bool] = {}  # a transcript beside the sessions that Claude Code keeps (sweep_kept)
     for home, sid, is_lone, files in members if deletes else []:
         for g in files:
@@ -573,20 +621,27 @@ def doctor(conn: sqlite3.Connection, config_dir: Path, roots: list[Path], cwd: P
     for (_home, t), (sid, is_lone, group) in groups.items():
         left = (t / 1e9 + ret.days * DAY_S - now) / DAY_S
         f = group[0]  # the session file when it goes with these, else the first of them
-        missing = [shown_path(g.path) for g in group if not _whole(conn, g, hash_if_touched=True)]
+        missing = [shown_path(g.path) for g in group if not (_sidecar_whole(conn, g) if isinstance(g, FoundSidecar)
+                                                              else _whole(conn, g, hash_if_touched=True))]
         due.append(DueSession(session_id=shown_path(sid), project=None if f.project is None else shown_path(f.project),
                               path=shown_path(f.path), mtime=_iso(t / 1e9),
                               deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
-                              files=len(group), whole=not missing, not_whole=missing, lone=is_lone))
+                              files=len(group), whole=not missing, not_whole=missing, lone=is_lone,
+                              tool_results=sum(isinstance(g, FoundSidecar) for g in group)))
     due.sort(key=lambda d: d.deleted_in_days)
-    prices = cost.price_source(conn)
-    if prices["data_date"] is None:  # a catalog that priced nothing yet: the library's own date
+    prices = (cost.price_source(conn) if conn is not None
+              else {"library": cost.LIBRARY, "version": cost.installed_version(), "data_date": None})
+    if prices["data_date"] is None:  # no catalog, or one that priced nothing yet: the library's own date
         prices["data_date"] = cost.data_date()
-    hist = conn.execute("SELECT count(*), count(DISTINCT session_id), count(*) - count(session_id) FROM history").fetchone()
-    before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
+    history = None
+    if conn is not None:
+        hist = conn.execute("SELECT count(*), count(DISTINCT session_id), count(*) - count(session_id) "
+                            "FROM history").fetchone()
+        before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
+        history = {"prompts": hist[0], "sessions": hist[1], "without_session": hist[2], "gone_before_txdb": before}
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
         not_catalogued=not_catalogued, stale=stale, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
         hook=hook_status(config_dir, cwd, managed), prices=prices,
-        history={"prompts": hist[0], "sessions": hist[1], "without_session": hist[2], "gone_before_txdb": before},
+        history=history, catalog=conn is not None,
     )

@@ -82,6 +82,7 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     it back), the session files the catalog lacks or holds out of date (run
     `txdb refresh`), whether txdb's hook runs, and the date of the price data.
     With --root DIR/projects, the user's settings are DIR/settings.json.
+    With no catalog yet it reports all the same (nothing held) and makes none.
 
     Example:
 
@@ -90,8 +91,12 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         txdb doctor --within 30 --json | jq '.due[] | select(.whole | not) | .path'
     """
     from txdb.catalog.doctor import doctor
+    from txdb.errors import NoCatalog
 
-    conn, _ = read_catalog(db_path)
+    try:
+        conn, _ = read_catalog(db_path)
+    except NoCatalog:
+        conn = None  # a worried user's first command: report what goes, hold nothing, create nothing
     given = config.projects_roots(roots)
     # the settings of the Claude Code whose projects folder is given (its config dir holds both), as
     # refresh reads the history.jsonl beside it; else the one this shell runs
@@ -125,13 +130,22 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         sessions[key] = sessions.get(key, True) and d.whole
     n, whole = len(sessions), sum(sessions.values())
     entries = "" if len(r.due) == n else f" ({len(r.due)} deletion{'s' if len(r.due) != 1 else ''})"
-    echo(f"Due within {_days_text(within)}: {n} session{'s' if n != 1 else ''}{entries}, "
-         f"{whole} held whole by the catalog" + ("" if whole == n else f", {n - whole} not (run `txdb refresh` now)")
+    if not r.catalog:
+        held_whole = "none held (no catalog yet: run `txdb refresh` now)"
+    else:
+        held_whole = f"{whole} held whole by the catalog" + ("" if whole == n else
+                                                             f", {n - whole} not (run `txdb refresh` now)")
+    echo(f"Due within {_days_text(within)}: {n} session{'s' if n != 1 else ''}{entries}, {held_whole}"
          + (":" if r.due else "."))
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
         when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {_days_text(d.deleted_in_days)}"
-        held = "held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)"
-        lone = (f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else
+        held = ("held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)" if r.catalog
+                else "NOT held whole (no catalog yet: run `txdb refresh` now)")
+        tool = d.tool_results == d.files
+        many = d.files != 1
+        lone = (f" (tool-results file{'s' if many else ''} {'without' if d.lone else 'older than'} the session "
+                f"file, by {'their' if many else 'its'} own mtime)" if tool else
+                f" (subagent transcript{'s' if d.files != 1 else ''} without the session file)" if d.lone else
                 " (an older release's subagent transcript beside the session file, by its own mtime)"
                 if Path(d.path).name != d.session_id + ".jsonl" and Path(d.path).parent.name != "subagents" else "")
         echo(terminal_safe(f"    {d.session_id} {d.project}{lone} {when}: {held}"))
@@ -139,15 +153,19 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
         echo(f"    ... and {len(r.due) - SHOWN} more (--json lists them all)")
     cannot = (f" ({len(r.cannot_catalogue)} of them cannot be: a name that is not UTF-8, under Unreadable)"
               if r.cannot_catalogue else "")
-    echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued{cannot}, {len(r.stale)} changed "
-         "since the last refresh" + (":" if r.not_catalogued or r.stale else "."))
-    if r.not_catalogued or r.stale:
+    if not r.catalog:
+        echo(f"Session files: {r.session_files}, none catalogued (no catalog yet: `txdb refresh` reads them).")
+    else:
+        echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued{cannot}, {len(r.stale)} "
+             "changed since the last refresh" + (":" if r.not_catalogued or r.stale else "."))
+    if r.catalog and (r.not_catalogued or r.stale):
         echo(_some(r.not_catalogued + r.stale).lstrip("\n"))
     if r.unreadable:
         echo(f"Unreadable: {len(r.unreadable)}" + _some([f"{u['path']} ({u['error']})" for u in r.unreadable]))
     h = r.hook
     if h.installed:
-        echo(f"Hook: installed ({'; '.join(h.how)}).")
+        echo(f"Hook: installed ({'; '.join(h.how)})." + ("" if r.catalog else " It makes the catalog when a "
+             "session next changes, holding that session only: `txdb refresh` catalogues the rest."))
     elif h.how:
         echo(f"Hook: enabled ({'; '.join(h.how)}) but txdb-hook is not on PATH, so it does not run.")
     else:
@@ -155,6 +173,9 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     p = r.prices
     echo(f"Prices: {p['library']} {p['version'] or '(not installed)'}, data of {p['data_date'] or 'unknown date'}.")
     hs = r.history
+    if hs is None:
+        echo("History: not read (no catalog yet: `txdb refresh` reads history.jsonl).")
+        return
     nosid = f" ({hs['without_session']} naming no session)" if hs.get("without_session") else ""
     echo(f"History: {hs['prompts']} prompts{nosid} of {hs['sessions']} session{'s' if hs['sessions'] != 1 else ''} from history.jsonl, "
          f"{hs['gone_before_txdb']} gone before txdb (`txdb history --before-txdb`).")

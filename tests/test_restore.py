@@ -231,8 +231,9 @@ def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_
         sidecar_gone = {g for (g,) in conn.execute("SELECT gone_at FROM sidecars WHERE gone = 1")}
         assert sidecar_gone and all(re.fullmatch(r"\S+T\S+Z", g) for g in sidecar_gone)
     table = run("sessions", "--gone", "--table", ok=True).output.splitlines()
-    assert table[0].split()[-2:] == ["lines", "subagents_gone"] and SID in table[2]
-    assert table[2].split()[-1] == "1"
+    assert table[0].split()[:3] == ["session_id", "what", "gone"] and SID in table[2]
+    assert re.split(r"\s{2,}", table[2])[1:3] == [  # the session file and its subagent transcript
+        "session", f"2 files, {listed[0]['gone_lines']:,} lines, {listed[0]['gone_bytes']:,} bytes"]
     with _conn(tmp_path) as conn:  # as an older txdb wrote it
         conn.execute("UPDATE files SET gone_at = '2026-12-01 14:53:32' WHERE gone = 1")
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -297,9 +298,9 @@ def test_a_lone_subagent_whose_session_was_never_catalogued_is_listed_and_restor
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     mine = [r for r in listed if r["session_id"] == SID]
     assert len(mine) == 1, listed
-    assert (mine[0]["subagents_gone"], mine[0]["file_bytes"], mine[0]["path"]) == (
-        1, None, str(projects / SUBAGENT_DEMO / AGENT))
-    assert mine[0]["gone_at"] and mine[0]["lines"]
+    assert (mine[0]["what"], mine[0]["subagents_gone"], mine[0]["file_bytes"], mine[0]["path"]) == (
+        "lone subagent transcripts", 1, None, str(projects / SUBAGENT_DEMO / AGENT))
+    assert mine[0]["gone_at"] and mine[0]["gone_lines"] and mine[0]["lines"] is None
     r = run("restore", SID, ok=True)
     assert "1 session, 2 files, 2 written" in r.output, r.output
     assert tree(projects / SUBAGENT_DEMO) == before
@@ -513,3 +514,88 @@ def test_a_desktop_apps_transcript_restored_is_not_said_to_go_again(tmp_path, mo
     run("refresh", ok=True)
     r = json.loads(run("restore", sid, "--json", ok=True).output)
     assert r["deleted_again_at_next_start"] == [str(session)], r
+
+
+def _facts(p: Path) -> tuple[int, int]:
+    """A transcript's lines and bytes, read from disk."""
+    data = p.read_bytes()
+    return data.count(b"\n"), len(data)
+
+
+def _described(conn, path: Path) -> dict:
+    """The catalog's project, title and timestamps of the transcript at ``path``."""
+    row = conn.execute("SELECT s.project, s.title, s.first_timestamp, s.last_timestamp FROM sessions s "
+                       "JOIN files f ON f.id = s.file_id WHERE f.path = ?", (str(path),)).fetchone()
+    return dict(zip(("project", "title", "first_timestamp", "last_timestamp"), row))
+
+
+def _gone_at(conn) -> str:
+    return conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(gone_at)) FROM files WHERE gone = 1").fetchone()[0]
+
+
+def _gone_rows(**where) -> list[dict]:
+    rows = json.loads(run("sessions", "--gone", "--json", ok=True).output)
+    return [r for r in rows if all(r[k] == v for k, v in where.items())]
+
+
+def test_every_gone_row_says_what_is_gone_a_subagent_then_the_whole_session(archive, tmp_path):
+    """A live session that lost only a subagent transcript is no gone session:
+    its row counts the one transcript gone and names it; once the session file
+    goes too, the row counts both and names the session file."""
+    projects, before = archive
+    session, agent = projects / SUBAGENT_DEMO / f"{SID}.jsonl", projects / SUBAGENT_DEMO / AGENT
+    (s_lines, s_bytes), (a_lines, a_bytes) = _facts(session), _facts(agent)
+    agent.unlink()
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        about, gone_at = _described(conn, session), _gone_at(conn)
+    assert _gone_rows() == [{
+        "session_id": SID, "what": "subagent transcripts", **about, "gone_at": gone_at,
+        "gone_files": 1, "gone_lines": a_lines, "gone_bytes": a_bytes, "path": str(agent),
+        "lines": s_lines, "file_bytes": s_bytes, "subagents_gone": 1}]
+    table = run("sessions", "--gone", "--table", ok=True).output.splitlines()
+    assert table[0].split() == ["session_id", "what", "gone", "gone_at", "title", "project", "last_timestamp"]
+    assert re.split(r"\s{2,}", table[2])[:3] == [SID, "subagent transcripts", f"1 file, {a_lines} lines, {a_bytes:,} bytes"]
+    where = "session_id in (select session_id from gone_sessions)"
+    assert "1 written" in run("restore", "--where", where, ok=True).output
+    assert tree(projects / SUBAGENT_DEMO) == before and _gone_rows() == []
+    run("refresh", ok=True)
+    _sweep(projects)
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        gone_at = _gone_at(conn)
+    assert _gone_rows() == [{
+        "session_id": SID, "what": "session", **about, "gone_at": gone_at,
+        "gone_files": 2, "gone_lines": s_lines + a_lines, "gone_bytes": s_bytes + a_bytes, "path": str(session),
+        "lines": s_lines, "file_bytes": s_bytes, "subagents_gone": 1}]
+    assert "6 written" in run("restore", "--where", where, ok=True).output
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+EVERY_GONE = ("session_id in (select session_id from gone_sessions) "
+              "or parent_session_id in (select session_id from gone_sessions)")  # as docs/commands-guide.md
+
+
+def test_a_lone_subagent_row_counts_only_its_gone_transcripts(tmp_path, monkeypatch):
+    """Of the subagent transcripts of a session the catalog never held, the
+    row counts and names only the gone one, not a live one beside it."""
+    projects, _ = _lone_archive(tmp_path, monkeypatch)
+    agent = projects / SUBAGENT_DEMO / AGENT
+    live = agent.with_name("agent-a0000000000000000.jsonl")  # first by name: a path of the row before
+    shutil.copyfile(agent, live)
+    run("refresh", ok=True)
+    a_lines, a_bytes = _facts(agent)
+    before = tree(projects / SUBAGENT_DEMO)
+    agent.unlink()
+    run("refresh", ok=True)
+    with _conn(tmp_path) as conn:
+        about, gone_at = _described(conn, agent), _gone_at(conn)
+    assert _gone_rows(session_id=SID) == [{
+        "session_id": SID, "what": "lone subagent transcripts", **about, "gone_at": gone_at,
+        "gone_files": 1, "gone_lines": a_lines, "gone_bytes": a_bytes, "path": str(agent),
+        "lines": None, "file_bytes": None, "subagents_gone": 1}]
+    # --where reads the sessions table, whose row of a lone transcript names its session as parent_session_id
+    assert "matched no session" in _one_error(run("restore", "--where", EVERY_GONE.split(" or ")[0]))
+    r = run("restore", "--where", EVERY_GONE, ok=True)
+    assert f"wrote {agent}" in r.output, r.output
+    assert tree(projects / SUBAGENT_DEMO) == before

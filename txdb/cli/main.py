@@ -435,8 +435,9 @@ def query(db_path, sql, params, fmt):
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size", "cost"]), default="last_timestamp",
               help="Order: newest first, or the largest est. context, file or cost (USD) first.")
-@click.option("--gone", is_flag=True, help="Only sessions whose file vanished from disk, and when "
-              "(view gone_sessions; `txdb restore` gives them back).")
+@click.option("--gone", is_flag=True, help="Only what vanished from disk: a session's file, its subagent "
+              "transcripts, or both; when, and how many files, lines and bytes (view gone_sessions; "
+              "`txdb restore` gives them back).")
 @click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")
 @format_options
 def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
@@ -460,8 +461,12 @@ def sessions(db_path, project, limit, subagents, sort, gone, urls, fmt):
     if gone:
         rows = catalog.gone_sessions(conn, project=project, limit=limit)
         if (fmt or ("table" if sys.stdout.isatty() else "json")) == "table":
-            emit_rows(rows, "table", ["session_id", "project", "title", "last_timestamp", "gone_at", "lines",
-                                      "subagents_gone"])
+            # what is gone and how much of it, in one cell; at a narrow terminal the id, what and how much stay
+            rows = [{**r, "gone": f"{r['gone_files']:,} file{'s' if r['gone_files'] != 1 else ''}, "
+                                  f"{r['gone_lines']:,} lines, {r['gone_bytes']:,} bytes"} for r in rows]
+            emit_rows(rows, "table", ["session_id", "what", "gone", "gone_at", "title", "project", "last_timestamp"],
+                      drop=["last_timestamp", "project", "gone_at", "title"],
+                      shrink={"session_id": 12, "project": 12, "title": 16})
         else:
             emit_rows(rows, fmt)
         before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]

@@ -39,6 +39,7 @@ from pathlib import Path
 import orjson
 
 from txdb.catalog import cost, units
+from txdb.catalog.history import counts as history_counts
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, FoundSidecar, Unreadable, discover
@@ -180,7 +181,17 @@ def swept(mtime_ns: int, days: int, now: float) -> bool:
     """Whether Claude Code's next start (at ``now``) deletes a file judged by
     ``mtime_ns`` (:func:`sweep_mtime_ns`): that mtime, in whole
     milliseconds, is strictly before ``now`` minus ``days`` days."""
-    return mtime_ns // 1_000_000 < math.floor(now * 1000) - days * DAY_S * 1000
+    return mtime_ns // 1_000_000 < _cutoff_ms(now, days)
+
+
+def _cutoff_ms(now: float, days: int) -> int:
+    """``new Date(Date.now() - days * 86400000)`` in ms, as Claude Code dates its cutoffs."""
+    return math.floor(now * 1000) - days * DAY_S * 1000
+
+
+def _days_left(mtime_ns: int, days: int, now: float) -> float:
+    """Days from ``now`` until a file judged by ``mtime_ns`` passes the cutoff (<= 0: past it)."""
+    return (mtime_ns / 1e9 + days * DAY_S - now) / DAY_S
 
 
 def settings_files(config_dir: Path, cwd: Path, managed: Path | None = None) -> list[tuple[str, Path]]:
@@ -331,25 +342,14 @@ def _js_object(line: str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _first(text: str, key: str) -> str | None:
-    """The string ``key`` of the first line holding ``"key":`` that is a JSON object with one."""
-    for line in text.split("\n"):
+def _first(text: str, key: str, last: bool = False) -> str | None:
+    """The string ``key`` of the first line (``last``: the last) holding
+    ``"key":`` that is a JSON object with one."""
+    lines = text.split("\n")
+    for line in reversed(lines) if last else lines:
         if f'"{key}":' in line and isinstance(v := (_js_object(line) or {}).get(key), str):
             return v
     return None
-
-
-def _last(text: str, key: str) -> str | None:
-    """As :func:`_first`, from the last line back."""
-    for line in reversed(text.split("\n")):
-        if f'"{key}":' in line and isinstance(v := (_js_object(line) or {}).get(key), str):
-            return v
-    return None
-
-
-def _cutoff_ms(now: float, days: int) -> int:
-    """``new Date(Date.now() - days * 86400000)`` in ms, as Claude Code dates its cutoffs."""
-    return math.floor(now * 1000) - days * DAY_S * 1000
 
 
 def _released(path: str, cutoff_ms: int) -> str:
@@ -413,11 +413,11 @@ def desktop_kept(path: str, st: os.stat_result, ret: Retention, now: float) -> b
     if st.st_size > HEAD:
         tail = tail.partition("\n")[2]  # from the first whole line
     if not ((e := _first(head, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS
-            or (e := _last(tail, "entrypoint")) is not None and e in DESKTOP_ENTRYPOINTS):
+            or (e := _first(tail, "entrypoint", last=True)) is not None and e in DESKTOP_ENTRYPOINTS):
         return False
     if Path(path).name.startswith(SUBAGENT_PREFIX):
         sid = _first(head, "sessionId")
-        sid = _last(tail, "sessionId") if sid is None else sid
+        sid = _first(tail, "sessionId", last=True) if sid is None else sid
         if sid is not None and re.fullmatch(r"[0-9A-Za-z_-]{1,64}", sid):
             other = str(Path(path).parent / (sid + RELEASED_SUFFIX))
             if other != own and _released(other, cutoff) == "release-now":
@@ -613,13 +613,13 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         for g in files:
             folder = _project_folder(g)
             t = None if folder is None else sweep_mtime_ns(g.path, folder)
-            if folder is None or t is None or (t / 1e9 + ret.days * DAY_S - now) / DAY_S > within_days:
+            if folder is None or t is None or _days_left(t, ret.days, now) > within_days:
                 continue
             if sweep_kept(g.path, folder, ret, now, kept):
                 continue
             groups.setdefault((home, t), (sid, is_lone, []))[2].append(g)
     for (_home, t), (sid, is_lone, group) in groups.items():
-        left = (t / 1e9 + ret.days * DAY_S - now) / DAY_S
+        left = _days_left(t, ret.days, now)
         f = group[0]  # the session file when it goes with these, else the first of them
         missing = [shown_path(g.path) for g in group if not (_sidecar_whole(conn, g) if isinstance(g, FoundSidecar)
                                                               else _whole(conn, g, hash_if_touched=True))]
@@ -635,10 +635,9 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         prices["data_date"] = cost.data_date()
     history = None
     if conn is not None:
-        hist = conn.execute("SELECT count(*), count(DISTINCT session_id), count(*) - count(session_id) "
-                            "FROM history").fetchone()
+        prompts, sessions, without = history_counts(conn)
         before = conn.execute("SELECT count(*) FROM history_sessions WHERE status = 'gone before txdb'").fetchone()[0]
-        history = {"prompts": hist[0], "sessions": hist[1], "without_session": hist[2], "gone_before_txdb": before}
+        history = {"prompts": prompts, "sessions": sessions, "without_session": without, "gone_before_txdb": before}
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
         not_catalogued=not_catalogued, stale=stale, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],

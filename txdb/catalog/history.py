@@ -232,17 +232,19 @@ def sessions(conn: sqlite3.Connection, before_txdb: bool = False, project: str |
     return db.rows(conn, sql, params)
 
 
-def counts(conn: sqlite3.Connection) -> tuple[int, int]:
-    """The prompts the catalog holds, and how many of them name no session
-    (an older release wrote no sessionId)."""
-    n, without = conn.execute("SELECT count(*), count(*) - count(session_id) FROM history").fetchone()
-    return n, without
+def counts(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """The prompts the catalog holds, the sessions they name, and how many
+    of them name none (an older release wrote no sessionId)."""
+    n, sessions, without = conn.execute(
+        "SELECT count(*), count(DISTINCT session_id), count(*) - count(session_id) FROM history").fetchone()
+    return n, sessions, without
 
 
 def session_ids(conn: sqlite3.Connection, session_prefix: str) -> list[str]:
-    """The session ids history.jsonl names that start with ``session_prefix`` (taken literally)."""
+    """The session ids history.jsonl names that start with ``session_prefix``
+    (taken literally): at most two, enough to tell one from several."""
     return [r[0] for r in conn.execute(
-        "SELECT DISTINCT session_id FROM history WHERE session_id LIKE ? ESCAPE '\\' ORDER BY 1 LIMIT 6",
+        "SELECT DISTINCT session_id FROM history WHERE session_id LIKE ? ESCAPE '\\' ORDER BY 1 LIMIT 2",
         (db.like_literal(session_prefix) + "%",))]
 
 

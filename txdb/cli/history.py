@@ -51,7 +51,7 @@ def history_cmd(db_path, session, before_txdb, project, limit, fmt):
     if not table:
         emit_rows(rows, fmt)
         return
-    held, without = lib.counts(conn)
+    held, _sessions, without = lib.counts(conn)
     if not rows:
         if not held:
             echo("No prompts from history.jsonl in the catalog (run `txdb refresh` to read it).")

@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SUBAGENTS, archived_from, session_stem
+from txdb.model.paths import SESSION_DIR, SESSION_SUFFIX, SUBAGENTS, archived_bounds, archived_from, session_stem
 
 # A file row: (files.id, path, kind, gone).
 Row = tuple[int, str, str, int]
@@ -60,7 +60,7 @@ def session_file(conn: sqlite3.Connection, session_path: str, session_id: str | 
     return conn.execute(
         "SELECT id, path, kind, gone FROM files WHERE kind = 'session' AND (path = ? OR "
         "(path > ? AND path < ?)) ORDER BY session_id IS ? DESC, gone, id DESC LIMIT 1",
-        (session_path, session_path + ARCHIVED_SUFFIX, session_path + ARCHIVED_SUFFIX[:-1] + ".", session_id),
+        (session_path, *archived_bounds(session_path), session_id),
     ).fetchone()
 
 

@@ -113,6 +113,12 @@ def archived_path(path: str, file_id: int) -> str:
     return f"{path}{ARCHIVED_SUFFIX}{int(file_id)}"
 
 
+def archived_bounds(path: str) -> tuple[str, str]:
+    """(lo, hi): the paths strictly between them are the versions of ``path``
+    kept aside (``path > lo AND path < hi`` in SQL: an index range, not a scan)."""
+    return path + ARCHIVED_SUFFIX, path + ARCHIVED_SUFFIX[:-1] + chr(ord(ARCHIVED_SUFFIX[-1]) + 1)
+
+
 def archived_from(path: str) -> str | None:
     """The path an archived version was at (None for any other path)."""
     head, sep, tail = path.rpartition(ARCHIVED_SUFFIX)

@@ -40,7 +40,7 @@ from txdb.errors import AmbiguousSession, NothingMissing, QueryError, RestoreErr
 from txdb.model import sidecar as sidecarmod
 from txdb.model.lines import HEAD_BYTES, TAIL_BYTES
 from txdb.model.paths import (ARCHIVED_SUFFIX, SESSION_DIR, SESSION_SUFFIX, SKIP_DIRS, SUBAGENT_PREFIX, SUBAGENTS,
-    archived_from, archived_path, is_session_name, session_of_copy, session_stem)
+    archived_bounds, archived_from, archived_path, is_session_name, session_of_copy, session_stem)
 
 
 # Of a catalogued mode, what restore gives back: the owner's bits, group and
@@ -481,11 +481,16 @@ def _copy_folder(to: str | Path) -> Path:
     return folder
 
 
+def _catalogued_paths(unit: units.Unit) -> list[str]:
+    """The paths a unit's files go back to (a version kept aside: where it was)."""
+    return [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]
+
+
 def _check_catalogued_paths(unit: units.Unit) -> None:
     """Refuse a session whose catalogued paths are not absolute and
     normalised (the catalog is read as input like any file: a hand may have
     edited a path to climb out of its folder)."""
-    for path in [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]:
+    for path in _catalogued_paths(unit):
         if not (os.path.isabs(path) and os.path.normpath(path) == path and "\x00" not in path):
             raise RestoreError(f"refusing to restore {path!r}: the catalog's path for it is not an absolute, "
                                "normalised path (was the catalog edited?)")
@@ -495,7 +500,7 @@ def _check_names(unit: units.Unit) -> None:
     """Refuse a session whose catalogued transcripts are not named as
     transcripts (``<id>.jsonl``, ``agent-<x>.jsonl``): an edited path such
     as ``~/.bashrc`` is never written, nor left out unsaid."""
-    for path in [unit.session_path, *(archived_from(f[1]) or f[1] for f in unit.files)]:
+    for path in _catalogued_paths(unit):
         name = PurePosixPath(path).name
         if not (is_session_name(name) and len(name) > len(SESSION_SUFFIX)):
             raise RestoreError(f"refusing to restore {path}: it is not a session transcript's name "
@@ -866,7 +871,7 @@ def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:
         return []
     return conn.execute(
         "SELECT id, path, session_id, kind, gone FROM files WHERE path = ? OR (path > ? AND path < ?) "
-        "ORDER BY gone DESC, id DESC", (p, p + ARCHIVED_SUFFIX, p + ARCHIVED_SUFFIX[:-1] + ".")).fetchall()
+        "ORDER BY gone DESC, id DESC", (p, *archived_bounds(p))).fetchall()
 
 
 def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:

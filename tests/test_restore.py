@@ -832,3 +832,32 @@ def test_the_line_ending_guess_reads_no_further_than_the_cursor(archive, tmp_pat
         finally:
             tracemalloc.stop()
     assert peak < 16_000_000, peak
+
+
+def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(archive, tmp_path):
+    """The stranger at a gone session's path goes in its turn. The session's
+    id gives back that session (its own bytes, its subagent transcript, its
+    folder's files), not the stranger; the path gives back the stranger, its
+    file alone; pruning either deletes only its own archive."""
+    projects, before = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    _sweep(projects)
+    run("refresh", ok=True)
+    other = next(p for p in projects.rglob("*.jsonl") if p.parent.parent == projects and p.stem != SID)
+    shutil.copyfile(other, session)
+    run("refresh", ok=True)
+    session.unlink()
+    run("refresh", ok=True)
+
+    out = tmp_path / "out"
+    run("restore", str(session), "--to", out, ok=True)
+    assert [p.name for p in out.rglob("*") if p.is_file()] == [session.name]
+    assert (out / session.name).read_bytes() == other.read_bytes()
+    dry = json.loads(run("prune", str(session), "--dry-run", "--json", ok=True).output)
+    assert (dry["files"], dry["paths"]) == (1, [str(session)]), dry
+    dry = json.loads(run("prune", SID, "--dry-run", "--json", ok=True).output)
+    assert str(session) not in dry["paths"] and len(dry["paths"]) == 2, dry  # the session and its subagent
+
+    run("prune", str(session), ok=True)
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before

@@ -8,6 +8,11 @@ read a session this way. A subagent transcript whose session file the
 catalog never held (swept before txdb saw it, or never copied) is a session
 of its own here: *lone*, named by the session id its folder or its lines
 give, and given back or pruned as one.
+
+Another session's file put at a session's path (its lines name another
+session) is a session of its own there: the transcripts and files of the
+folder belong to the session file at that path whose id they name (a
+subagent transcript's lines; the folder's name), when the catalog holds one.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Unit:
     session_path: str    # where the session's own file is, or would be
     files: list[Row]     # its catalogued transcripts: the session file first, when there is one
     lone: bool           # the catalog holds no session file: subagent transcripts only
+    owns_folder: bool = True  # the files of <id>/ are its (not another session's at the same path)
 
     @property
     def session_id(self) -> str:
@@ -64,20 +70,34 @@ def session_file(conn: sqlite3.Connection, session_path: str, session_id: str | 
     ).fetchone()
 
 
-def subagents(conn: sqlite3.Connection, session_path: str) -> list[Row]:
+def session_ids_at(conn: sqlite3.Connection, session_path: str) -> set[str | None]:
+    """The session ids of the session files catalogued at ``session_path``
+    (the live one, gone ones, versions kept aside)."""
+    return {sid for (sid,) in conn.execute(
+        "SELECT session_id FROM files WHERE kind = 'session' AND (path = ? OR (path > ? AND path < ?))",
+        (session_path, *archived_bounds(session_path)))}
+
+
+def subagents(conn: sqlite3.Connection, session_path: str, session_id: str | None = None) -> list[Row]:
     """The catalogued subagent transcripts of the session at ``session_path``:
-    those under its folder, and the ``agent-*.jsonl`` beside it naming it."""
+    those under its folder, and the ``agent-*.jsonl`` beside it naming it.
+    With ``session_id`` (the session file's own, from its lines), only those
+    of that session: a transcript whose lines name another session (the
+    folder's name when they name none) that has a file at this path is that
+    session's."""
     stem = session_stem(session_path)
     prefix = str(Path(session_path).parent / stem) + os.sep
-    rows = conn.execute("SELECT id, path, kind, gone FROM files WHERE kind = 'subagent' AND substr(path, 1, ?) = ? "
-                        "ORDER BY path", (len(prefix), prefix)).fetchall()
+    rows = conn.execute("SELECT f.id, f.path, f.kind, f.gone, coalesce(s.parent_session_id, ?) FROM files f "
+                        "LEFT JOIN sessions s ON s.file_id = f.id WHERE f.kind = 'subagent' AND substr(f.path, 1, ?) = ? "
+                        "ORDER BY f.path", (stem, len(prefix), prefix)).fetchall()
     beside = str(Path(session_path).parent) + os.sep
-    rows += [r for r in conn.execute(
+    rows += [(*r, stem) for r in conn.execute(
         "SELECT f.id, f.path, f.kind, f.gone FROM files f JOIN sessions s ON s.file_id = f.id "
         "WHERE f.kind = 'subagent' AND s.parent_session_id = ? AND substr(f.path, 1, ?) = ? ORDER BY f.path",
         (stem, len(beside), beside)).fetchall()
         if os.sep not in r[1][len(beside):] and session_path_of(r[1], stem) == session_path]
-    return rows
+    others = session_ids_at(conn, session_path) - {session_id} if session_id is not None else set()
+    return [r[:4] for r in rows if r[4] not in others]
 
 
 def unit_of(conn: sqlite3.Connection, file_id: int) -> Unit | None:
@@ -91,7 +111,10 @@ def unit_of(conn: sqlite3.Connection, file_id: int) -> Unit | None:
     fid, path, kind, gone, parent = row
     base = archived_from(path) or path
     if kind == "session":
-        return Unit(base, [(fid, path, kind, gone), *subagents(conn, base)], False)
+        (own,) = conn.execute("SELECT session_id FROM files WHERE id = ?", (fid,)).fetchone()
+        stem = session_stem(base)
+        owns = own is None or own == stem or stem not in session_ids_at(conn, base)
+        return Unit(base, [(fid, path, kind, gone), *subagents(conn, base, own)], False, owns)
     sp = session_path_of(path, parent)
     if sp is None:  # nothing names its session: the file alone, as a session of its own
         return Unit(base, [(fid, path, kind, gone), *subagents(conn, base)], True)

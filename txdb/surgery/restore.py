@@ -322,15 +322,18 @@ def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
     """The version of the file at ``file_id``'s path that restore gives
     back: of that file and its gone versions kept aside
     (``paths.archived_path``: another file appeared at its path), the
-    newest gone one whose records hold its session, else the newest gone
-    one; when none is gone, that file (restore refuses: it is in the way)."""
-    path, = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    newest gone one of the same session (another session's file put at its
+    path is not a version of it) whose records hold its session, else the
+    newest gone one; when none is gone, that file (restore refuses: it is in
+    the way)."""
+    path, session_id = conn.execute("SELECT path, session_id FROM files WHERE id = ?", (file_id,)).fetchone()
     base = archived_from(path) or path
     prefix = base + ARCHIVED_SUFFIX
     row = conn.execute(
         "SELECT f.id FROM files f WHERE f.gone = 1 AND (f.path = ? OR substr(f.path, 1, ?) = ?) "
-        "ORDER BY EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
-        "f.id DESC LIMIT 1", (base, len(prefix), prefix)).fetchone()
+        "ORDER BY f.session_id IS ? DESC, "
+        "EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
+        "f.id DESC LIMIT 1", (base, len(prefix), prefix, session_id)).fetchone()
     return row[0] if row else file_id
 
 
@@ -408,7 +411,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
     for sid, p, rel, sha, size, mode, mtime, gone, stored, held in conn.execute(
             "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid, "
             "length(b.data) FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
-            "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall():
+            "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall() if unit.owns_folder else ():
         if stored is not None:
             _figure(p, "size", size, held * ZLIB_MOST + 64, "its stored content inflates to")
         def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
@@ -859,7 +862,9 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     if len(pick) > 1:
         listing = ", ".join(sorted(pick)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(pick)} files ({listing}); pass a path")
-    return latest_gone(conn, bases[pick[0]][0][0])
+    # an id names that session before another session's file put at its path
+    rs = bases[pick[0]]
+    return latest_gone(conn, next((r for r in rs if (r[2] or "").startswith(ref)), rs[0])[0])
 
 
 def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:

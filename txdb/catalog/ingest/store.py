@@ -858,14 +858,17 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
             base = unit.session_path
             sid = unit.session_id
             stem = base[:-len(SESSION_SUFFIX)] if base.endswith(SESSION_SUFFIX) else base
-            # its gone transcripts, and every gone version of its session file kept aside
+            # its gone transcripts, and every gone version of its session file kept aside (of the same
+            # session: another session's file put at its path is pruned by its own name)
+            own = conn.execute("SELECT session_id FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
             mine = conn.execute(
                 "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE gone = 1 AND "
-                "(path = ? OR substr(path, 1, ?) = ? OR id IN (SELECT value FROM json_each(?)))",
-                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX,
+                "(((path = ? OR substr(path, 1, ?) = ?) AND (kind != 'session' OR ? OR session_id IS ?)) "
+                "OR id IN (SELECT value FROM json_each(?)))",
+                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX, unit.lone, own and own[0],
                  json.dumps([f[0] for f in unit.files]))).fetchall()
             side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
-                                (len(stem) + 1, stem + "/")).fetchall()
+                                (len(stem) + 1, stem + "/")).fetchall() if unit.owns_folder else []
             if not mine and not side:
                 # the same session gone at another path (a `restore --to` copy deleted since) is named by it
                 elsewhere = [p for (p,) in conn.execute(

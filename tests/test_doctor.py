@@ -738,3 +738,29 @@ def test_a_tool_results_file_older_than_its_session_file_is_due_by_its_own_mtime
     assert due[str(new)].lone and due[str(new)].deleted_in_days == pytest.approx(20, abs=0.01)
     out = run(*args, ok=True).output
     assert "(tool-results file without the session file, by its own mtime) at Claude Code's next start" in out, out
+
+
+def test_a_session_is_whole_only_with_every_file_of_its_folder(box, tmp_path):
+    """The cleanup deletes a session's folder with its session file: its
+    tool-results files no older than the session file, its persisted files
+    and subagents' .meta.json go too, so the entry counts them and is held
+    whole only when the catalog holds each at its size on disk."""
+    root, session, _agent, _named, _beside = _project(box, tmp_path)
+    folder = session.with_suffix("")
+    kept = {folder / "tool-results" / "toolu_new.txt": "a fresh tool result\n",
+            folder / "persisted" / "text" / "p1.txt": "a persisted text\n",
+            next(folder.glob("subagents/agent-*.jsonl")).with_suffix(".meta.json"): '{"agentType":"x"}'}
+    for p, text in kept.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        _age(p, 1)
+    _age(session, 40)
+    d = _due(box, root)[str(session)]
+    assert (d.files, d.tool_results, d.whole) == (2 + len(kept), 1, True), d
+    late = folder / "persisted" / "text" / "p2.txt"  # written after the refresh: the catalog lacks it
+    late.write_text("written since\n")
+    grown = folder / "tool-results" / "toolu_new.txt"
+    grown.write_text("a fresh tool result, longer now\n")
+    r = doctor.doctor(db.connect(box["db"]), box["cfg"], [root], box["cwd"], managed=box["managed"], now=NOW)
+    [d] = [d for d in r.due if d.path == str(session)]
+    assert (d.files, d.whole, sorted(d.not_whole)) == (3 + len(kept), False, sorted([str(late), str(grown)])), d

@@ -511,6 +511,22 @@ def _tool_results(side: list[FoundSidecar]) -> list[tuple[str, str, FoundSidecar
     return out
 
 
+def _folder_files(side: list[FoundSidecar], by_own: set[str]) -> dict[str, list[FoundSidecar]]:
+    """The files of each session's folder (tool results, persisted files,
+    subagents' .meta.json) by the path of its session file, but those in
+    ``by_own`` (tool-results files the cleanup judges by their own mtime):
+    the cleanup deletes the folder with its session file."""
+    out: dict[str, list[FoundSidecar]] = {}
+    for s in side:
+        folder = _project_folder(s)
+        if folder is None or s.path in by_own:
+            continue
+        rel = Path(s.path).relative_to(folder).parts
+        if len(rel) > 1:
+            out.setdefault(str(folder / (rel[0] + SESSION_SUFFIX)), []).append(s)
+    return out
+
+
 def _project_folder(f: Found | FoundSidecar) -> Path | None:
     """The project folder of a transcript found under its root (the root's
     first level); None for a file in the root itself, which Claude Code's
@@ -604,10 +620,13 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
     # (or without one) by its own.
     groups: dict[tuple[str, int], tuple[str, bool, list[Found | FoundSidecar]]] = {}
     on_disk = {f.path for f in found if f.kind == "session"}
+    by_own = _tool_results(side)
+    folder_files = _folder_files(side, {s.path for _h, _s, s in by_own})
     members: list[tuple[str, str, bool, list[Found | FoundSidecar]]] = [
-        (f.path, Path(f.path).stem, False, [f, *with_session.get(f.path, [])]) for f in found if f.kind == "session"]
-    members += [(home, sid, True, [*files]) for home, (sid, files) in lone.items()]
-    members += [(home, sid, home not in on_disk, [s]) for home, sid, s in _tool_results(side)]
+        (f.path, Path(f.path).stem, False, [f, *with_session.get(f.path, []), *folder_files.get(f.path, [])])
+        for f in found if f.kind == "session"]
+    members += [(home, sid, True, [*files, *folder_files.get(home, [])]) for home, (sid, files) in lone.items()]
+    members += [(home, sid, home not in on_disk, [s]) for home, sid, s in by_own]
     kept: dict[str, bool] = {}  # a transcript beside the sessions that Claude Code keeps (sweep_kept)
     for home, sid, is_lone, files in members if deletes else []:
         for g in files:
@@ -627,7 +646,8 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
                               path=shown_path(f.path), mtime=_iso(t / 1e9),
                               deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
                               files=len(group), whole=not missing, not_whole=missing, lone=is_lone,
-                              tool_results=sum(isinstance(g, FoundSidecar) for g in group)))
+                              tool_results=sum(isinstance(g, FoundSidecar) and g.rel.startswith(TOOL_RESULTS + "/")
+                                               for g in group)))
     due.sort(key=lambda d: d.deleted_in_days)
     prices = (cost.price_source(conn) if conn is not None
               else {"library": cost.LIBRARY, "version": cost.installed_version(), "data_date": None})

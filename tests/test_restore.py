@@ -893,3 +893,23 @@ def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(arc
     run("prune", other.stem, ok=True)
     run("restore", SID, ok=True)
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_every_file_of_a_session_folder_comes_back(archive, tmp_path):
+    """Claude Code's cleanup deletes a session's whole folder: its own files
+    beside subagents/ (resume-head.jsonl, workflows/, remote-agents/) are
+    archived with the session, held whole by doctor's count, and given back."""
+    projects, _ = archive
+    sdir = projects / SUBAGENT_DEMO / SID
+    sessions = len(json.loads(run("sessions", "--json", "--subagents", ok=True).output))
+    for rel, body in {"resume-head.jsonl": b'{"type":"x"}\n', "workflows/w1.json": b'{"steps":[1]}',
+                      "remote-agents/agent-r1.jsonl": b'{"type":"user"}\n', "notes.md": b"# notes\n"}.items():
+        (sdir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sdir / rel).write_bytes(body)
+    run("refresh", ok=True)
+    before = tree(projects / SUBAGENT_DEMO)
+    assert len(json.loads(run("sessions", "--json", "--subagents", ok=True).output)) == sessions  # no transcript
+    _sweep(projects)
+    run("refresh", ok=True)
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before

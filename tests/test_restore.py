@@ -913,3 +913,20 @@ def test_every_file_of_a_session_folder_comes_back(archive, tmp_path):
     run("refresh", ok=True)
     run("restore", SID, ok=True)
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_restore_where_over_two_sessions_gone_from_one_path_gives_back_one_and_names_the_other(archive, tmp_path):
+    """Two sessions' files went from one path: `restore --where` over both
+    writes one there and says the other goes back with --to, exit 1; the
+    dry run says the same."""
+    projects, _ = archive
+    session, other = _stranger(projects)
+    session.unlink()
+    run("refresh", ok=True)
+    where = f"session_id in ('{SID}', '{other.stem}') and file_id in (select file_id from gone_sessions)"
+    for dry in (("--dry-run",), ()):
+        r = run("restore", "--where", where, *dry)
+        assert r.exit_code == 1, r.output
+        assert r.output.count(f"{session} (") == 1, r.output
+        assert "is where this restore gives back session" in r.output and "--to DIR" in r.output, r.output
+    assert session.exists()

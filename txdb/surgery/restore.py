@@ -682,6 +682,23 @@ def _holds(p: Path, it: Item) -> bool:
         return False
 
 
+def one_plan_per_target(plans: list[Plan]) -> tuple[list[Plan], list[str]]:
+    """The plans that write no file another plan before them writes (two
+    sessions' files went from one path: one of them can stand there), and
+    why each other one is left out."""
+    claimed: dict[Path, str] = {}
+    kept, left = [], []
+    for plan in plans:
+        clash = next((it.path for it in plan.todo if it.path in claimed), None)
+        if clash is not None:
+            left.append(f"{plan.session_id}: {clash} is where this restore gives back session {claimed[clash]}; "
+                        f"give {plan.session_id} back elsewhere with --to DIR")
+            continue
+        claimed.update((it.path, plan.session_id) for it in plan.todo)
+        kept.append(plan)
+    return kept, left
+
+
 def restore(plans: list[Plan], each: bool = False) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
     failure takes back what this call wrote and the folders it made

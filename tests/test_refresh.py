@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -323,6 +324,38 @@ def test_shrunk_file_in_place_is_reingested(conn, tmp_path):
     s = refresh(conn, [root])
     assert s.rewritten == 1
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 5
+
+
+def test_an_edit_in_place_of_the_same_size_is_read_again_and_restored_as_it_is(conn, tmp_path):
+    """An editor that saves in place (same inode, same size, the first 4 KiB
+    and the last bytes unchanged) changed a line in the middle: refresh reads
+    the file again, so its rows, its sha256 and what restore gives back are
+    the bytes it now holds."""
+    root = tmp_path / "projects"
+    objs = conversation(40)
+    path = write(root / "-p" / "s.jsonl", objs)
+    refresh(conn, [root])
+    data = path.read_bytes()
+    mid = len(data) // 2
+    word = objs[len(objs) // 2]["uuid"].encode()
+    at = data.index(word, mid - 4096)
+    edited = data[:at] + b"X" * len(word) + data[at + len(word):]
+    assert len(edited) == len(data) and edited[:4096] == data[:4096] and edited[-300:] == data[-300:]
+    with open(path, "r+b") as fh:  # the same inode
+        fh.write(edited)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    s = refresh(conn, [root])
+    assert s.rewritten == 1
+    (sha,) = conn.execute("SELECT sha256 FROM files").fetchone()
+    assert sha == hashlib.sha256(edited).hexdigest()
+    assert conn.execute("SELECT count(*) FROM records WHERE uuid = ?", (word.decode(),)).fetchone() == (0,)
+    path.unlink()
+    refresh(conn, [root])
+    from txdb.surgery import restore
+
+    restore.restore([restore.plan_restore(conn, restore.choose(conn, str(path)))])
+    assert path.read_bytes() == edited
 
 
 def test_partial_last_line_waits_for_its_newline(conn, tmp_path):

@@ -834,30 +834,99 @@ def test_the_line_ending_guess_reads_no_further_than_the_cursor(archive, tmp_pat
     assert peak < 16_000_000, peak
 
 
-def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(archive, tmp_path):
-    """The stranger at a gone session's path goes in its turn. The session's
-    id gives back that session (its own bytes, its subagent transcript, its
-    folder's files), not the stranger; the path gives back the stranger, its
-    file alone; pruning either deletes only its own archive."""
-    projects, before = archive
-    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+def _stranger(projects: Path) -> tuple[Path, Path]:
+    """The demo session swept, then another session's file put at its path
+    (its lines name that session): (the path, the other session's file)."""
     _sweep(projects)
     run("refresh", ok=True)
     other = next(p for p in projects.rglob("*.jsonl") if p.parent.parent == projects and p.stem != SID)
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
     shutil.copyfile(other, session)
     run("refresh", ok=True)
+    return session, other
+
+
+def test_a_live_stranger_is_not_gone_and_its_id_reaches_no_other_sessions_archive(archive, tmp_path):
+    """The stranger stands at the gone session's path, live: pruning or
+    restoring it by its own id finds nothing gone (the gone session's
+    archive is not its), and the gone session still comes back whole."""
+    projects, before = archive
+    session, other = _stranger(projects)
+    new = "aaaaaaaa-1111-4222-8333-444444444444"  # a session of its own, found only at that path
+    session.write_bytes(other.read_bytes().replace(other.stem.encode(), new.encode()))
+    run("refresh", ok=True)
+    r = run("prune", new)
+    assert r.exit_code == 1 and "is not gone" in r.output, r.output
+    out = run("restore", new, "--to", tmp_path / "out", "--dry-run", ok=True).output
+    assert f"({session.stat().st_size:,} bytes, session)" in out and "1 session, 1 file:" in out, out
+    session.unlink()
+    run("refresh", ok=True)
+    run("prune", new, ok=True)  # gone now: its own archive only
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(archive, tmp_path):
+    """The stranger at a gone session's path goes in its turn. The session's
+    id gives back that session (its own bytes, its subagent transcript, its
+    folder's files), not the stranger; the stranger's id gives back its file
+    alone; the path, which held both, is refused naming both; pruning either
+    deletes only its own archive."""
+    projects, before = archive
+    session, other = _stranger(projects)
     session.unlink()
     run("refresh", ok=True)
 
+    for cmd in (("restore", session, "--dry-run"), ("prune", session, "--dry-run")):
+        r = run(*cmd)
+        assert r.exit_code == 1 and f"held the files of 2 sessions ({SID}, {other.stem})" in r.output \
+            or f"({other.stem}, {SID})" in r.output, r.output
     out = tmp_path / "out"
-    run("restore", str(session), "--to", out, ok=True)
+    run("restore", other.stem, "--to", out, ok=True)
     assert [p.name for p in out.rglob("*") if p.is_file()] == [session.name]
     assert (out / session.name).read_bytes() == other.read_bytes()
-    dry = json.loads(run("prune", str(session), "--dry-run", "--json", ok=True).output)
+    dry = json.loads(run("prune", other.stem, "--dry-run", "--json", ok=True).output)
     assert (dry["files"], dry["paths"]) == (1, [str(session)]), dry
     dry = json.loads(run("prune", SID, "--dry-run", "--json", ok=True).output)
     assert str(session) not in dry["paths"] and len(dry["paths"]) == 2, dry  # the session and its subagent
 
-    run("prune", str(session), ok=True)
+    run("prune", other.stem, ok=True)
     run("restore", SID, ok=True)
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_every_file_of_a_session_folder_comes_back(archive, tmp_path):
+    """Claude Code's cleanup deletes a session's whole folder: its own files
+    beside subagents/ (resume-head.jsonl, workflows/, remote-agents/) are
+    archived with the session, held whole by doctor's count, and given back."""
+    projects, _ = archive
+    sdir = projects / SUBAGENT_DEMO / SID
+    sessions = len(json.loads(run("sessions", "--json", "--subagents", ok=True).output))
+    for rel, body in {"resume-head.jsonl": b'{"type":"x"}\n', "workflows/w1.json": b'{"steps":[1]}',
+                      "remote-agents/agent-r1.jsonl": b'{"type":"user"}\n', "notes.md": b"# notes\n"}.items():
+        (sdir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sdir / rel).write_bytes(body)
+    run("refresh", ok=True)
+    before = tree(projects / SUBAGENT_DEMO)
+    assert len(json.loads(run("sessions", "--json", "--subagents", ok=True).output)) == sessions  # no transcript
+    _sweep(projects)
+    run("refresh", ok=True)
+    run("restore", SID, ok=True)
+    assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_restore_where_over_two_sessions_gone_from_one_path_gives_back_one_and_names_the_other(archive, tmp_path):
+    """Two sessions' files went from one path: `restore --where` over both
+    writes one there and says the other goes back with --to, exit 1; the
+    dry run says the same."""
+    projects, _ = archive
+    session, other = _stranger(projects)
+    session.unlink()
+    run("refresh", ok=True)
+    where = f"session_id in ('{SID}', '{other.stem}') and file_id in (select file_id from gone_sessions)"
+    for dry in (("--dry-run",), ()):
+        r = run("restore", "--where", where, *dry)
+        assert r.exit_code == 1, r.output
+        assert r.output.count(f"{session} (") == 1, r.output
+        assert "is where this restore gives back session" in r.output and "--to DIR" in r.output, r.output
+    assert session.exists()

@@ -139,3 +139,31 @@ def test_a_hostile_file_name_cannot_reach_the_reclaim_command(tmp_path):
     for r in rows:
         assert "'" not in r["reclaim"].split("--where", 1)[1].replace("''tool_result''", "").replace(
             "'tool_result'", "") and "$(" not in r["reclaim"]
+
+
+def test_a_txdb_folder_in_the_current_folder_is_never_imported_by_the_plans(catalog, tmp_path, monkeypatch):
+    """The plans run txdb in a process of their own: from a folder holding
+    a folder named txdb (a clone's parent, a hostile checkout), that folder
+    is not what runs."""
+    here = tmp_path / "here"
+    (here / "txdb" / "cli").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (here / "txdb" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (here / "txdb" / "cli" / "__init__.py").write_text("")
+    monkeypatch.chdir(here)
+    rows = json.loads(txdb("waste", "s-waste", "--plan", "--db", catalog, "--json", ok=True).output)
+    assert not marker.exists()
+    assert all("plan_error" not in r for r in rows), rows
+    assert any(r["plan_saves"] for r in rows)
+
+
+def test_a_failed_plan_is_named_under_the_table(catalog, tmp_path, monkeypatch):
+    """A plan that fails (here: its process finds a broken txdb first on
+    PYTHONPATH) leaves its row's plan_saves empty and says why."""
+    broken = tmp_path / "broken"
+    (broken / "txdb").mkdir(parents=True)
+    (broken / "txdb" / "__init__.py").write_text("raise SystemExit('Error: a broken install')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken))
+    out = txdb("waste", "s-waste", "--plan", "--db", catalog, "--table", ok=True).output
+    assert out.count("failed: Error: a broken install") == 4, out
+    assert "The plan of `txdb persist-tools --where" in out, out

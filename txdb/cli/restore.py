@@ -65,6 +65,9 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
             except RestoreError as e:
                 skipped.append(str(e))
                 failed += not isinstance(e, NothingMissing)
+        plans, clashes = restoremod.one_plan_per_target(plans)
+        skipped += clashes
+        failed += len(clashes)
         if not plans:
             raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
                                + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))

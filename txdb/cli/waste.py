@@ -7,7 +7,7 @@ import sys
 import click
 
 from txdb.cli.main import command, db_option, read_catalog
-from txdb.cli.output import echo, emit_rows, format_options, usd
+from txdb.cli.output import echo, emit_rows, format_options, terminal_safe, usd
 
 
 @command("waste")
@@ -64,6 +64,9 @@ def waste_cmd(db_path, session, by, limit, plan, fmt):
             "kind": ["kind", "items", "tokens", "usd"]}[by]
     emit_rows(shown, "table", cols, drop=["items", "tokens"], shrink={"session_id": 12, "project": 12})
     echo(f"Total: {usd(sum(r['usd'] or 0 for r in rows))} over {len(rows)} row{'s' if len(rows) != 1 else ''}.")
+    for r in rows:
+        if r.get("plan_error"):
+            echo(terminal_safe(f"The plan of `{r['reclaim']}` failed: {r['plan_error']}"))
 
 
 def _add_plans(rows: list[dict], db_path: str) -> None:
@@ -75,7 +78,8 @@ def _add_plans(rows: list[dict], db_path: str) -> None:
     from txdb.catalog import waste as lib
 
     for r in rows:
-        argv = [sys.executable, "-m", "txdb.cli", *lib.plan_argv(r["reclaim"], db_path)]
+        # -P: the current folder is not put on the path (a folder named txdb there would be imported)
+        argv = [sys.executable, "-P", "-m", "txdb.cli", *lib.plan_argv(r["reclaim"], db_path)]
         p = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         try:
             r["plan_saves"] = lib.plan_saving(json.loads(p.stdout)) if p.returncode == 0 else None

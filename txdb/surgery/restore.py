@@ -321,19 +321,19 @@ def _inside(rel: str) -> str:
 def latest_gone(conn: sqlite3.Connection, file_id: int) -> int:
     """The version of the file at ``file_id``'s path that restore gives
     back: of that file and its gone versions kept aside
-    (``paths.archived_path``: another file appeared at its path), the
-    newest gone one of the same session (another session's file put at its
-    path is not a version of it) whose records hold its session, else the
-    newest gone one; when none is gone, that file (restore refuses: it is in
-    the way)."""
+    (``paths.archived_path``: another file appeared at its path) of the
+    same session (another session's file put at its path is not a version
+    of it), the one gone last whose records hold its session, else the one
+    gone last; when none is gone, that file (restore refuses: it is in the
+    way; prune: it is not gone)."""
     path, session_id = conn.execute("SELECT path, session_id FROM files WHERE id = ?", (file_id,)).fetchone()
     base = archived_from(path) or path
     prefix = base + ARCHIVED_SUFFIX
     row = conn.execute(
         "SELECT f.id FROM files f WHERE f.gone = 1 AND (f.path = ? OR substr(f.path, 1, ?) = ?) "
-        "ORDER BY f.session_id IS ? DESC, "
-        "EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
-        "f.id DESC LIMIT 1", (base, len(prefix), prefix, session_id)).fetchone()
+        "AND f.session_id IS ? "
+        "ORDER BY EXISTS (SELECT 1 FROM records r WHERE r.file_id = f.id AND r.session_id = f.session_id) DESC, "
+        "f.gone_at DESC, f.id DESC LIMIT 1", (base, len(prefix), prefix, session_id)).fetchone()
     return row[0] if row else file_id
 
 
@@ -682,6 +682,23 @@ def _holds(p: Path, it: Item) -> bool:
         return False
 
 
+def one_plan_per_target(plans: list[Plan]) -> tuple[list[Plan], list[str]]:
+    """The plans that write no file another plan before them writes (two
+    sessions' files went from one path: one of them can stand there), and
+    why each other one is left out."""
+    claimed: dict[Path, str] = {}
+    kept, left = [], []
+    for plan in plans:
+        clash = next((it.path for it in plan.todo if it.path in claimed), None)
+        if clash is not None:
+            left.append(f"{plan.session_id}: {clash} is where this restore gives back session {claimed[clash]}; "
+                        f"give {plan.session_id} back elsewhere with --to DIR")
+            continue
+        claimed.update((it.path, plan.session_id) for it in plan.todo)
+        kept.append(plan)
+    return kept, left
+
+
 def restore(plans: list[Plan], each: bool = False) -> list[Path]:
     """Write the plans' files (those not already there), all or none: a
     failure takes back what this call wrote and the folders it made
@@ -812,6 +829,10 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     transcript's name its session. Several gone originals are ambiguous."""
     if catalog.is_bare_name(ref) or catalog.looks_like_path(ref):
         rows = _gone_at(conn, ref)
+        held = sorted({r[2] or "" for r in rows if r[3] == "session" and r[4]})
+        if len(held) > 1:  # another session's file was put at the path, and went too
+            raise AmbiguousSession(f"{ref!r} held the files of {len(held)} sessions ({', '.join(held[:5])}): "
+                                   "name the session by its id")
         if not rows:
             try:
                 got = catalog.resolve_session(conn, ref)
@@ -876,7 +897,7 @@ def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:
         return []
     return conn.execute(
         "SELECT id, path, session_id, kind, gone FROM files WHERE path = ? OR (path > ? AND path < ?) "
-        "ORDER BY gone DESC, id DESC", (p, *archived_bounds(p))).fetchall()
+        "ORDER BY gone DESC, gone_at DESC, id DESC", (p, *archived_bounds(p))).fetchall()
 
 
 def select_sessions(conn: sqlite3.Connection, db_path: str | Path, where: str) -> list[int]:

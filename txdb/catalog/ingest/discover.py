@@ -7,7 +7,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from txdb.model.paths import (META_SUFFIX, NOT_TEXT_PATH, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX,
+from txdb.model.paths import (META_SUFFIX, NOT_TEXT_PATH, SESSION_DIR, SESSION_SUFFIX, SIDECAR_DIRS, SKIP_DIRS, SUBAGENT_PREFIX,
     SUBAGENTS, is_text_path, shown_path, is_session_name, is_session_path, is_side_file, session_folder)
 from txdb.model.regular import NotRegularFile
 
@@ -78,12 +78,19 @@ def sidecar_place(rel: tuple[str, ...]) -> tuple[str | None, str, str] | None:
     """(project, session id, path inside the session folder) of a file at
     ``rel`` (its path's parts under a root) that is a session's sidecar:
     ``<project>/<sessionId>/tool-results/*``, ``.../persisted/**`` or
-    ``.../subagents/*.meta.json``; None for any other file."""
+    ``.../subagents/*.meta.json``, and any other file in a folder named as
+    a session (``<project>/<uuid>/...``: ``resume-head.jsonl``,
+    ``workflows/``, ``remote-agents/``, which Claude Code's cleanup deletes
+    with it) but its subagent transcripts; None for any other file."""
     for i in range(1, len(rel) - 1):
         if rel[i] in SIDECAR_DIRS or (rel[i] == SUBAGENTS and i == len(rel) - 2
                                        and rel[-1].endswith(META_SUFFIX)):
             project = rel[i - 2] if i >= 2 else None
             return project, rel[i - 1], "/".join(rel[i:])
+        if SESSION_DIR.fullmatch(rel[i]):
+            if rel[i + 1] == SUBAGENTS and i == len(rel) - 3 and rel[-1].endswith(SESSION_SUFFIX):
+                return None  # a subagent transcript
+            return rel[i - 1], rel[i], "/".join(rel[i + 1:])
     return None
 
 
@@ -116,8 +123,10 @@ def session_sidecars(root: str | Path, session_path: str | Path) -> list[FoundSi
 
 def _may_hold_sidecars(rel: tuple[str, ...]) -> bool:
     """Whether files of the folder at ``rel`` (under a root) can be sidecars:
-    the folder is in a sidecar folder, or is a ``subagents`` folder."""
-    return (len(rel) >= 2 and rel[-1] == SUBAGENTS) or any(p in SIDECAR_DIRS for p in rel[1:])
+    the folder is in a sidecar folder or a folder named as a session, or is
+    a ``subagents`` folder."""
+    return ((len(rel) >= 2 and rel[-1] == SUBAGENTS) or any(p in SIDECAR_DIRS for p in rel[1:])
+            or any(SESSION_DIR.fullmatch(p) for p in rel[1:]))
 
 
 @dataclass(slots=True)

@@ -464,6 +464,11 @@ def plan_file(conn: sqlite3.Connection, found: Found, existing: tuple | None) ->
         status = "grown" if st.st_size > 0 else "unchanged"
     if status == "unchanged":
         digest, state = FileHash(found.path, st.st_size).result()
+        (held,) = conn.execute("SELECT sha256 FROM files WHERE id = ?", (file_id,)).fetchone()
+        if held is not None and digest != held:
+            # the same size and the same ends, other bytes between (an edit saved in place): read it again,
+            # or its rows would stand for bytes the file no longer holds and neither version come back
+            return Plan(found, "new", None, archive=file_id) if gone else Plan(found, "rewritten", file_id)
         conn.execute("UPDATE files SET size = ?, mtime_ns = ?, sha256 = ?, sha_state = ?, gone = 0, gone_at = NULL, "
                      "mode = ? WHERE id = ?", (st.st_size, st.st_mtime_ns, digest, state, st.st_mode & 0o7777, file_id))
         return Plan(found, "unchanged", file_id)

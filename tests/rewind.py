@@ -8,7 +8,7 @@ are rebuilt at open). Data a migration rewrote is left as it is: the test
 sets the figures it needs. A new migration needs no edit here, unless it rebuilds a table (035, which
 moved the raw lines out of ``records``, and 038, which cut long texts and
 remade the full-text index, 039, which rebuilt an index, 040, which cut
-texts shorter, 042, whose triggers name its column, and 044, whose
+texts shorter, 042 and 046, whose triggers name their columns, and 044, whose
 partial index replaced a whole one, are undone by their own functions:
 ``UNDO``).
 """
@@ -175,6 +175,15 @@ def _undo_slimmer_catalog(conn: sqlite3.Connection) -> None:
         conn.execute(st)
 
 
+WASTE_PAID = "046_waste_paid"
+
+
+def _undo_waste_paid(conn: sqlite3.Connection) -> None:
+    """As before 046: no trigger keeping waste_found.paid_turns, no column."""
+    conn.execute("DROP TRIGGER usage_billed_waste")
+    conn.execute("ALTER TABLE waste_found DROP COLUMN paid_turns")
+
+
 UNDO = {COMPACT_ARCHIVE: _undo_compact_archive, TEXT_ONCE: _undo_text_once, TYPE_SUMS: _undo_type_sums,
         SMALLER_ARCHIVE: _undo_smaller_archive, KEPT_FOR_PAGES: _undo_kept_for_pages,
-        SLIMMER_CATALOG: _undo_slimmer_catalog}
+        SLIMMER_CATALOG: _undo_slimmer_catalog, WASTE_PAID: _undo_waste_paid}

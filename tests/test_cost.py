@@ -117,6 +117,24 @@ def test_an_unknown_model_is_unpriced_never_free(tmp_path):
                                           "resembles": None, "why": "not a model the price library knows"}]
 
 
+def test_a_range_of_unpriced_messages_only_is_unpriced_and_an_empty_one_free(tmp_path):
+    projects = tmp_path / "projects"
+    _write(projects, _msg(0, "qwen3:8b", "2026-01-05T10:00:00.000Z", 2_000, 400),
+           _msg(1, "claude-sonnet-4-5-20250929", "2026-01-07T10:00:00.000Z", 10, 100))
+    db_path = str(tmp_path / "c.db")
+    run("refresh", "--db", db_path, "--root", projects, ok=True)
+    for by in ("day", "session", "project", "model", "block"):
+        only = ("--by", by, "--since", "2026-01-05", "--until", "2026-01-05")
+        rep = json.loads(run("cost", "--db", db_path, "--json", *only, ok=True).output)
+        assert rep["total"]["cost_usd"] is None and rep["total"]["unpriced_messages"] == 1, by
+        assert "Total: unpriced over 1 API messages" in run("cost", "--db", db_path, "--table", *only, ok=True).output
+        none = ("--by", by, "--since", "2026-01-06", "--until", "2026-01-06")
+        rep = json.loads(run("cost", "--db", db_path, "--json", *none, ok=True).output)
+        assert rep["total"]["cost_usd"] == 0 and rep["total"]["api_messages"] == 0, by
+        out = run("cost", "--db", db_path, "--table", *none, ok=True).output
+        assert "Total: $0.00 over 0 API messages" in out and "unpriced" not in out, by
+
+
 def test_a_new_library_version_reprices_every_figure_without_a_reingest(priced):
     """Cost is computed from stored tokens: when the installed library is not
     the one the prices came from, the next open copies its prices again and

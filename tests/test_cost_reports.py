@@ -163,7 +163,7 @@ def test_one_session_and_today_as_a_status_line_asks(catalog):
     day = cost.report(conn)["rows"][-1]
     now = dt.datetime.fromisoformat(day["day"] + "T12:00:00+00:00")
     assert cost.today_cost(conn, now=now)["api_messages"] == day["api_messages"]
-    assert cost.today_cost(conn, now=now + dt.timedelta(days=400))["cost_usd"] is None
+    assert cost.today_cost(conn, now=now + dt.timedelta(days=400))["cost_usd"] == 0  # nothing today: $0, not unpriced
 
 
 def test_every_report_prints_a_table(catalog):
@@ -172,6 +172,19 @@ def test_every_report_prints_a_table(catalog):
         r = run("cost", "--db", db_path, "--by", by, "--table", "--breakdown")
         assert r.exit_code == 0 and "Total: $" in r.output, (by, r.output[-500:])
     assert Path(db_path).exists()
+
+
+def test_a_range_with_no_messages_costs_nothing_in_every_grouping(catalog):
+    """No API message in range: $0.00 and 0, never "unpriced" (nothing was)."""
+    db_path, *_ = catalog
+    for by in cost.GROUPS:
+        args = ("--by", by, "--since", "2099-11-01", "--until", "2099-11-30")
+        rep = _cost(db_path, *args)
+        assert rep["rows"] == [] and rep["unpriced_models"] == [], by
+        assert rep["total"]["cost_usd"] == 0 and rep["total"]["api_messages"] == 0, by
+        r = run("cost", "--db", db_path, "--table", *args)
+        assert r.exit_code == 0 and "Total: $0.00 over 0 API messages" in r.output, (by, r.output)
+        assert "unpriced" not in r.output, (by, r.output)
 
 
 def test_csv_keeps_a_rows_nested_figures_as_json(catalog):

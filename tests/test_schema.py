@@ -58,7 +58,7 @@ TABLES = {
     "sidecars": ["id", "path", "root", "project", "session_id", "rel", "sha256", "size", "mtime_ns", "gone",
                  "gone_at", "refreshed_at", "mode"],
     "type_sums": ["file_id", "session_id", "category", "items", "chars", "signature_chars", "tokens"],
-    "waste_found": ["file_id", "kind", "pos", "line", "item", "detail", "tokens", "resent_turns"],
+    "waste_found": ["file_id", "kind", "pos", "line", "item", "detail", "tokens", "resent_turns", "paid_turns"],
     "pruned_sessions": ["path", "session_id", "kind", "lines", "bytes", "pruned_at"],
     "restored_copies": ["path", "session_id", "source", "restored_at"],
     "surgeries": ["id", "at", "command", "arguments", "session_id", "file_id", "path", "backup_path",

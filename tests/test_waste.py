@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from conftest import run as txdb
-from sessions import assistant, attachment, user, write
+from sessions import append, assistant, attachment, user, write
 
 BIG = "x" * 40000  # ~10k tokens
 
@@ -167,3 +167,80 @@ def test_a_failed_plan_is_named_under_the_table(catalog, tmp_path, monkeypatch):
     out = txdb("waste", "s-waste", "--plan", "--db", catalog, "--table", ok=True).output
     assert out.count("failed: Error: a broken install") == 4, out
     assert "The plan of `txdb persist-tools --where" in out, out
+
+
+def _waste(db, *args):
+    return json.loads(txdb("waste", "--db", db, "--json", "--limit", "1000", *args, ok=True).output)
+
+
+def _by_kind(db):
+    return {r["kind"]: (r["items"] if r["kind"] == "cache_rebuild" else None, pytest.approx(r["usd"], abs=1e-6))
+            for r in _waste(db, "--by", "kind")}
+
+
+def _per_session(db):
+    out: dict = {}
+    for r in _waste(db):
+        out[r["session_id"]] = out.get(r["session_id"], 0) + r["usd"]
+    return out
+
+
+def test_a_fork_or_a_copy_adds_no_waste_dollars_for_the_turns_another_file_holds(tmp_path):
+    """An API message counts once, in the file that owns it (as cost counts
+    it): a fork and a copy of a session repeat its turns and paid for none,
+    so the waste in dollars per kind, project and in all is the session's
+    alone; the copy's own new turn is its own; and when the session's
+    archive is pruned, its turns and their waste pass to the copy."""
+    root = tmp_path / "projects"
+    _session(root)
+    db = tmp_path / "c.db"
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    kinds, total = _by_kind(db), sum(r["usd"] for r in _waste(db, "--by", "kind"))
+    assert kinds["cache_rebuild"][0] == 1 and total > 0
+    txdb("fork", "s-waste", "--fork-title", "lean copy", "--db", db, ok=True)
+    forks = [p for p in (root / "-app").glob("*.jsonl") if p.name != "s-waste.jsonl"]
+    assert len(forks) == 1
+    fork_id = forks[0].stem
+    copy = root / "-other" / "s-waste.jsonl"  # as restore --to lays a copy out: the same lines
+    copy.parent.mkdir()
+    copy.write_bytes((root / "-app" / "s-waste.jsonl").read_bytes())
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    assert _by_kind(db) == kinds
+    assert sum(r["usd"] for r in _waste(db, "--by", "project")) == pytest.approx(total, abs=1e-6)
+    sessions = _per_session(db)
+    assert sessions.get(fork_id, 0) == 0 and sessions["s-waste"] == pytest.approx(total, abs=1e-6)
+    costs = {r["session"]: r["cost_usd"] for r in json.loads(
+        txdb("cost", "--by", "session", "--db", db, "--json", ok=True).output)["rows"]}
+    assert costs.get(fork_id, 0) == 0  # cost counts it so too
+    conn = sqlite3.connect(db)
+    rebuilds = conn.execute("SELECT file_id FROM waste_items WHERE kind = 'cache_rebuild'").fetchall()
+    assert len(rebuilds) == 1  # listed once, in the file its turn counts in
+
+    # the fork's own turn, 10 minutes on: it re-sends the fork's items, and that turn is the fork's
+    last = [o for o in map(json.loads, forks[0].read_bytes().splitlines()) if o.get("type") == "assistant"][-1]
+    append(forks[0], assistant("and one more", last["uuid"], session=fork_id, msg_id="msg_fork1",
+                               timestamp="2026-11-01T10:40:00.000Z", requestId="req_fork1",
+                               model="claude-sonnet-4-5",
+                               usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 60000,
+                                      "cache_creation_input_tokens": 100}))
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    (read_p,) = conn.execute("SELECT cache_read_mtok FROM prices WHERE model = 'claude-sonnet-4-5' "
+                             "AND above_tokens = 0 ORDER BY valid_from DESC").fetchone()
+    own = conn.execute("SELECT w.kind, w.tokens, w.resent_turns, w.paid_turns, w.usd FROM waste_items w JOIN files f "
+                       "ON f.id = w.file_id WHERE f.path = ?", (str(forks[0]),)).fetchall()
+    assert own and all(paid == 1 and resent > paid for kind, _, resent, paid, _ in own if kind != "cache_rebuild")
+    fork_usd = sum(usd for *_, usd in own)
+    assert fork_usd == pytest.approx(sum(tok * read_p / 1e6 for kind, tok, *_ in own if kind != "cache_rebuild"),
+                                     rel=1e-4)
+    assert _per_session(db)["s-waste"] == pytest.approx(total, abs=1e-6)
+    assert sum(r["usd"] for r in _waste(db, "--by", "kind")) == pytest.approx(total + fork_usd, abs=1e-6)
+
+    # the session's file gone and its archive pruned: its turns (and their waste) are the copy's now
+    (root / "-app" / "s-waste.jsonl").unlink()
+    txdb("refresh", "--root", root, "--db", db, ok=True)
+    txdb("prune", "--all-gone", "--yes", "--db", db, ok=True)
+    rows = _waste(db, "--by", "project")
+    assert sum(r["usd"] for r in rows if r["project"] == "-other") == pytest.approx(total, abs=1e-6)
+    assert sum(r["usd"] for r in rows) == pytest.approx(total + fork_usd, abs=1e-6)
+    assert conn.execute("SELECT count(*) FROM waste_items WHERE kind = 'cache_rebuild'").fetchone() == (1,)
+    conn.close()

@@ -19,7 +19,7 @@ from txdb.catalog import db
 from txdb.catalog.ingest import waste_found
 from txdb.catalog.ingest.store import refresh
 
-COLS = "w.kind, w.pos, w.line, w.item, w.detail, w.tokens, w.resent_turns"
+COLS = "w.kind, w.pos, w.line, w.item, w.detail, w.tokens, w.resent_turns, w.paid_turns"
 
 # The items as the target views name them (the rules waste_items states).
 FROM_VIEWS = """
@@ -35,7 +35,7 @@ WHERE on_chain = 1 AND policy_keeps = 0 AND tokens > 0
 """
 TURNS = """
 SELECT c.file_id, c.pos, u.timestamp, coalesce(u.cache_creation_input_tokens, 0),
-       coalesce(u.cache_read_input_tokens, 0)
+       coalesce(u.cache_read_input_tokens, 0), u.billed
 FROM usage u JOIN chain c ON c.file_id = u.file_id AND c.offset = u.offset
 WHERE u.in_file = 1 ORDER BY c.file_id, c.pos
 """
@@ -43,21 +43,23 @@ WHERE u.in_file = 1 ORDER BY c.file_id, c.pos
 
 def _expected(conn: sqlite3.Connection) -> list[tuple]:
     turns: dict[int, list[tuple]] = {}
-    for fid, pos, ts, created, read in conn.execute(TURNS):
-        turns.setdefault(fid, []).append((pos, ts, created, read))
-    out = [(kind, fid, pos, line, item, detail, tokens, sum(1 for t in turns.get(fid, []) if t[0] > pos))
+    for fid, pos, ts, created, read, billed in conn.execute(TURNS):
+        turns.setdefault(fid, []).append((pos, ts, created, read, billed))
+    # paid: the turns whose API message counts in this file (usage.billed)
+    out = [(kind, fid, pos, line, item, detail, tokens, sum(1 for t in turns.get(fid, []) if t[0] > pos),
+            sum(t[4] for t in turns.get(fid, []) if t[0] > pos))
            for kind, fid, pos, line, item, detail, tokens in conn.execute(FROM_VIEWS)]
     for fid, ts in turns.items():  # a turn after more than 5 minutes idle that wrote the cache again
-        for (_, t0, _, _), (pos, t1, created, read) in zip(ts, ts[1:]):
+        for (_, t0, *_), (pos, t1, created, read, billed) in zip(ts, ts[1:]):
             idle = (datetime.fromisoformat(t1.replace("Z", "+00:00"))
                     - datetime.fromisoformat(t0.replace("Z", "+00:00"))).total_seconds() / 60
             if idle > 5 and created > read:
-                out.append(("cache_rebuild", fid, pos, None, t1, f"{idle:.0f} min idle", created, 1))
+                out.append(("cache_rebuild", fid, pos, None, t1, f"{idle:.0f} min idle", created, 1, billed))
     return sorted(out, key=repr)
 
 
 def _stored(conn: sqlite3.Connection) -> list[tuple]:
-    return sorted(conn.execute("SELECT kind, file_id, pos, line, item, detail, tokens, resent_turns "
+    return sorted(conn.execute("SELECT kind, file_id, pos, line, item, detail, tokens, resent_turns, paid_turns "
                                "FROM waste_found").fetchall(), key=repr)
 
 
@@ -159,20 +161,39 @@ def test_stored_waste_equals_the_target_views_and_a_fresh_build_after_every_chan
     _check(tmp_path, projects, "prune")
 
 
-def test_migration_finds_the_waste_of_a_catalog_refreshed_before_it(tmp_path):
-    """A catalog made before 043 gets the same rows, and the same priced
-    waste, from the migration's step."""
+@pytest.mark.parametrize("before", ["043_waste_found", "046_waste_paid"])
+def test_migration_finds_the_waste_of_a_catalog_refreshed_before_it(tmp_path, before):
+    """A catalog made before 043 (no waste_found) or before 046 (no
+    paid_turns) gets the same rows, and the same priced waste, from 046's
+    step; its trigger then keeps paid_turns as refresh does."""
+    projects = _projects(tmp_path / "projects")
     conn = db.connect(tmp_path / "c.db")
-    refresh(conn, [_projects(tmp_path / "projects")])
+    refresh(conn, [projects])
     stored = _stored(conn)
     priced = sorted(conn.execute("SELECT * FROM waste_items").fetchall(), key=repr)
-    assert stored and priced and len(priced) == len(stored)
-    conn.execute("DELETE FROM _txdb_migrations WHERE name = '043_waste_found'")
+    assert stored and priced and len(priced) <= len(stored)
+    conn.execute("DELETE FROM _txdb_migrations WHERE name IN ('043_waste_found', '046_waste_paid')")
+    conn.execute("DROP TRIGGER usage_billed_waste")
     conn.execute("DROP TABLE waste_found")
+    if before == "046_waste_paid":  # 043's table, with rows found before paid_turns
+        conn.execute("INSERT INTO _txdb_migrations VALUES ('043_waste_found', datetime('now'))")
+        conn.executescript(dict(db.migrations())["043_waste_found"])
+        conn.execute("INSERT INTO waste_found VALUES ((SELECT min(id) FROM files), 'stale', 0, 0, 0, 0, 0, 0)")
     conn.close()
     conn = db.connect(tmp_path / "c.db")
     assert _stored(conn) == stored
     assert sorted(conn.execute("SELECT * FROM waste_items").fetchall(), key=repr) == priced
+    # a copy of a session refreshed after: the trigger moves its turns as a fresh catalog's does
+    (path,) = conn.execute("SELECT f.path FROM waste_found w JOIN files f ON f.id = w.file_id "
+                           "WHERE f.kind = 'session' GROUP BY w.file_id ORDER BY count(*) DESC LIMIT 1").fetchone()
+    copy = projects / "-aaa-first" / Path(path).name  # sorts first: it owns the repeated messages
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)
+    refresh(conn, [projects])
+    assert _stored(conn) == _expected(conn) == _found_again(conn)
+    paid = dict(conn.execute("SELECT f.path, sum(w.paid_turns) FROM waste_found w JOIN files f ON f.id = w.file_id "
+                             "WHERE f.path IN (?, ?) GROUP BY 1", (path, str(copy))).fetchall())
+    assert paid[path] == 0 and paid[str(copy)] > 0
     conn.close()
 
 

@@ -15,7 +15,15 @@
 -- usd prices each item at the session's model's prices (cache reads, and
 -- the 5-minute write premium for rebuilds; prices as billed_cost has them,
 -- the newest period). resent_turns counts the API turns of the active
--- chain after the item (each API message once: its last line's position).
+-- chain after the item (each API message once: its last line's position);
+-- paid_turns those of them whose API message counts in this file, by the
+-- rule cost counts each message once by (billed_usage: a message id +
+-- request id is one API call whichever file repeats it). usd is priced by
+-- paid_turns, so a fork, a resumed copy or a restore --to copy adds no
+-- dollars for the turns another file holds (its items stay, at $0 until its
+-- own turns re-send them), and a rebuild is listed only in the file its
+-- turn counts in: waste and txdb waste, per session, project or kind, sum
+-- each API turn's waste once.
 -- reclaim is the command that removes the item from what later turns send;
 -- its plan (the command without --apply) gives the saving per request.
 -- The items are found at refresh, per file (waste_found, migration 043:
@@ -32,10 +40,10 @@ WITH session_price AS (
     JOIN files f ON f.id = s.file_id
 )
 SELECT w.kind, w.file_id, sp.session_id, sp.project, sp.title, w.pos, w.line, w.item, w.detail, w.tokens,
-       w.resent_turns,
+       w.resent_turns, w.paid_turns,
        CASE w.kind
            WHEN 'cache_rebuild' THEN round(w.tokens * sp.rebuild_mtok / 1e6, 6)
-           ELSE round(w.tokens * w.resent_turns * sp.read_mtok / 1e6, 6)
+           ELSE round(w.tokens * w.paid_turns * sp.read_mtok / 1e6, 6)
        END AS usd,
        -- by file_id, a number: a session id comes from a file's name and could quote its way out
        CASE w.kind
@@ -47,4 +55,5 @@ SELECT w.kind, w.file_id, sp.session_id, sp.project, sp.title, w.pos, w.line, w.
            ELSE 'txdb strip-attachments --where "file_id = ' || w.file_id || ' and policy_keeps = 0"'
        END AS reclaim
 FROM waste_found w
-JOIN session_price sp ON sp.file_id = w.file_id;
+JOIN session_price sp ON sp.file_id = w.file_id
+WHERE w.kind <> 'cache_rebuild' OR w.paid_turns > 0;

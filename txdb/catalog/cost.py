@@ -323,9 +323,12 @@ def _finish(row: dict) -> dict:
 
 
 def _total(rows: list[dict]) -> dict:
+    """The rows summed; its cost is None (unpriced) only when some message
+    went unpriced and none was priced: no message at all costs 0."""
     total = {k: sum(r.get(k) or 0 for r in rows) for k in _FIGURES}
     costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
-    return {**total, "cost_usd": round(sum(costs), 6) if costs else None}
+    cost = round(sum(costs), 6) if costs else (None if total["unpriced_messages"] else 0.0)
+    return {**total, "cost_usd": cost}
 
 
 def report(conn: sqlite3.Connection, by: str = "day", since: _dt.date | None = None,

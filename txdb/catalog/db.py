@@ -167,10 +167,10 @@ def _smaller_archive(conn: sqlite3.Connection) -> None:
     repack(conn)
 
 
-def _waste_found(conn: sqlite3.Connection) -> None:
+def _waste_paid(conn: sqlite3.Connection) -> None:
     from txdb.catalog.ingest import waste_found
 
-    waste_found.store_all(conn)
+    waste_found.migrate(conn)
 
 
 def _kept_for_pages(conn: sqlite3.Connection) -> None:
@@ -183,10 +183,12 @@ def _kept_for_pages(conn: sqlite3.Connection) -> None:
 # transaction: 035 compresses the raw lines it took out of records; 039
 # sums the files already catalogued; 040 packs raw lines in larger chunks;
 # 042 ranks their API messages (its other column is filled once the views
-# are back: AFTER_VIEWS); 043 finds their waste.
+# are back: AFTER_VIEWS); 046 finds their waste (043 made its table, whose
+# rows its step found before 046's column; 046 finds them all again, so a
+# catalog older than 043 gets them once, from 046).
 PYTHON_STEPS = {"035_compact_archive": _compact_archive, "039_type_sums": _type_sums,
                 "040_smaller_archive": _smaller_archive, "042_kept_for_pages": _kept_for_pages,
-                "043_waste_found": _waste_found}
+                "046_waste_paid": _waste_paid}
 
 
 def _long_context(conn: sqlite3.Connection) -> None:

@@ -6,7 +6,13 @@ corpus).
 
 What is stored depends only on the file's own rows (its blocks, chain,
 attachments and usage), never on prices: the views price each row when
-read. Refresh stores a file's rows at the end of its transaction, after its
+read. One column also follows the other files: ``paid_turns``, the turns
+after an item whose API message counts in this file (``usage.billed``, the
+rule cost counts each message once by: a fork, a resumed copy or a
+restored copy repeats another file's messages, and pays for none of them).
+It is found with the rest, then kept by the trigger ``TRIGGER`` whenever
+a row's ``billed`` changes (another file's refresh, a prune, a move).
+Refresh stores a file's rows at the end of its transaction, after its
 chain, as it does ``type_sums``; a deleted file's rows go with its other
 rows (``store._delete_file_rows``). A change to the rules below must find
 every file's waste again (``store_all``, or a rules bump that rereads them:
@@ -25,7 +31,8 @@ FOUND_SELECT = """
 WITH turns AS (
     SELECT c.file_id, c.pos, u.timestamp,
            coalesce(u.cache_creation_input_tokens, 0) AS cache_created,
-           coalesce(u.cache_read_input_tokens, 0) AS cache_read
+           coalesce(u.cache_read_input_tokens, 0) AS cache_read,
+           u.billed AS paid  -- its API message counts in this file (billed_usage)
     FROM usage u  -- usage first: it has no index by offset to be looked up from the chain
     CROSS JOIN chain c ON c.file_id = u.file_id AND c.offset = u.offset
     WHERE u.file_id = ?1 AND u.in_file = 1
@@ -78,25 +85,44 @@ items AS (
               ELSE 0
           END = 0
 )
-SELECT file_id, kind, pos, line, item, detail, tokens, resent_turns
+SELECT file_id, kind, pos, line, item, detail, tokens, resent_turns, paid_turns
 FROM (
     -- the turns after each item: items and turns in one list, latest first
     -- (an item before a turn at its own position), turns counted as they come
-    SELECT e.*, sum(e.turn) OVER (ORDER BY e.pos DESC, e.turn ROWS UNBOUNDED PRECEDING) AS resent_turns
-    FROM (SELECT i.*, 0 AS turn FROM items i
+    SELECT e.*, sum(e.turn) OVER later AS resent_turns, sum(e.paid) OVER later AS paid_turns
+    FROM (SELECT i.*, 0 AS turn, 0 AS paid FROM items i
           UNION ALL
-          SELECT t.file_id, NULL, t.pos, NULL, NULL, NULL, NULL, 1 FROM turns t) e
+          SELECT NULL, t.file_id, t.pos, NULL, NULL, NULL, NULL, 1, t.paid FROM turns t) e
+    WINDOW later AS (ORDER BY e.pos DESC, e.turn ROWS UNBOUNDED PRECEDING)
 )
 WHERE turn = 0
 UNION ALL
 SELECT t.file_id, 'cache_rebuild', t.pos, NULL, t.timestamp,
-       printf('%.0f min idle', (julianday(t.timestamp) - julianday(t.prev_at)) * 1440), t.cache_created, 1
+       printf('%.0f min idle', (julianday(t.timestamp) - julianday(t.prev_at)) * 1440), t.cache_created, 1,
+       t.paid
 FROM (SELECT t.*, lag(t.timestamp) OVER (ORDER BY t.pos) AS prev_at FROM turns t) t
 WHERE t.prev_at IS NOT NULL AND julianday(t.timestamp) - julianday(t.prev_at) > 5.0 / 1440
   AND t.cache_created > t.cache_read
 """
-FOUND_SQL = ("INSERT INTO waste_found (file_id, kind, pos, line, item, detail, tokens, resent_turns)"
+FOUND_SQL = ("INSERT INTO waste_found (file_id, kind, pos, line, item, detail, tokens, resent_turns, paid_turns)"
              + FOUND_SELECT)
+
+# paid_turns kept when an API turn's message moves to or from its file (a
+# usage row's billed changes: billed.RANK, at another file's refresh or by
+# migration 042's triggers): the items before the turn gain or lose it, a
+# rebuild at the turn is paid or not. A turn is a usage row of the last line
+# of its message on the chain, as FOUND_SELECT has it.
+TRIGGER = """
+CREATE TRIGGER usage_billed_waste AFTER UPDATE OF billed ON usage
+WHEN old.billed IS NOT new.billed AND new.in_file = 1 BEGIN
+UPDATE waste_found SET paid_turns = paid_turns + CASE WHEN new.billed THEN 1 ELSE -1 END
+WHERE file_id = new.file_id
+  AND CASE WHEN kind = 'cache_rebuild'
+           THEN pos = (SELECT c.pos FROM chain c WHERE c.file_id = new.file_id AND c.offset = new.offset)
+           ELSE pos < (SELECT c.pos FROM chain c WHERE c.file_id = new.file_id AND c.offset = new.offset)
+      END;
+END
+"""
 
 
 def store(conn: sqlite3.Connection, file_id: int) -> None:
@@ -106,6 +132,14 @@ def store(conn: sqlite3.Connection, file_id: int) -> None:
 
 
 def store_all(conn: sqlite3.Connection) -> None:
-    """Every file's waste (migration 043, over a catalog refreshed before it)."""
+    """Every file's waste (over a catalog refreshed before the table had
+    every column: migration 046)."""
     for (file_id,) in conn.execute("SELECT id FROM files").fetchall():
         store(conn, file_id)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Migration 046's step, after its column: every file's waste, then the
+    trigger that keeps paid_turns."""
+    store_all(conn)
+    conn.execute(TRIGGER)

@@ -707,12 +707,7 @@ def test_a_stranger_at_a_gone_sessions_path_does_not_take_its_gone_subagents(arc
     subagent transcripts in ``<id>/subagents/`` name the gone session (their
     lines), so `sessions --gone` lists them with it, not with the stranger."""
     projects, _ = archive
-    _sweep(projects)
-    run("refresh", ok=True)
-    other = next(p for p in projects.rglob("*.jsonl") if p.parent.parent == projects and p.stem != SID)
-    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
-    shutil.copyfile(other, session)
-    run("refresh", ok=True)
+    _stranger(projects)
     listed = json.loads(run("sessions", "--gone", "--json", ok=True).output)
     assert [(r["session_id"], r["subagents_gone"]) for r in listed] == [(SID, 1)], listed
     from txdb.catalog import units

@@ -691,14 +691,17 @@ def test_restore_prints_each_path_on_its_own_line_control_characters_escaped(arc
     projects, _ = archive
     odd = projects / SUBAGENT_DEMO / SID / "tool-results" / "a\nwrote evil\r\tb\x1b[2J.txt"
     odd.write_bytes(b"odd\n")
+    backwards = projects / SUBAGENT_DEMO / SID / "tool-results" / "\u202etxt.exe"  # reads "exe.txt"
+    backwards.write_bytes(b"rlo\n")
     run("refresh", ok=True)
     _sweep(projects)
     run("refresh", ok=True)
     out = run("restore", SID, ok=True).output
     lines = out.splitlines()
-    assert len(lines) == 8, out  # 7 files, the summary
+    assert len(lines) == 9, out  # 8 files, the summary
     assert all(re.match(r"wrote |1 session, ", line) for line in lines), out
     assert "a\\x0awrote evil\\x0d\\x09b\\x1b[2J.txt" in out, out
+    assert "\\u202etxt.exe" in out and "\u202e" not in out, out
     assert odd.read_bytes() == b"odd\n"
 
 

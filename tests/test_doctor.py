@@ -764,3 +764,17 @@ def test_a_session_is_whole_only_with_every_file_of_its_folder(box, tmp_path):
     r = doctor.doctor(db.connect(box["db"]), box["cfg"], [root], box["cwd"], managed=box["managed"], now=NOW)
     [d] = [d for d in r.due if d.path == str(session)]
     assert (d.files, d.whole, sorted(d.not_whole)) == (3 + len(kept), False, sorted([str(late), str(grown)])), d
+
+
+def test_a_file_of_the_folder_whose_name_refresh_cannot_read_makes_the_entry_not_whole(box, tmp_path):
+    """A name that is not UTF-8 is never catalogued, and the cleanup deletes
+    it with the folder: the session's entry counts it, not held."""
+    root, session, _agent, _named, _beside = _project(box, tmp_path)
+    folder = session.with_suffix("")
+    odd = os.path.join(os.fsencode(folder), b"bad\xffname.txt")
+    with open(odd, "wb") as fh:
+        fh.write(b"x\n")
+    _age(session, 40)
+    d = _due(box, root)[str(session)]
+    assert not d.whole and d.files == 3, d
+    assert d.not_whole == [os.path.join(str(folder), "bad\\xffname.txt")], d.not_whole

@@ -691,14 +691,17 @@ def test_restore_prints_each_path_on_its_own_line_control_characters_escaped(arc
     projects, _ = archive
     odd = projects / SUBAGENT_DEMO / SID / "tool-results" / "a\nwrote evil\r\tb\x1b[2J.txt"
     odd.write_bytes(b"odd\n")
+    backwards = projects / SUBAGENT_DEMO / SID / "tool-results" / "\u202etxt.exe"  # reads "exe.txt"
+    backwards.write_bytes(b"rlo\n")
     run("refresh", ok=True)
     _sweep(projects)
     run("refresh", ok=True)
     out = run("restore", SID, ok=True).output
     lines = out.splitlines()
-    assert len(lines) == 8, out  # 7 files, the summary
+    assert len(lines) == 9, out  # 8 files, the summary
     assert all(re.match(r"wrote |1 session, ", line) for line in lines), out
     assert "a\\x0awrote evil\\x0d\\x09b\\x1b[2J.txt" in out, out
+    assert "\\u202etxt.exe" in out and "\u202e" not in out, out
     assert odd.read_bytes() == b"odd\n"
 
 
@@ -925,3 +928,22 @@ def test_restore_where_over_two_sessions_gone_from_one_path_gives_back_one_and_n
         assert r.output.count(f"{session} (") == 1, r.output
         assert "is where this restore gives back session" in r.output and "--to DIR" in r.output, r.output
     assert session.exists()
+
+
+def test_a_live_sessions_changed_file_is_left_alone_while_its_missing_ones_come_back(archive, tmp_path):
+    """Beside a live session, restore writes only what is missing: a file of
+    its folder changed since refresh saw it is the live one, left as it is,
+    not another file in the way."""
+    projects, _ = archive
+    sdir = projects / SUBAGENT_DEMO / SID
+    (sdir / "resume-head.jsonl").write_bytes(b'{"a":1}\n')
+    run("refresh", ok=True)
+    gone = sdir / "persisted" / "thinking" / "u1.txt"
+    kept = gone.read_bytes()
+    with open(sdir / "resume-head.jsonl", "ab") as fh:
+        fh.write(b'{"a":2}\n')
+    gone.unlink()
+    out = run("restore", SID, ok=True).output
+    assert gone.read_bytes() == kept
+    assert (sdir / "resume-head.jsonl").read_bytes() == b'{"a":1}\n{"a":2}\n'
+    assert f"wrote {gone} (" in out and f"already there {sdir / 'resume-head.jsonl'} (" in out, out

@@ -43,7 +43,7 @@ from txdb.catalog.history import counts as history_counts
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
 from txdb.catalog.ingest.discover import Found, FoundSidecar, Unreadable, discover
-from txdb.model.paths import OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
+from txdb.model.paths import NOT_TEXT_PATH, OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
 DEFAULT_DAYS = 30
@@ -642,10 +642,17 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         f = group[0]  # the session file when it goes with these, else the first of them
         missing = [shown_path(g.path) for g in group if not (_sidecar_whole(conn, g) if isinstance(g, FoundSidecar)
                                                               else _whole(conn, g, hash_if_touched=True))]
+        extra: list[str] = []
+        if isinstance(f, Found) and f.kind == "session":  # its folder goes with it, names refresh cannot read too
+            inside = shown_path(str(Path(f.path).with_suffix(""))) + os.sep
+            extra = [u.path for u in unreadable
+                     if u.path.startswith(inside) and u.error == NOT_TEXT_PATH and u.path not in missing]
+            missing += extra
         due.append(DueSession(session_id=shown_path(sid), project=None if f.project is None else shown_path(f.project),
                               path=shown_path(f.path), mtime=_iso(t / 1e9),
                               deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
-                              files=len(group), whole=not missing, not_whole=missing, lone=is_lone,
+                              files=len(group) + len(extra),
+                              whole=not missing, not_whole=missing, lone=is_lone,
                               tool_results=sum(isinstance(g, FoundSidecar) and g.rel.startswith(TOOL_RESULTS + "/")
                                                for g in group)))
     due.sort(key=lambda d: d.deleted_in_days)

@@ -12,16 +12,20 @@ import click
 
 
 # Control characters: every C0 (newline, carriage return and tab too), DEL,
-# and C1 (0x9b alone starts a sequence on some terminals). Shown as \xNN.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# and C1 (0x9b alone starts a sequence on some terminals), shown as \xNN; and
+# the bidirectional controls (a right-to-left override makes a name read
+# backwards), shown as \uNNNN.
+_BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
 # The same but newline and tab: what text of several lines keeps.
-_CONTROL_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
 
 
 def _escape(pattern: re.Pattern, text):
     if not isinstance(text, str) or not pattern.search(text):
         return text
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                       text)
 
 
 def terminal_safe(text: str) -> str:

@@ -412,6 +412,11 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
             "SELECT sc.id, sc.path, sc.rel, sc.sha256, sc.size, sc.mode, sc.mtime_ns, sc.gone, b.rowid, "
             "length(b.data) FROM sidecars sc LEFT JOIN blobs b ON b.sha256 = sc.sha256 WHERE substr(sc.path, 1, ?) = ? "
             "ORDER BY sc.rel", (len(str(sdir)) + 1, str(sdir) + os.sep)).fetchall() if unit.owns_folder else ():
+        at = target(f"{sdir.name}/{rel}")
+        if to is None and not gone and _regular(at):
+            # a live file of the folder, changed or not since refresh saw it: not this restore's to write
+            plan.items.append(Item(at, p, "sidecar", size, sha, lambda: iter(()), sid, mode, mtime, False, True))
+            continue
         if stored is not None:
             _figure(p, "size", size, held * ZLIB_MOST + 64, "its stored content inflates to")
         def chunks(b=stored, n=size, p=p) -> Iterator[bytes]:
@@ -426,7 +431,7 @@ def plan_restore(conn: sqlite3.Connection, file_id: int, to: str | Path | None =
         if not ok:
             broken.append(why)
             continue
-        plan.items.append(Item(target(f"{sdir.name}/{rel}"), p, "sidecar", size, sha, chunks, sid, mode,
+        plan.items.append(Item(at, p, "sidecar", size, sha, chunks, sid, mode,
                                mtime, bool(gone), mismatch=f"cannot give back whole: {why}; nothing was written"))
     if broken:
         raise RestoreError("cannot give back whole: " + "; ".join(broken) + "; nothing was written")

@@ -212,6 +212,34 @@ def test_prune_forgets_vanished_sidecars_and_their_contents(archive, tmp_path):
     assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1
 
 
+def test_a_subagent_transcript_named_to_prune_or_restore_says_it_was_taken_as_its_session(archive, tmp_path):
+    """A live subagent transcript's path (or name) whose session file is
+    gone stands for that session: prune and restore say so, in text and
+    JSON; a name of the session itself adds no note."""
+    projects, _ = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    session.unlink()
+    run("refresh", ok=True)
+    (agent,) = (projects / SUBAGENT_DEMO / SID / "subagents").glob("*.jsonl")
+    for ref in (str(agent), agent.stem):
+        out = run("prune", ref, "--dry-run", ok=True).output
+        assert f"{ref} was taken as session {SID} ({session})" in out, out
+        got = json.loads(run("prune", ref, "--dry-run", "--json", ok=True).output)
+        assert got["taken_as"] == [{"named": ref, "session_id": SID, "session_path": str(session)}], got
+        out = run("restore", ref, "--dry-run", ok=True).output
+        assert f"{ref} was taken as session {SID} ({session})" in out, out
+        got = json.loads(run("restore", ref, "--dry-run", "--json", ok=True).output)
+        assert got["taken_as"] == [{"named": ref, "session_id": SID, "session_path": str(session)}], got
+    for ref in (str(session), SID[:8]):
+        assert "taken as" not in run("prune", ref, "--dry-run", ok=True).output
+        assert json.loads(run("prune", ref, "--dry-run", "--json", ok=True).output)["taken_as"] == []
+        assert "taken as" not in run("restore", ref, "--dry-run", ok=True).output
+    out = run("prune", str(agent), ok=True).output
+    assert "was taken as session" in out and "deleted the archive of 1 session" in out, out
+    assert agent.exists()  # the live transcript stays, in the catalog too
+    assert _conn(tmp_path).execute("SELECT gone FROM files WHERE path = ?", (str(agent),)).fetchone() == (0,)
+
+
 # -- 4. sessions --gone ------------------------------------------------------
 
 def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_path):

@@ -764,3 +764,35 @@ def test_a_session_is_whole_only_with_every_file_of_its_folder(box, tmp_path):
     r = doctor.doctor(db.connect(box["db"]), box["cfg"], [root], box["cwd"], managed=box["managed"], now=NOW)
     [d] = [d for d in r.due if d.path == str(session)]
     assert (d.files, d.whole, sorted(d.not_whole)) == (3 + len(kept), False, sorted([str(late), str(grown)])), d
+
+
+def test_a_last_line_not_ended_is_said_as_it_is_never_run_refresh(box, monkeypatch):
+    """A session file cut mid-line (its writer died, or is still writing):
+    refresh catalogues it to its last newline and can read no more until
+    the line ends, so doctor names the unfinished line and its bytes, not
+    `run txdb refresh`; the entry stays not whole, and once the line ends a
+    refresh makes it whole."""
+    f = _sessions(box)[0]
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"summary","summ')
+    _age(f, 31)
+    _refresh(box)
+    out = _cli(box, monkeypatch).output
+    assert "run `txdb refresh`" not in out, out
+    assert "1 not (1 only for a last line unfinished: refresh reads it once it ends)" in out, out
+    assert (f"{f.name}: its last line is unfinished (23 bytes after the last newline), refresh reads it once "
+            "it ends)") in out, out
+    assert "0 changed since the last refresh, 1 catalogued up to a last line unfinished" in out, out
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == [] and got["unfinished"] == [{"path": str(f), "bytes": 23}], got
+    (d,) = [d for d in got["due"] if d["path"] == str(f)]
+    assert not d["whole"] and d["not_whole"] == [str(f)] and d["unfinished"] == [{"path": str(f), "bytes": 23}]
+    with open(f, "ab") as fh:  # a whole line after it: that one refresh does read
+        fh.write(b'mary":"x","leafUuid":"y"}\n{"type":"summary","summary":"z","leafUuid":"y"}\n')
+    _age(f, 31)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == [str(f)] and got["unfinished"] == [], got
+    assert "run `txdb refresh` now" in _cli(box, monkeypatch).output
+    _refresh(box)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == got["unfinished"] == [] and [d["whole"] for d in got["due"] if d["path"] == str(f)] == [True]

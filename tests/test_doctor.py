@@ -796,3 +796,28 @@ def test_a_last_line_not_ended_is_said_as_it_is_never_run_refresh(box, monkeypat
     _refresh(box)
     got = json.loads(_cli(box, monkeypatch, "--json").output)
     assert got["stale"] == got["unfinished"] == [] and [d["whole"] for d in got["due"] if d["path"] == str(f)] == [True]
+
+
+def test_a_linked_project_folder_is_named_as_not_catalogued_with_what_to_do(box, monkeypatch, tmp_path):
+    """A project folder moved to another disk and linked back: doctor does
+    not follow the link either, so it names it (text and --json) as not
+    catalogued, its sessions neither counted nor checked, and what to do."""
+    projects = box["cfg"] / "projects"
+    folder = next(p for p in sorted(projects.iterdir()) if p.is_dir() and len(list(p.rglob("*.jsonl"))) > 1)
+    inside = len(list(folder.rglob("*.jsonl")))
+    _refresh(box)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    shutil.move(folder, disk / folder.name)
+    os.symlink(disk / folder.name, folder)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["linked"] == [{"path": str(folder), "root": str(projects), "target": str(disk / folder.name),
+                              "catalogued": inside, "catalogued_at_target": 0}], got["linked"]
+    out = _cli(box, monkeypatch).output
+    assert "Linked folders: 1 not followed (txdb never follows a link): no session under it is catalogued" in out
+    assert f"`txdb refresh --root {disk}`, then `txdb doctor` with the same --root" in out, out
+    assert (f"    {folder} -> {disk / folder.name} ({inside} files catalogued under the link, as last read)"
+            in out), out
+    run("refresh", "--db", box["db"], "--root", disk, ok=True)  # as it says: the target's folder as a root
+    checked = json.loads(_cli(box, monkeypatch, "--root", disk, "--json").output)
+    assert checked["session_files"] == inside and checked["stale"] == checked["not_catalogued"] == []

@@ -42,7 +42,7 @@ from txdb.catalog import cost, units
 from txdb.catalog.history import counts as history_counts
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
-from txdb.catalog.ingest.discover import Found, FoundSidecar, Unreadable, discover
+from txdb.catalog.ingest.discover import Found, FoundSidecar, Linked, Unreadable, discover
 from txdb.model.paths import OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
@@ -124,6 +124,10 @@ class DoctorReport:
     # catalogued as they are but for a last line with no newline yet ({"path", "bytes" after the last
     # newline}): not in stale, as refresh reads that line only once it ends
     unfinished: list[dict] = field(default_factory=list)
+    # symbolic links to folders under a root ({"path", "root", "target", "catalogued",
+    # "catalogued_at_target"}): never followed, so the sessions under them are neither counted nor
+    # checked here, and refresh catalogues none under the link
+    linked: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -509,6 +513,15 @@ def _unfinished(conn: sqlite3.Connection | None, f: Found, hash_if_touched: bool
     return row[0] - row[2]
 
 
+def _held_under(conn: sqlite3.Connection | None, folder: str) -> int:
+    """How many live transcripts the catalog holds under ``folder``."""
+    if conn is None or not is_text_path(folder):
+        return 0
+    prefix = folder + os.sep
+    return conn.execute("SELECT count(*) FROM files WHERE gone = 0 AND substr(path, 1, ?) = ?",
+                        (len(prefix), prefix)).fetchone()[0]
+
+
 def _sidecar_whole(conn: sqlite3.Connection | None, s: FoundSidecar) -> bool:
     """As :func:`_whole` (a moved mtime hashed), for a file of a session's
     folder: its ``sidecars`` row at the size on disk, its content in ``blobs``."""
@@ -639,7 +652,10 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
     unreadable: list[Unreadable] = []
     not_text: list[Found] = []  # never catalogued (a name that is not UTF-8), deleted by the cleanup all the same
     side: list[FoundSidecar] = []
-    found = discover(roots, unreadable, sidecars=side, not_text=not_text)
+    links: list[Linked] = []
+    found = discover(roots, unreadable, sidecars=side, not_text=not_text, linked=links)
+    linked = [{**link.as_dict(), "catalogued": _held_under(conn, link.path),
+               "catalogued_at_target": _held_under(conn, link.target)} for link in links]
     known = {p for (p,) in conn.execute("SELECT path FROM files")} if conn is not None else set()
     stale, unfinished = [], []
     for f in found:
@@ -703,7 +719,7 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         history = {"prompts": prompts, "sessions": sessions, "without_session": without, "gone_before_txdb": before}
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
-        not_catalogued=not_catalogued, stale=stale, unfinished=unfinished, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
+        not_catalogued=not_catalogued, stale=stale, unfinished=unfinished, linked=linked, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
         hook=hook_status(config_dir, cwd, managed), prices=prices,
         history=history, catalog=conn is not None,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from decimal import Decimal
 from pathlib import Path
 
@@ -69,6 +70,15 @@ def _some(paths: list[str]) -> str:
 def _cut_text(n: int) -> str:
     """A file whose last line has no newline yet, ``n`` bytes of it written."""
     return f"its last line is unfinished ({n:,} byte{'s' if n != 1 else ''} after the last newline)"
+
+
+def _held(d: dict) -> str:
+    """What the catalog holds of a linked folder (``DoctorReport.linked``): under the link, as last read;
+    under its target, catalogued from there."""
+    parts = ([f"{d['catalogued']:,} file{'s' if d['catalogued'] != 1 else ''} catalogued under the link, as "
+              "last read"] if d["catalogued"] else []) + \
+        ([f"{d['catalogued_at_target']:,} under its target, catalogued from there"] if d["catalogued_at_target"] else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 READ_WHEN_ENDED = "refresh reads it once it ends"
@@ -180,6 +190,15 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     if r.catalog and (r.not_catalogued or r.stale or r.unfinished):
         echo(_some(r.not_catalogued + r.stale + [f"{u['path']}: {_cut_text(u['bytes'])}" for u in r.unfinished])
              .lstrip("\n"))
+    if r.linked:
+        n = len(r.linked)
+        echo(terminal_safe(
+            f"Linked folders: {n} not followed (txdb never follows a link): no session under {'it' if n == 1 else 'them'} "
+            "is catalogued by this path, counted or checked above. To catalogue and check "
+            f"{'it' if n == 1 else 'one'}, give the folder holding its target as a --root of its own (a projects "
+            f"folder: each folder in it is a project): `txdb refresh --root {shlex.quote(str(Path(r.linked[0]['target']).parent))}`, then "
+            "`txdb doctor` with the same --root:"))
+        echo(_some([f"{d['path']} -> {d['target']}" + _held(d) for d in r.linked]).lstrip("\n"))
     if r.unreadable:
         echo(f"Unreadable: {len(r.unreadable)}" + _some([f"{u['path']} ({u['error']})" for u in r.unreadable]))
     h = r.hook

@@ -42,7 +42,8 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     written. A file the catalog cannot give back whole is named and nothing
     is written. A restored file is the catalogued one: the next refresh
     reads nothing. A --to copy is not catalogued (a refresh of its folder
-    indexes it); SESSION always means the original. With --where, a session
+    indexes it); SESSION always means the original (a subagent transcript's
+    path or name stands for its session: a note says so). With --where, a session
     that cannot be restored is named, the others are restored, and the exit
     status is 1 (a session with nothing missing is named, and is no failure).
 
@@ -143,9 +144,12 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
 def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
     """Delete from the catalog the archive of sessions whose files are gone
     from disk (after that, `txdb restore` cannot give them back). Only gone
-    rows are deleted, never a live session's. Name each SESSION (id, prefix
-    or path), or give --all-gone, which deletes only with --yes; --dry-run
-    prints what would go (files, lines, bytes) and deletes nothing.
+    rows are deleted, never a live session's. Their usage rows go with
+    them, so `txdb cost` no longer counts what those sessions spent: its
+    totals drop. Name each SESSION
+    (id, prefix or path; a subagent transcript's stands for its session, and
+    a note says so), or give --all-gone, which deletes only with --yes;
+    --dry-run prints what would go (files, lines, bytes) and deletes nothing.
 
     Example:
 

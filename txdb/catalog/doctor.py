@@ -658,13 +658,13 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
                "catalogued_at_target": _held_under(conn, link.target)} for link in links]
     known = {p for (p,) in conn.execute("SELECT path FROM files")} if conn is not None else set()
     stale, unfinished = [], []
-    for f in found:
-        if f.path in known and not _whole(conn, f):
-            n = _unfinished(conn, f)
+    for one in found:
+        if one.path in known and not _whole(conn, one):
+            n = _unfinished(conn, one)
             if n is None:
-                stale.append(f.path)
+                stale.append(one.path)
             else:
-                unfinished.append({"path": f.path, "bytes": n})
+                unfinished.append({"path": one.path, "bytes": n})
     not_catalogued = [f.path for f in found if f.path not in known] + [shown_path(f.path) for f in not_text]
     found += not_text
     with_session, lone = _groups(conn, found)

@@ -778,3 +778,60 @@ def test_a_file_of_the_folder_whose_name_refresh_cannot_read_makes_the_entry_not
     d = _due(box, root)[str(session)]
     assert not d.whole and d.files == 3, d
     assert d.not_whole == [os.path.join(str(folder), "bad\\xffname.txt")], d.not_whole
+
+
+def test_a_last_line_not_ended_is_said_as_it_is_never_run_refresh(box, monkeypatch):
+    """A session file cut mid-line (its writer died, or is still writing):
+    refresh catalogues it to its last newline and can read no more until
+    the line ends, so doctor names the unfinished line and its bytes, not
+    `run txdb refresh`; the entry stays not whole, and once the line ends a
+    refresh makes it whole."""
+    f = _sessions(box)[0]
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"summary","summ')
+    _age(f, 31)
+    _refresh(box)
+    out = _cli(box, monkeypatch).output
+    assert "run `txdb refresh`" not in out, out
+    assert "1 not (1 only for a last line unfinished: refresh reads it once it ends)" in out, out
+    assert (f"{f.name}: its last line is unfinished (23 bytes after the last newline), refresh reads it once "
+            "it ends)") in out, out
+    assert "0 changed since the last refresh, 1 catalogued up to a last line unfinished" in out, out
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == [] and got["unfinished"] == [{"path": str(f), "bytes": 23}], got
+    (d,) = [d for d in got["due"] if d["path"] == str(f)]
+    assert not d["whole"] and d["not_whole"] == [str(f)] and d["unfinished"] == [{"path": str(f), "bytes": 23}]
+    with open(f, "ab") as fh:  # a whole line after it: that one refresh does read
+        fh.write(b'mary":"x","leafUuid":"y"}\n{"type":"summary","summary":"z","leafUuid":"y"}\n')
+    _age(f, 31)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == [str(f)] and got["unfinished"] == [], got
+    assert "run `txdb refresh` now" in _cli(box, monkeypatch).output
+    _refresh(box)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["stale"] == got["unfinished"] == [] and [d["whole"] for d in got["due"] if d["path"] == str(f)] == [True]
+
+
+def test_a_linked_project_folder_is_named_as_not_catalogued_with_what_to_do(box, monkeypatch, tmp_path):
+    """A project folder moved to another disk and linked back: doctor does
+    not follow the link either, so it names it (text and --json) as not
+    catalogued, its sessions neither counted nor checked, and what to do."""
+    projects = box["cfg"] / "projects"
+    folder = next(p for p in sorted(projects.iterdir()) if p.is_dir() and len(list(p.rglob("*.jsonl"))) > 1)
+    inside = len(list(folder.rglob("*.jsonl")))
+    _refresh(box)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    shutil.move(folder, disk / folder.name)
+    os.symlink(disk / folder.name, folder)
+    got = json.loads(_cli(box, monkeypatch, "--json").output)
+    assert got["linked"] == [{"path": str(folder), "root": str(projects), "target": str(disk / folder.name),
+                              "catalogued": inside, "catalogued_at_target": 0}], got["linked"]
+    out = _cli(box, monkeypatch).output
+    assert "Linked folders: 1 not followed (txdb never follows a link): no session under it is catalogued" in out
+    assert f"`txdb refresh --root {disk}`, then `txdb doctor` with the same --root" in out, out
+    assert (f"    {folder} -> {disk / folder.name} ({inside} files catalogued under the link, as last read)"
+            in out), out
+    run("refresh", "--db", box["db"], "--root", disk, ok=True)  # as it says: the target's folder as a root
+    checked = json.loads(_cli(box, monkeypatch, "--root", disk, "--json").output)
+    assert checked["session_files"] == inside and checked["stale"] == checked["not_catalogued"] == []

@@ -243,6 +243,41 @@ def test_symlinked_folders_are_skipped_but_symlinked_files_count(conn, tmp_path,
     assert not any("-linked-dir" in p for p in paths)
 
 
+def test_a_project_folder_moved_and_linked_back_is_named_once_never_followed(conn, tmp_path):
+    """A project folder moved to another disk and linked back: refresh
+    still does not follow the link, but names it (once per root, whatever
+    the files under it; a count past three), says its catalogued files stay
+    as last read, and how to read it: its target's folder as a --root."""
+    root, disk = tmp_path / "projects", tmp_path / "disk"
+    write(root / "-p" / "a.jsonl", conversation(2, session="a"))
+    write(root / "-p" / "b.jsonl", conversation(2, session="b"))
+    refresh(conn, [root])
+    disk.mkdir()
+    shutil.move(root / "-p", disk / "-p")
+    os.symlink(disk / "-p", root / "-p")
+    append(disk / "-p" / "a.jsonl", *conversation(1, session="a")[:1])
+    stats = refresh(conn, [root])
+    assert stats.grown == stats.new == stats.gone == 0  # not followed: nothing under it read
+    assert stats.linked == [{"path": str(root / "-p"), "root": str(root), "target": str(disk / "-p"),
+                             "catalogued": 2, "catalogued_at_target": 0}]
+    (warning,) = stats.warnings
+    assert warning.startswith(f"1 linked folder under {root} not read (refresh never follows a link): "
+                              f"{root / '-p'} -> {disk / '-p'}; the 2 files catalogued under it stay as last read"), warning
+    assert warning.endswith(f"txdb refresh --root {disk}"), warning
+    assert stats.summary().endswith("; 1 linked folder not read (a link is never followed)")
+    for name in "qrst":
+        (disk / name).mkdir()
+        os.symlink(disk / name, root / f"-{name}")
+    stats = refresh(conn, [root, root])  # a root given twice names each link once
+    (warning,) = stats.warnings
+    assert warning.startswith("5 linked folders under") and " and 2 more; " in warning, warning
+    assert len(stats.linked) == 5
+    stats = refresh(conn, [disk])  # what the warning says to do: the append is read
+    assert stats.grown == 1 and stats.warnings == []
+    linked = {d["path"]: d for d in refresh(conn, [root]).linked}[str(root / "-p")]
+    assert (linked["catalogued"], linked["catalogued_at_target"]) == (0, 2)  # its rows moved to the target's paths
+
+
 def test_session_id_falls_back_to_stem_and_titles_follow_precedence(conn, tmp_path):
     root = tmp_path / "projects"
     write(root / "-p" / "no-ids.jsonl", [{"type": "summary", "summary": "old summary", "leafUuid": "x"}])

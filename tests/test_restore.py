@@ -212,6 +212,55 @@ def test_prune_forgets_vanished_sidecars_and_their_contents(archive, tmp_path):
     assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1
 
 
+def test_a_subagent_transcript_named_to_prune_or_restore_says_it_was_taken_as_its_session(archive, tmp_path):
+    """A live subagent transcript's path (or name) whose session file is
+    gone stands for that session: prune and restore say so, in text and
+    JSON; a name of the session itself adds no note."""
+    projects, _ = archive
+    session = projects / SUBAGENT_DEMO / f"{SID}.jsonl"
+    session.unlink()
+    run("refresh", ok=True)
+    (agent,) = (projects / SUBAGENT_DEMO / SID / "subagents").glob("*.jsonl")
+    for ref in (str(agent), agent.stem):
+        out = run("prune", ref, "--dry-run", ok=True).output
+        assert f"{ref} was taken as session {SID} ({session})" in out, out
+        got = json.loads(run("prune", ref, "--dry-run", "--json", ok=True).output)
+        assert got["taken_as"] == [{"named": ref, "session_id": SID, "session_path": str(session)}], got
+        out = run("restore", ref, "--dry-run", ok=True).output
+        assert f"{ref} was taken as session {SID} ({session})" in out, out
+        got = json.loads(run("restore", ref, "--dry-run", "--json", ok=True).output)
+        assert got["taken_as"] == [{"named": ref, "session_id": SID, "session_path": str(session)}], got
+    for ref in (str(session), SID[:8]):
+        assert "taken as" not in run("prune", ref, "--dry-run", ok=True).output
+        assert json.loads(run("prune", ref, "--dry-run", "--json", ok=True).output)["taken_as"] == []
+        assert "taken as" not in run("restore", ref, "--dry-run", ok=True).output
+    out = run("prune", str(agent), ok=True).output
+    assert "was taken as session" in out and "deleted the archive of 1 session" in out, out
+    assert agent.exists()  # the live transcript stays, in the catalog too
+    assert _conn(tmp_path).execute("SELECT gone FROM files WHERE path = ?", (str(agent),)).fetchone() == (0,)
+
+
+def _cost_total() -> float:
+    return json.loads(run("cost", "--since", "2000-01-01", "--json", ok=True).output)["total"]["cost_usd"]
+
+
+def test_gone_is_listed_once_a_refresh_saw_it_and_prune_drops_its_cost_as_the_help_says(archive, tmp_path):
+    """What the docs say of the archive: `sessions --gone` lists a deleted
+    session only once a refresh has seen it gone; `prune` deletes its usage
+    rows too, so `txdb cost` totals drop."""
+    projects, _ = archive
+    assert "once a refresh sees it gone" in " ".join(run("sessions", "--help", ok=True).output.split())
+    assert "its totals drop" in " ".join(run("prune", "--help", ok=True).output.split())
+    before = _cost_total()
+    _sweep(projects)
+    assert json.loads(run("sessions", "--gone", "--json", ok=True).output) == []  # not seen gone yet
+    run("refresh", ok=True)
+    assert [r["session_id"] for r in json.loads(run("sessions", "--gone", "--json", ok=True).output)] == [SID]
+    assert _cost_total() == before  # gone, still counted: the archive holds it
+    run("prune", SID, ok=True)
+    assert 0 <= _cost_total() < before
+
+
 # -- 4. sessions --gone ------------------------------------------------------
 
 def test_refresh_counts_sessions_gone_and_sessions_gone_lists_them(archive, tmp_path):

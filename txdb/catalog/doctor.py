@@ -42,7 +42,7 @@ from txdb.catalog import cost, units
 from txdb.catalog.history import counts as history_counts
 from txdb.model import deep
 from txdb.model.claude_code import plugin_info
-from txdb.catalog.ingest.discover import Found, FoundSidecar, Unreadable, discover
+from txdb.catalog.ingest.discover import Found, FoundSidecar, Linked, Unreadable, discover
 from txdb.model.paths import NOT_TEXT_PATH, OWN_MTIME_DIRS, SESSION_SUFFIX, SUBAGENT_PREFIX, TOOL_RESULTS, is_text_path, parent_session, shown_path
 from txdb.model.regular import TooLarge, open_regular, read_regular
 
@@ -93,6 +93,9 @@ class DueSession:
     # by one; a tool-results file older than its session file (or without one), by its own mtime
     whole: bool  # every one catalogued to its last byte: `txdb restore` gives it back
     not_whole: list[str] = field(default_factory=list)
+    # of not_whole, the files whose last line is unfinished (no newline yet): {"path", "bytes"} after the
+    # last newline; refresh reads that line once it ends, not before
+    unfinished: list[dict] = field(default_factory=list)
     lone: bool = False  # files of a session whose session file is not on disk
     tool_results: int = 0  # how many of the files are tool-results files
 
@@ -118,6 +121,13 @@ class DoctorReport:
     history: dict | None  # None: no catalog (history.jsonl is read by refresh)
     cannot_catalogue: list[str] = field(default_factory=list)  # names that are not UTF-8: refresh never reads them
     catalog: bool = True  # False: no catalog yet, so nothing is held
+    # catalogued as they are but for a last line with no newline yet ({"path", "bytes" after the last
+    # newline}): not in stale, as refresh reads that line only once it ends
+    unfinished: list[dict] = field(default_factory=list)
+    # symbolic links to folders under a root ({"path", "root", "target", "catalogued",
+    # "catalogued_at_target"}): never followed, so the sessions under them are neither counted nor
+    # checked here, and refresh catalogues none under the link
+    linked: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -475,6 +485,43 @@ def _whole(conn: sqlite3.Connection | None, f: Found, hash_if_touched: bool = Fa
     return row[1] == f.stat.st_mtime_ns or (hash_if_touched and _sha256(f.path) == row[3])
 
 
+UNFINISHED_READ = 1 << 20  # bytes read at a time looking for a newline after a file's catalogued end
+
+
+def _unfinished(conn: sqlite3.Connection | None, f: Found, hash_if_touched: bool = False) -> int | None:
+    """The bytes after the last newline of a file the catalog holds as it is
+    on disk but for its last line, which has no newline yet (a writer died,
+    or is still writing it): refresh reads up to the last newline, so it
+    reads that line once it ends, and not before; None for any other file
+    (``hash_if_touched`` as :func:`_whole`)."""
+    if conn is None or not is_text_path(f.path):
+        return None
+    row = conn.execute("SELECT size, mtime_ns, cursor, sha256, inode FROM files WHERE path = ?", (f.path,)).fetchone()
+    if (row is None or row[0] != f.stat.st_size or row[2] is None or not 0 <= row[2] < row[0] or row[3] is None
+            or row[4] is None):
+        return None
+    if row[1] != f.stat.st_mtime_ns and not (hash_if_touched and _sha256(f.path) == row[3]):
+        return None
+    try:
+        with open_regular(f.path) as fh:
+            fh.seek(row[2])
+            while chunk := fh.read(UNFINISHED_READ):
+                if b"\n" in chunk:
+                    return None  # a whole line past the cursor: refresh has more to read
+    except OSError:
+        return None
+    return row[0] - row[2]
+
+
+def _held_under(conn: sqlite3.Connection | None, folder: str) -> int:
+    """How many live transcripts the catalog holds under ``folder``."""
+    if conn is None or not is_text_path(folder):
+        return 0
+    prefix = folder + os.sep
+    return conn.execute("SELECT count(*) FROM files WHERE gone = 0 AND substr(path, 1, ?) = ?",
+                        (len(prefix), prefix)).fetchone()[0]
+
+
 def _sidecar_whole(conn: sqlite3.Connection | None, s: FoundSidecar) -> bool:
     """As :func:`_whole` (a moved mtime hashed), for a file of a session's
     folder: its ``sidecars`` row at the size on disk, its content in ``blobs``."""
@@ -605,9 +652,19 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
     unreadable: list[Unreadable] = []
     not_text: list[Found] = []  # never catalogued (a name that is not UTF-8), deleted by the cleanup all the same
     side: list[FoundSidecar] = []
-    found = discover(roots, unreadable, sidecars=side, not_text=not_text)
+    links: list[Linked] = []
+    found = discover(roots, unreadable, sidecars=side, not_text=not_text, linked=links)
+    linked = [{**link.as_dict(), "catalogued": _held_under(conn, link.path),
+               "catalogued_at_target": _held_under(conn, link.target)} for link in links]
     known = {p for (p,) in conn.execute("SELECT path FROM files")} if conn is not None else set()
-    stale = [f.path for f in found if f.path in known and not _whole(conn, f)]
+    stale, unfinished = [], []
+    for one in found:
+        if one.path in known and not _whole(conn, one):
+            n = _unfinished(conn, one)
+            if n is None:
+                stale.append(one.path)
+            else:
+                unfinished.append({"path": one.path, "bytes": n})
     not_catalogued = [f.path for f in found if f.path not in known] + [shown_path(f.path) for f in not_text]
     found += not_text
     with_session, lone = _groups(conn, found)
@@ -642,6 +699,8 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         f = group[0]  # the session file when it goes with these, else the first of them
         missing = [shown_path(g.path) for g in group if not (_sidecar_whole(conn, g) if isinstance(g, FoundSidecar)
                                                               else _whole(conn, g, hash_if_touched=True))]
+        cut = [{"path": shown_path(g.path), "bytes": n} for g in group if isinstance(g, Found)
+               and shown_path(g.path) in missing and (n := _unfinished(conn, g, hash_if_touched=True)) is not None]
         extra: list[str] = []
         if isinstance(f, Found) and f.kind == "session":  # its folder goes with it, names refresh cannot read too
             inside = shown_path(str(Path(f.path).with_suffix(""))) + os.sep
@@ -651,8 +710,8 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         due.append(DueSession(session_id=shown_path(sid), project=None if f.project is None else shown_path(f.project),
                               path=shown_path(f.path), mtime=_iso(t / 1e9),
                               deleted_in_days=0.0 if swept(t, ret.days, now) else max(round(left, 2), 0.01),
-                              files=len(group) + len(extra),
-                              whole=not missing, not_whole=missing, lone=is_lone,
+                              files=len(group) + len(extra), whole=not missing, not_whole=missing, unfinished=cut,
+                              lone=is_lone,
                               tool_results=sum(isinstance(g, FoundSidecar) and g.rel.startswith(TOOL_RESULTS + "/")
                                                for g in group)))
     due.sort(key=lambda d: d.deleted_in_days)
@@ -667,7 +726,7 @@ def doctor(conn: sqlite3.Connection | None, config_dir: Path, roots: list[Path],
         history = {"prompts": prompts, "sessions": sessions, "without_session": without, "gone_before_txdb": before}
     return DoctorReport(
         retention=ret, due=due, within_days=within_days, session_files=len(found),
-        not_catalogued=not_catalogued, stale=stale, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
+        not_catalogued=not_catalogued, stale=stale, unfinished=unfinished, linked=linked, cannot_catalogue=[shown_path(f.path) for f in not_text], unreadable=[u.as_dict() for u in unreadable],
         hook=hook_status(config_dir, cwd, managed), prices=prices,
         history=history, catalog=conn is not None,
     )

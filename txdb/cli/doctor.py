@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from decimal import Decimal
 from pathlib import Path
 
@@ -66,6 +67,23 @@ def _some(paths: list[str]) -> str:
                                                              if len(paths) > SHOWN else "")
 
 
+def _cut_text(n: int) -> str:
+    """A file whose last line has no newline yet, ``n`` bytes of it written."""
+    return f"its last line is unfinished ({n:,} byte{'s' if n != 1 else ''} after the last newline)"
+
+
+def _held(d: dict) -> str:
+    """What the catalog holds of a linked folder (``DoctorReport.linked``): under the link, as last read;
+    under its target, catalogued from there."""
+    parts = ([f"{d['catalogued']:,} file{'s' if d['catalogued'] != 1 else ''} catalogued under the link, as "
+              "last read"] if d["catalogued"] else []) + \
+        ([f"{d['catalogued_at_target']:,} under its target, catalogued from there"] if d["catalogued_at_target"] else [])
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+READ_WHEN_ENDED = "refresh reads it once it ends"
+
+
 @command("doctor")
 @db_option
 @root_option
@@ -80,7 +98,9 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     and the file it comes from, the sessions due within --within days and
     whether the catalog holds each whole (every byte: `txdb restore` gives
     it back), the session files the catalog lacks or holds out of date (run
-    `txdb refresh`), whether txdb's hook runs, and the date of the price data.
+    `txdb refresh`; one whose last line has no newline yet is named apart:
+    refresh reads that line once it ends), whether txdb's hook runs, and the
+    date of the price data.
     With --root DIR/projects, the user's settings are DIR/settings.json.
     With no catalog yet it reports all the same (nothing held) and makes none.
 
@@ -125,21 +145,27 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
             echo(terminal_safe(f"  ({s.path} sets {_js(s.value)}, overridden)"))
     # an entry is what goes at one time: a session may be several (an agent file beside it, lone subagents)
     sessions: dict[tuple, bool] = {}
+    waiting: dict[tuple, bool] = {}  # not whole only for a last line not ended yet: a refresh now reads no more
     for d in r.due:
         key = (d.project, d.session_id)
         sessions[key] = sessions.get(key, True) and d.whole
+        waiting[key] = waiting.get(key, True) and len(d.unfinished) == len(d.not_whole)
     n, whole = len(sessions), sum(sessions.values())
+    cut = sum(1 for k, w in sessions.items() if not w and waiting[k])
     entries = "" if len(r.due) == n else f" ({len(r.due)} deletion{'s' if len(r.due) != 1 else ''})"
     if not r.catalog:
         held_whole = "none held (no catalog yet: run `txdb refresh` now)"
     else:
-        held_whole = f"{whole} held whole by the catalog" + ("" if whole == n else
-                                                             f", {n - whole} not (run `txdb refresh` now)")
+        held_whole = f"{whole} held whole by the catalog" + ("" if whole == n else f", {n - whole} not (" + "; ".join(
+            ([] if n - whole == cut else ["run `txdb refresh` now"])
+            + ([f"{cut} only for a last line unfinished: {READ_WHEN_ENDED}"] if cut else [])) + ")")
     echo(f"Due within {_days_text(within)}: {n} session{'s' if n != 1 else ''}{entries}, {held_whole}"
          + (":" if r.due else "."))
     for d in sorted(r.due, key=lambda d: d.whole)[:SHOWN]:  # the ones not held first
         when = "at Claude Code's next start" if d.deleted_in_days <= 0 else f"in {_days_text(d.deleted_in_days)}"
-        held = ("held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files)" if r.catalog
+        held = ("held whole" if d.whole else f"NOT held whole ({len(d.not_whole)} of {d.files} files"
+                + "".join(f"; {Path(u['path']).name}: {_cut_text(u['bytes'])}, {READ_WHEN_ENDED}"
+                          for u in d.unfinished) + ")" if r.catalog
                 else "NOT held whole (no catalog yet: run `txdb refresh` now)")
         tool = d.tool_results == d.files
         many = d.files != 1
@@ -156,10 +182,23 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
     if not r.catalog:
         echo(f"Session files: {r.session_files}, none catalogued (no catalog yet: `txdb refresh` reads them).")
     else:
+        cut_files = len(r.unfinished)
         echo(f"Session files: {r.session_files}, {len(r.not_catalogued)} not catalogued{cannot}, {len(r.stale)} "
-             "changed since the last refresh" + (":" if r.not_catalogued or r.stale else "."))
-    if r.catalog and (r.not_catalogued or r.stale):
-        echo(_some(r.not_catalogued + r.stale).lstrip("\n"))
+             "changed since the last refresh"
+             + (f", {cut_files} catalogued up to a last line unfinished ({READ_WHEN_ENDED})" if cut_files else "")
+             + (":" if r.not_catalogued or r.stale or r.unfinished else "."))
+    if r.catalog and (r.not_catalogued or r.stale or r.unfinished):
+        echo(_some(r.not_catalogued + r.stale + [f"{u['path']}: {_cut_text(u['bytes'])}" for u in r.unfinished])
+             .lstrip("\n"))
+    if r.linked:
+        n = len(r.linked)
+        echo(terminal_safe(
+            f"Linked folders: {n} not followed (txdb never follows a link): no session under {'it' if n == 1 else 'them'} "
+            "is catalogued by this path, counted or checked above. To catalogue and check "
+            f"{'it' if n == 1 else 'one'}, give the folder holding its target as a --root of its own (a projects "
+            f"folder: each folder in it is a project): `txdb refresh --root {shlex.quote(str(Path(r.linked[0]['target']).parent))}`, then "
+            "`txdb doctor` with the same --root:"))
+        echo(_some([f"{d['path']} -> {d['target']}" + _held(d) for d in r.linked]).lstrip("\n"))
     if r.unreadable:
         echo(f"Unreadable: {len(r.unreadable)}" + _some([f"{u['path']} ({u['error']})" for u in r.unreadable]))
     h = r.hook

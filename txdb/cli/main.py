@@ -435,7 +435,8 @@ def query(db_path, sql, params, fmt):
 @click.option("--subagents", is_flag=True, help="Include subagent transcripts.")
 @click.option("--sort", type=click.Choice(["last_timestamp", "tokens", "size", "cost"]), default="last_timestamp",
               help="Order: newest first, or the largest est. context, file or cost (USD) first.")
-@click.option("--gone", is_flag=True, help="Only what vanished from disk: a session's file, its subagent "
+@click.option("--gone", is_flag=True, help="Only what vanished from disk, as the last refresh found it (a session "
+              "deleted since is listed once a refresh sees it gone): a session's file, its subagent "
               "transcripts, or both; when, and how many files, lines and bytes (view gone_sessions; "
               "`txdb restore` gives them back).")
 @click.option("--urls", is_flag=True, help="Show each session's page in `txdb serve` (the url column; always in --json).")

@@ -13,6 +13,12 @@ from txdb.cli.output import echo, terminal_safe, to_json
 AGAIN_SHOWN = 10  # the files named under the note that the next start deletes them again
 
 
+def _taken_note(taken: dict, does: str) -> str:
+    """The line saying which session a SESSION argument was taken as (``restoremod.taken_as``)."""
+    return terminal_safe(f"Note: {taken['named']} was taken as session {taken['session_id']} "
+                         f"({taken['session_path']}), {does}.")
+
+
 @command("restore")
 @db_option
 @click.argument("session", required=False)
@@ -36,7 +42,8 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     written. A file the catalog cannot give back whole is named and nothing
     is written. A restored file is the catalogued one: the next refresh
     reads nothing. A --to copy is not catalogued (a refresh of its folder
-    indexes it); SESSION always means the original. With --where, a session
+    indexes it); SESSION always means the original (a subagent transcript's
+    path or name stands for its session: a note says so). With --where, a session
     that cannot be restored is named, the others are restored, and the exit
     status is 1 (a session with nothing missing is named, and is no failure).
 
@@ -53,6 +60,7 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
     under = config.projects_roots(roots)
     skipped: list[str] = []
     failed = 0  # of those skipped, the sessions that could not be given back (not those with nothing missing)
+    taken_as: list[dict] = []  # SESSION taken as another session than it names (a subagent transcript's)
     if where is not None:
         ids = restoremod.select_sessions(conn, path, where)
         if not ids:
@@ -72,7 +80,11 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
             raise RestoreError(f"none of the {len(ids)} sessions --where matched can be restored: {skipped[0]}"
                                + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
     else:
-        plans = [restoremod.plan_restore(conn, restoremod.choose(conn, session), to, verify=dry_run, roots=under)]
+        chosen = restoremod.choose(conn, session)
+        taken = restoremod.taken_as(conn, session, chosen)
+        if taken is not None:
+            taken_as.append(taken)
+        plans = [restoremod.plan_restore(conn, chosen, to, verify=dry_run, roots=under)]
     written = [] if dry_run else [str(p) for p in restoremod.restore(plans, each=where is not None)]
     if not dry_run:
         restoremod.register_restored(conn, plans)
@@ -84,12 +96,14 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
                                              if len(skipped) > 1 else ""))
     again = [] if dry_run else restoremod.due_again(conn, plans, config.claude_config_dir())
     if as_json:
-        echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans],
+        echo(to_json({"dry_run": dry_run, "sessions": [p.as_dict() for p in plans], "taken_as": taken_as,
                       "written": written, "not_restored": skipped, "deleted_again_at_next_start": [
                           str(p) for p, _days, _source in again]}))
         if failed:  # a script must not take a partial restore for a whole one (as `rescue --where`)
             raise click.exceptions.Exit(1)
         return
+    for t in taken_as:
+        echo(_taken_note(t, "whose files " + ("would be" if dry_run else "were") + " given back"))
     wrote = set(written)
     for plan in plans:
         for it in plan.items:
@@ -130,9 +144,12 @@ def restore(db_path, session, where, to, roots, dry_run, as_json):
 def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
     """Delete from the catalog the archive of sessions whose files are gone
     from disk (after that, `txdb restore` cannot give them back). Only gone
-    rows are deleted, never a live session's. Name each SESSION (id, prefix
-    or path), or give --all-gone, which deletes only with --yes; --dry-run
-    prints what would go (files, lines, bytes) and deletes nothing.
+    rows are deleted, never a live session's. Their usage rows go with
+    them, so `txdb cost` no longer counts what those sessions spent: its
+    totals drop. Name each SESSION
+    (id, prefix or path; a subagent transcript's stands for its session, and
+    a note says so), or give --all-gone, which deletes only with --yes;
+    --dry-run prints what would go (files, lines, bytes) and deletes nothing.
 
     Example:
 
@@ -147,11 +164,15 @@ def prune(db_path, sessions, all_gone, yes, dry_run, as_json):
         raise click.UsageError("name each SESSION to prune, or give --all-gone (--dry-run counts first)")
     conn, _path = open_catalog(db_path)
     ids = None if all_gone else [restoremod.choose(conn, s) for s in sessions]
+    # a name taken as another session (a live subagent transcript's path: its gone session)
+    taken_as = [t for s, i in zip(sessions, ids or []) if (t := restoremod.taken_as(conn, s, i)) is not None]
     dry = dry_run or (all_gone and not yes)
     report = prune_gone(conn, ids, dry_run=dry)
     if as_json:
-        echo(to_json(report.__dict__))
+        echo(to_json({**report.__dict__, "taken_as": taken_as}))
         return
+    for t in taken_as:
+        echo(_taken_note(t, "whose archive " + ("would go" if dry else "went")))
     what = (f"the archive of {report.sessions:,} session{'s' if report.sessions != 1 else ''}: "
             f"{report.files:,} file{'s' if report.files != 1 else ''}, {report.lines:,} lines, "
             f"{report.bytes / 1e6:.1f} MB")

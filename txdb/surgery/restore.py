@@ -893,6 +893,29 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     return latest_gone(conn, next((r for r in rs if (r[2] or "").startswith(ref)), rs[0])[0])
 
 
+def taken_as(conn: sqlite3.Connection, ref: str, file_id: int) -> dict | None:
+    """The session ``ref`` was taken as, when :func:`choose` (which gave
+    ``file_id``) took it as another than the one it names (a subagent
+    transcript's path or name stands for its session): ``{"named",
+    "session_id", "session_path"}``; None when ``ref`` names that session
+    (its path, a version of it kept aside, its id or a prefix of it)."""
+    unit = units.unit_of(conn, file_id)
+    if unit is None:
+        return None
+    sid, spath = unit.session_id, unit.session_path
+    if catalog.is_bare_name(ref):
+        if sid.startswith(session_stem(ref)):
+            return None
+    elif catalog.looks_like_path(ref):
+        named = os.path.abspath(os.path.expanduser(ref))
+        (path,) = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+        if spath in (named, archived_from(named)) or (path == named and not unit.lone):
+            return None
+    elif sid.startswith(ref):
+        return None
+    return {"named": ref, "session_id": sid, "session_path": spath}
+
+
 def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:
     """The catalogued files at the path ``ref`` names when nothing is there
     any more (a gone file, or versions of it kept aside), as

@@ -138,12 +138,32 @@ class Unreadable:
         return {"path": self.path, "error": self.error}
 
 
+@dataclass(slots=True)
+class Linked:
+    """A symbolic link to a folder under a root: never followed, so nothing under it is listed."""
+    path: str
+    root: str
+    target: str  # where the link leads (os.path.realpath), named for the user
+
+    def as_dict(self) -> dict:
+        return {"path": shown_path(self.path), "root": shown_path(self.root), "target": shown_path(self.target)}
+
+
 def _reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
+def _links_to_folder(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a symbolic link to a folder (one that cannot be looked at through: no)."""
+    try:
+        return entry.is_symlink() and entry.is_dir()
+    except OSError:
+        return False
+
+
 def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
-             sidecars: list[FoundSidecar] | None = None, not_text: list[Found] | None = None) -> list[Found]:
+             sidecars: list[FoundSidecar] | None = None, not_text: list[Found] | None = None,
+             linked: list[Linked] | None = None) -> list[Found]:
     """Every session file under ``roots``: recursive, skipping tool-results
     folders and symlinked folders (symlinked files still count). A file
     reached by two paths (a symlink beside its target) is listed once, under
@@ -153,7 +173,10 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
     added to it. With ``not_text``, each session file whose path is not
     text (never catalogued, also named in ``unreadable``) is added to it as
     found (its path as the OS gives it), for a caller that must still
-    account for it (doctor: Claude Code's cleanup deletes it all the same)."""
+    account for it (doctor: Claude Code's cleanup deletes it all the same).
+    With ``linked``, each symbolic link to a folder met on the way (a
+    project folder moved to another disk and linked back, say), whose files
+    are not listed, is added to it once, for a caller that says so."""
     found: list[Found] = []
     seen: set[str] = set()  # a root given twice, or inside another, lists its files once
     by_file: dict[tuple[int, int], int] = {}  # (device, inode) -> index in found
@@ -175,6 +198,11 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                 continue
             for entry in entries:
                 try:
+                    if linked is not None and _links_to_folder(entry):
+                        if entry.path not in seen:
+                            seen.add(entry.path)
+                            linked.append(Linked(entry.path, str(root), os.path.realpath(entry.path)))
+                        continue
                     if entry.is_dir(follow_symlinks=False):
                         if entry.name not in SKIP_DIRS or sidecars is not None:
                             stack.append((entry.path, (*rel, entry.name)))

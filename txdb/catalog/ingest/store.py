@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
 import threading
 import time
@@ -38,9 +39,9 @@ from txdb.catalog.sqlutil import transaction
 from txdb.errors import PruneError
 from txdb.model.regular import open_regular
 from txdb.model.paths import archived_from, archived_path, is_side_file, session_stem, swaps_of
-from txdb.catalog.ingest.discover import (Found, FoundSidecar, Unreadable, classify, discover, reached,
+from txdb.catalog.ingest.discover import (Found, FoundSidecar, Linked, Unreadable, classify, discover, reached,
     session_folder, session_sidecars)
-from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, is_session_path
+from txdb.model.paths import ARCHIVED_SUFFIX, SESSION_SUFFIX, is_session_path, shown_path
 from txdb.catalog.ingest import sha as shamod
 from txdb.model.lines import READ_BUFFER, head_tail, read_lines
 from txdb.model.records import pick_title
@@ -173,6 +174,11 @@ class RefreshStats:
     # txdb's own files in the tree it could not use (a swap journal, or an
     # entry of one, that is not txdb's): named, never stopping the refresh.
     warnings: list[str] = field(default_factory=list)
+    # Symbolic links to folders under a root ({"path", "root", "target", "catalogued",
+    # "catalogued_at_target"}): never followed, so nothing under them is read; "catalogued": the files
+    # under the link the catalog holds as live, kept as last read; "catalogued_at_target": those it holds
+    # under the target (a refresh with a --root holding it read them).
+    linked: list[dict] = field(default_factory=list)
 
     @property
     def mb_per_s(self) -> float:
@@ -193,6 +199,8 @@ class RefreshStats:
             + f", {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
             + f" ({self.mb_per_s:.1f} MB/s)"
             + self._unreadable_summary()
+            + (f"; {len(self.linked)} linked folder{'s' if len(self.linked) != 1 else ''} not read (a link is "
+               "never followed)" if self.linked else "")
         )
 
     def _newly_gone(self) -> str:
@@ -670,9 +678,11 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
     stats.roots_missing = [str(r) for r in roots if not r.is_dir()]
     unreadable: list[Unreadable] = []
     sidecars: list[FoundSidecar] = []
-    found = discover(roots, unreadable, sidecars)
+    linked: list[Linked] = []
+    found = discover(roots, unreadable, sidecars, linked=linked)
     stats.unreadable = [u.as_dict() for u in unreadable]
     existing = _existing(conn)
+    _say_linked(stats, linked, existing)
     if existing:
         _follow_links(conn, found, existing)
     stats.files = len(found)
@@ -733,6 +743,40 @@ def refresh(conn: sqlite3.Connection, roots: list[Path], prune: bool = False,
         sync_prices(conn)  # a model new to the catalog is priced (or listed unpriced) at once
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+LINKED_NAMED = 3  # linked folders named in a warning (a count of the rest)
+
+
+def _say_linked(stats: RefreshStats, linked: list[Linked], existing: dict[str, tuple]) -> None:
+    """Name the symbolic links to folders refresh did not follow, in
+    ``stats.linked`` and one warning per root: nothing under them is read
+    (links are never followed), so the files the catalog holds there stay
+    as last read, and what to do (a projects folder holding the target,
+    given as a ``--root`` of its own)."""
+    by_root: dict[str, list[dict]] = {}
+    for link in linked:
+        prefix, there = link.path + os.sep, link.target + os.sep
+        held = sum(1 for path, row in existing.items() if path.startswith(prefix) and not row[8])
+        at_target = sum(1 for path, row in existing.items() if path.startswith(there) and not row[8])
+        d = {**link.as_dict(), "catalogued": held, "catalogued_at_target": at_target}
+        stats.linked.append(d)
+        by_root.setdefault(link.root, []).append(d)
+    for root, links in by_root.items():
+        n = len(links)
+        named = ", ".join(f"{d['path']} -> {d['target']}" for d in links[:LINKED_NAMED])
+        more = f" and {n - LINKED_NAMED} more" if n > LINKED_NAMED else ""
+        held = sum(d["catalogued"] for d in links)
+        kept = (f"; the {held:,} file{'s' if held != 1 else ''} catalogued under {'it' if n == 1 else 'them'} "
+                "stay as last read") if held else ""
+        there = sum(d["catalogued_at_target"] for d in links)
+        kept += (f"; {there:,} file{'s' if there != 1 else ''} under {'its target' if n == 1 else 'their targets'} "
+                 "catalogued from there") if there else ""
+        stats.warnings.append(  # once per root, whatever the files under the links
+            f"{n} linked folder{'s' if n != 1 else ''} under {shown_path(root)} not read (refresh never follows "
+            f"a link): {named}{more}{kept}. To catalogue {'it' if n == 1 else 'one'}, give the folder holding "
+            f"its target as a --root of its own (a projects folder: each folder in it is read as a project), "
+            f"as in: txdb refresh --root {shlex.quote(os.path.dirname(links[0]['target']))}")
 
 
 def _cache_kib(conn, cache_size: int) -> int:

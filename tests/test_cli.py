@@ -135,7 +135,11 @@ def test_analyze_by_id_and_path(run, home):
     att = {r["type"]: r for r in report["attachments"]}
     assert att["task_reminder"]["kept"] == 1 and att["task_reminder"]["dropped"] == att["task_reminder"]["count"] - 1
     text = run("analyze", str(home / "-experiments-worktrees" / f"{sid}.jsonl")).output
-    assert f"Session {sid}" in text and "By tool:" in text and "Attachments:" in text
+    assert f"Session {sid}" in text and "By tool (tokens: chars/4, as raw_tokens):" in text
+    assert "Attachments (tokens: chars/4, as raw_tokens):" in text
+    # as the headings say: the tools' tokens are the chars/4 of their calls and results
+    raw = {r["category"]: r["raw_tokens"] for r in report["by_type"]}
+    assert sum(r["tokens"] for r in tools.values()) == raw["tool_use"] + raw["tool_result"]
 
 
 def test_analyze_by_type_adds_up_to_the_estimate_as_the_session_page_does(run, home, db_path):

@@ -565,7 +565,8 @@ def analyze(db_path, session, original, as_json):
            if unsent > 0 and e.get("method") != "empty" else "")
     )
     for title, key in (("By type (tokens add up to the estimate; raw_tokens: chars/4)", "by_type"),
-                       ("By tool", "by_tool"), ("Attachments", "attachments"),
+                       ("By tool (tokens: chars/4, as raw_tokens)", "by_tool"),
+                       ("Attachments (tokens: chars/4, as raw_tokens)", "attachments"),
                        ("On disk", "on_disk"), ("Persisted (markers on the chain)", "persisted"),
                        ("Chain health", "health")):
         rows = report[key]

@@ -916,9 +916,8 @@ def test_a_live_stranger_is_not_gone_and_its_id_reaches_no_other_sessions_archiv
 def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(archive, tmp_path):
     """The stranger at a gone session's path goes in its turn. The session's
     id gives back that session (its own bytes, its subagent transcript, its
-    folder's files), not the stranger; the stranger's id gives back its file
-    alone; the path, which held both, is refused naming both; pruning either
-    deletes only its own archive."""
+    folder's files), not the stranger; the path, which held both, is refused
+    naming both; the stranger's own session, live elsewhere, is still there."""
     projects, before = archive
     session, other = _stranger(projects)
     session.unlink()
@@ -928,18 +927,35 @@ def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(arc
         r = run(*cmd)
         assert r.exit_code == 1 and f"held the files of 2 sessions ({SID}, {other.stem})" in r.output \
             or f"({other.stem}, {SID})" in r.output, r.output
-    out = tmp_path / "out"
-    run("restore", other.stem, "--to", out, ok=True)
-    assert [p.name for p in out.rglob("*") if p.is_file()] == [session.name]
-    assert (out / session.name).read_bytes() == other.read_bytes()
-    dry = json.loads(run("prune", other.stem, "--dry-run", "--json", ok=True).output)
-    assert (dry["files"], dry["paths"]) == (1, [str(session)]), dry
+    # the other session is live at its own path: its copy at this session's path is not where its id
+    # gives it back (that would stand in this session's way), nor what pruning it deletes
+    r = run("restore", other.stem)
+    assert r.exit_code == 1 and "still there" in r.output and not session.exists(), r.output
+    r = run("prune", other.stem, "--dry-run")
+    assert r.exit_code == 1 and "is not gone" in r.output and "taken as" not in r.output, r.output
     dry = json.loads(run("prune", SID, "--dry-run", "--json", ok=True).output)
     assert str(session) not in dry["paths"] and len(dry["paths"]) == 2, dry  # the session and its subagent
+    assert str(session) in json.loads(run("prune", "--all-gone", "--dry-run", "--json", ok=True).output)["paths"]
 
-    run("prune", other.stem, ok=True)
     run("restore", SID, ok=True)
     assert tree(projects / SUBAGENT_DEMO) == before
+
+
+def test_restore_and_prune_of_a_path_the_catalog_lacks_add_nothing_to_it(archive, tmp_path):
+    """A session file outside the projects folders, named to restore or
+    prune (a dry run, a refusal): the catalog gains no row, so sessions and
+    cost read as before."""
+    projects, _ = archive
+    outside = tmp_path / "elsewhere" / f"{SID}.jsonl"
+    outside.parent.mkdir()
+    shutil.copyfile(projects / SUBAGENT_DEMO / f"{SID}.jsonl", outside)
+    with _conn(tmp_path) as conn:
+        before = conn.execute("SELECT count(*) FROM files").fetchone()
+    for cmd in (("prune", outside, "--dry-run"), ("restore", outside, "--dry-run"), ("prune", outside)):
+        r = run(*cmd)
+        assert r.exit_code == 1 and "is not in the catalog" in r.output, r.output
+    with _conn(tmp_path) as conn:
+        assert conn.execute("SELECT count(*) FROM files").fetchone() == before
 
 
 def test_every_file_of_a_session_folder_comes_back(archive, tmp_path):

@@ -840,7 +840,7 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
                                    "name the session by its id")
         if not rows:
             try:
-                got = catalog.resolve_session(conn, ref)
+                got = _catalogued(conn, ref)
             except SessionNotFound:
                 note = pruned_note(conn, str(Path(ref).expanduser().absolute()))
                 if note:
@@ -855,7 +855,7 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
             note = pruned_note(conn, ref)
             if note:
                 raise SessionNotFound(note)
-            got = catalog.resolve_session(conn, ref)  # its own error, or the file found on disk and indexed
+            got = _catalogued(conn, ref)  # its own error, or the catalogued file found on disk
             rows = [(got.file_id, got.path, None, got.kind, 0)]
     sessions = [r for r in rows if r[3] == "session"]
     if not sessions:  # subagent transcripts: their session's file, or the lone session they make
@@ -883,8 +883,11 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
     bases: dict[str, list[tuple]] = {}
     for r in originals:
         bases.setdefault(archived_from(r[1]) or r[1], []).append(r)
-    gone = [b for b, rs in bases.items() if any(r[4] for r in rs) or not os.path.lexists(b)]
-    pick = gone if gone else list(bases)
+    # a copy of this session put at another gone session's path (its home, by name) is not where an id
+    # gives it back: that session is (restore PATH, or its own id)
+    homes = {b: rs for b, rs in bases.items() if not _home_of_another(conn, b, rs)} or bases
+    gone = [b for b, rs in homes.items() if any(r[4] for r in rs) or not os.path.lexists(b)]
+    pick = gone if gone else list(homes)
     if len(pick) > 1:
         listing = ", ".join(sorted(pick)[:5])
         raise AmbiguousSession(f"{ref!r} matches {len(pick)} files ({listing}); pass a path")
@@ -902,7 +905,10 @@ def taken_as(conn: sqlite3.Connection, ref: str, file_id: int) -> dict | None:
     unit = units.unit_of(conn, file_id)
     if unit is None:
         return None
-    sid, spath = unit.session_id, unit.session_path
+    spath = unit.session_path
+    own = None if unit.lone else conn.execute("SELECT session_id FROM files WHERE id = ?",
+                                              (unit.files[0][0],)).fetchone()[0]
+    sid = own or unit.session_id  # another session's file at a path is that session, not the path's name
     if catalog.is_bare_name(ref):
         if sid.startswith(session_stem(ref)):
             return None
@@ -914,6 +920,28 @@ def taken_as(conn: sqlite3.Connection, ref: str, file_id: int) -> dict | None:
     elif sid.startswith(ref):
         return None
     return {"named": ref, "session_id": sid, "session_path": spath}
+
+
+def _catalogued(conn: sqlite3.Connection, ref: str) -> catalog.SessionRef:
+    """The catalogued file ``ref`` names, never indexing one (restore and
+    prune act on what refresh archived: a dry run or a refusal adds no row);
+    SessionNotFound for a file the catalog lacks."""
+    got = catalog.resolve_session(conn, ref, index=False)
+    if got.file_id is None and got.kind not in ("session", "subagent"):
+        raise RestoreError(f"{got.path} is not a session transcript (a {got.kind}): restore takes a session id "
+                           "or its .jsonl")
+    if got.file_id is None:
+        raise SessionNotFound(f"{got.path} is not in the catalog: restore and prune act on what `txdb refresh` "
+                              "archived under the projects folders")
+    return got
+
+
+def _home_of_another(conn: sqlite3.Connection, base: str, rows: list[tuple]) -> bool:
+    """Whether the path ``base`` is another session's (its name's), that
+    session catalogued there, while ``rows`` (of session_matches) are of
+    other sessions."""
+    stem = session_stem(base)
+    return all(r[2] is not None and r[2] != stem for r in rows) and stem in units.session_ids_at(conn, base)
 
 
 def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:

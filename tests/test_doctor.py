@@ -826,7 +826,7 @@ def test_a_linked_project_folder_is_named_as_not_catalogued_with_what_to_do(box,
     os.symlink(disk / folder.name, folder)
     got = json.loads(_cli(box, monkeypatch, "--json").output)
     assert got["linked"] == [{"path": str(folder), "root": str(projects), "target": str(disk / folder.name),
-                              "catalogued": inside, "catalogued_at_target": 0}], got["linked"]
+                              "root_to_give": str(disk), "catalogued": inside, "catalogued_at_target": 0}], got["linked"]
     out = _cli(box, monkeypatch).output
     assert "Linked folders: 1 not followed (txdb never follows a link): no session under it is catalogued" in out
     assert f"`txdb refresh --root {disk}`, then `txdb doctor` with the same --root" in out, out

@@ -259,7 +259,7 @@ def test_a_project_folder_moved_and_linked_back_is_named_once_never_followed(con
     stats = refresh(conn, [root])
     assert stats.grown == stats.new == stats.gone == 0  # not followed: nothing under it read
     assert stats.linked == [{"path": str(root / "-p"), "root": str(root), "target": str(disk / "-p"),
-                             "catalogued": 2, "catalogued_at_target": 0}]
+                             "root_to_give": str(disk), "catalogued": 2, "catalogued_at_target": 0}]
     (warning,) = stats.warnings
     assert warning.startswith(f"1 linked folder under {root} not read (refresh never follows a link): "
                               f"{root / '-p'} -> {disk / '-p'}; the 2 files catalogued under it stay as last read"), warning
@@ -391,6 +391,30 @@ def test_an_edit_in_place_of_the_same_size_is_read_again_and_restored_as_it_is(c
 
     restore.restore([restore.plan_restore(conn, restore.choose(conn, str(path)))])
     assert path.read_bytes() == edited
+
+
+def test_a_link_no_root_reads_rightly_gets_no_root_to_give_and_names_print_on_one_line(conn, tmp_path):
+    """A link to /, to the root itself or to a folder under it: no --root
+    would read its target rightly (all of a disk, or what the root reads
+    already), so none is suggested; links are named in order, and a name
+    holding a newline or an escape prints on the warning's one line."""
+    root = tmp_path / "projects"
+    write(root / "-p" / "a.jsonl", conversation(1, session="a"))
+    os.symlink("/", root / "-slash")
+    os.symlink(root, root / "-self")
+    os.symlink(root / "-p", root / "-again")
+    os.symlink(root / "-p", root / "-b\nWarning: forged\x1b[2J")
+    stats = refresh(conn, [root])
+    assert [Path(d["path"]).name for d in stats.linked] == sorted(Path(d["path"]).name for d in stats.linked)
+    assert [d["root_to_give"] for d in stats.linked] == [None] * 4
+    (warning,) = stats.warnings
+    assert "txdb refresh --root" not in warning and "No --root reads their targets rightly" in warning
+    from click.testing import CliRunner
+    from txdb.cli import cli
+
+    r = CliRunner().invoke(cli, ["refresh", "--root", str(root), "--db", str(tmp_path / "c.db")])
+    lines = [line for line in r.output.splitlines() if line.startswith("Warning")]
+    assert len(lines) == 1 and "-b\\x0aWarning: forged\\x1b[2J" in lines[0], r.output
 
 
 def test_partial_last_line_waits_for_its_newline(conn, tmp_path):

@@ -192,12 +192,16 @@ def doctor_cmd(db_path, roots, cwd, within, as_json):
              .lstrip("\n"))
     if r.linked:
         n = len(r.linked)
+        give = next((d["root_to_give"] for d in r.linked if d.get("root_to_give")), None)
         echo(terminal_safe(
             f"Linked folders: {n} not followed (txdb never follows a link): no session under {'it' if n == 1 else 'them'} "
-            "is catalogued by this path, counted or checked above. To catalogue and check "
-            f"{'it' if n == 1 else 'one'}, give the folder holding its target as a --root of its own (a projects "
-            f"folder: each folder in it is a project): `txdb refresh --root {shlex.quote(str(Path(r.linked[0]['target']).parent))}`, then "
-            "`txdb doctor` with the same --root:"))
+            "is catalogued by this path, counted or checked above. " + (
+                f"To catalogue and check {'it' if n == 1 else 'one'}, give the folder holding its target as a "
+                f"--root of its own (a projects folder: each folder in it is a project): `txdb refresh --root "
+                f"{shlex.quote(give)}`, then `txdb doctor` with the same --root:" if give else
+                f"No --root reads {'its target' if n == 1 else 'their targets'} rightly (the root itself, a folder "
+                "under or above it, or a file system's root): move the folder back, or give its own projects "
+                "folder as --root:")))
         echo(_some([f"{d['path']} -> {d['target']}" + _held(d) for d in r.linked]).lstrip("\n"))
     if r.unreadable:
         echo(f"Unreadable: {len(r.unreadable)}" + _some([f"{u['path']} ({u['error']})" for u in r.unreadable]))

@@ -347,8 +347,8 @@ def refresh(db_path, roots, prune, watch, as_json):
         for r in stats.roots_missing:
             echo(f"No sessions folder at {r} (nothing to index; set --root or CLAUDE_CONFIG_DIR).", err=True)
         echo(stats.summary())
-        for w in stats.warnings:
-            echo(f"Warning: {w}", err=True)
+        for w in stats.warnings:  # one line each: a name in it holding a newline stays on it
+            echo(terminal_safe(f"Warning: {w}"), err=True)
     if watch:
         from txdb.catalog.watch import watch as watch_roots
 

@@ -146,7 +146,22 @@ class Linked:
     target: str  # where the link leads (os.path.realpath), named for the user
 
     def as_dict(self) -> dict:
-        return {"path": shown_path(self.path), "root": shown_path(self.root), "target": shown_path(self.target)}
+        give = self.root_to_give()
+        return {"path": shown_path(self.path), "root": shown_path(self.root), "target": shown_path(self.target),
+                "root_to_give": None if give is None else shown_path(give)}
+
+    def root_to_give(self) -> str | None:
+        """The folder holding the target, to give as a ``--root`` of its own
+        so that refresh reads it; None where that would be wrong: the target
+        is the root, under it (read already) or above it, or its folder is a
+        file system's root (every file under it a project's)."""
+        parent, root = os.path.dirname(self.target), os.path.realpath(self.root)
+        if parent == os.path.dirname(parent):
+            return None
+        for a, b in ((self.target, root), (root, self.target)):
+            if a == b or a.startswith(b.rstrip(os.sep) + os.sep):
+                return None
+        return parent
 
 
 def _reason(e: OSError) -> str:
@@ -255,4 +270,6 @@ def discover(roots: list[Path], unreadable: list[Unreadable] | None = None,
                     continue
                 by_file[key] = len(found)
                 found.append(f)
+    if linked is not None:
+        linked.sort(key=lambda link: link.path)
     return found

@@ -772,11 +772,16 @@ def _say_linked(stats: RefreshStats, linked: list[Linked], existing: dict[str, t
         there = sum(d["catalogued_at_target"] for d in links)
         kept += (f"; {there:,} file{'s' if there != 1 else ''} under {'its target' if n == 1 else 'their targets'} "
                  "catalogued from there") if there else ""
-        stats.warnings.append(  # once per root, whatever the files under the links
+        give = next((d["root_to_give"] for d in links if d["root_to_give"]), None)
+        stats.warnings.append((  # once per root, whatever the files under the links
             f"{n} linked folder{'s' if n != 1 else ''} under {shown_path(root)} not read (refresh never follows "
-            f"a link): {named}{more}{kept}. To catalogue {'it' if n == 1 else 'one'}, give the folder holding "
-            f"its target as a --root of its own (a projects folder: each folder in it is read as a project), "
-            f"as in: txdb refresh --root {shlex.quote(os.path.dirname(links[0]['target']))}")
+            f"a link): {named}{more}{kept}. " + (
+                f"To catalogue {'it' if n == 1 else 'one'}, give the folder holding its target as a --root of its "
+                f"own (a projects folder: each folder in it is read as a project), as in: txdb refresh --root "
+                f"{shlex.quote(give)}" if give else
+                f"No --root reads {'its target' if n == 1 else 'their targets'} rightly (the root itself, a folder "
+                "under or above it, or a file system's root): move the folder back, or give its own projects "
+                "folder as --root")))
 
 
 def _cache_kib(conn, cache_size: int) -> int:

@@ -933,6 +933,7 @@ def test_a_stranger_gone_in_its_turn_is_its_own_session_to_restore_and_prune(arc
     assert r.exit_code == 1 and "still there" in r.output and not session.exists(), r.output
     r = run("prune", other.stem, "--dry-run")
     assert r.exit_code == 1 and "is not gone" in r.output and "taken as" not in r.output, r.output
+    assert str(session) not in r.output, r.output  # no `txdb prune PATH` pointing at the other session's path
     dry = json.loads(run("prune", SID, "--dry-run", "--json", ok=True).output)
     assert str(session) not in dry["paths"] and len(dry["paths"]) == 2, dry  # the session and its subagent
     assert str(session) in json.loads(run("prune", "--all-gone", "--dry-run", "--json", ok=True).output)["paths"]

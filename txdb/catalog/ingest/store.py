@@ -927,7 +927,9 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
                 # the same session gone at another path (a `restore --to` copy deleted since) is named by it
                 elsewhere = [p for (p,) in conn.execute(
                     "SELECT path FROM files WHERE session_id = ? AND kind = 'session' AND gone = 1 AND path != ? "
-                    "ORDER BY path LIMIT 3", (sid, base))] if sid else []
+                    "ORDER BY path LIMIT 3", (sid, base))
+                    # not a copy put at another session's path: that path names the other session
+                    if session_stem(p) == sid or session_stem(p) not in units.session_ids_at(conn, p)] if sid else []
                 raise PruneError(f"{sid or base} is not gone: prune deletes only the archive of files that "
                                  "vanished from disk" + (f" (a copy of it gone from {elsewhere[0]}: `txdb prune "
                                                          f"{elsewhere[0]}`)" if elsewhere else ""))

@@ -34,6 +34,7 @@ class Unit:
     files: list[Row]     # its catalogued transcripts: the session file first, when there is one
     lone: bool           # the catalog holds no session file: subagent transcripts only
     owns_folder: bool = True  # the files of <id>/ are its (not another session's at the same path)
+    own_id: str | None = None  # the session file's own session id (its lines'), None when lone
 
     @property
     def session_id(self) -> str:
@@ -78,6 +79,16 @@ def session_ids_at(conn: sqlite3.Connection, session_path: str) -> set[str | Non
         (session_path, *archived_bounds(session_path)))}
 
 
+def is_anothers_path(conn: sqlite3.Connection, path: str, session_id: str | None) -> bool:
+    """Whether the session file path ``path`` (or a version of it kept
+    aside) is named for a session other than ``session_id`` that the
+    catalog holds there: a file of ``session_id`` put at another session's
+    path, which is that session's (its folder, where restore gives it back)."""
+    base = archived_from(path) or path
+    stem = session_stem(base)
+    return session_id is not None and session_id != stem and stem in session_ids_at(conn, base)
+
+
 def subagents(conn: sqlite3.Connection, session_path: str, session_id: str | None = None) -> list[Row]:
     """The catalogued subagent transcripts of the session at ``session_path``:
     those under its folder, and the ``agent-*.jsonl`` beside it naming it.
@@ -112,9 +123,8 @@ def unit_of(conn: sqlite3.Connection, file_id: int) -> Unit | None:
     base = archived_from(path) or path
     if kind == "session":
         (own,) = conn.execute("SELECT session_id FROM files WHERE id = ?", (fid,)).fetchone()
-        stem = session_stem(base)
-        owns = own is None or own == stem or stem not in session_ids_at(conn, base)
-        return Unit(base, [(fid, path, kind, gone), *subagents(conn, base, own)], False, owns)
+        return Unit(base, [(fid, path, kind, gone), *subagents(conn, base, own)], False,
+                    not is_anothers_path(conn, base, own), own)
     sp = session_path_of(path, parent)
     if sp is None:  # nothing names its session: the file alone, as a session of its own
         return Unit(base, [(fid, path, kind, gone), *subagents(conn, base)], True)

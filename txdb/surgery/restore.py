@@ -885,7 +885,8 @@ def choose(conn: sqlite3.Connection, ref: str) -> int:
         bases.setdefault(archived_from(r[1]) or r[1], []).append(r)
     # a copy of this session put at another gone session's path (its home, by name) is not where an id
     # gives it back: that session is (restore PATH, or its own id)
-    homes = {b: rs for b, rs in bases.items() if not _home_of_another(conn, b, rs)} or bases
+    homes = {b: rs for b, rs in bases.items()
+             if not all(units.is_anothers_path(conn, b, r[2]) for r in rs)} or bases
     gone = [b for b, rs in homes.items() if any(r[4] for r in rs) or not os.path.lexists(b)]
     pick = gone if gone else list(homes)
     if len(pick) > 1:
@@ -906,9 +907,7 @@ def taken_as(conn: sqlite3.Connection, ref: str, file_id: int) -> dict | None:
     if unit is None:
         return None
     spath = unit.session_path
-    own = None if unit.lone else conn.execute("SELECT session_id FROM files WHERE id = ?",
-                                              (unit.files[0][0],)).fetchone()[0]
-    sid = own or unit.session_id  # another session's file at a path is that session, not the path's name
+    sid = unit.own_id or unit.session_id  # another session's file at a path is that session, not the path's name
     if catalog.is_bare_name(ref):
         if sid.startswith(session_stem(ref)):
             return None
@@ -934,14 +933,6 @@ def _catalogued(conn: sqlite3.Connection, ref: str) -> catalog.SessionRef:
         raise SessionNotFound(f"{got.path} is not in the catalog: restore and prune act on what `txdb refresh` "
                               "archived under the projects folders")
     return got
-
-
-def _home_of_another(conn: sqlite3.Connection, base: str, rows: list[tuple]) -> bool:
-    """Whether the path ``base`` is another session's (its name's), that
-    session catalogued there, while ``rows`` (of session_matches) are of
-    other sessions."""
-    stem = session_stem(base)
-    return all(r[2] is not None and r[2] != stem for r in rows) and stem in units.session_ids_at(conn, base)
 
 
 def _gone_at(conn: sqlite3.Connection, ref: str) -> list[tuple]:

@@ -914,12 +914,11 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
             stem = base[:-len(SESSION_SUFFIX)] if base.endswith(SESSION_SUFFIX) else base
             # its gone transcripts, and every gone version of its session file kept aside (of the same
             # session: another session's file put at its path is pruned by its own name)
-            own = conn.execute("SELECT session_id FROM files WHERE id = ?", (unit.files[0][0],)).fetchone()
             mine = conn.execute(
                 "SELECT id, path, kind, session_id, lines, size, gone FROM files WHERE gone = 1 AND "
                 "(((path = ? OR substr(path, 1, ?) = ?) AND (kind != 'session' OR ? OR session_id IS ?)) "
                 "OR id IN (SELECT value FROM json_each(?)))",
-                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX, unit.lone, own and own[0],
+                (base, len(base) + len(ARCHIVED_SUFFIX), base + ARCHIVED_SUFFIX, unit.lone, unit.own_id,
                  json.dumps([f[0] for f in unit.files]))).fetchall()
             side = conn.execute("SELECT id, size, path, rel FROM sidecars WHERE gone = 1 AND substr(path, 1, ?) = ?",
                                 (len(stem) + 1, stem + "/")).fetchall() if unit.owns_folder else []
@@ -929,7 +928,7 @@ def prune_gone(conn: sqlite3.Connection, file_ids: list[int] | None, dry_run: bo
                     "SELECT path FROM files WHERE session_id = ? AND kind = 'session' AND gone = 1 AND path != ? "
                     "ORDER BY path LIMIT 3", (sid, base))
                     # not a copy put at another session's path: that path names the other session
-                    if session_stem(p) == sid or session_stem(p) not in units.session_ids_at(conn, p)] if sid else []
+                    if not units.is_anothers_path(conn, p, sid)] if sid else []
                 raise PruneError(f"{sid or base} is not gone: prune deletes only the archive of files that "
                                  "vanished from disk" + (f" (a copy of it gone from {elsewhere[0]}: `txdb prune "
                                                          f"{elsewhere[0]}`)" if elsewhere else ""))

@@ -268,7 +268,7 @@ def test_restore_of_a_backup_path_says_it_is_not_a_session(archive, tmp_path):
     bak = session.with_name(session.name + ".bak")
     shutil.copyfile(session, bak)
     err = _one_error(run("restore", str(bak)))
-    assert "is not a session transcript" in err
+    assert "is not a session transcript (a backup)" in err, err
     bak.unlink()
     assert tree(projects / SUBAGENT_DEMO) == before
 

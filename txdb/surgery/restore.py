@@ -927,7 +927,7 @@ def _catalogued(conn: sqlite3.Connection, ref: str) -> catalog.SessionRef:
     SessionNotFound for a file the catalog lacks."""
     got = catalog.resolve_session(conn, ref, index=False)
     if got.file_id is None and got.kind not in ("session", "subagent"):
-        raise RestoreError(f"{got.path} is not a session transcript (a {got.kind}): restore takes a session id "
+        raise RestoreError(f"{got.path} is not a session transcript ({got.kind}): restore and prune take a session id "
                            "or its .jsonl")
     if got.file_id is None:
         raise SessionNotFound(f"{got.path} is not in the catalog: restore and prune act on what `txdb refresh` "
